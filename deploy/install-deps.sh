@@ -1,0 +1,45 @@
+#!/bin/sh
+# Installs, with apt-get, every Debian 12 package isergw needs to build, run and test.
+# Idempotent: when everything is present it installs nothing and touches no network.
+#
+#   deploy/install-deps.sh [build|run|test|all]    (default: all)
+set -eu
+
+BUILD="make gcc pkg-config libibverbs-dev librdmacm-dev libiscsi-dev libmicrohttpd-dev
+libjansson-dev libcurl4-openssl-dev libsystemd-dev libssl-dev liburing-dev"
+RUN="libibverbs1 librdmacm1 libiscsi7 libmicrohttpd12 libjansson4 libcurl4 libsystemd0
+libssl3 liburing2 rdma-core ibverbs-providers"
+TEST="libcriterion-dev libiscsi-bin tgt curl iproute2 iptables procps psmisc
+clang libclang-rt-14-dev rpm cpio"
+
+what=${1:-all}
+case "$what" in
+build) want="$BUILD" ;;
+run) want="$RUN" ;;
+test) want="$BUILD $RUN $TEST" ;;
+all) want="$BUILD $RUN $TEST" ;;
+*) echo "usage: $0 [build|run|test|all]" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $want; do
+	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case "$st" in
+	*" installed") ;;
+	*) missing="$missing $p" ;;
+	esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "isergw: missing packages:$missing" >&2
+	echo "isergw: run this script as root (or: sudo apt-get install$missing)" >&2
+	exit 1
+fi
+echo "isergw: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+# An old or empty package list fails the install; refresh it once and try again.
+if ! apt-get install -y --no-install-recommends $missing; then
+	apt-get update
+	apt-get install -y --no-install-recommends $missing
+fi

@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Backstore front: the configuration table, creation by type, submission with in-flight
+ * accounting, and the deferred completion queue the in-memory backstores complete through.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bs.h"
+#include "bs_priv.h"
+#include "gw_log.h"
+
+static const struct gw_conf_enum bs_type_enums[] = {
+	{ "file", BS_TYPE_FILE },
+	{ "block", BS_TYPE_BLOCK },
+	{ "ram", BS_TYPE_RAM },
+	{ "null", BS_TYPE_NULL },
+	{ NULL, 0 },
+};
+
+static const char *bs_check_block_size(const void *field)
+{
+	uint32_t v = *(const uint32_t *)field;
+
+	if (v != 512 && v != 4096)
+		return "must be 512 or 4096";
+	return NULL;
+}
+
+const struct gw_conf_key bs_conf_keys[] = {
+	{ .name = "type", .type = GW_CONF_ENUM, .offset = offsetof(struct bs_conf, type),
+	  .enums = bs_type_enums, .flags = GW_CONF_REQUIRED,
+	  .help = "where the blocks live: file, block (device), ram or null" },
+	{ .name = "path", .type = GW_CONF_STR, .offset = offsetof(struct bs_conf, path),
+	  .min = 0, .max = 4095,
+	  .help = "file or block device path (file and block types)" },
+	{ .name = "size", .type = GW_CONF_SIZE, .offset = offsetof(struct bs_conf, size),
+	  .min = 0, .max = 0,
+	  .help = "bytes (\"100G\"); file: created sparse or extended to it; ram/null: required; "
+		  "block: at most the device size (0: whole device)" },
+	{ .name = "block_size", .type = GW_CONF_U32, .offset = offsetof(struct bs_conf, block_size),
+	  .min = 512, .max = 4096, .def = "512", .check = bs_check_block_size,
+	  .help = "logical block size, 512 or 4096" },
+	{ .name = "direct", .type = GW_CONF_BOOL, .offset = offsetof(struct bs_conf, direct),
+	  .def = "false", .help = "O_DIRECT: bypass the page cache (file and block types)" },
+	{ .name = "readonly", .type = GW_CONF_BOOL, .offset = offsetof(struct bs_conf, readonly),
+	  .def = "false", .help = "refuse writes" },
+	{ .name = "threads", .type = GW_CONF_U32, .offset = offsetof(struct bs_conf, threads),
+	  .min = 1, .max = 64, .def = "4", .help = "I/O worker threads (file and block types)" },
+	GW_CONF_END,
+};
+
+const char *bs_op_name(enum bs_op op)
+{
+	switch (op) {
+	case BS_READ:
+		return "read";
+	case BS_WRITE:
+		return "write";
+	case BS_FLUSH:
+		return "flush";
+	case BS_UNMAP:
+		return "unmap";
+	case BS_WRITE_ZEROES:
+		return "write-zeroes";
+	}
+	return "?";
+}
+
+static void bs_done_defer_fn(struct gw_defer *d)
+{
+	struct bs *bs = gw_container_of(d, struct bs, done_defer);
+	struct gw_list batch;
+
+	/* Take the whole batch first: a done callback may submit again and queue more. */
+	gw_list_init(&batch);
+	if (!gw_list_empty(&bs->done_list)) {
+		batch.next = bs->done_list.next;
+		batch.prev = bs->done_list.prev;
+		batch.next->prev = &batch;
+		batch.prev->next = &batch;
+		gw_list_init(&bs->done_list);
+	}
+	while (!gw_list_empty(&batch)) {
+		struct bs_io *io = gw_list_first_entry(&batch, struct bs_io, node);
+
+		gw_list_del(&io->node);
+		bs_complete(io);
+	}
+}
+
+void bs_complete(struct bs_io *io)
+{
+	struct bs *bs = io->bs;
+
+	if (bs->inflight)
+		bs->inflight--;
+	io->done(io);
+}
+
+void bs_complete_later(struct bs_io *io)
+{
+	struct bs *bs = io->bs;
+
+	gw_list_add_tail(&bs->done_list, &io->node);
+	gw_defer_queue(bs->loop, &bs->done_defer);
+}
+
+static const struct bs_ops *bs_ops_for(int type)
+{
+	switch (type) {
+	case BS_TYPE_FILE:
+	case BS_TYPE_BLOCK:
+		return &bs_file_ops;
+	case BS_TYPE_RAM:
+		return &bs_ram_ops;
+	case BS_TYPE_NULL:
+		return &bs_null_ops;
+	}
+	return NULL;
+}
+
+int bs_create(struct gw_loop *loop, const struct bs_conf *conf, struct bs **out,
+	      struct gw_errlist *errs)
+{
+	const struct bs_ops *ops = bs_ops_for(conf->type);
+	struct bs *bs;
+	int rc;
+
+	*out = NULL;
+	if (!ops) {
+		gw_errlist_add(errs, "type", "unknown backstore type %d", conf->type);
+		return -EINVAL;
+	}
+	if (conf->block_size != 512 && conf->block_size != 4096) {
+		gw_errlist_add(errs, "block_size", "must be 512 or 4096, not %u", conf->block_size);
+		return -EINVAL;
+	}
+	if ((conf->type == BS_TYPE_FILE || conf->type == BS_TYPE_BLOCK) &&
+	    (!conf->path || !conf->path[0])) {
+		gw_errlist_add(errs, "path", "required for a %s backstore", ops->name);
+		return -EINVAL;
+	}
+	if ((conf->type == BS_TYPE_RAM || conf->type == BS_TYPE_NULL) && !conf->size) {
+		gw_errlist_add(errs, "size", "required for a %s backstore", ops->name);
+		return -EINVAL;
+	}
+	if (conf->size % conf->block_size) {
+		gw_errlist_add(errs, "size", "%llu is not a multiple of block_size %u",
+			       (unsigned long long)conf->size, conf->block_size);
+		return -EINVAL;
+	}
+	if (conf->threads < 1 || conf->threads > 64) {
+		gw_errlist_add(errs, "threads", "must be 1..64, not %u", conf->threads);
+		return -EINVAL;
+	}
+
+	bs = calloc(1, sizeof(*bs));
+	if (!bs)
+		return -ENOMEM;
+	bs->ops = ops;
+	bs->loop = loop;
+	bs->conf = *conf;
+	bs->conf.path = NULL;
+	if (conf->path) {
+		bs->conf.path = strdup(conf->path);
+		if (!bs->conf.path) {
+			free(bs);
+			return -ENOMEM;
+		}
+	}
+	bs->block_size = conf->block_size;
+	bs->size = conf->size;
+	bs->readonly = conf->readonly;
+	gw_list_init(&bs->done_list);
+	gw_defer_init(&bs->done_defer, bs_done_defer_fn);
+
+	rc = ops->open(bs);
+	if (rc < 0) {
+		/* The ops logged the cause; the key it belongs to is nearly always path or size. */
+		gw_errlist_add(errs, conf->path ? "path" : "size", "%s: cannot open %s backstore: %s",
+			       conf->path ? conf->path : "-", ops->name, strerror(-rc));
+		free(bs->conf.path);
+		free(bs);
+		return rc;
+	}
+	*out = bs;
+	return 0;
+}
+
+void bs_destroy(struct bs *bs)
+{
+	if (!bs)
+		return;
+	if (bs->inflight)
+		gw_warn("bs", "destroying backstore with %llu I/Os in flight",
+			(unsigned long long)bs->inflight);
+	bs->ops->close(bs);
+	gw_defer_cancel(&bs->done_defer);
+	free(bs->conf.path);
+	free(bs);
+}
+
+int bs_submit(struct bs *bs, struct bs_io *io)
+{
+	int rc;
+
+	io->bs = bs;
+	io->result = 0;
+	switch (io->op) {
+	case BS_WRITE:
+	case BS_UNMAP:
+	case BS_WRITE_ZEROES:
+		if (bs->readonly)
+			return -EROFS;
+		/* fall through */
+	case BS_READ:
+		if (io->offset > bs->size || io->len > bs->size - io->offset)
+			return -EINVAL;
+		break;
+	case BS_FLUSH:
+		break;
+	default:
+		return -EINVAL;
+	}
+	bs->inflight++;
+	rc = bs->ops->submit(bs, io);
+	if (rc < 0)
+		bs->inflight--;
+	return rc;
+}
+
+size_t bs_iov_to_buf(const struct iovec *iov, int iovcnt, size_t skip, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && done < len; i++) {
+		size_t n = iov[i].iov_len;
+
+		if (skip >= n) {
+			skip -= n;
+			continue;
+		}
+		n -= skip;
+		if (n > len - done)
+			n = len - done;
+		memcpy(p + done, (const uint8_t *)iov[i].iov_base + skip, n);
+		done += n;
+		skip = 0;
+	}
+	return done;
+}
+
+size_t bs_buf_to_iov(const struct iovec *iov, int iovcnt, size_t skip, const void *buf,
+		     size_t len)
+{
+	const uint8_t *p = buf;
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && done < len; i++) {
+		size_t n = iov[i].iov_len;
+
+		if (skip >= n) {
+			skip -= n;
+			continue;
+		}
+		n -= skip;
+		if (n > len - done)
+			n = len - done;
+		memcpy((uint8_t *)iov[i].iov_base + skip, p + done, n);
+		done += n;
+		skip = 0;
+	}
+	return done;
+}
+
+size_t bs_iov_zero(const struct iovec *iov, int iovcnt, size_t skip, size_t len)
+{
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && done < len; i++) {
+		size_t n = iov[i].iov_len;
+
+		if (skip >= n) {
+			skip -= n;
+			continue;
+		}
+		n -= skip;
+		if (n > len - done)
+			n = len - done;
+		memset((uint8_t *)iov[i].iov_base + skip, 0, n);
+		done += n;
+		skip = 0;
+	}
+	return done;
+}

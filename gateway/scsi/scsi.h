@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The SCSI target core (SPC-4 / SBC-3): a SCSI target device holds logical units, target ports
+ * grouped into ALUA target port groups, and the I_T nexuses the transport creates per session.
+ * It decodes CDBs, checks them, runs them against the LU's backstore and builds status and
+ * sense. It knows nothing of iSCSI: the transport hands it a command with its data buffer
+ * already filled (writes) or sized to the expected transfer length (reads).
+ *
+ * Async rule: scsi_cmd_submit() always returns with the command accepted; cmd->done fires
+ * exactly once, on the loop thread, never from inside scsi_cmd_submit().
+ */
+#ifndef SCSI_H
+#define SCSI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "bs.h"
+#include "gw_conf.h"
+#include "gw_list.h"
+#include "gw_loop.h"
+
+/* SAM status codes */
+enum {
+	SCSI_GOOD = 0x00,
+	SCSI_CHECK_CONDITION = 0x02,
+	SCSI_CONDITION_MET = 0x04,
+	SCSI_BUSY = 0x08,
+	SCSI_RESERVATION_CONFLICT = 0x18,
+	SCSI_TASK_SET_FULL = 0x28,
+	SCSI_ACA_ACTIVE = 0x30,
+	SCSI_TASK_ABORTED = 0x40,
+};
+
+/* Sense keys */
+enum {
+	SCSI_SK_NO_SENSE = 0x0,
+	SCSI_SK_RECOVERED_ERROR = 0x1,
+	SCSI_SK_NOT_READY = 0x2,
+	SCSI_SK_MEDIUM_ERROR = 0x3,
+	SCSI_SK_HARDWARE_ERROR = 0x4,
+	SCSI_SK_ILLEGAL_REQUEST = 0x5,
+	SCSI_SK_UNIT_ATTENTION = 0x6,
+	SCSI_SK_DATA_PROTECT = 0x7,
+	SCSI_SK_ABORTED_COMMAND = 0xb,
+	SCSI_SK_MISCOMPARE = 0xe,
+};
+
+#define SCSI_SENSE_MAX 32
+#define SCSI_CDB_MAX 32
+
+enum scsi_dir {
+	SCSI_DIR_NONE,
+	SCSI_DIR_READ,		/* data-in: target to initiator */
+	SCSI_DIR_WRITE,		/* data-out: initiator to target */
+	SCSI_DIR_BIDI,
+};
+
+enum scsi_task_attr {
+	SCSI_ATTR_SIMPLE,
+	SCSI_ATTR_ORDERED,
+	SCSI_ATTR_HEAD_OF_QUEUE,
+	SCSI_ATTR_ACA,
+};
+
+enum scsi_alua_state {
+	SCSI_ALUA_AO = 0x0,		/* active/optimized */
+	SCSI_ALUA_ANO = 0x1,		/* active/non-optimized */
+	SCSI_ALUA_STANDBY = 0x2,
+	SCSI_ALUA_UNAVAILABLE = 0x3,
+	SCSI_ALUA_TRANSITIONING = 0xf,
+};
+
+struct scsi_dev;
+struct scsi_lu;
+
+/* A target port: for iSCSI, target name + ",t,0x" + TPGT. */
+struct scsi_port {
+	struct gw_list node;		/* in dev->ports */
+	char *name;
+	uint16_t rel_id;		/* relative target port identifier, 1-based */
+	uint16_t tpg_id;		/* ALUA target port group */
+};
+
+/* An I_T nexus: one initiator port (iSCSI: initiator name + ",i,0x" + ISID) to one target
+ * port. Created by the transport at login, destroyed at session end. */
+struct scsi_itn {
+	struct gw_list node;		/* in dev->itns */
+	struct scsi_dev *dev;
+	struct scsi_port *port;
+	char *initiator;		/* initiator port name */
+	char *initiator_name;		/* bare initiator name, for TransportID matching */
+	uint64_t id;
+	void *ua;			/* pending unit attentions, owned by the core */
+};
+
+struct scsi_cmd {
+	/* Set by the transport before submit. */
+	struct scsi_dev *dev;
+	struct scsi_itn *itn;
+	uint64_t lun;			/* the LUN as the 8-byte SAM LUN field decodes to */
+	uint8_t cdb[SCSI_CDB_MAX];
+	uint8_t cdb_len;
+	enum scsi_task_attr attr;
+	uint64_t tag;			/* the transport's task tag (iSCSI ITT) */
+	enum scsi_dir dir;
+	/* The data buffer: write data (data_len bytes valid) or room for read data (data_len =
+	 * the initiator's expected transfer length). Owned by the transport. */
+	const struct iovec *iov;
+	int iovcnt;
+	uint32_t data_len;
+	void (*done)(struct scsi_cmd *cmd);
+	void *priv;			/* the transport's */
+
+	/* Set by the core before done. */
+	uint8_t status;
+	uint8_t sense_len;
+	uint8_t sense[SCSI_SENSE_MAX];	/* fixed format (0x70) */
+	uint32_t xfer_len;		/* read: bytes placed in the buffer (<= data_len) */
+	uint32_t cdb_xfer_len;		/* bytes the CDB asked to move: residual = this vs EDTL */
+
+	/* Core-private from here on. */
+	struct scsi_lu *lu;
+	struct gw_list node;
+	struct gw_defer defer;
+	struct bs_io io;
+	uint32_t state;
+	void *core_priv;
+	const void *op;			/* the opcode table entry */
+	uint64_t lba;			/* media range, for overlap checks (CAW range lock) */
+	uint64_t nblocks;
+	struct gw_list range_node;	/* in the LU's writer list while it writes */
+	uint32_t flags;
+	uint32_t step;			/* multi-step commands (COMPARE AND WRITE, VERIFY...) */
+};
+
+/* Per-LU settings, one table drives parsing and printing. */
+struct scsi_lu_conf {
+	uint64_t lun;
+	char *vendor;			/* INQUIRY T10 vendor id, up to 8 chars */
+	char *product;			/* up to 16 chars */
+	char *revision;			/* up to 4 chars */
+	char *serial;			/* unit serial (VPD 0x80); generated when empty */
+	uint64_t naa;			/* NAA-6 id low 64 bits (VPD 0x83); generated when 0 */
+	bool write_cache;		/* WCE in the caching mode page */
+	bool thin;			/* report thin provisioning and accept UNMAP */
+};
+
+extern const struct gw_conf_key scsi_lu_conf_keys[];
+
+enum scsi_event {
+	SCSI_EV_LUNS_CHANGED,		/* REPORTED LUNS DATA HAS CHANGED pending */
+	SCSI_EV_CAPACITY_CHANGED,
+};
+
+struct scsi_dev *scsi_dev_create(struct gw_loop *loop, const char *name);
+/* Every LU is removed (its commands must have completed), and every I_T nexus still open is
+ * destroyed with it: destroy sessions' nexuses first, or not at all. */
+void scsi_dev_destroy(struct scsi_dev *dev);
+/* The transport hears of LU changes here to send iSCSI Asynchronous Messages. */
+void scsi_dev_set_event_cb(struct scsi_dev *dev,
+			   void (*fn)(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun,
+				      void *arg),
+			   void *arg);
+
+struct scsi_port *scsi_dev_add_port(struct scsi_dev *dev, const char *name, uint16_t tpg_id);
+void scsi_dev_set_alua(struct scsi_dev *dev, uint16_t tpg_id, enum scsi_alua_state state);
+
+/* The LU takes ownership of bs on success (on failure the caller keeps it). -EEXIST if the
+ * LUN is in use. */
+int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struct bs *bs,
+		    struct gw_errlist *errs);
+/* -ENOENT, or -EBUSY while commands are in flight on it. On success the LU's bs is destroyed. */
+int scsi_dev_del_lu(struct scsi_dev *dev, uint64_t lun);
+struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun);
+/* Sets a capacity-changed unit attention after the backstore grew or shrank. */
+void scsi_lu_capacity_changed(struct scsi_lu *lu);
+
+struct scsi_itn *scsi_itn_create(struct scsi_dev *dev, struct scsi_port *port,
+				 const char *initiator_port, const char *initiator_name);
+void scsi_itn_destroy(struct scsi_itn *itn);
+
+/* Accepts the command; done fires later with status and sense filled in. */
+void scsi_cmd_submit(struct scsi_cmd *cmd);
+/* Task management. Commands in the backstore still complete through their done callbacks. */
+int scsi_abort_cmd(struct scsi_cmd *cmd);	/* 0 removed before it ran (done: TASK ABORTED), -EBUSY running */
+void scsi_lu_reset(struct scsi_dev *dev, uint64_t lun, struct scsi_itn *by);
+void scsi_target_reset(struct scsi_dev *dev, bool cold, struct scsi_itn *by);
+/* Clears what an I_T nexus loss clears (SAM-5 6.3.4) without destroying the itn. */
+void scsi_itn_nexus_loss(struct scsi_itn *itn);
+
+/* Fixed-format sense into cmd; status CHECK CONDITION. */
+void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);
+
+/* The 8-byte SAM LUN field <-> flat LUN number (peripheral and flat addressing). */
+uint64_t scsi_lun_decode(const uint8_t lun[8]);
+void scsi_lun_encode(uint64_t lun, uint8_t out[8]);
+
+#endif

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ALUA (SPC-4 5.15): one target port group per scsi_port tpg_id, implicit transitions only
+ * (TPGS 01b). REPORT TARGET PORT GROUPS lists the groups, their states and ports; commands
+ * through a port whose group is standby, unavailable or transitioning get NOT READY unless the
+ * standard lets them through (INQUIRY, REPORT LUNS, REQUEST SENSE, ...).
+ */
+#include <string.h>
+
+#include "gw_log.h"
+#include "scsi_priv.h"
+
+enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_port *p)
+{
+	const struct scsi_tpg *g;
+
+	if (!p)
+		return SCSI_ALUA_AO;
+	gw_list_for_each_entry(g, &dev->tpgs, node)
+		if (g->id == p->tpg_id)
+			return g->state;
+	return SCSI_ALUA_AO;
+}
+
+bool scsi_alua_refuse(struct scsi_cmd *cmd, const struct scsi_op *op)
+{
+	enum scsi_alua_state st;
+
+	if (!cmd->itn)
+		return false;
+	st = scsi_alua_port_state(cmd->dev, cmd->itn->port);
+	switch (st) {
+	case SCSI_ALUA_AO:
+	case SCSI_ALUA_ANO:
+		return false;
+	case SCSI_ALUA_STANDBY:
+		if (op->flags & (SCSI_OPF_ALUA_SB | SCSI_OPF_ALUA_UA))
+			return false;
+		scsi_cmd_set_sense(cmd, SCSI_SK_NOT_READY, 0x04, 0x0b);
+		return true;
+	case SCSI_ALUA_UNAVAILABLE:
+		if (op->flags & SCSI_OPF_ALUA_UA)
+			return false;
+		scsi_cmd_set_sense(cmd, SCSI_SK_NOT_READY, 0x04, 0x0c);
+		return true;
+	case SCSI_ALUA_TRANSITIONING:
+		if (op->flags & SCSI_OPF_ALUA_UA)
+			return false;
+		scsi_cmd_set_sense(cmd, SCSI_SK_NOT_READY, 0x04, 0x0a);
+		return true;
+	}
+	return false;
+}
+
+int scsi_alua_report_tpgs(struct scsi_cmd *cmd)
+{
+	const uint8_t *c = cmd->cdb;
+	struct scsi_dev *dev = cmd->dev;
+	uint32_t alloc = scsi_get32(&c[6]);
+	bool ext = (c[1] >> 5) == 1;
+	struct scsi_tpg *g;
+	struct scsi_port *p;
+	uint8_t b[4096];
+	uint32_t n, hdr;
+
+	if ((c[1] >> 5) > 1) {
+		scsi_cmd_invalid_cdb(cmd, 1, 7);
+		return SCSI_CMD_DONE;
+	}
+	hdr = ext ? 8 : 4;
+	memset(b, 0, sizeof(b));
+	n = hdr;
+	gw_list_for_each_entry(g, &dev->tpgs, node) {
+		uint8_t *d = &b[n];
+		uint32_t ports = 0;
+
+		if (n + 8 > sizeof(b))
+			break;
+		d[0] = (uint8_t)(g->state & 0x0f);
+		d[1] = 0x80 | 0x08 | 0x04 | 0x02 | 0x01;	/* T, U, S, AN, AO supported */
+		scsi_put16(&d[2], g->id);
+		n += 8;
+		gw_list_for_each_entry(p, &dev->ports, node) {
+			if (p->tpg_id != g->id || n + 4 > sizeof(b))
+				continue;
+			memset(&b[n], 0, 4);
+			scsi_put16(&b[n + 2], p->rel_id);
+			n += 4;
+			ports++;
+		}
+		d[7] = (uint8_t)ports;
+	}
+	scsi_put32(b, n - 4);
+	if (ext) {
+		b[4] = 0x10;	/* format type 001b */
+		b[5] = 0;	/* implicit transition time: not reported */
+	}
+	scsi_cmd_data_in(cmd, b, alloc < n ? alloc : n);
+	return SCSI_CMD_DONE;
+}
+
+int scsi_alua_set_tpgs(struct scsi_cmd *cmd)
+{
+	/* TPGS says implicit only: states change through the gateway's configuration. */
+	cmd->cdb_xfer_len = scsi_get32(&cmd->cdb[6]);
+	scsi_cmd_invalid_cdb(cmd, 1, 4);
+	return SCSI_CMD_DONE;
+}

@@ -1,0 +1,573 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Command dispatch: the opcode table (CDB length, flags, reservation class, handler and CDB
+ * usage data for REPORT SUPPORTED OPERATION CODES), the checks every command goes through in
+ * SAM order (LUN, unit attention, opcode, reservations, ALUA state, task attribute), sense
+ * building, data-buffer helpers and completion. done never runs inside scsi_cmd_submit: a
+ * command that finishes synchronously completes from its gw_defer.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_log.h"
+#include "scsi_priv.h"
+
+enum {
+	SCSI_CMD_ST_NEW,
+	SCSI_CMD_ST_WAITING,		/* in the LU's task set queue, not started */
+	SCSI_CMD_ST_RUNNING,
+	SCSI_CMD_ST_COMPLETING,		/* done is queued */
+	SCSI_CMD_ST_DONE,
+};
+
+#define CTL 0x00	/* control byte: NACA and LINK are not supported, so not evaluated */
+
+#define OP(opc, sa_, len, prc, fl, func, nm, ...)                                       \
+	{ .opcode = (opc), .sa = (sa_), .cdb_len = (len), .pr = (prc), .flags = (fl),    \
+	  .timeout = 30, .fn = (func), .name = (nm), .usage = { (opc), __VA_ARGS__ } }
+
+#define RW6(opc, fn, nm, fl, prc) OP(opc, 0, 6, prc, SCSI_OPF_MEDIA | (fl), fn, nm, \
+	0x1f, 0xff, 0xff, 0xff, CTL)
+#define RW10(opc, b1, fn, nm, fl, prc) OP(opc, 0, 10, prc, SCSI_OPF_MEDIA | (fl), fn, nm, \
+	b1, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, CTL)
+#define RW12(opc, b1, fn, nm, fl, prc) OP(opc, 0, 12, prc, SCSI_OPF_MEDIA | (fl), fn, nm, \
+	b1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, CTL)
+#define RW16(opc, b1, fn, nm, fl, prc) OP(opc, 0, 16, prc, SCSI_OPF_MEDIA | (fl), fn, nm, \
+	b1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, CTL)
+
+#define ALUA_ANY (SCSI_OPF_ALUA_SB | SCSI_OPF_ALUA_UA)
+#define W (SCSI_OPF_WRITE)
+
+/* Sorted by opcode, then service action. */
+static const struct scsi_op scsi_ops[] = {
+	OP(0x00, 0, 6, SCSI_PRC_ALLOW, 0, scsi_spc_test_unit_ready, "TEST UNIT READY",
+	   0, 0, 0, 0, CTL),
+	OP(0x03, 0, 6, SCSI_PRC_ALLOW, SCSI_OPF_NO_LU | SCSI_OPF_NO_UA | ALUA_ANY |
+	   SCSI_OPF_RES2_OK, scsi_spc_request_sense, "REQUEST SENSE", 0x01, 0, 0, 0xff, CTL),
+	RW6(0x08, scsi_sbc_rw, "READ(6)", 0, SCSI_PRC_READ),
+	RW6(0x0a, scsi_sbc_rw, "WRITE(6)", W, SCSI_PRC_WRITE),
+	OP(0x12, 0, 6, SCSI_PRC_ALLOW, SCSI_OPF_NO_LU | SCSI_OPF_NO_UA | ALUA_ANY |
+	   SCSI_OPF_RES2_OK, scsi_spc_inquiry, "INQUIRY", 0x01, 0xff, 0xff, 0xff, CTL),
+	OP(0x15, 0, 6, SCSI_PRC_WRITE, SCSI_OPF_ALUA_SB, scsi_spc_mode_select, "MODE SELECT(6)",
+	   0x11, 0, 0, 0xff, CTL),
+	OP(0x16, 0, 6, SCSI_PRC_OWN, 0, scsi_pr_reserve6, "RESERVE(6)", 0, 0, 0, 0, CTL),
+	OP(0x17, 0, 6, SCSI_PRC_OWN, SCSI_OPF_RES2_OK, scsi_pr_release6, "RELEASE(6)",
+	   0, 0, 0, 0, CTL),
+	OP(0x1a, 0, 6, SCSI_PRC_READ, SCSI_OPF_ALUA_SB, scsi_spc_mode_sense, "MODE SENSE(6)",
+	   0x08, 0xff, 0xff, 0xff, CTL),
+	OP(0x1b, 0, 6, SCSI_PRC_WRITE, 0, scsi_spc_start_stop, "START STOP UNIT",
+	   0x01, 0, 0x0f, 0xf7, CTL),
+	OP(0x25, 0, 10, SCSI_PRC_ALLOW, 0, scsi_sbc_read_capacity10, "READ CAPACITY(10)",
+	   0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0x01, CTL),
+	RW10(0x28, 0xfe, scsi_sbc_rw, "READ(10)", 0, SCSI_PRC_READ),
+	RW10(0x2a, 0xfa, scsi_sbc_rw, "WRITE(10)", W, SCSI_PRC_WRITE),
+	RW10(0x2e, 0xf2, scsi_sbc_write_verify, "WRITE AND VERIFY(10)", W, SCSI_PRC_WRITE),
+	RW10(0x2f, 0xf6, scsi_sbc_verify, "VERIFY(10)", 0, SCSI_PRC_READ),
+	RW10(0x34, 0x02, scsi_sbc_prefetch, "PRE-FETCH(10)", 0, SCSI_PRC_READ),
+	RW10(0x35, 0x02, scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(10)", 0, SCSI_PRC_WRITE),
+	RW10(0x41, 0xf8, scsi_sbc_write_same, "WRITE SAME(10)", W, SCSI_PRC_WRITE),
+	OP(0x42, 0, 10, SCSI_PRC_WRITE, SCSI_OPF_MEDIA | W, scsi_sbc_unmap, "UNMAP",
+	   0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, CTL),
+	OP(0x55, 0, 10, SCSI_PRC_WRITE, SCSI_OPF_ALUA_SB, scsi_spc_mode_select,
+	   "MODE SELECT(10)", 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, CTL),
+	OP(0x5a, 0, 10, SCSI_PRC_READ, SCSI_OPF_ALUA_SB, scsi_spc_mode_sense, "MODE SENSE(10)",
+	   0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, CTL),
+	OP(0x5e, 0x00, 10, SCSI_PRC_ALLOW, SCSI_OPF_SA | SCSI_OPF_ALUA_SB, scsi_pr_in,
+	   "PERSISTENT RESERVE IN", 0x00, 0, 0, 0, 0, 0, 0xff, 0xff, CTL),
+	OP(0x5e, 0x01, 10, SCSI_PRC_ALLOW, SCSI_OPF_SA | SCSI_OPF_ALUA_SB, scsi_pr_in,
+	   "PERSISTENT RESERVE IN", 0x01, 0, 0, 0, 0, 0, 0xff, 0xff, CTL),
+	OP(0x5e, 0x02, 10, SCSI_PRC_ALLOW, SCSI_OPF_SA | SCSI_OPF_ALUA_SB, scsi_pr_in,
+	   "PERSISTENT RESERVE IN", 0x02, 0, 0, 0, 0, 0, 0xff, 0xff, CTL),
+	OP(0x5e, 0x03, 10, SCSI_PRC_ALLOW, SCSI_OPF_SA | SCSI_OPF_ALUA_SB, scsi_pr_in,
+	   "PERSISTENT RESERVE IN", 0x03, 0, 0, 0, 0, 0, 0xff, 0xff, CTL),
+#define PROUT(sa)                                                                          \
+	OP(0x5f, sa, 10, SCSI_PRC_OWN, SCSI_OPF_SA | SCSI_OPF_ALUA_SB, scsi_pr_out,        \
+	   "PERSISTENT RESERVE OUT", sa, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, CTL)
+	PROUT(0x00), PROUT(0x01), PROUT(0x02), PROUT(0x03), PROUT(0x04), PROUT(0x05),
+	PROUT(0x06), PROUT(0x07),
+#undef PROUT
+	RW16(0x88, 0xfe, scsi_sbc_rw, "READ(16)", 0, SCSI_PRC_READ),
+	OP(0x89, 0, 16, SCSI_PRC_WRITE, SCSI_OPF_MEDIA | W, scsi_sbc_compare_and_write,
+	   "COMPARE AND WRITE", 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0,
+	   0xff, 0x1f, CTL),
+	RW16(0x8a, 0xfa, scsi_sbc_rw, "WRITE(16)", W, SCSI_PRC_WRITE),
+	RW16(0x8e, 0xf2, scsi_sbc_write_verify, "WRITE AND VERIFY(16)", W, SCSI_PRC_WRITE),
+	RW16(0x8f, 0xf6, scsi_sbc_verify, "VERIFY(16)", 0, SCSI_PRC_READ),
+	RW16(0x90, 0x02, scsi_sbc_prefetch, "PRE-FETCH(16)", 0, SCSI_PRC_READ),
+	RW16(0x91, 0x02, scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(16)", 0, SCSI_PRC_WRITE),
+	RW16(0x93, 0xf9, scsi_sbc_write_same, "WRITE SAME(16)", W, SCSI_PRC_WRITE),
+	OP(0x9e, 0x10, 16, SCSI_PRC_ALLOW, SCSI_OPF_SA, scsi_sbc_read_capacity16,
+	   "READ CAPACITY(16)", 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	   0xff, 0xff, 0xff, 0x01, CTL),
+	OP(0x9e, 0x12, 16, SCSI_PRC_READ, SCSI_OPF_SA | SCSI_OPF_MEDIA,
+	   scsi_sbc_get_lba_status, "GET LBA STATUS", 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	   0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, CTL),
+	OP(0xa0, 0, 12, SCSI_PRC_ALLOW, SCSI_OPF_NO_LU | SCSI_OPF_NO_UA | ALUA_ANY |
+	   SCSI_OPF_RES2_OK, scsi_spc_report_luns, "REPORT LUNS", 0, 0xff, 0, 0, 0, 0xff, 0xff,
+	   0xff, 0xff, 0, CTL),
+	OP(0xa3, 0x0a, 12, SCSI_PRC_ALLOW, SCSI_OPF_SA | ALUA_ANY | SCSI_OPF_RES2_OK,
+	   scsi_alua_report_tpgs, "REPORT TARGET PORT GROUPS", 0xea, 0, 0, 0, 0, 0xff, 0xff,
+	   0xff, 0xff, 0, CTL),
+	OP(0xa3, 0x0c, 12, SCSI_PRC_ALLOW, SCSI_OPF_SA | ALUA_ANY | SCSI_OPF_RES2_OK,
+	   scsi_spc_report_opcodes, "REPORT SUPPORTED OPERATION CODES", 0x0c, 0x87, 0xff, 0xff,
+	   0xff, 0xff, 0xff, 0xff, 0xff, 0, CTL),
+	OP(0xa3, 0x0d, 12, SCSI_PRC_ALLOW, SCSI_OPF_SA | ALUA_ANY | SCSI_OPF_RES2_OK,
+	   scsi_spc_report_tmfs, "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS", 0x0d, 0x80, 0,
+	   0, 0xff, 0xff, 0xff, 0xff, 0, CTL),
+	OP(0xa4, 0x0a, 12, SCSI_PRC_WRITE, SCSI_OPF_SA | ALUA_ANY, scsi_alua_set_tpgs,
+	   "SET TARGET PORT GROUPS", 0x0a, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL),
+	RW12(0xa8, 0xfe, scsi_sbc_rw, "READ(12)", 0, SCSI_PRC_READ),
+	RW12(0xaa, 0xfa, scsi_sbc_rw, "WRITE(12)", W, SCSI_PRC_WRITE),
+	RW12(0xae, 0xf2, scsi_sbc_write_verify, "WRITE AND VERIFY(12)", W, SCSI_PRC_WRITE),
+	RW12(0xaf, 0xf6, scsi_sbc_verify, "VERIFY(12)", 0, SCSI_PRC_READ),
+};
+
+#undef W
+
+/* First table entry per opcode; built once (the table is constant, so races are benign). */
+static const struct scsi_op *scsi_op_index[256];
+
+__attribute__((constructor)) static void scsi_op_index_build(void)
+{
+	for (size_t i = GW_ARRAY_SIZE(scsi_ops); i-- > 0;)
+		scsi_op_index[scsi_ops[i].opcode] = &scsi_ops[i];
+}
+
+const struct scsi_op *scsi_op_find(uint8_t opcode, uint8_t sa, bool *known_opcode)
+{
+	const struct scsi_op *op = scsi_op_index[opcode];
+	const struct scsi_op *end = scsi_ops + GW_ARRAY_SIZE(scsi_ops);
+
+	if (known_opcode)
+		*known_opcode = op != NULL;
+	if (!op || !(op->flags & SCSI_OPF_SA))
+		return op;
+	for (; op < end && op->opcode == opcode; op++)
+		if (op->sa == sa)
+			return op;
+	return NULL;
+}
+
+const struct scsi_op *scsi_op_next(const struct scsi_op *prev)
+{
+	if (!prev)
+		return scsi_ops;
+	prev++;
+	return prev < scsi_ops + GW_ARRAY_SIZE(scsi_ops) ? prev : NULL;
+}
+
+/* Sense */
+
+void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq)
+{
+	uint8_t *s = cmd->sense;
+
+	memset(s, 0, 18);
+	s[0] = 0x70;
+	s[2] = key & 0x0f;
+	s[7] = 10;	/* additional sense length: 18 bytes in all */
+	s[12] = asc;
+	s[13] = ascq;
+	cmd->sense_len = 18;
+	cmd->status = SCSI_CHECK_CONDITION;
+}
+
+/* Sense-key specific field pointer (SPC-4 4.5.2.4.2): which byte (and bit) was wrong. */
+static void scsi_sense_field(struct scsi_cmd *cmd, bool in_cdb, uint16_t byte, int bit)
+{
+	cmd->sense[15] = 0x80 | (in_cdb ? 0x40 : 0);
+	if (bit >= 0)
+		cmd->sense[15] |= 0x08 | (bit & 7);
+	scsi_put16(&cmd->sense[16], byte);
+}
+
+void scsi_cmd_invalid_cdb(struct scsi_cmd *cmd, uint16_t byte, int bit)
+{
+	scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+	scsi_sense_field(cmd, true, byte, bit);
+}
+
+void scsi_cmd_invalid_param(struct scsi_cmd *cmd, uint16_t byte, int bit)
+{
+	scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x26, 0x00);
+	scsi_sense_field(cmd, false, byte, bit);
+}
+
+void scsi_cmd_param_len_error(struct scsi_cmd *cmd)
+{
+	scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x1a, 0x00);
+}
+
+void scsi_cmd_set_info(struct scsi_cmd *cmd, uint64_t info)
+{
+	/* Fixed format has four bytes; larger values cannot be reported there (VALID stays 0). */
+	if (info > 0xffffffffu)
+		return;
+	cmd->sense[0] |= 0x80;
+	scsi_put32(&cmd->sense[3], (uint32_t)info);
+}
+
+void scsi_cmd_bs_error(struct scsi_cmd *cmd, int err)
+{
+	switch (err) {
+	case -EROFS:
+		scsi_cmd_set_sense(cmd, SCSI_SK_DATA_PROTECT, 0x27, 0x00);
+		break;
+	case -ENOSPC:
+		/* SPACE ALLOCATION FAILED WRITE PROTECT: a thin back end ran out. */
+		scsi_cmd_set_sense(cmd, SCSI_SK_DATA_PROTECT, 0x27, 0x07);
+		break;
+	case -ENOMEM:
+	case -EAGAIN:
+		cmd->status = SCSI_BUSY;
+		cmd->sense_len = 0;
+		break;
+	default:
+		/* UNRECOVERED READ ERROR / WRITE ERROR would blame the medium; the back end
+		 * failed, so report an internal target failure. */
+		scsi_cmd_set_sense(cmd, SCSI_SK_HARDWARE_ERROR, 0x44, 0x00);
+		break;
+	}
+}
+
+/* Data buffers */
+
+void scsi_cmd_data_in(struct scsi_cmd *cmd, const void *buf, uint32_t len)
+{
+	const uint8_t *p = buf;
+	uint32_t room = scsi_cmd_in_room(cmd);
+	uint32_t n = len < room ? len : room;
+	uint32_t done = 0;
+
+	for (int i = 0; i < cmd->iovcnt && done < n; i++) {
+		uint32_t l = (uint32_t)cmd->iov[i].iov_len;
+
+		if (l > n - done)
+			l = n - done;
+		memcpy(cmd->iov[i].iov_base, p + done, l);
+		done += l;
+	}
+	cmd->xfer_len = done;
+	cmd->cdb_xfer_len = len;
+}
+
+uint32_t scsi_cmd_put(struct scsi_cmd *cmd, uint32_t off, const void *buf, uint32_t len)
+{
+	uint32_t room = scsi_cmd_in_room(cmd);
+	const uint8_t *p = buf;
+	uint32_t done = 0;
+
+	if (off >= room)
+		return 0;
+	if (len > room - off)
+		len = room - off;
+	for (int i = 0; i < cmd->iovcnt && done < len; i++) {
+		uint32_t l = (uint32_t)cmd->iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l -= off;
+		if (l > len - done)
+			l = len - done;
+		memcpy((uint8_t *)cmd->iov[i].iov_base + off, p + done, l);
+		done += l;
+		off = 0;
+	}
+	return done;
+}
+
+uint32_t scsi_cmd_data_out(struct scsi_cmd *cmd, uint32_t off, void *buf, uint32_t len)
+{
+	uint32_t have = scsi_cmd_out_len(cmd);
+	uint8_t *p = buf;
+	uint32_t done = 0;
+
+	if (off >= have)
+		return 0;
+	if (len > have - off)
+		len = have - off;
+	for (int i = 0; i < cmd->iovcnt && done < len; i++) {
+		uint32_t l = (uint32_t)cmd->iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l -= off;
+		if (l > len - done)
+			l = len - done;
+		memcpy(p + done, (const uint8_t *)cmd->iov[i].iov_base + off, l);
+		done += l;
+		off = 0;
+	}
+	return done;
+}
+
+/* Completion */
+
+static void scsi_cmd_complete(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+
+	free(cmd->core_priv);
+	cmd->core_priv = NULL;
+	if (lu) {
+		if (!gw_list_empty(&cmd->range_node))
+			scsi_range_release(cmd);
+		if (cmd->state == SCSI_CMD_ST_RUNNING || cmd->state == SCSI_CMD_ST_COMPLETING)
+			scsi_task_end(cmd);
+		lu->nr_cmds--;
+	}
+	cmd->state = SCSI_CMD_ST_DONE;
+	cmd->done(cmd);
+}
+
+static void scsi_cmd_defer_fn(struct gw_defer *d)
+{
+	scsi_cmd_complete(gw_container_of(d, struct scsi_cmd, defer));
+}
+
+static void scsi_cmd_complete_later(struct scsi_cmd *cmd)
+{
+	if (cmd->state != SCSI_CMD_ST_RUNNING)
+		cmd->state = SCSI_CMD_ST_NEW;
+	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+}
+
+void scsi_cmd_finish(struct scsi_cmd *cmd)
+{
+	scsi_cmd_complete(cmd);
+}
+
+void scsi_cmd_finish_later(struct scsi_cmd *cmd)
+{
+	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+}
+
+static void scsi_cmd_run(struct scsi_cmd *cmd)
+{
+	const struct scsi_op *op = cmd->op;
+
+	if (op->fn(cmd) == SCSI_CMD_DONE)
+		scsi_cmd_complete_later(cmd);
+}
+
+void scsi_cmd_rerun(struct scsi_cmd *cmd)
+{
+	scsi_cmd_run(cmd);
+}
+
+/* Called by the task set when the command may start. */
+void scsi_task_run(struct scsi_cmd *cmd)
+{
+	cmd->state = SCSI_CMD_ST_RUNNING;
+	scsi_cmd_run(cmd);
+}
+
+bool scsi_task_is_waiting(const struct scsi_cmd *cmd)
+{
+	return cmd->state == SCSI_CMD_ST_WAITING;
+}
+
+void scsi_task_mark_waiting(struct scsi_cmd *cmd)
+{
+	cmd->state = SCSI_CMD_ST_WAITING;
+}
+
+/* Completes a command that never started (aborted while queued, reset). */
+void scsi_task_abort_queued(struct scsi_cmd *cmd)
+{
+	gw_list_del(&cmd->node);
+	cmd->status = SCSI_TASK_ABORTED;
+	cmd->sense_len = 0;
+	cmd->state = SCSI_CMD_ST_NEW;
+	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+}
+
+/* What the CDB asks to move, before the handler knows better (residual accounting). */
+static uint32_t scsi_cdb_xfer_len(const struct scsi_cmd *cmd, const struct scsi_lu *lu)
+{
+	const uint8_t *c = cmd->cdb;
+	uint32_t bs = lu ? lu->block_size : 512;
+	uint64_t n;
+
+	switch (c[0]) {
+	case 0x08:
+	case 0x0a:
+		n = c[4] ? c[4] : 256;	/* SBC-3: 0 means 256 blocks for both */
+		return (uint32_t)(n * bs);
+	case 0x28:
+	case 0x2a:
+	case 0x2e:
+		n = scsi_get16(&c[7]);
+		break;
+	case 0xa8:
+	case 0xaa:
+	case 0xae:
+		n = scsi_get32(&c[6]);
+		break;
+	case 0x88:
+	case 0x8a:
+	case 0x8e:
+		n = scsi_get32(&c[10]);
+		break;
+	case 0x2f:
+		n = (c[1] & 0x06) ? scsi_get16(&c[7]) : 0;
+		break;
+	case 0xaf:
+		n = (c[1] & 0x06) ? scsi_get32(&c[6]) : 0;
+		break;
+	case 0x8f:
+		n = (c[1] & 0x06) ? scsi_get32(&c[10]) : 0;
+		break;
+	case 0x89:
+		n = 2ull * c[13];
+		break;
+	case 0x41:
+	case 0x93:
+		return (c[0] == 0x93 && (c[1] & 0x01)) ? 0 : bs;
+	case 0x03:
+	case 0x12:
+	case 0x1a:
+		return c[4] | (c[0] == 0x12 ? (uint32_t)c[3] << 8 : 0);
+	case 0x15:
+		return c[4];
+	case 0x42:
+	case 0x55:
+	case 0x5a:
+	case 0x5e:
+		return scsi_get16(&c[7]);
+	case 0x5f:
+		return scsi_get32(&c[5]);
+	case 0xa0:
+	case 0xa3:
+	case 0xa4:
+		return scsi_get32(&c[6]);
+	case 0x9e:
+		return scsi_get32(&c[10]);
+	case 0x25:
+		return 8;
+	default:
+		return 0;
+	}
+	n *= bs;
+	return n > 0xffffffffu ? 0xffffffffu : (uint32_t)n;
+}
+
+/* A unit attention is reported before everything but INQUIRY, REPORT LUNS and REQUEST
+ * SENSE; an unknown opcode still gets it (SAM-5 5.14). */
+static bool scsi_cmd_check_ua(struct scsi_cmd *cmd, const struct scsi_op *op)
+{
+	struct scsi_itl *itl;
+
+	if (op && (op->flags & SCSI_OPF_NO_UA))
+		return false;
+	if (!cmd->itn)
+		return false;
+	itl = scsi_itl_get(cmd->itn, cmd->lu);
+	if (!itl)
+		return false;
+	return scsi_ua_take(cmd, itl);
+}
+
+void scsi_cmd_submit(struct scsi_cmd *cmd)
+{
+	const struct scsi_op *op;
+	struct scsi_lu *lu;
+	bool known;
+
+	cmd->status = SCSI_GOOD;
+	cmd->sense_len = 0;
+	cmd->xfer_len = 0;
+	cmd->core_priv = NULL;
+	cmd->flags = 0;
+	cmd->step = 0;
+	cmd->lba = 0;
+	cmd->nblocks = 0;
+	cmd->state = SCSI_CMD_ST_NEW;
+	gw_list_init(&cmd->node);
+	gw_list_init(&cmd->range_node);
+	gw_defer_init(&cmd->defer, scsi_cmd_defer_fn);
+
+	lu = scsi_dev_find_lu(cmd->dev, cmd->lun);
+	cmd->lu = lu;
+	op = scsi_op_find(cmd->cdb[0], cmd->cdb[1] & 0x1f, &known);
+	cmd->op = op;
+	cmd->cdb_xfer_len = scsi_cdb_xfer_len(cmd, lu);
+
+	if (!lu) {
+		if (op && (op->flags & SCSI_OPF_NO_LU) && cmd->cdb_len >= op->cdb_len) {
+			cmd->state = SCSI_CMD_ST_RUNNING;
+			if (op->fn(cmd) == SCSI_CMD_DONE)
+				gw_defer_queue(cmd->dev->loop, &cmd->defer);
+			return;
+		}
+		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x25, 0x00);
+		goto done;
+	}
+	lu->nr_cmds++;
+
+	if (scsi_cmd_check_ua(cmd, op))
+		goto done;
+	if (!op) {
+		if (known)
+			scsi_cmd_invalid_cdb(cmd, 1, 4);	/* unknown service action */
+		else
+			scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+		goto done;
+	}
+	if (cmd->cdb_len < op->cdb_len) {
+		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+		goto done;
+	}
+	if (scsi_alua_refuse(cmd, op))
+		goto done;
+	if (scsi_pr_conflict(cmd, op))
+		goto done;
+	if ((op->flags & SCSI_OPF_WRITE) && lu->readonly) {
+		scsi_cmd_set_sense(cmd, SCSI_SK_DATA_PROTECT, 0x27, 0x00);
+		goto done;
+	}
+	scsi_task_start(cmd);
+	return;
+done:
+	cmd->state = SCSI_CMD_ST_NEW;
+	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+}
+
+int scsi_abort_cmd(struct scsi_cmd *cmd)
+{
+	if (cmd->state != SCSI_CMD_ST_WAITING)
+		return -EBUSY;
+	scsi_task_abort_queued(cmd);
+	return 0;
+}
+
+uint64_t scsi_lun_decode(const uint8_t lun[8])
+{
+	switch (lun[0] >> 6) {
+	case 0:		/* peripheral device addressing: bus 0, LUN in byte 1 */
+		return lun[1];
+	case 1:		/* flat space addressing */
+		return ((uint64_t)(lun[0] & 0x3f) << 8) | lun[1];
+	default:
+		/* Extended or logical unit addressing: return it whole, so it matches no LU. */
+		return scsi_get64(lun);
+	}
+}
+
+void scsi_lun_encode(uint64_t lun, uint8_t out[8])
+{
+	memset(out, 0, 8);
+	if (lun < 256) {
+		out[1] = (uint8_t)lun;
+	} else if (lun < 16384) {
+		out[0] = 0x40 | (uint8_t)(lun >> 8);
+		out[1] = (uint8_t)lun;
+	} else {
+		scsi_put64(out, lun);
+	}
+}

@@ -1,0 +1,671 @@
+// SPDX-License-Identifier: MIT
+/*
+ * SCSI target devices: ports and ALUA groups, logical units and their identity, I_T nexuses,
+ * unit attentions per I_T nexus per LU, the per-LU task set (SIMPLE / ORDERED / HEAD OF QUEUE),
+ * the writer range lock COMPARE AND WRITE relies on, and resets.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_log.h"
+#include "scsi_priv.h"
+
+enum {
+	SCSI_CMDF_EXCL = 1 << 0,	/* range lock held exclusively (COMPARE AND WRITE) */
+	SCSI_CMDF_CAW_COUNTED = 1 << 1,	/* counted in lu->nr_caw */
+};
+
+/* Configuration */
+
+static const char *scsi_check_ascii(const void *field)
+{
+	const char *s = *(char *const *)field;
+
+	for (; s && *s; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return "must be printable ASCII";
+	return NULL;
+}
+
+const struct gw_conf_key scsi_lu_conf_keys[] = {
+	{ .name = "lun", .type = GW_CONF_U64, .offset = offsetof(struct scsi_lu_conf, lun),
+	  .min = 0, .max = 16383, .flags = GW_CONF_REQUIRED,
+	  .help = "logical unit number, 0..16383" },
+	{ .name = "vendor", .type = GW_CONF_STR, .offset = offsetof(struct scsi_lu_conf, vendor),
+	  .min = 0, .max = 8, .def = "ISERGW", .check = scsi_check_ascii,
+	  .help = "INQUIRY vendor identification, up to 8 ASCII characters" },
+	{ .name = "product", .type = GW_CONF_STR,
+	  .offset = offsetof(struct scsi_lu_conf, product), .min = 0, .max = 16,
+	  .def = "isergw LUN", .check = scsi_check_ascii,
+	  .help = "INQUIRY product identification, up to 16 ASCII characters" },
+	{ .name = "revision", .type = GW_CONF_STR,
+	  .offset = offsetof(struct scsi_lu_conf, revision), .min = 0, .max = 4, .def = "0001",
+	  .check = scsi_check_ascii,
+	  .help = "INQUIRY product revision level, up to 4 ASCII characters" },
+	{ .name = "serial", .type = GW_CONF_STR, .offset = offsetof(struct scsi_lu_conf, serial),
+	  .min = 0, .max = 32, .check = scsi_check_ascii,
+	  .help = "unit serial number (VPD page 0x80); derived from the NAA id when empty" },
+	{ .name = "naa", .type = GW_CONF_U64, .offset = offsetof(struct scsi_lu_conf, naa),
+	  .min = 0, .max = 0,
+	  .help = "low 64 bits of the NAA-6 LU id (VPD page 0x83); derived from the target name "
+		  "and LUN when 0, so gateways exporting the same LU agree" },
+	{ .name = "write_cache", .type = GW_CONF_BOOL,
+	  .offset = offsetof(struct scsi_lu_conf, write_cache), .def = "true",
+	  .help = "report a volatile write cache (WCE): initiators send SYNCHRONIZE CACHE" },
+	{ .name = "thin", .type = GW_CONF_BOOL, .offset = offsetof(struct scsi_lu_conf, thin),
+	  .def = "true",
+	  .help = "report thin provisioning and accept UNMAP (when the backstore can)" },
+	GW_CONF_END,
+};
+
+/* FNV-1a: stable across gateways and releases, which is what LU identity needs. */
+static uint64_t scsi_hash(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Devices, ports, ALUA groups */
+
+struct scsi_dev *scsi_dev_create(struct gw_loop *loop, const char *name)
+{
+	struct scsi_dev *dev = calloc(1, sizeof(*dev));
+
+	if (!dev)
+		return NULL;
+	dev->name = strdup(name ? name : "");
+	if (!dev->name) {
+		free(dev);
+		return NULL;
+	}
+	dev->loop = loop;
+	gw_list_init(&dev->ports);
+	gw_list_init(&dev->tpgs);
+	gw_list_init(&dev->itns);
+	gw_list_init(&dev->lus);
+	dev->next_rel_id = 1;
+	dev->next_itn_id = 1;
+	return dev;
+}
+
+static void scsi_lu_free(struct scsi_lu *lu);
+
+void scsi_dev_destroy(struct scsi_dev *dev)
+{
+	struct scsi_lu *lu, *lt;
+	struct scsi_itn *itn, *it;
+	struct scsi_port *p, *pt;
+	struct scsi_tpg *g, *gt;
+
+	if (!dev)
+		return;
+	gw_list_for_each_entry_safe(itn, it, &dev->itns, node)
+		scsi_itn_destroy(itn);
+	gw_list_for_each_entry_safe(lu, lt, &dev->lus, node) {
+		if (lu->nr_cmds)
+			gw_warn(SCSI_LOG, "%s: LUN %llu destroyed with %u commands in flight",
+				dev->name, (unsigned long long)lu->lun, lu->nr_cmds);
+		gw_list_del(&lu->node);
+		scsi_lu_free(lu);
+	}
+	gw_list_for_each_entry_safe(p, pt, &dev->ports, node) {
+		gw_list_del(&p->node);
+		free(p->name);
+		free(p);
+	}
+	gw_list_for_each_entry_safe(g, gt, &dev->tpgs, node) {
+		gw_list_del(&g->node);
+		free(g);
+	}
+	free(dev->name);
+	free(dev);
+}
+
+void scsi_dev_set_event_cb(struct scsi_dev *dev,
+			   void (*fn)(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun,
+				      void *arg),
+			   void *arg)
+{
+	dev->event_fn = fn;
+	dev->event_arg = arg;
+}
+
+static void scsi_dev_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun)
+{
+	if (dev->event_fn)
+		dev->event_fn(dev, ev, lun, dev->event_arg);
+}
+
+struct scsi_tpg *scsi_alua_tpg(struct scsi_dev *dev, uint16_t id)
+{
+	struct scsi_tpg *g;
+
+	gw_list_for_each_entry(g, &dev->tpgs, node)
+		if (g->id == id)
+			return g;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->id = id;
+	g->state = SCSI_ALUA_AO;
+	gw_list_add_tail(&dev->tpgs, &g->node);
+	return g;
+}
+
+struct scsi_port *scsi_dev_add_port(struct scsi_dev *dev, const char *name, uint16_t tpg_id)
+{
+	struct scsi_port *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->name = strdup(name);
+	if (!p->name || !scsi_alua_tpg(dev, tpg_id)) {
+		free(p->name);
+		free(p);
+		return NULL;
+	}
+	p->rel_id = dev->next_rel_id++;
+	p->tpg_id = tpg_id;
+	gw_list_add_tail(&dev->ports, &p->node);
+	return p;
+}
+
+void scsi_dev_set_alua(struct scsi_dev *dev, uint16_t tpg_id, enum scsi_alua_state state)
+{
+	struct scsi_tpg *g = scsi_alua_tpg(dev, tpg_id);
+	struct scsi_lu *lu;
+
+	if (!g || g->state == state)
+		return;
+	gw_info(SCSI_LOG, "%s: target port group %u: ALUA state %#x -> %#x", dev->name, tpg_id,
+		g->state, state);
+	g->state = state;
+	/* Every nexus learns of it: multipath re-reads the groups on 2A/06. */
+	gw_list_for_each_entry(lu, &dev->lus, node)
+		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
+}
+
+/* Logical units */
+
+struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun)
+{
+	struct scsi_lu *lu;
+
+	gw_list_for_each_entry(lu, &dev->lus, node) {
+		if (lu->lun == lun)
+			return lu;
+		if (lu->lun > lun)
+			break;
+	}
+	return NULL;
+}
+
+static void scsi_luns_changed(struct scsi_dev *dev, uint64_t lun)
+{
+	struct scsi_itn *itn;
+
+	gw_list_for_each_entry(itn, &dev->itns, node) {
+		struct scsi_itn_state *st = itn->ua;
+
+		st->luns_changed = true;
+	}
+	scsi_dev_event(dev, SCSI_EV_LUNS_CHANGED, lun);
+}
+
+static void scsi_lu_identity(struct scsi_dev *dev, struct scsi_lu *lu)
+{
+	uint64_t h = scsi_hash(0xcbf29ce484222325ull, dev->name, strlen(dev->name));
+	uint64_t lo;
+	uint32_t company;
+
+	h = scsi_hash(h, &lu->lun, sizeof(lu->lun));
+	lo = lu->conf.naa ? lu->conf.naa : h;
+	/* isergw has no IEEE company id: 24 bits of the target name's hash stand in, with the
+	 * 36 vendor-specific bits, so the id is the same on every gateway of a cluster. */
+	company = (uint32_t)(scsi_hash(0x84222325ull, dev->name, strlen(dev->name)) & 0xffffff);
+	lu->naa[0] = 0x60 | (uint8_t)(company >> 20);
+	lu->naa[1] = (uint8_t)(company >> 12);
+	lu->naa[2] = (uint8_t)(company >> 4);
+	lu->naa[3] = (uint8_t)((company & 0xf) << 4) | (uint8_t)((h >> 32) & 0xf);
+	scsi_put32(&lu->naa[4], (uint32_t)(h >> 36) ^ (uint32_t)lu->lun);
+	scsi_put64(&lu->naa[8], lo);
+	if (lu->conf.serial && lu->conf.serial[0])
+		snprintf(lu->serial, sizeof(lu->serial), "%s", lu->conf.serial);
+	else
+		snprintf(lu->serial, sizeof(lu->serial), "%016llx", (unsigned long long)lo);
+}
+
+static void scsi_lu_geometry(struct scsi_lu *lu)
+{
+	struct bs *bs = lu->bs;
+
+	lu->block_size = bs->block_size;
+	lu->block_shift = (uint8_t)__builtin_ctz(lu->block_size);
+	lu->nblocks = bs->size >> lu->block_shift;
+	/* One logical block per physical block: the backstores write any block atomically, and
+	 * conformance tests (GET LBA STATUS after UNMAP) assume this granularity. The 4 KiB
+	 * preference is given as the optimal transfer granularity in the block limits page. */
+	lu->lbppbe = 0;
+}
+
+static char *scsi_strdup_or(const char *s, const char *def)
+{
+	return strdup(s ? s : def);
+}
+
+int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struct bs *bs,
+		    struct gw_errlist *errs)
+{
+	struct scsi_lu *lu, *pos;
+
+	if (conf->lun > 16383) {
+		gw_errlist_add(errs, "lun", "must be 0..16383, not %llu",
+			       (unsigned long long)conf->lun);
+		return -EINVAL;
+	}
+	if (scsi_dev_find_lu(dev, conf->lun)) {
+		gw_errlist_add(errs, "lun", "LUN %llu is already in use",
+			       (unsigned long long)conf->lun);
+		return -EEXIST;
+	}
+	if (!bs || bs->block_size < 512 || (bs->block_size & (bs->block_size - 1))) {
+		gw_errlist_add(errs, "backstore", "no usable backstore");
+		return -EINVAL;
+	}
+	lu = calloc(1, sizeof(*lu));
+	if (!lu)
+		return -ENOMEM;
+	lu->conf = *conf;
+	lu->conf.vendor = scsi_strdup_or(conf->vendor, "ISERGW");
+	lu->conf.product = scsi_strdup_or(conf->product, "isergw LUN");
+	lu->conf.revision = scsi_strdup_or(conf->revision, "0001");
+	lu->conf.serial = scsi_strdup_or(conf->serial, "");
+	if (!lu->conf.vendor || !lu->conf.product || !lu->conf.revision || !lu->conf.serial) {
+		gw_conf_free(scsi_lu_conf_keys, &lu->conf);
+		free(lu);
+		return -ENOMEM;
+	}
+	lu->dev = dev;
+	lu->lun = conf->lun;
+	lu->bs = bs;
+	lu->wce = conf->write_cache;
+	lu->thin = conf->thin && bs->can_unmap;
+	lu->readonly = bs->readonly;
+	scsi_lu_geometry(lu);
+	scsi_lu_identity(dev, lu);
+	gw_list_init(&lu->waitq);
+	gw_list_init(&lu->writers);
+	gw_list_init(&lu->range_waiters);
+	gw_list_init(&lu->itls);
+	scsi_pr_init(&lu->pr);
+
+	gw_list_for_each_entry(pos, &dev->lus, node)
+		if (pos->lun > lu->lun)
+			break;
+	gw_list_add_tail(&pos->node, &lu->node);	/* before pos: sorted */
+	gw_info(SCSI_LOG, "%s: LUN %llu: %llu blocks of %u bytes%s%s", dev->name,
+		(unsigned long long)lu->lun, (unsigned long long)lu->nblocks, lu->block_size,
+		lu->thin ? ", thin" : "", lu->readonly ? ", read-only" : "");
+	scsi_luns_changed(dev, lu->lun);
+	return 0;
+}
+
+static void scsi_lu_free(struct scsi_lu *lu)
+{
+	struct scsi_itl *itl, *t;
+
+	gw_list_for_each_entry_safe(itl, t, &lu->itls, lu_node) {
+		gw_list_del(&itl->lu_node);
+		gw_list_del(&itl->itn_node);
+		free(itl);
+	}
+	scsi_pr_fini(&lu->pr);
+	bs_destroy(lu->bs);
+	gw_conf_free(scsi_lu_conf_keys, &lu->conf);
+	free(lu);
+}
+
+int scsi_dev_del_lu(struct scsi_dev *dev, uint64_t lun)
+{
+	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
+
+	if (!lu)
+		return -ENOENT;
+	if (lu->nr_cmds || (lu->bs && lu->bs->inflight))
+		return -EBUSY;
+	gw_list_del(&lu->node);
+	scsi_lu_free(lu);
+	gw_info(SCSI_LOG, "%s: LUN %llu removed", dev->name, (unsigned long long)lun);
+	scsi_luns_changed(dev, lun);
+	return 0;
+}
+
+void scsi_lu_capacity_changed(struct scsi_lu *lu)
+{
+	uint64_t old = lu->nblocks;
+
+	scsi_lu_geometry(lu);
+	gw_info(SCSI_LOG, "%s: LUN %llu: capacity %llu -> %llu blocks", lu->dev->name,
+		(unsigned long long)lu->lun, (unsigned long long)old,
+		(unsigned long long)lu->nblocks);
+	scsi_ua_set(lu, NULL, SCSI_UA_CAPACITY);
+	scsi_dev_event(lu->dev, SCSI_EV_CAPACITY_CHANGED, lu->lun);
+}
+
+/* I_T nexuses and unit attentions */
+
+struct scsi_itn *scsi_itn_create(struct scsi_dev *dev, struct scsi_port *port,
+				 const char *initiator_port, const char *initiator_name)
+{
+	struct scsi_itn *itn = calloc(1, sizeof(*itn));
+	struct scsi_itn_state *st = calloc(1, sizeof(*st));
+
+	if (!itn || !st)
+		goto fail;
+	itn->initiator = strdup(initiator_port ? initiator_port : "");
+	itn->initiator_name = strdup(initiator_name ? initiator_name : "");
+	if (!itn->initiator || !itn->initiator_name)
+		goto fail;
+	gw_list_init(&st->itls);
+	itn->ua = st;
+	itn->dev = dev;
+	itn->port = port;
+	itn->id = dev->next_itn_id++;
+	gw_list_add_tail(&dev->itns, &itn->node);
+	return itn;
+fail:
+	if (itn) {
+		free(itn->initiator);
+		free(itn->initiator_name);
+	}
+	free(itn);
+	free(st);
+	return NULL;
+}
+
+void scsi_itn_destroy(struct scsi_itn *itn)
+{
+	struct scsi_itn_state *st;
+	struct scsi_itl *itl, *t;
+	struct scsi_lu *lu;
+
+	if (!itn)
+		return;
+	st = itn->ua;
+	gw_list_for_each_entry(lu, &itn->dev->lus, node)
+		if (lu->res2_holder == itn)
+			lu->res2_holder = NULL;
+	gw_list_for_each_entry_safe(itl, t, &st->itls, itn_node) {
+		gw_list_del(&itl->lu_node);
+		gw_list_del(&itl->itn_node);
+		free(itl);
+	}
+	gw_list_del(&itn->node);
+	free(itn->initiator);
+	free(itn->initiator_name);
+	free(st);
+	free(itn);
+}
+
+uint16_t scsi_itn_rel_id(const struct scsi_itn *itn)
+{
+	return itn && itn->port ? itn->port->rel_id : 0;
+}
+
+struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu)
+{
+	struct scsi_itn_state *st = itn->ua;
+	struct scsi_itl *itl;
+
+	gw_list_for_each_entry(itl, &st->itls, itn_node)
+		if (itl->lu == lu)
+			return itl;
+	itl = calloc(1, sizeof(*itl));
+	if (!itl)
+		return NULL;
+	itl->itn = itn;
+	itl->lu = lu;
+	/* First contact between this nexus and this LU: as after power on (SAM-5 6.3.1). */
+	itl->ua = 1u << SCSI_UA_POWER_ON;
+	gw_list_add(&st->itls, &itl->itn_node);
+	gw_list_add_tail(&lu->itls, &itl->lu_node);
+	return itl;
+}
+
+void scsi_ua_set(struct scsi_lu *lu, struct scsi_itn *except, int ua)
+{
+	struct scsi_itl *itl;
+
+	gw_list_for_each_entry(itl, &lu->itls, lu_node)
+		if (itl->itn != except)
+			itl->ua |= 1u << ua;
+}
+
+void scsi_ua_set_itn(struct scsi_itn *itn, struct scsi_lu *lu, int ua)
+{
+	struct scsi_itl *itl = scsi_itl_get(itn, lu);
+
+	if (itl)
+		itl->ua |= 1u << ua;
+}
+
+static const uint8_t scsi_ua_sense[SCSI_UA_NR][2] = {
+	[SCSI_UA_POWER_ON] = { 0x29, 0x00 },
+	[SCSI_UA_POWER_ON_OCCURRED] = { 0x29, 0x01 },
+	[SCSI_UA_BDR] = { 0x29, 0x03 },
+	[SCSI_UA_NEXUS_LOSS] = { 0x29, 0x07 },
+	[SCSI_UA_MODE_CHANGED] = { 0x2a, 0x01 },
+	[SCSI_UA_RES_PREEMPTED] = { 0x2a, 0x03 },
+	[SCSI_UA_RES_RELEASED] = { 0x2a, 0x04 },
+	[SCSI_UA_REG_PREEMPTED] = { 0x2a, 0x05 },
+	[SCSI_UA_ALUA_CHANGED] = { 0x2a, 0x06 },
+	[SCSI_UA_CAPACITY] = { 0x2a, 0x09 },
+	[SCSI_UA_LUNS_CHANGED] = { 0x3f, 0x0e },
+};
+
+#define SCSI_UA_RESET_MASK ((1u << SCSI_UA_POWER_ON) | (1u << SCSI_UA_POWER_ON_OCCURRED) | \
+			    (1u << SCSI_UA_BDR) | (1u << SCSI_UA_NEXUS_LOSS))
+
+bool scsi_ua_take(struct scsi_cmd *cmd, struct scsi_itl *itl)
+{
+	struct scsi_itn_state *st = itl->itn->ua;
+	uint32_t pending = itl->ua | (st->luns_changed ? 1u << SCSI_UA_LUNS_CHANGED : 0);
+	int ua;
+
+	if (!pending)
+		return false;
+	ua = __builtin_ctz(pending);
+	scsi_cmd_set_sense(cmd, SCSI_SK_UNIT_ATTENTION, scsi_ua_sense[ua][0], scsi_ua_sense[ua][1]);
+	if (ua == SCSI_UA_LUNS_CHANGED)
+		st->luns_changed = false;
+	else if ((1u << ua) & SCSI_UA_RESET_MASK)
+		itl->ua &= ~SCSI_UA_RESET_MASK;	/* one reset report covers them all */
+	else
+		itl->ua &= ~(1u << ua);
+	return true;
+}
+
+/* Task set */
+
+static bool scsi_task_can_start(const struct scsi_lu *lu, const struct scsi_cmd *cmd)
+{
+	switch (cmd->attr) {
+	case SCSI_ATTR_HEAD_OF_QUEUE:
+		return true;
+	case SCSI_ATTR_ORDERED:
+		return lu->nr_running == 0;
+	default:
+		return lu->nr_ordered == 0;
+	}
+}
+
+static void scsi_task_begin(struct scsi_lu *lu, struct scsi_cmd *cmd)
+{
+	lu->nr_running++;
+	if (cmd->attr == SCSI_ATTR_ORDERED)
+		lu->nr_ordered++;
+	scsi_task_run(cmd);
+}
+
+void scsi_task_start(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+
+	if (cmd->attr == SCSI_ATTR_HEAD_OF_QUEUE ||
+	    (gw_list_empty(&lu->waitq) && scsi_task_can_start(lu, cmd))) {
+		scsi_task_begin(lu, cmd);
+		return;
+	}
+	scsi_task_mark_waiting(cmd);
+	gw_list_add_tail(&lu->waitq, &cmd->node);
+}
+
+void scsi_task_end(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+
+	lu->nr_running--;
+	if (cmd->attr == SCSI_ATTR_ORDERED)
+		lu->nr_ordered--;
+	while (!gw_list_empty(&lu->waitq)) {
+		struct scsi_cmd *next = gw_list_first_entry(&lu->waitq, struct scsi_cmd, node);
+
+		if (!scsi_task_can_start(lu, next))
+			break;
+		gw_list_del(&next->node);
+		scsi_task_begin(lu, next);
+	}
+}
+
+/* Writer range lock */
+
+static bool scsi_overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn)
+{
+	return a < b + bn && b < a + an;
+}
+
+bool scsi_range_acquire(struct scsi_cmd *cmd, uint64_t lba, uint64_t n, bool exclusive)
+{
+	struct scsi_lu *lu = cmd->lu;
+	struct scsi_cmd *o;
+
+	cmd->lba = lba;
+	cmd->nblocks = n;
+	if (exclusive) {
+		cmd->flags |= SCSI_CMDF_EXCL;
+		if (!(cmd->flags & SCSI_CMDF_CAW_COUNTED)) {
+			cmd->flags |= SCSI_CMDF_CAW_COUNTED;
+			lu->nr_caw++;
+		}
+	}
+	if (exclusive || lu->nr_caw) {
+		gw_list_for_each_entry(o, &lu->writers, range_node)
+			if ((exclusive || (o->flags & SCSI_CMDF_EXCL)) &&
+			    scsi_overlap(lba, n, o->lba, o->nblocks))
+				goto park;
+		/* Writers do not overtake a COMPARE AND WRITE already waiting for the range. */
+		if (!exclusive)
+			gw_list_for_each_entry(o, &lu->range_waiters, node)
+				if ((o->flags & SCSI_CMDF_EXCL) &&
+				    scsi_overlap(lba, n, o->lba, o->nblocks))
+					goto park;
+	}
+	gw_list_add_tail(&lu->writers, &cmd->range_node);
+	return true;
+park:
+	gw_list_add_tail(&lu->range_waiters, &cmd->node);
+	return false;
+}
+
+void scsi_range_release(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+	struct gw_list again;
+
+	gw_list_del(&cmd->range_node);
+	if (cmd->flags & SCSI_CMDF_CAW_COUNTED) {
+		cmd->flags &= ~SCSI_CMDF_CAW_COUNTED;
+		lu->nr_caw--;
+	}
+	if (gw_list_empty(&lu->range_waiters))
+		return;
+	/* Everyone waiting tries again, in arrival order; those still blocked re-queue. */
+	gw_list_init(&again);
+	again.next = lu->range_waiters.next;
+	again.prev = lu->range_waiters.prev;
+	again.next->prev = &again;
+	again.prev->next = &again;
+	gw_list_init(&lu->range_waiters);
+	while (!gw_list_empty(&again)) {
+		struct scsi_cmd *w = gw_list_first_entry(&again, struct scsi_cmd, node);
+
+		gw_list_del(&w->node);
+		scsi_cmd_rerun(w);
+	}
+}
+
+/* Resets and nexus loss */
+
+static void scsi_lu_abort_queued(struct scsi_lu *lu, struct scsi_itn *only)
+{
+	struct scsi_cmd *cmd, *t;
+
+	gw_list_for_each_entry_safe(cmd, t, &lu->waitq, node)
+		if (!only || cmd->itn == only)
+			scsi_task_abort_queued(cmd);
+}
+
+static void scsi_lu_do_reset(struct scsi_lu *lu, struct scsi_itn *by, int ua)
+{
+	scsi_lu_abort_queued(lu, NULL);
+	lu->res2_holder = NULL;
+	/* Mode parameters go back to their defaults (no saved values here). */
+	lu->wce = lu->conf.write_cache;
+	scsi_ua_set(lu, by, ua);
+}
+
+void scsi_lu_reset(struct scsi_dev *dev, uint64_t lun, struct scsi_itn *by)
+{
+	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
+
+	if (!lu)
+		return;
+	gw_info(SCSI_LOG, "%s: LUN %llu reset", dev->name, (unsigned long long)lun);
+	scsi_lu_do_reset(lu, by, SCSI_UA_BDR);
+}
+
+void scsi_target_reset(struct scsi_dev *dev, bool cold, struct scsi_itn *by)
+{
+	struct scsi_lu *lu;
+
+	gw_info(SCSI_LOG, "%s: target %s reset", dev->name, cold ? "cold" : "warm");
+	gw_list_for_each_entry(lu, &dev->lus, node) {
+		scsi_lu_do_reset(lu, by, cold ? SCSI_UA_POWER_ON_OCCURRED : SCSI_UA_BDR);
+		if (cold) {
+			/* A cold reset is a power cycle: registrations without APTPL are lost,
+			 * and we persist none. */
+			scsi_pr_fini(&lu->pr);
+			scsi_pr_init(&lu->pr);
+		}
+	}
+}
+
+void scsi_itn_nexus_loss(struct scsi_itn *itn)
+{
+	struct scsi_lu *lu;
+
+	gw_list_for_each_entry(lu, &itn->dev->lus, node) {
+		scsi_lu_abort_queued(lu, itn);
+		if (lu->res2_holder == itn)
+			lu->res2_holder = NULL;
+		scsi_ua_set_itn(itn, lu, SCSI_UA_NEXUS_LOSS);
+	}
+}

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to gateway/scsi/: the device, LU and nexus structures, the opcode table entry, and
+ * the helpers the command-group files (spc, sbc, pr, alua) share. Nothing outside the folder
+ * includes this.
+ */
+#ifndef SCSI_PRIV_H
+#define SCSI_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "scsi.h"
+
+#define SCSI_LOG "scsi"
+
+/* Handler results: finished now (completion is deferred by the core), or later. */
+enum {
+	SCSI_CMD_DONE = 0,
+	SCSI_CMD_ASYNC = 1,
+};
+
+/* Opcode flags */
+enum {
+	SCSI_OPF_NO_LU = 1 << 0,	/* runs for a LUN with no LU behind it */
+	SCSI_OPF_NO_UA = 1 << 1,	/* not stopped by a pending unit attention */
+	SCSI_OPF_MEDIA = 1 << 2,	/* reads or writes blocks */
+	SCSI_OPF_WRITE = 1 << 3,	/* changes the medium: refused on read-only LUs */
+	SCSI_OPF_SA = 1 << 4,		/* service action in byte 1, bits 4-0 */
+	SCSI_OPF_ALUA_SB = 1 << 5,	/* allowed in ALUA standby */
+	SCSI_OPF_ALUA_UA = 1 << 6,	/* allowed in ALUA unavailable and transitioning */
+	SCSI_OPF_RES2_OK = 1 << 7,	/* allowed under another nexus's RESERVE(6) */
+};
+
+/* What a persistent reservation does to a command from a non-holder (SPC-4 5.13.1). */
+enum scsi_pr_class {
+	SCSI_PRC_ALLOW,		/* never conflicts */
+	SCSI_PRC_READ,		/* conflicts in exclusive-access types */
+	SCSI_PRC_WRITE,		/* conflicts in every type */
+	SCSI_PRC_OWN,		/* PR OUT, RESERVE/RELEASE(6): the handler decides */
+};
+
+struct scsi_op {
+	uint8_t opcode;
+	uint8_t sa;
+	uint8_t cdb_len;
+	uint8_t pr;			/* enum scsi_pr_class */
+	uint16_t flags;
+	uint16_t timeout;		/* seconds, for the RCTD timeouts descriptor */
+	int (*fn)(struct scsi_cmd *cmd);
+	const char *name;
+	uint8_t usage[16];		/* CDB usage data; usage[0] is the opcode */
+};
+
+/* Unit attention conditions, in reporting priority order (bit 0 first). */
+enum {
+	SCSI_UA_POWER_ON,		/* 29/00 */
+	SCSI_UA_POWER_ON_OCCURRED,	/* 29/01 */
+	SCSI_UA_BDR,			/* 29/03 */
+	SCSI_UA_NEXUS_LOSS,		/* 29/07 */
+	SCSI_UA_MODE_CHANGED,		/* 2A/01 */
+	SCSI_UA_RES_PREEMPTED,		/* 2A/03 */
+	SCSI_UA_RES_RELEASED,		/* 2A/04 */
+	SCSI_UA_REG_PREEMPTED,		/* 2A/05 */
+	SCSI_UA_ALUA_CHANGED,		/* 2A/06 */
+	SCSI_UA_CAPACITY,		/* 2A/09 */
+	SCSI_UA_LUNS_CHANGED,		/* 3F/0E */
+	SCSI_UA_NR,
+};
+
+struct scsi_tpg {
+	struct gw_list node;
+	uint16_t id;
+	enum scsi_alua_state state;
+};
+
+struct scsi_dev {
+	struct gw_loop *loop;
+	char *name;
+	struct gw_list ports;
+	struct gw_list tpgs;
+	struct gw_list itns;
+	struct gw_list lus;		/* sorted by LUN */
+	uint16_t next_rel_id;
+	uint64_t next_itn_id;
+	void (*event_fn)(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
+	void *event_arg;
+};
+
+/* What the core keeps per I_T nexus (itn->ua points at it). */
+struct scsi_itn_state {
+	struct gw_list itls;		/* struct scsi_itl, one per LU it has talked to */
+	bool luns_changed;		/* 3F/0E pending, reported through whichever LU */
+};
+
+/* One I_T nexus's view of one LU: its pending unit attentions. */
+struct scsi_itl {
+	struct gw_list itn_node;	/* in scsi_itn_state.itls */
+	struct gw_list lu_node;		/* in lu->itls */
+	struct scsi_itn *itn;
+	struct scsi_lu *lu;
+	uint32_t ua;			/* 1 << SCSI_UA_* */
+};
+
+struct scsi_pr_reg {
+	struct gw_list node;		/* in lu->pr.regs, registration order */
+	char *initiator;		/* initiator port name (with ISID) */
+	char *initiator_name;		/* bare name, for TransportID matching */
+	uint16_t rel_id;		/* relative target port identifier */
+	uint64_t key;
+};
+
+enum {
+	SCSI_PR_TYPE_WE = 1,
+	SCSI_PR_TYPE_EA = 3,
+	SCSI_PR_TYPE_WE_RO = 5,
+	SCSI_PR_TYPE_EA_RO = 6,
+	SCSI_PR_TYPE_WE_AR = 7,
+	SCSI_PR_TYPE_EA_AR = 8,
+};
+
+struct scsi_pr {
+	struct gw_list regs;
+	uint32_t generation;
+	bool reserved;
+	uint8_t type;
+	struct scsi_pr_reg *holder;	/* the one that reserved (AR types: any registrant) */
+	bool aptpl;			/* accepted, not persisted */
+};
+
+struct scsi_lu {
+	struct gw_list node;		/* in dev->lus */
+	struct scsi_dev *dev;
+	struct scsi_lu_conf conf;	/* owned copy */
+	uint64_t lun;
+	struct bs *bs;
+	uint32_t block_size;
+	uint8_t block_shift;
+	uint8_t lbppbe;			/* logical blocks per physical block exponent */
+	uint64_t nblocks;
+	bool wce;
+	bool thin;			/* conf.thin and the backstore can deallocate */
+	bool readonly;
+	uint8_t naa[16];		/* NAA-6 designator */
+	char serial[40];
+
+	/* Task set: commands not yet started, and counts of started ones. */
+	struct gw_list waitq;
+	uint32_t nr_cmds;		/* submitted and not completed */
+	uint32_t nr_running;
+	uint32_t nr_ordered;		/* ORDERED commands running */
+
+	/* Writers in flight, and commands waiting for an overlapping COMPARE AND WRITE. */
+	struct gw_list writers;
+	struct gw_list range_waiters;
+	uint32_t nr_caw;		/* COMPARE AND WRITEs running or waiting */
+
+	struct gw_list itls;		/* struct scsi_itl */
+	struct scsi_itn *res2_holder;	/* RESERVE(6) holder */
+	struct scsi_pr pr;
+};
+
+/* scsi_cmd.c */
+const struct scsi_op *scsi_op_find(uint8_t opcode, uint8_t sa, bool *sa_valid_op);
+const struct scsi_op *scsi_op_next(const struct scsi_op *prev);	/* NULL: first */
+void scsi_cmd_invalid_cdb(struct scsi_cmd *cmd, uint16_t byte, int bit);
+void scsi_cmd_invalid_param(struct scsi_cmd *cmd, uint16_t byte, int bit);
+void scsi_cmd_param_len_error(struct scsi_cmd *cmd);
+void scsi_cmd_set_info(struct scsi_cmd *cmd, uint64_t info);
+/* Copies up to len bytes of response to the data-in buffer: what fits in data_len. Sets
+ * xfer_len and cdb_xfer_len (len is already clipped to the allocation length). */
+void scsi_cmd_data_in(struct scsi_cmd *cmd, const void *buf, uint32_t len);
+/* Writes len bytes at off into the data-in buffer (within data_len); returns bytes written.
+ * Does not touch xfer_len. */
+uint32_t scsi_cmd_put(struct scsi_cmd *cmd, uint32_t off, const void *buf, uint32_t len);
+/* Copies data-out bytes [off, off+len) to buf; returns what was available. */
+uint32_t scsi_cmd_data_out(struct scsi_cmd *cmd, uint32_t off, void *buf, uint32_t len);
+/* Ends an asynchronous handler: the command completes now (loop thread, not in submit). */
+void scsi_cmd_finish(struct scsi_cmd *cmd);
+/* The same from a defer: for asynchronous handlers that fail before their I/O is queued. */
+void scsi_cmd_finish_later(struct scsi_cmd *cmd);
+/* Runs the command's handler again (a range lock it waited for was released). */
+void scsi_cmd_rerun(struct scsi_cmd *cmd);
+/* Sense from a backstore error. */
+void scsi_cmd_bs_error(struct scsi_cmd *cmd, int err);
+/* The task set's hooks into command state. */
+void scsi_task_run(struct scsi_cmd *cmd);
+bool scsi_task_is_waiting(const struct scsi_cmd *cmd);
+void scsi_task_mark_waiting(struct scsi_cmd *cmd);
+/* Completes a queued, never-started command with TASK ABORTED. */
+void scsi_task_abort_queued(struct scsi_cmd *cmd);
+
+/* scsi_dev.c */
+struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu);
+void scsi_ua_set(struct scsi_lu *lu, struct scsi_itn *except, int ua);
+void scsi_ua_set_itn(struct scsi_itn *itn, struct scsi_lu *lu, int ua);
+/* Pending UA for this nexus and LU into cmd's sense (and cleared): true if there was one. */
+bool scsi_ua_take(struct scsi_cmd *cmd, struct scsi_itl *itl);
+void scsi_task_start(struct scsi_cmd *cmd);
+void scsi_task_end(struct scsi_cmd *cmd);
+/* Range lock: true if the command may write [lba, lba+n) now; else it is parked and rerun. */
+bool scsi_range_acquire(struct scsi_cmd *cmd, uint64_t lba, uint64_t n, bool exclusive);
+void scsi_range_release(struct scsi_cmd *cmd);
+uint16_t scsi_itn_rel_id(const struct scsi_itn *itn);
+
+/* scsi_spc.c */
+int scsi_spc_inquiry(struct scsi_cmd *cmd);
+int scsi_spc_request_sense(struct scsi_cmd *cmd);
+int scsi_spc_report_luns(struct scsi_cmd *cmd);
+int scsi_spc_test_unit_ready(struct scsi_cmd *cmd);
+int scsi_spc_mode_sense(struct scsi_cmd *cmd);
+int scsi_spc_mode_select(struct scsi_cmd *cmd);
+int scsi_spc_report_opcodes(struct scsi_cmd *cmd);
+int scsi_spc_report_tmfs(struct scsi_cmd *cmd);
+int scsi_spc_start_stop(struct scsi_cmd *cmd);
+
+/* scsi_sbc.c */
+int scsi_sbc_read_capacity10(struct scsi_cmd *cmd);
+int scsi_sbc_read_capacity16(struct scsi_cmd *cmd);
+int scsi_sbc_rw(struct scsi_cmd *cmd);
+int scsi_sbc_sync_cache(struct scsi_cmd *cmd);
+int scsi_sbc_verify(struct scsi_cmd *cmd);
+int scsi_sbc_write_verify(struct scsi_cmd *cmd);
+int scsi_sbc_write_same(struct scsi_cmd *cmd);
+int scsi_sbc_unmap(struct scsi_cmd *cmd);
+int scsi_sbc_get_lba_status(struct scsi_cmd *cmd);
+int scsi_sbc_compare_and_write(struct scsi_cmd *cmd);
+int scsi_sbc_prefetch(struct scsi_cmd *cmd);
+/* Block limits the device reports (VPD B0) and enforces. */
+#define SCSI_MAX_XFER_BLOCKS_BYTES (8u << 20)	/* per command */
+#define SCSI_MAX_UNMAP_BLOCKS 0x400000u
+#define SCSI_MAX_UNMAP_DESC 256u
+#define SCSI_MAX_WS_BLOCKS 0x400000u
+#define SCSI_MAX_CAW_BLOCKS 64u
+uint32_t scsi_sbc_max_xfer_blocks(const struct scsi_lu *lu);
+
+/* scsi_pr.c */
+int scsi_pr_in(struct scsi_cmd *cmd);
+int scsi_pr_out(struct scsi_cmd *cmd);
+int scsi_pr_reserve6(struct scsi_cmd *cmd);
+int scsi_pr_release6(struct scsi_cmd *cmd);
+/* True if the command conflicts with a reservation (status set to RESERVATION CONFLICT). */
+bool scsi_pr_conflict(struct scsi_cmd *cmd, const struct scsi_op *op);
+void scsi_pr_init(struct scsi_pr *pr);
+void scsi_pr_fini(struct scsi_pr *pr);
+
+/* scsi_alua.c */
+int scsi_alua_report_tpgs(struct scsi_cmd *cmd);
+int scsi_alua_set_tpgs(struct scsi_cmd *cmd);
+/* True if the port's ALUA state refuses the command (sense set). */
+bool scsi_alua_refuse(struct scsi_cmd *cmd, const struct scsi_op *op);
+struct scsi_tpg *scsi_alua_tpg(struct scsi_dev *dev, uint16_t id);
+enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_port *p);
+
+/* Room for data-in, and data-out bytes present: a buffer flagged the other way is no buffer
+ * (a READ sent as a write gets no data, not the transport's write buffer overwritten). */
+static inline uint32_t scsi_cmd_in_room(const struct scsi_cmd *cmd)
+{
+	return cmd->dir == SCSI_DIR_READ || cmd->dir == SCSI_DIR_BIDI ? cmd->data_len : 0;
+}
+
+static inline uint32_t scsi_cmd_out_len(const struct scsi_cmd *cmd)
+{
+	return cmd->dir == SCSI_DIR_WRITE || cmd->dir == SCSI_DIR_BIDI ? cmd->data_len : 0;
+}
+
+/* Big-endian helpers */
+static inline uint16_t scsi_get16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static inline uint32_t scsi_get24(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 16) | ((uint32_t)p[1] << 8) | p[2];
+}
+
+static inline uint32_t scsi_get32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint64_t scsi_get64(const uint8_t *p)
+{
+	return ((uint64_t)scsi_get32(p) << 32) | scsi_get32(p + 4);
+}
+
+static inline void scsi_put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static inline void scsi_put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static inline void scsi_put64(uint8_t *p, uint64_t v)
+{
+	scsi_put32(p, (uint32_t)(v >> 32));
+	scsi_put32(p + 4, (uint32_t)v);
+}
+
+#endif

@@ -1,0 +1,710 @@
+// SPDX-License-Identifier: MIT
+/*
+ * SBC-3 block commands: READ/WRITE 6/10/12/16 straight between the transport's iovec and the
+ * backstore, READ CAPACITY, SYNCHRONIZE CACHE, VERIFY, WRITE AND VERIFY, WRITE SAME, UNMAP,
+ * GET LBA STATUS, COMPARE AND WRITE (under an exclusive range lock), PRE-FETCH.
+ *
+ * READ and WRITE allocate nothing: the bs_io embedded in the command carries the transport's
+ * iovec. The multi-step commands keep a job (state plus bounce buffer) in core_priv, which the
+ * core frees at completion.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_log.h"
+#include "scsi_priv.h"
+
+#define SCSI_WS_CHUNK (1u << 20)	/* WRITE SAME pattern buffer */
+
+uint32_t scsi_sbc_max_xfer_blocks(const struct scsi_lu *lu)
+{
+	return SCSI_MAX_XFER_BLOCKS_BYTES >> lu->block_shift;
+}
+
+/* Decoded LBA / length / byte-1 flags of the common CDB layouts. */
+struct scsi_rw {
+	uint64_t lba;
+	uint32_t n;
+	uint8_t b1;
+	uint8_t len_byte;	/* where the transfer length is, for the field pointer */
+};
+
+static void scsi_rw_decode(const uint8_t *c, struct scsi_rw *rw)
+{
+	switch (c[0] >> 5) {
+	case 0:		/* 6-byte */
+		rw->lba = ((uint32_t)(c[1] & 0x1f) << 16) | scsi_get16(&c[2]);
+		rw->n = c[4] ? c[4] : 256;
+		rw->b1 = 0;
+		rw->len_byte = 4;
+		break;
+	case 1:		/* 10-byte */
+	case 2:
+		rw->lba = scsi_get32(&c[2]);
+		rw->n = scsi_get16(&c[7]);
+		rw->b1 = c[1];
+		rw->len_byte = 7;
+		break;
+	case 5:		/* 12-byte */
+		rw->lba = scsi_get32(&c[2]);
+		rw->n = scsi_get32(&c[6]);
+		rw->b1 = c[1];
+		rw->len_byte = 6;
+		break;
+	default:	/* 16-byte */
+		rw->lba = scsi_get64(&c[2]);
+		rw->n = scsi_get32(&c[10]);
+		rw->b1 = c[1];
+		rw->len_byte = 10;
+		break;
+	}
+}
+
+/* LBA OUT OF RANGE if any block of [lba, lba+n) is past the end (or lba itself is). */
+static bool scsi_lba_bad(struct scsi_cmd *cmd, uint64_t lba, uint64_t n)
+{
+	uint64_t nb = cmd->lu->nblocks;
+
+	if (lba > nb || n > nb - lba) {
+		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
+		return true;
+	}
+	return false;
+}
+
+static void scsi_sbc_submit_io(struct scsi_cmd *cmd, enum bs_op op, uint64_t lba, uint64_t len,
+			       const struct iovec *iov, int iovcnt, bool fua,
+			       void (*done)(struct bs_io *io))
+{
+	struct bs_io *io = &cmd->io;
+	int rc;
+
+	io->op = op;
+	io->offset = lba << cmd->lu->block_shift;
+	io->len = len;
+	io->iov = iov;
+	io->iovcnt = iovcnt;
+	io->fua = fua;
+	io->done = done;
+	io->priv = cmd;
+	rc = bs_submit(cmd->lu->bs, io);
+	if (rc < 0) {
+		/* Never called back, and we may be inside scsi_cmd_submit: finish from a defer. */
+		io->result = rc;
+		scsi_cmd_bs_error(cmd, rc);
+		scsi_cmd_finish_later(cmd);
+	}
+}
+
+static bool scsi_sbc_io_ok(struct scsi_cmd *cmd)
+{
+	if (cmd->io.result < 0) {
+		scsi_cmd_bs_error(cmd, cmd->io.result);
+		return false;
+	}
+	return true;
+}
+
+static void scsi_sbc_finish(struct scsi_cmd *cmd)
+{
+	scsi_cmd_finish(cmd);
+}
+
+/* READ / WRITE */
+
+static void scsi_sbc_rw_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+
+	if (scsi_sbc_io_ok(cmd) && io->op == BS_READ)
+		cmd->xfer_len = (uint32_t)io->len;
+	scsi_sbc_finish(cmd);
+}
+
+int scsi_sbc_rw(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+	bool write = cmd->cdb[0] == 0x0a || cmd->cdb[0] == 0x2a || cmd->cdb[0] == 0xaa ||
+		     cmd->cdb[0] == 0x8a;
+	struct scsi_rw rw;
+	uint64_t bytes, len;
+	bool fua;
+
+	scsi_rw_decode(cmd->cdb, &rw);
+	if (rw.b1 & 0xe0) {
+		scsi_cmd_invalid_cdb(cmd, 1, 7);	/* RD/WRPROTECT: no protection info */
+		return SCSI_CMD_DONE;
+	}
+	if (scsi_lba_bad(cmd, rw.lba, rw.n))
+		return SCSI_CMD_DONE;
+	if (rw.n > scsi_sbc_max_xfer_blocks(lu)) {
+		scsi_cmd_invalid_cdb(cmd, rw.len_byte, -1);
+		return SCSI_CMD_DONE;
+	}
+	bytes = (uint64_t)rw.n << lu->block_shift;
+	cmd->cdb_xfer_len = (uint32_t)bytes;
+	fua = (rw.b1 & 0x08) || !lu->wce;
+	if (!write) {
+		len = bytes < scsi_cmd_in_room(cmd) ? bytes : scsi_cmd_in_room(cmd);
+		if (!len)
+			return SCSI_CMD_DONE;
+		scsi_sbc_submit_io(cmd, BS_READ, rw.lba, len, cmd->iov, cmd->iovcnt, false,
+				   scsi_sbc_rw_done);
+		return SCSI_CMD_ASYNC;
+	}
+	/* Less data than the CDB asks for: write the whole blocks that came (SAM residual). */
+	len = bytes < scsi_cmd_out_len(cmd) ? bytes : scsi_cmd_out_len(cmd);
+	len &= ~((uint64_t)lu->block_size - 1);
+	if (!len)
+		return SCSI_CMD_DONE;
+	if (!scsi_range_acquire(cmd, rw.lba, len >> lu->block_shift, false))
+		return SCSI_CMD_ASYNC;
+	scsi_sbc_submit_io(cmd, BS_WRITE, rw.lba, len, cmd->iov, cmd->iovcnt, fua,
+			   scsi_sbc_rw_done);
+	return SCSI_CMD_ASYNC;
+}
+
+/* READ CAPACITY */
+
+int scsi_sbc_read_capacity10(struct scsi_cmd *cmd)
+{
+	const uint8_t *c = cmd->cdb;
+	struct scsi_lu *lu = cmd->lu;
+	uint8_t b[8];
+	uint64_t last = lu->nblocks - 1;
+
+	if (!(c[8] & 0x01) && scsi_get32(&c[2])) {
+		scsi_cmd_invalid_cdb(cmd, 2, -1);	/* LBA without PMI */
+		return SCSI_CMD_DONE;
+	}
+	scsi_put32(b, last > 0xfffffffeull ? 0xffffffffu : (uint32_t)last);
+	scsi_put32(&b[4], lu->block_size);
+	scsi_cmd_data_in(cmd, b, 8);
+	return SCSI_CMD_DONE;
+}
+
+int scsi_sbc_read_capacity16(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+	uint32_t alloc = scsi_get32(&cmd->cdb[10]);
+	uint8_t b[32] = { 0 };
+
+	scsi_put64(b, lu->nblocks - 1);
+	scsi_put32(&b[8], lu->block_size);
+	b[13] = lu->lbppbe & 0x0f;
+	if (lu->thin)
+		b[14] = 0x80 | 0x40;	/* LBPME, LBPRZ */
+	scsi_cmd_data_in(cmd, b, alloc < 32 ? alloc : 32);
+	return SCSI_CMD_DONE;
+}
+
+/* SYNCHRONIZE CACHE, PRE-FETCH */
+
+static void scsi_sbc_plain_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+
+	scsi_sbc_io_ok(cmd);
+	scsi_sbc_finish(cmd);
+}
+
+int scsi_sbc_sync_cache(struct scsi_cmd *cmd)
+{
+	struct scsi_rw rw;
+
+	scsi_rw_decode(cmd->cdb, &rw);
+	if (scsi_lba_bad(cmd, rw.lba, rw.n))
+		return SCSI_CMD_DONE;
+	/* The whole backstore is flushed whatever the range: fdatasync has no range. IMMED is
+	 * honoured by finishing after the flush anyway, which SBC allows. */
+	cmd->cdb_xfer_len = 0;
+	scsi_sbc_submit_io(cmd, BS_FLUSH, 0, 0, NULL, 0, false, scsi_sbc_plain_done);
+	return SCSI_CMD_ASYNC;
+}
+
+int scsi_sbc_prefetch(struct scsi_cmd *cmd)
+{
+	struct scsi_rw rw;
+
+	scsi_rw_decode(cmd->cdb, &rw);
+	cmd->cdb_xfer_len = 0;
+	scsi_lba_bad(cmd, rw.lba, rw.n);
+	return SCSI_CMD_DONE;
+}
+
+/* Jobs: multi-step commands */
+
+struct scsi_desc {
+	uint64_t lba;
+	uint32_t n;
+};
+
+struct scsi_job {
+	uint64_t lba;
+	uint64_t left;		/* blocks still to do */
+	uint32_t n;		/* blocks in the compare (VERIFY, COMPARE AND WRITE) */
+	uint32_t ndesc, idx;
+	struct scsi_desc *desc;
+	uint8_t *buf;
+	uint32_t buf_len;
+	bool zero;		/* WRITE SAME of zeroes */
+	bool unmap;
+	struct iovec iov;
+};
+
+static struct scsi_job *scsi_job_new(struct scsi_cmd *cmd, size_t buf_len, size_t ndesc)
+{
+	struct scsi_job *j;
+	size_t sz = sizeof(*j) + ndesc * sizeof(struct scsi_desc) + buf_len + 64;
+
+	j = calloc(1, sz);
+	if (!j) {
+		cmd->status = SCSI_BUSY;
+		return NULL;
+	}
+	j->desc = (struct scsi_desc *)(j + 1);
+	j->buf = (uint8_t *)(((uintptr_t)(j->desc + ndesc) + 63) & ~(uintptr_t)63);
+	j->buf_len = (uint32_t)buf_len;
+	cmd->core_priv = j;
+	return j;
+}
+
+/* First differing byte, or -1. */
+static long scsi_first_diff(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return (long)i;
+	return -1;
+}
+
+static void scsi_miscompare(struct scsi_cmd *cmd, uint64_t off)
+{
+	scsi_cmd_set_sense(cmd, SCSI_SK_MISCOMPARE, 0x1d, 0x00);
+	scsi_cmd_set_info(cmd, off);
+}
+
+/* VERIFY */
+
+static void scsi_sbc_verify_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+	struct scsi_job *j = cmd->core_priv;
+	uint32_t bs = cmd->lu->block_size;
+	uint8_t tmp[4096];
+
+	if (!scsi_sbc_io_ok(cmd))
+		goto out;
+	/* BYTCHK 01b: data-out holds every block; 11b: one block to match each of them. */
+	for (uint64_t off = 0; off < (uint64_t)j->n * bs; off += bs) {
+		uint32_t src = cmd->step == 3 ? 0 : (uint32_t)off;
+
+		for (uint32_t k = 0; k < bs; k += sizeof(tmp)) {
+			uint32_t l = bs - k < sizeof(tmp) ? bs - k : (uint32_t)sizeof(tmp);
+			long d;
+
+			if (scsi_cmd_data_out(cmd, src + k, tmp, l) < l) {
+				/* Less data-out than the blocks named: what came was checked. */
+				goto out;
+			}
+			d = scsi_first_diff(tmp, j->buf + off + k, l);
+			if (d >= 0) {
+				scsi_miscompare(cmd, off + k + (uint64_t)d);
+				goto out;
+			}
+		}
+	}
+out:
+	scsi_sbc_finish(cmd);
+}
+
+int scsi_sbc_verify(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+	struct scsi_rw rw;
+	struct scsi_job *j;
+	int bytchk;
+
+	scsi_rw_decode(cmd->cdb, &rw);
+	bytchk = (rw.b1 >> 1) & 0x03;
+	cmd->cdb_xfer_len = 0;
+	if (rw.b1 & 0xe0) {
+		scsi_cmd_invalid_cdb(cmd, 1, 7);	/* VRPROTECT */
+		return SCSI_CMD_DONE;
+	}
+	if (bytchk == 2) {
+		scsi_cmd_invalid_cdb(cmd, 1, 2);
+		return SCSI_CMD_DONE;
+	}
+	if (scsi_lba_bad(cmd, rw.lba, rw.n))
+		return SCSI_CMD_DONE;
+	if (rw.n > scsi_sbc_max_xfer_blocks(lu)) {
+		scsi_cmd_invalid_cdb(cmd, rw.len_byte, -1);
+		return SCSI_CMD_DONE;
+	}
+	if (bytchk)
+		cmd->cdb_xfer_len = bytchk == 3 ? lu->block_size : rw.n << lu->block_shift;
+	/* BYTCHK 0 asks for a medium check; the backstore reports its own errors on read. */
+	if (!bytchk || !rw.n)
+		return SCSI_CMD_DONE;
+	j = scsi_job_new(cmd, (size_t)rw.n << lu->block_shift, 0);
+	if (!j)
+		return SCSI_CMD_DONE;
+	j->n = rw.n;
+	cmd->step = (uint32_t)bytchk;
+	j->iov.iov_base = j->buf;
+	j->iov.iov_len = j->buf_len;
+	scsi_sbc_submit_io(cmd, BS_READ, rw.lba, j->buf_len, &j->iov, 1, false,
+			   scsi_sbc_verify_done);
+	return SCSI_CMD_ASYNC;
+}
+
+int scsi_sbc_write_verify(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+	struct scsi_rw rw;
+	uint64_t bytes, len;
+
+	scsi_rw_decode(cmd->cdb, &rw);
+	if (rw.b1 & 0xe0) {
+		scsi_cmd_invalid_cdb(cmd, 1, 7);
+		return SCSI_CMD_DONE;
+	}
+	if (scsi_lba_bad(cmd, rw.lba, rw.n))
+		return SCSI_CMD_DONE;
+	if (rw.n > scsi_sbc_max_xfer_blocks(lu)) {
+		scsi_cmd_invalid_cdb(cmd, rw.len_byte, -1);
+		return SCSI_CMD_DONE;
+	}
+	bytes = (uint64_t)rw.n << lu->block_shift;
+	cmd->cdb_xfer_len = (uint32_t)bytes;
+	len = (bytes < scsi_cmd_out_len(cmd) ? bytes : scsi_cmd_out_len(cmd)) &
+	      ~((uint64_t)lu->block_size - 1);
+	if (!len)
+		return SCSI_CMD_DONE;
+	if (!scsi_range_acquire(cmd, rw.lba, len >> lu->block_shift, false))
+		return SCSI_CMD_ASYNC;
+	/* Verified means on the medium: written through, and what we read back would be
+	 * what we wrote, so BYTCHK's compare cannot fail. */
+	scsi_sbc_submit_io(cmd, BS_WRITE, rw.lba, len, cmd->iov, cmd->iovcnt, true,
+			   scsi_sbc_rw_done);
+	return SCSI_CMD_ASYNC;
+}
+
+/* WRITE SAME */
+
+static void scsi_sbc_ws_step(struct scsi_cmd *cmd);
+
+static void scsi_sbc_ws_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+
+	if (!scsi_sbc_io_ok(cmd)) {
+		scsi_sbc_finish(cmd);
+		return;
+	}
+	scsi_sbc_ws_step(cmd);
+}
+
+static void scsi_sbc_ws_step(struct scsi_cmd *cmd)
+{
+	struct scsi_job *j = cmd->core_priv;
+	struct scsi_lu *lu = cmd->lu;
+	uint64_t n;
+
+	if (!j->left) {
+		scsi_sbc_finish(cmd);
+		return;
+	}
+	if (j->zero) {
+		/* One request for the range: the backstore punches or zeroes it. */
+		n = j->left;
+		j->left = 0;
+		scsi_sbc_submit_io(cmd, j->unmap ? BS_UNMAP : BS_WRITE_ZEROES, j->lba,
+				   n << lu->block_shift, NULL, 0, !lu->wce, scsi_sbc_ws_done);
+		j->lba += n;
+		return;
+	}
+	n = j->buf_len >> lu->block_shift;
+	if (n > j->left)
+		n = j->left;
+	j->iov.iov_base = j->buf;
+	j->iov.iov_len = n << lu->block_shift;
+	j->left -= n;
+	scsi_sbc_submit_io(cmd, BS_WRITE, j->lba, n << lu->block_shift, &j->iov, 1, !lu->wce,
+			   scsi_sbc_ws_done);
+	j->lba += n;
+}
+
+int scsi_sbc_write_same(struct scsi_cmd *cmd)
+{
+	const uint8_t *c = cmd->cdb;
+	struct scsi_lu *lu = cmd->lu;
+	bool sixteen = c[0] == 0x93;
+	bool ndob = sixteen && (c[1] & 0x01);
+	uint32_t bs = lu->block_size;
+	uint8_t block[4096];
+	struct scsi_rw rw;
+	struct scsi_job *j;
+	bool zero = true;
+	size_t chunk;
+
+	if (cmd->core_priv)	/* rerun after waiting for the range lock */
+		goto start;
+	scsi_rw_decode(c, &rw);
+	cmd->cdb_xfer_len = ndob ? 0 : bs;
+	if (c[1] & 0xe0) {
+		scsi_cmd_invalid_cdb(cmd, 1, 7);	/* WRPROTECT */
+		return SCSI_CMD_DONE;
+	}
+	if (c[1] & 0x10) {
+		scsi_cmd_invalid_cdb(cmd, 1, 4);	/* ANCHOR: ANC_SUP is 0 */
+		return SCSI_CMD_DONE;
+	}
+	if (c[1] & 0x06) {
+		scsi_cmd_invalid_cdb(cmd, 1, c[1] & 0x04 ? 2 : 1);	/* PBDATA / LBDATA */
+		return SCSI_CMD_DONE;
+	}
+	if (scsi_lba_bad(cmd, rw.lba, rw.n))
+		return SCSI_CMD_DONE;
+	if (!rw.n) {
+		scsi_cmd_invalid_cdb(cmd, rw.len_byte, -1);	/* WSNZ */
+		return SCSI_CMD_DONE;
+	}
+	if (rw.n > SCSI_MAX_WS_BLOCKS) {
+		scsi_cmd_invalid_cdb(cmd, rw.len_byte, -1);
+		return SCSI_CMD_DONE;
+	}
+	if (!ndob) {
+		if (scsi_cmd_out_len(cmd) < bs) {
+			scsi_cmd_param_len_error(cmd);
+			return SCSI_CMD_DONE;
+		}
+		for (uint32_t k = 0; k < bs; k += sizeof(block)) {
+			uint32_t l = bs - k < sizeof(block) ? bs - k : (uint32_t)sizeof(block);
+
+			scsi_cmd_data_out(cmd, k, block, l);
+			for (uint32_t i = 0; i < l && zero; i++)
+				zero = block[i] == 0;
+		}
+	}
+	chunk = zero ? 0 : ((uint64_t)rw.n << lu->block_shift < SCSI_WS_CHUNK ?
+			    (size_t)rw.n << lu->block_shift : SCSI_WS_CHUNK);
+	j = scsi_job_new(cmd, chunk, 0);
+	if (!j)
+		return SCSI_CMD_DONE;
+	j->lba = rw.lba;
+	j->left = rw.n;
+	j->zero = zero;
+	/* UNMAP=1 on a thin LU deallocates; LBPRZ makes that read back as the zeroes asked. */
+	j->unmap = zero && (c[1] & 0x08) && lu->thin;
+	for (size_t off = 0; off < chunk; off += bs)
+		scsi_cmd_data_out(cmd, 0, j->buf + off, bs);
+start:
+	j = cmd->core_priv;
+	if (!scsi_range_acquire(cmd, j->lba, j->left, false))
+		return SCSI_CMD_ASYNC;
+	scsi_sbc_ws_step(cmd);
+	return SCSI_CMD_ASYNC;
+}
+
+/* UNMAP */
+
+static void scsi_sbc_unmap_step(struct scsi_cmd *cmd);
+
+static void scsi_sbc_unmap_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+
+	if (!scsi_sbc_io_ok(cmd)) {
+		scsi_sbc_finish(cmd);
+		return;
+	}
+	scsi_sbc_unmap_step(cmd);
+}
+
+static void scsi_sbc_unmap_step(struct scsi_cmd *cmd)
+{
+	struct scsi_job *j = cmd->core_priv;
+	struct scsi_lu *lu = cmd->lu;
+
+	while (j->idx < j->ndesc && !j->desc[j->idx].n)
+		j->idx++;
+	if (j->idx >= j->ndesc) {
+		scsi_sbc_finish(cmd);
+		return;
+	}
+	j->idx++;
+	scsi_sbc_submit_io(cmd, BS_UNMAP, j->desc[j->idx - 1].lba,
+			   (uint64_t)j->desc[j->idx - 1].n << lu->block_shift, NULL, 0, false,
+			   scsi_sbc_unmap_done);
+}
+
+int scsi_sbc_unmap(struct scsi_cmd *cmd)
+{
+	const uint8_t *c = cmd->cdb;
+	struct scsi_lu *lu = cmd->lu;
+	uint32_t plen = scsi_get16(&c[7]);
+	uint8_t hdr[8], d[16];
+	uint32_t bdlen, ndesc;
+	struct scsi_job *j;
+
+	if (cmd->core_priv)
+		goto start;
+	cmd->cdb_xfer_len = plen;
+	if (!lu->thin) {
+		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);	/* LBPU 0 */
+		return SCSI_CMD_DONE;
+	}
+	if (c[1] & 0x01) {
+		scsi_cmd_invalid_cdb(cmd, 1, 0);	/* ANCHOR */
+		return SCSI_CMD_DONE;
+	}
+	if (!plen)
+		return SCSI_CMD_DONE;
+	if (plen < 8 || scsi_cmd_data_out(cmd, 0, hdr, 8) < 8) {
+		scsi_cmd_param_len_error(cmd);
+		return SCSI_CMD_DONE;
+	}
+	if (plen > scsi_cmd_out_len(cmd))
+		plen = scsi_cmd_out_len(cmd);
+	bdlen = scsi_get16(&hdr[2]);
+	if (bdlen > plen - 8)
+		bdlen = plen - 8;
+	ndesc = bdlen / 16;	/* a partial last descriptor is ignored */
+	if (ndesc > SCSI_MAX_UNMAP_DESC) {
+		scsi_cmd_invalid_param(cmd, 2, -1);
+		return SCSI_CMD_DONE;
+	}
+	j = scsi_job_new(cmd, 0, ndesc);
+	if (!j)
+		return SCSI_CMD_DONE;
+	/* Every descriptor is checked before anything is unmapped. */
+	for (uint32_t i = 0; i < ndesc; i++) {
+		scsi_cmd_data_out(cmd, 8 + 16 * i, d, 16);
+		j->desc[i].lba = scsi_get64(d);
+		j->desc[i].n = scsi_get32(&d[8]);
+		if (scsi_lba_bad(cmd, j->desc[i].lba, j->desc[i].n))
+			return SCSI_CMD_DONE;
+		if (j->desc[i].n > SCSI_MAX_UNMAP_BLOCKS) {
+			scsi_cmd_invalid_param(cmd, (uint16_t)(8 + 16 * i + 8), -1);
+			return SCSI_CMD_DONE;
+		}
+	}
+	j->ndesc = ndesc;
+start:
+	/* Serialised against COMPARE AND WRITE over the whole LU: rare, and simple. */
+	if (!scsi_range_acquire(cmd, 0, lu->nblocks, false))
+		return SCSI_CMD_ASYNC;
+	scsi_sbc_unmap_step(cmd);
+	return SCSI_CMD_ASYNC;
+}
+
+/* GET LBA STATUS */
+
+int scsi_sbc_get_lba_status(struct scsi_cmd *cmd)
+{
+	const uint8_t *c = cmd->cdb;
+	struct scsi_lu *lu = cmd->lu;
+	uint64_t lba = scsi_get64(&c[2]);
+	uint32_t alloc = scsi_get32(&c[10]);
+	uint64_t n;
+	uint8_t b[24] = { 0 };
+
+	if (lba >= lu->nblocks) {
+		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
+		return SCSI_CMD_DONE;
+	}
+	/* The backstores do not say which blocks are allocated: report the rest of the LU as
+	 * mapped, one descriptor (SBC allows reporting deallocated blocks as mapped). */
+	n = lu->nblocks - lba;
+	scsi_put32(b, 20);
+	scsi_put64(&b[8], lba);
+	scsi_put32(&b[16], n > 0xffffffffull ? 0xffffffffu : (uint32_t)n);
+	b[20] = 0x00;	/* mapped */
+	scsi_cmd_data_in(cmd, b, alloc < 24 ? alloc : 24);
+	return SCSI_CMD_DONE;
+}
+
+/* COMPARE AND WRITE */
+
+static void scsi_sbc_caw_written(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+
+	scsi_sbc_io_ok(cmd);
+	scsi_sbc_finish(cmd);
+}
+
+static void scsi_sbc_caw_read(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+	struct scsi_job *j = cmd->core_priv;
+	struct scsi_lu *lu = cmd->lu;
+	uint32_t len = j->n << lu->block_shift;
+	uint8_t *want = j->buf + len;
+	long d;
+
+	if (!scsi_sbc_io_ok(cmd)) {
+		scsi_sbc_finish(cmd);
+		return;
+	}
+	scsi_cmd_data_out(cmd, 0, want, len);
+	d = scsi_first_diff(want, j->buf, len);
+	if (d >= 0) {
+		/* The medium is left as it was. */
+		scsi_miscompare(cmd, (uint64_t)d);
+		scsi_sbc_finish(cmd);
+		return;
+	}
+	scsi_cmd_data_out(cmd, len, j->buf, len);
+	j->iov.iov_base = j->buf;
+	j->iov.iov_len = len;
+	scsi_sbc_submit_io(cmd, BS_WRITE, j->lba, len, &j->iov, 1, (cmd->cdb[1] & 0x08) ||
+			   !lu->wce, scsi_sbc_caw_written);
+}
+
+int scsi_sbc_compare_and_write(struct scsi_cmd *cmd)
+{
+	const uint8_t *c = cmd->cdb;
+	struct scsi_lu *lu = cmd->lu;
+	uint64_t lba = scsi_get64(&c[2]);
+	uint32_t n = c[13];
+	struct scsi_job *j;
+
+	if (cmd->core_priv)
+		goto start;
+	cmd->cdb_xfer_len = (2 * n) << lu->block_shift;
+	if (c[1] & 0xe0) {
+		scsi_cmd_invalid_cdb(cmd, 1, 7);
+		return SCSI_CMD_DONE;
+	}
+	if (scsi_lba_bad(cmd, lba, n))
+		return SCSI_CMD_DONE;
+	if (!n)
+		return SCSI_CMD_DONE;
+	if (n > SCSI_MAX_CAW_BLOCKS) {
+		scsi_cmd_invalid_cdb(cmd, 13, -1);
+		return SCSI_CMD_DONE;
+	}
+	if (scsi_cmd_out_len(cmd) < cmd->cdb_xfer_len) {
+		scsi_cmd_invalid_cdb(cmd, 13, -1);
+		return SCSI_CMD_DONE;
+	}
+	j = scsi_job_new(cmd, (size_t)(2 * n) << lu->block_shift, 0);
+	if (!j)
+		return SCSI_CMD_DONE;
+	j->lba = lba;
+	j->n = n;
+start:
+	j = cmd->core_priv;
+	/* Exclusive over the range from before the read until after the write. */
+	if (!scsi_range_acquire(cmd, j->lba, j->n, true))
+		return SCSI_CMD_ASYNC;
+	j->iov.iov_base = j->buf;
+	j->iov.iov_len = j->n << lu->block_shift;
+	scsi_sbc_submit_io(cmd, BS_READ, j->lba, j->iov.iov_len, &j->iov, 1, false,
+			   scsi_sbc_caw_read);
+	return SCSI_CMD_ASYNC;
+}

@@ -1,0 +1,67 @@
+# Sources are found by folder: a new .c file needs no Makefile change.
+#   lib/*.c                    -> $(BUILD)/libgw.a            (shared core)
+#   gateway/**/*.c but main.c  -> $(BUILD)/libgwd.a           (gateway engine)
+#   gateway/main.c             -> $(BUILD)/isergwd
+#   agent/**/*.c but cli/, main.c -> $(BUILD)/libapi.a; agent/main.c -> $(BUILD)/isergw-agent
+#   agent/cli/*.c              -> $(BUILD)/isergwctl
+
+rwildcard = $(foreach d,$(wildcard $(1:=/*)),$(call rwildcard,$(d),$(2)) $(filter $(subst *,%,$(2)),$(d)))
+
+LIB_SRC := $(wildcard lib/*.c)
+GWD_SRC := $(filter-out gateway/main.c,$(call rwildcard,gateway,*.c))
+API_SRC := $(filter-out agent/main.c $(call rwildcard,agent/cli,*.c),$(call rwildcard,agent,*.c))
+CLI_SRC := $(call rwildcard,agent/cli,*.c)
+
+obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
+
+LIBGW := $(BUILD)/libgw.a
+LIBGWD := $(BUILD)/libgwd.a
+LIBAPI := $(BUILD)/libapi.a
+
+PROGS :=
+ifneq ($(wildcard gateway/main.c),)
+PROGS += $(BUILD)/isergwd
+endif
+ifneq ($(wildcard agent/main.c),)
+PROGS += $(BUILD)/isergw-agent
+endif
+ifneq ($(CLI_SRC),)
+PROGS += $(BUILD)/isergwctl
+endif
+
+.DEFAULT_GOAL := all
+.PHONY: all clean deps help
+all: $(PROGS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(LIBGW): $(call obj,$(LIB_SRC))
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(LIBGWD): $(call obj,$(GWD_SRC))
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(LIBAPI): $(call obj,$(API_SRC))
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/isergwd: $(call obj,gateway/main.c) $(LIBGWD) $(LIBGW)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/isergw-agent: $(call obj,agent/main.c) $(LIBAPI) $(LIBGW)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/isergwctl: $(call obj,$(CLI_SRC)) $(LIBAPI) $(LIBGW)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+deps:
+	@deploy/install-deps.sh all
+
+clean:
+	rm -rf build
+
+help:
+	@sed -n 's/^#   //p' Makefile mk/*.mk
+
+-include $(call rwildcard,$(BUILD),*.d)

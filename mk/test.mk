@@ -1,0 +1,51 @@
+# Test suites. `make test` is the sum of the named parts below, each of which runs alone:
+#   make test-unit         Criterion unit tests (tests/unit/<module>/test_*.c)
+#   make test-integration  real daemons against real peers on loopback (tests/integration/)
+#   make test-sanitize     unit + integration again, built with ASan+UBSan
+#   make bench             isergwd against tgtd side by side (tests/bench/)
+#   make run               demo gateway on the embedded default configuration
+
+UNIT_SRC := $(foreach f,$(call rwildcard,tests/unit,*.c),$(if $(filter test_%,$(notdir $(f))),$(f)))
+UNIT_BIN := $(patsubst %.c,$(BUILD)/%,$(UNIT_SRC))
+UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(call rwildcard,tests/unit,*.c))
+
+.PHONY: test test-build test-unit test-integration test-sanitize bench run
+
+# Every unit test binary links the whole engine; a test that includes a .c file to reach its
+# static functions overrides that object, as the linker only pulls archive members it needs.
+$(BUILD)/tests/unit/%: tests/unit/%.c $(call obj,$(UNIT_HELPERS)) $(LIBGWD) $(LIBAPI) $(LIBGW)
+	@mkdir -p $(dir $@)
+	$(call say,TEST,$@)$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $^ $(CRITERION_LIBS) $(LDLIBS)
+
+# Test tools: small real clients built on libiscsi (tests/tools/<name>.c -> $(BUILD)/tests/tools/<name>).
+TOOL_SRC := $(wildcard tests/tools/*.c)
+TOOL_BIN := $(patsubst %.c,$(BUILD)/%,$(TOOL_SRC))
+
+$(BUILD)/tests/tools/%: tests/tools/%.c
+	@mkdir -p $(dir $@)
+	$(call say,TOOL,$@)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
+test-build: all $(UNIT_BIN) $(TOOL_BIN)
+
+test: deps
+	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-integration
+	@$(MAKE) --no-print-directory test-sanitize
+
+test-unit: test-build
+	@tests/run-unit.sh $(UNIT_BIN)
+
+test-integration: all $(TOOL_BIN)
+	@BUILD=$(BUILD) tests/integration/run.sh
+
+test-sanitize:
+	@$(MAKE) --no-print-directory SANITIZE=address,undefined test-build
+	@$(MAKE) --no-print-directory SANITIZE=address,undefined test-unit
+	@$(MAKE) --no-print-directory SANITIZE=address,undefined test-integration
+
+bench: deps all $(TOOL_BIN)
+	@BUILD=$(BUILD) tests/bench/run.sh
+
+run: deps all
+	@BUILD=$(BUILD) deploy/run-demo.sh

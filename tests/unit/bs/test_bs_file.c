@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: MIT
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bs.h"
+#include "gw_loop.h"
+
+static struct gw_loop loop;
+static struct gw_errlist errs;
+static char dir[64];
+static char path[128];
+
+struct waiter {
+	struct bs_io io;
+	int fired;
+};
+
+static void on_done(struct bs_io *io)
+{
+	struct waiter *w = gw_container_of(io, struct waiter, io);
+
+	w->fired++;
+}
+
+static void run_until(int *fired, int want)
+{
+	for (int i = 0; i < 400 && *fired < want; i++)
+		gw_loop_run_once(&loop, 50);
+	cr_assert_eq(*fired, want, "%d completions, wanted %d", *fired, want);
+}
+
+static int do_io(struct bs *b, enum bs_op op, uint64_t off, uint64_t len, struct iovec *iov,
+		 int iovcnt)
+{
+	struct waiter w = { .io = { .op = op, .offset = off, .len = len, .iov = iov,
+				    .iovcnt = iovcnt, .done = on_done } };
+	int rc = bs_submit(b, &w.io);
+
+	if (rc < 0)
+		return rc;
+	cr_assert_eq(w.fired, 0, "done ran inside submit");
+	run_until(&w.fired, 1);
+	cr_assert_eq(b->inflight, 0);
+	return w.io.result;
+}
+
+static struct bs_conf fconf(uint64_t size)
+{
+	struct bs_conf c = { .type = BS_TYPE_FILE, .path = path, .size = size,
+			     .block_size = 512, .threads = 4 };
+	return c;
+}
+
+static void setup(void)
+{
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	gw_errlist_init(&errs);
+	snprintf(dir, sizeof(dir), "/tmp/test_bs_file.XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/lu.img", dir);
+}
+
+static void teardown(void)
+{
+	unlink(path);
+	rmdir(dir);
+	gw_errlist_fini(&errs);
+	gw_loop_fini(&loop);
+}
+
+TestSuite(bs_file, .init = setup, .fini = teardown);
+
+Test(bs_file, missing_file_created_sparse)
+{
+	struct bs_conf c = fconf(64 << 20);
+	struct bs *b = NULL;
+	struct stat st;
+
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	cr_assert_eq(b->size, 64 << 20);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_size, 64 << 20);
+	cr_assert_lt(st.st_blocks, 64, "not sparse: %ld blocks", (long)st.st_blocks);
+	bs_destroy(b);
+}
+
+Test(bs_file, missing_file_without_size_names_path)
+{
+	struct bs_conf c = fconf(0);
+	struct bs *b = NULL;
+
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), -ENOENT);
+	cr_assert_null(b);
+	cr_assert_eq(errs.n, 1);
+	cr_assert_str_eq(errs.v[0].field, "path");
+	cr_assert_not_null(strstr(errs.v[0].msg, path), "message: %s", errs.v[0].msg);
+}
+
+Test(bs_file, existing_file_sizes)
+{
+	struct bs_conf c = fconf(0);
+	struct bs *b = NULL;
+	struct stat st;
+	int fd = open(path, O_CREAT | O_RDWR, 0600);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	/* No size: the file's. */
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	cr_assert_eq(b->size, 1 << 20);
+	bs_destroy(b);
+	/* Larger size: extended. */
+	c.size = 4 << 20;
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	cr_assert_eq(b->size, 4 << 20);
+	bs_destroy(b);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_size, 4 << 20);
+	/* A regular file is not a block device. */
+	c.type = BS_TYPE_BLOCK;
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), -ENOTBLK);
+}
+
+Test(bs_file, write_read_back_odd_offsets_multi_iov)
+{
+	struct bs_conf c = fconf(8 << 20);
+	struct bs *b = NULL;
+	uint8_t src[3 * 512 + 1024], dst[sizeof(src)];
+	struct iovec wv[3] = { { src, 7 }, { src + 7, 1000 }, { src + 1007, sizeof(src) - 1007 } };
+	struct iovec rv[4] = { { dst, 512 }, { dst + 512, 1 }, { dst + 513, 511 },
+			       { dst + 1024, sizeof(dst) - 1024 } };
+
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 7 + 3);
+	cr_assert_eq(do_io(b, BS_WRITE, 3 * 512 + 5 * 4096, sizeof(src), wv, 3), 0);
+	memset(dst, 0, sizeof(dst));
+	cr_assert_eq(do_io(b, BS_READ, 3 * 512 + 5 * 4096, sizeof(dst), rv, 4), 0);
+	cr_assert_eq(memcmp(src, dst, sizeof(src)), 0);
+	/* And with FUA, then a flush. */
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)~src[i];
+	{
+		struct waiter w = { .io = { .op = BS_WRITE, .offset = 512, .len = sizeof(src),
+					    .iov = wv, .iovcnt = 3, .fua = true,
+					    .done = on_done } };
+
+		cr_assert_eq(bs_submit(b, &w.io), 0);
+		run_until(&w.fired, 1);
+		cr_assert_eq(w.io.result, 0);
+	}
+	cr_assert_eq(do_io(b, BS_FLUSH, 0, 0, NULL, 0), 0);
+	cr_assert_eq(do_io(b, BS_READ, 512, sizeof(dst), rv, 4), 0);
+	cr_assert_eq(memcmp(src, dst, sizeof(src)), 0);
+	/* Past the end: refused before anything is queued. */
+	cr_assert_eq(do_io(b, BS_READ, (8 << 20) - 512, 1024, rv, 4), -EINVAL);
+	bs_destroy(b);
+}
+
+Test(bs_file, unmap_punches_a_hole)
+{
+	struct bs_conf c = fconf(4 << 20);
+	struct bs *b = NULL;
+	static uint8_t buf[1 << 20];
+	struct iovec v = { buf, sizeof(buf) };
+	struct stat st1, st2;
+
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	cr_assert(b->can_unmap, "ext4/tmpfs punch holes");
+	memset(buf, 0xc3, sizeof(buf));
+	cr_assert_eq(do_io(b, BS_WRITE, 1 << 20, sizeof(buf), &v, 1), 0);
+	cr_assert_eq(do_io(b, BS_FLUSH, 0, 0, NULL, 0), 0);
+	cr_assert_eq(stat(path, &st1), 0);
+	cr_assert_eq(do_io(b, BS_UNMAP, (1 << 20) + 4096, 512 << 10, NULL, 0), 0);
+	cr_assert_eq(stat(path, &st2), 0);
+	cr_assert_lt(st2.st_blocks, st1.st_blocks, "blocks %ld -> %ld", (long)st1.st_blocks,
+		     (long)st2.st_blocks);
+	cr_assert_eq(st2.st_size, 4 << 20);
+	cr_assert_eq(do_io(b, BS_READ, 1 << 20, sizeof(buf), &v, 1), 0);
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		uint8_t want = (i >= 4096 && i < 4096 + (512 << 10)) ? 0 : 0xc3;
+
+		cr_assert_eq(buf[i], want, "byte %zu: %#x", i, buf[i]);
+	}
+	/* WRITE ZEROES over written data reads back zeroes too. */
+	cr_assert_eq(do_io(b, BS_WRITE_ZEROES, (1 << 20) + 512, 512, NULL, 0), 0);
+	cr_assert_eq(do_io(b, BS_READ, 1 << 20, 1024, &v, 1), 0);
+	cr_assert_eq(buf[0], 0xc3);
+	cr_assert_eq(buf[512], 0);
+	cr_assert_eq(buf[1023], 0);
+	bs_destroy(b);
+}
+
+Test(bs_file, many_concurrent_ios_complete_once)
+{
+	struct bs_conf c = fconf(1 << 20);
+	struct bs *b = NULL;
+	static uint8_t data[64][4096];
+	static struct iovec v[64];
+	static struct waiter w[64];
+	int fired = 0;
+
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	for (int i = 0; i < 64; i++) {
+		memset(data[i], i + 1, sizeof(data[i]));
+		v[i] = (struct iovec){ data[i], sizeof(data[i]) };
+		w[i] = (struct waiter){ .io = { .op = BS_WRITE, .offset = (uint64_t)i * 4096,
+						.len = 4096, .iov = &v[i], .iovcnt = 1,
+						.done = on_done } };
+		cr_assert_eq(bs_submit(b, &w[i].io), 0);
+	}
+	cr_assert_eq(b->inflight, 64);
+	for (int n = 0; n < 400 && fired < 64; n++) {
+		gw_loop_run_once(&loop, 50);
+		fired = 0;
+		for (int i = 0; i < 64; i++)
+			fired += w[i].fired;
+	}
+	for (int i = 0; i < 64; i++) {
+		cr_assert_eq(w[i].fired, 1, "io %d fired %d times", i, w[i].fired);
+		cr_assert_eq(w[i].io.result, 0);
+	}
+	cr_assert_eq(b->inflight, 0);
+	memset(data[0], 0, 4096);
+	cr_assert_eq(do_io(b, BS_READ, 63 * 4096, 4096, &v[0], 1), 0);
+	cr_assert_eq(data[0][0], 64);
+	cr_assert_eq(data[0][4095], 64);
+	bs_destroy(b);
+}
+
+Test(bs_file, direct_unaligned_memory_bounces)
+{
+	struct bs_conf c = fconf(1 << 20);
+	struct bs *b = NULL;
+	static uint8_t raw[8192 + 3];
+	uint8_t *p = raw + 3;	/* deliberately misaligned */
+	struct iovec v = { p, 4096 };
+
+	c.direct = true;
+	c.block_size = 4096;
+	if (bs_create(&loop, &c, &b, &errs) < 0)
+		cr_skip_test("O_DIRECT not supported here");
+	memset(p, 0x77, 4096);
+	cr_assert_eq(do_io(b, BS_WRITE, 8192, 4096, &v, 1), 0);
+	memset(p, 0, 4096);
+	/* A partial-block read, as when the initiator's buffer is shorter than the CDB's. */
+	v.iov_len = 1000;
+	cr_assert_eq(do_io(b, BS_READ, 8192, 1000, &v, 1), 0);
+	cr_assert_eq(p[0], 0x77);
+	cr_assert_eq(p[999], 0x77);
+	cr_assert_eq(p[1000], 0);
+	bs_destroy(b);
+}

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+#include "scsi_test.h"
+
+static struct tenv e;
+static struct scsi_itn *c;	/* through port 2, group 2 */
+
+static void setup(void)
+{
+	tenv_init(&e);
+	cr_assert_eq(tenv_add_lu(&e, 0, 1 << 20, 512, true, false), 0);
+	c = scsi_itn_create(e.dev, e.port2, "iqn.x:c,i,0x1", "iqn.x:c");
+	tenv_clear_ua(&e, e.a, 0);
+	tenv_clear_ua(&e, c, 0);
+}
+
+static void teardown(void)
+{
+	tenv_fini(&e);
+}
+
+TestSuite(scsi_alua, .init = setup, .fini = teardown);
+
+Test(scsi_alua, report_target_port_groups)
+{
+	uint8_t b[256];
+	struct tcmd t;
+
+	scsi_dev_set_alua(e.dev, 2, SCSI_ALUA_STANDBY);
+	tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b, 256,
+		 SCSI_DIR_READ);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x06);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b,
+			      256, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(be32(b), 2 * 12u);
+	cr_assert_eq(b[4] & 0x0f, SCSI_ALUA_AO);
+	cr_assert_eq(be16(&b[6]), 1);
+	cr_assert_eq(b[11], 1, "one port in group 1");
+	cr_assert_eq(be16(&b[14]), e.port->rel_id);
+	cr_assert_eq(b[16] & 0x0f, SCSI_ALUA_STANDBY);
+	cr_assert_eq(be16(&b[18]), 2);
+	/* Extended header. */
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x2a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b,
+			      256, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(b[4], 0x10);
+}
+
+Test(scsi_alua, standby_refuses_media_access)
+{
+	uint8_t b[512];
+	struct tcmd t;
+
+	scsi_dev_set_alua(e.dev, 2, SCSI_ALUA_STANDBY);
+	/* The state change is announced first. */
+	tcmd_run(&e, &t, c, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x06);
+	tcmd_run(&e, &t, c, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0b);
+	tcmd_run(&e, &t, c, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, 512, SCSI_DIR_READ);
+	cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0b);
+	cr_assert_eq(tcmd_run(&e, &t, c, 0, CDB(0x12, 0, 0, 0, 96, 0), b, 96, SCSI_DIR_READ),
+		     SCSI_GOOD);
+	cr_assert_eq(tcmd_run(&e, &t, c, 0, CDB(0x1a, 0, 0x3f, 0, 255, 0), b, 255,
+			      SCSI_DIR_READ), SCSI_GOOD, "MODE SENSE is allowed in standby");
+	/* Port 1 is unaffected. */
+	tenv_clear_ua(&e, e.a, 0);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, 512,
+			      SCSI_DIR_READ), SCSI_GOOD);
+	scsi_dev_set_alua(e.dev, 2, SCSI_ALUA_UNAVAILABLE);
+	tenv_clear_ua(&e, c, 0);	/* the 2A/06 only */
+	tcmd_run(&e, &t, c, 0, CDB(0x1a, 0, 0x3f, 0, 255, 0), b, 255, SCSI_DIR_READ);
+	cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0c);
+	scsi_dev_set_alua(e.dev, 2, SCSI_ALUA_TRANSITIONING);
+	tcmd_run(&e, &t, c, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	tcmd_run(&e, &t, c, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0a);
+	cr_assert_eq(tcmd_run(&e, &t, c, 0, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b,
+			      255, SCSI_DIR_READ), SCSI_GOOD, "RTPG always works");
+}
+
+Test(scsi_alua, set_target_port_groups_is_implicit_only)
+{
+	uint8_t p[8] = { 0 };
+	struct tcmd t;
+
+	tcmd_run(&e, &t, e.a, 0, CDB(0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0), p, 8,
+		 SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+}

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: MIT
+#include "scsi_test.h"
+
+#include <errno.h>
+
+static struct tenv e;
+static int events, last_event;
+
+static void on_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg)
+{
+	(void)dev;
+	(void)lun;
+	(void)arg;
+	events++;
+	last_event = ev;
+}
+
+static void setup(void)
+{
+	tenv_init(&e);
+	events = 0;
+	scsi_dev_set_event_cb(e.dev, on_event, NULL);
+	cr_assert_eq(tenv_add_lu(&e, 0, 1 << 20, 512, true, false), 0);
+	cr_assert_eq(events, 1);
+	cr_assert_eq(last_event, SCSI_EV_LUNS_CHANGED);
+}
+
+static void teardown(void)
+{
+	tenv_fini(&e);
+}
+
+TestSuite(scsi_dev, .init = setup, .fini = teardown);
+
+static int tur(struct scsi_itn *itn, uint64_t lun, struct tcmd *t)
+{
+	return tcmd_run(&e, t, itn, lun, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+}
+
+Test(scsi_dev, unit_attention_on_first_access_then_gone)
+{
+	struct scsi_itn *c = scsi_itn_create(e.dev, e.port, "iqn.x:c,i,0x1", "iqn.x:c");
+	uint8_t b[96];
+	struct tcmd t;
+
+	/* INQUIRY does not see it and does not clear it. */
+	cr_assert_eq(tcmd_run(&e, &t, c, 0, CDB(0x12, 0, 0, 0, 96, 0), b, 96, SCSI_DIR_READ),
+		     SCSI_GOOD);
+	tur(c, 0, &t);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x29, 0x00);
+	cr_assert_eq(tur(c, 0, &t), SCSI_GOOD);
+	scsi_itn_destroy(c);
+}
+
+Test(scsi_dev, lun_add_and_remove_tell_other_nexuses)
+{
+	struct tcmd t;
+
+	tenv_clear_ua(&e, e.a, 0);
+	cr_assert_eq(tenv_add_lu(&e, 4, 1 << 20, 512, true, false), 0);
+	cr_assert_eq(tenv_add_lu(&e, 4, 1 << 20, 512, true, false), -EEXIST);
+	tur(e.a, 0, &t);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x3f, 0x0e);
+	cr_assert_eq(tur(e.a, 0, &t), SCSI_GOOD);
+	cr_assert_eq(scsi_dev_del_lu(e.dev, 4), 0);
+	cr_assert_eq(scsi_dev_del_lu(e.dev, 4), -ENOENT);
+	cr_assert_eq(last_event, SCSI_EV_LUNS_CHANGED);
+	tur(e.a, 0, &t);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x3f, 0x0e);
+	tur(e.a, 4, &t);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x25, 0x00);
+}
+
+Test(scsi_dev, lu_reset_ua_for_other_nexuses_only)
+{
+	struct tcmd t;
+
+	tenv_clear_ua(&e, e.a, 0);
+	tenv_clear_ua(&e, e.b, 0);
+	scsi_lu_reset(e.dev, 0, e.a);
+	cr_assert_eq(tur(e.a, 0, &t), SCSI_GOOD);
+	tur(e.b, 0, &t);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x29, 0x03);
+	cr_assert_eq(tur(e.b, 0, &t), SCSI_GOOD);
+}
+
+Test(scsi_dev, capacity_changed_ua)
+{
+	struct scsi_lu *lu = scsi_dev_find_lu(e.dev, 0);
+	struct tcmd t;
+
+	tenv_clear_ua(&e, e.a, 0);
+	scsi_lu_capacity_changed(lu);
+	cr_assert_eq(last_event, SCSI_EV_CAPACITY_CHANGED);
+	tur(e.a, 0, &t);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x09);
+}
+
+Test(scsi_dev, busy_lu_cannot_be_removed)
+{
+	uint8_t b[512];
+	struct tcmd t;
+
+	tenv_clear_ua(&e, e.a, 0);
+	tcmd_prep(&e, &t, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
+		  SCSI_DIR_READ);
+	scsi_cmd_submit(&t.cmd);
+	cr_assert_eq(scsi_dev_del_lu(e.dev, 0), -EBUSY);
+	tcmd_wait(&e, &t);
+	cr_assert_eq(scsi_dev_del_lu(e.dev, 0), 0);
+}
+
+static int order[8], norder;
+
+static void order_done(struct scsi_cmd *cmd)
+{
+	struct tcmd *t = gw_container_of(cmd, struct tcmd, cmd);
+
+	t->fired++;
+	order[norder++] = (int)cmd->tag;
+}
+
+Test(scsi_dev, ordered_waits_for_older_and_blocks_newer)
+{
+	uint8_t b[512];
+	struct tcmd t[3];
+
+	tenv_clear_ua(&e, e.a, 0);
+	norder = 0;
+	tcmd_prep(&e, &t[0], e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
+		  SCSI_DIR_READ);
+	tcmd_prep(&e, &t[1], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	tcmd_prep(&e, &t[2], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	t[1].cmd.attr = SCSI_ATTR_ORDERED;
+	for (int i = 0; i < 3; i++) {
+		t[i].cmd.tag = (uint64_t)i;
+		t[i].cmd.done = order_done;
+		scsi_cmd_submit(&t[i].cmd);
+	}
+	for (int i = 0; i < 3; i++)
+		tcmd_wait(&e, &t[i]);
+	/* Without ordering the two TURs (no I/O) would finish before the read. */
+	cr_assert_eq(norder, 3);
+	cr_assert_eq(order[0], 0);
+	cr_assert_eq(order[1], 1);
+	cr_assert_eq(order[2], 2);
+}
+
+Test(scsi_dev, abort_queued_command)
+{
+	uint8_t b[512];
+	struct tcmd r, o;
+
+	tenv_clear_ua(&e, e.a, 0);
+	tcmd_prep(&e, &r, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
+		  SCSI_DIR_READ);
+	tcmd_prep(&e, &o, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	o.cmd.attr = SCSI_ATTR_ORDERED;
+	scsi_cmd_submit(&r.cmd);
+	scsi_cmd_submit(&o.cmd);
+	cr_assert_eq(scsi_abort_cmd(&r.cmd), -EBUSY, "already running");
+	cr_assert_eq(scsi_abort_cmd(&o.cmd), 0, "still queued");
+	cr_assert_eq(o.fired, 0, "not from inside abort");
+	tcmd_wait(&e, &o);
+	tcmd_wait(&e, &r);
+	cr_assert_eq(o.cmd.status, SCSI_TASK_ABORTED);
+	cr_assert_eq(r.cmd.status, SCSI_GOOD);
+}
+
+Test(scsi_dev, lun_encoding)
+{
+	uint8_t l[8];
+
+	scsi_lun_encode(5, l);
+	cr_assert_eq(l[0], 0);
+	cr_assert_eq(l[1], 5);
+	cr_assert_eq(scsi_lun_decode(l), 5);
+	scsi_lun_encode(1000, l);
+	cr_assert_eq(l[0] >> 6, 1, "flat space addressing above 255");
+	cr_assert_eq(scsi_lun_decode(l), 1000);
+}
+
+Test(scsi_dev, lu_conf_table_defaults)
+{
+	struct scsi_lu_conf c;
+
+	memset(&c, 0, sizeof(c));
+	cr_assert_eq(gw_conf_defaults(scsi_lu_conf_keys, &c), 0);
+	cr_assert_str_eq(c.vendor, "ISERGW");
+	cr_assert_str_eq(c.product, "isergw LUN");
+	cr_assert_str_eq(c.revision, "0001");
+	cr_assert(c.write_cache);
+	cr_assert(c.thin);
+	gw_conf_free(scsi_lu_conf_keys, &c);
+}

@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: MIT
+#include "scsi_test.h"
+
+#include <stdlib.h>
+
+static struct tenv e;
+
+#define NBLK 2048	/* 1 MiB of 512-byte blocks */
+
+static void setup(void)
+{
+	tenv_init(&e);
+	cr_assert_eq(tenv_add_lu(&e, 0, NBLK * 512, 512, true, false), 0);
+	cr_assert_eq(tenv_add_lu(&e, 1, 256 * 4096, 4096, false, false), 0);
+	cr_assert_eq(tenv_add_lu(&e, 2, 64 * 512, 512, true, true), 0);
+	tenv_clear_ua(&e, e.a, 0);
+	tenv_clear_ua(&e, e.a, 1);
+	tenv_clear_ua(&e, e.a, 2);
+}
+
+static void teardown(void)
+{
+	tenv_fini(&e);
+}
+
+TestSuite(scsi_sbc, .init = setup, .fini = teardown);
+
+static int write10(uint64_t lun, uint32_t lba, uint16_t n, void *buf, uint32_t len,
+		   struct tcmd *t)
+{
+	return tcmd_run(&e, t, e.a, lun, CDB(0x2a, 0, lba >> 24, lba >> 16, lba >> 8, lba, 0,
+					     n >> 8, n, 0), buf, len, SCSI_DIR_WRITE);
+}
+
+static int read10(uint64_t lun, uint32_t lba, uint16_t n, void *buf, uint32_t len,
+		  struct tcmd *t)
+{
+	return tcmd_run(&e, t, e.a, lun, CDB(0x28, 0, lba >> 24, lba >> 16, lba >> 8, lba, 0,
+					     n >> 8, n, 0), buf, len, SCSI_DIR_READ);
+}
+
+Test(scsi_sbc, read_capacity)
+{
+	struct tcmd t;
+	uint8_t b[32];
+
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0), b, 8,
+			      SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(be32(b), NBLK - 1);
+	cr_assert_eq(be32(b + 4), 512);
+	cr_assert_eq(t.cmd.xfer_len, 8);
+	memset(b, 0xff, sizeof(b));
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+						 32, 0, 0), b, 32, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(be64(b), NBLK - 1);
+	cr_assert_eq(be32(b + 8), 512);
+	cr_assert_eq(b[13] & 0x0f, 0, "one logical block per physical block");
+	cr_assert_eq(b[14] & 0xc0, 0xc0, "LBPME and LBPRZ on a thin LU");
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 1, CDB(0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+						 32, 0, 0), b, 32, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(be64(b), 255);
+	cr_assert_eq(be32(b + 8), 4096);
+	cr_assert_eq(b[14] & 0xc0, 0, "not thin");
+}
+
+Test(scsi_sbc, read_after_write_all_sizes)
+{
+	static uint8_t w[8 * 512], r[8 * 512];
+	struct tcmd t;
+
+	for (size_t i = 0; i < sizeof(w); i++)
+		w[i] = (uint8_t)(i * 13 + 1);
+	cr_assert_eq(write10(0, 100, 8, w, sizeof(w), &t), SCSI_GOOD);
+	cr_assert_eq(t.cmd.cdb_xfer_len, sizeof(w));
+	cr_assert_eq(read10(0, 100, 8, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(t.cmd.xfer_len, sizeof(r));
+	cr_assert_eq(memcmp(w, r, sizeof(w)), 0);
+	/* READ(6), READ(12), READ(16) of the same blocks. */
+	memset(r, 0, sizeof(r));
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x08, 0, 0, 100, 8, 0), r, sizeof(r),
+			      SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(memcmp(w, r, sizeof(w)), 0);
+	memset(r, 0, sizeof(r));
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa8, 0, 0, 0, 0, 100, 0, 0, 0, 8, 0, 0), r,
+			      sizeof(r), SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(memcmp(w, r, sizeof(w)), 0);
+	memset(r, 0, sizeof(r));
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x88, 0x08, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 8,
+						 0, 0), r, sizeof(r), SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(memcmp(w, r, sizeof(w)), 0);
+	/* WRITE(16) with FUA, read back with READ(10). */
+	w[0] ^= 0xff;
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x8a, 0x08, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 1,
+						 0, 0), w, 512, SCSI_DIR_WRITE), SCSI_GOOD);
+	cr_assert_eq(read10(0, 100, 1, r, 512, &t), SCSI_GOOD);
+	cr_assert_eq(r[0], w[0]);
+}
+
+Test(scsi_sbc, out_of_range_lba)
+{
+	uint8_t b[512];
+	struct tcmd t;
+
+	read10(0, NBLK - 1, 2, b, sizeof(b), &t);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
+	write10(0, NBLK, 1, b, sizeof(b), &t);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
+	read10(0, 0xffffffff, 0, NULL, 0, &t);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
+	/* The last block is fine. */
+	cr_assert_eq(read10(0, NBLK - 1, 1, b, sizeof(b), &t), SCSI_GOOD);
+}
+
+Test(scsi_sbc, zero_length_and_read6_256)
+{
+	static uint8_t b[256 * 512];
+	struct tcmd t;
+
+	cr_assert_eq(read10(0, 0, 0, NULL, 0, &t), SCSI_GOOD);
+	cr_assert_eq(t.cmd.xfer_len, 0);
+	cr_assert_eq(t.cmd.cdb_xfer_len, 0);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x08, 0, 0, 0, 0, 0), b, sizeof(b),
+			      SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(t.cmd.cdb_xfer_len, 256 * 512, "READ(6) length 0 is 256 blocks");
+	cr_assert_eq(t.cmd.xfer_len, 256 * 512);
+}
+
+Test(scsi_sbc, short_buffers_move_what_fits)
+{
+	uint8_t a[1024], b[1024];
+	struct tcmd t;
+
+	memset(a, 'a', sizeof(a));
+	cr_assert_eq(write10(0, 10, 2, a, 1024, &t), SCSI_GOOD);
+	memset(b, 'b', sizeof(b));
+	/* Two blocks asked, one block of data: only the first is written. */
+	cr_assert_eq(write10(0, 10, 2, b, 512, &t), SCSI_GOOD);
+	cr_assert_eq(t.cmd.cdb_xfer_len, 1024);
+	memset(a, 0, sizeof(a));
+	cr_assert_eq(read10(0, 10, 2, a, 1024, &t), SCSI_GOOD);
+	cr_assert_eq(a[0], 'b');
+	cr_assert_eq(a[511], 'b');
+	cr_assert_eq(a[512], 'a');
+	/* A read into a buffer smaller than the CDB's: what fits, and the CDB's size known. */
+	cr_assert_eq(read10(0, 10, 2, b, 700, &t), SCSI_GOOD);
+	cr_assert_eq(t.cmd.xfer_len, 700);
+	cr_assert_eq(t.cmd.cdb_xfer_len, 1024);
+	cr_assert_eq(b[699], 'a');
+}
+
+Test(scsi_sbc, protect_fields_rejected_with_pointer)
+{
+	uint8_t b[512];
+	struct tcmd t;
+
+	tcmd_run(&e, &t, e.a, 0, CDB(0x28, 0x20, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
+		 SCSI_DIR_READ);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+	cr_assert_eq(t.cmd.sense[15] & 0xc0, 0xc0, "SKSV and C/D");
+	cr_assert_eq(be16(&t.cmd.sense[16]), 1, "field pointer at byte 1");
+}
+
+Test(scsi_sbc, readonly_lu_refuses_writes)
+{
+	uint8_t b[512] = { 0 };
+	struct tcmd t;
+
+	write10(2, 0, 1, b, sizeof(b), &t);
+	cr_assert_sense(&t, SCSI_SK_DATA_PROTECT, 0x27, 0x00);
+	cr_assert_eq(read10(2, 0, 1, b, sizeof(b), &t), SCSI_GOOD);
+}
+
+Test(scsi_sbc, compare_and_write)
+{
+	uint8_t orig[512], buf[1024], r[512];
+	struct tcmd t;
+
+	memset(orig, 0x11, sizeof(orig));
+	cr_assert_eq(write10(0, 7, 1, orig, sizeof(orig), &t), SCSI_GOOD);
+	/* Match: the second half is written. */
+	memset(buf, 0x11, 512);
+	memset(buf + 512, 0x22, 512);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x89, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 1, 0,
+						 0), buf, sizeof(buf), SCSI_DIR_WRITE), SCSI_GOOD);
+	cr_assert_eq(read10(0, 7, 1, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[0], 0x22);
+	/* Miscompare at byte 100: the medium is unchanged, INFORMATION says where. */
+	memset(buf, 0x22, 512);
+	buf[100] = 0x99;
+	memset(buf + 512, 0x33, 512);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x89, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0), buf,
+		 sizeof(buf), SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_MISCOMPARE, 0x1d, 0x00);
+	cr_assert(t.cmd.sense[0] & 0x80, "INFORMATION valid");
+	cr_assert_eq(be32(&t.cmd.sense[3]), 100);
+	cr_assert_eq(read10(0, 7, 1, r, sizeof(r), &t), SCSI_GOOD);
+	for (int i = 0; i < 512; i++)
+		cr_assert_eq(r[i], 0x22);
+}
+
+Test(scsi_sbc, compare_and_write_holds_off_overlapping_writers)
+{
+	uint8_t cw[1024], w[512], r[512];
+	struct tcmd c, wr, t;
+
+	memset(r, 0, sizeof(r));
+	cr_assert_eq(write10(0, 3, 1, r, sizeof(r), &t), SCSI_GOOD);
+	/* CAW (0 -> 0xAA) submitted, then a plain write of 0x55 to the same block before the
+	 * loop runs: the write must wait, so it lands last and the CAW compares against 0. */
+	memset(cw, 0, 512);
+	memset(cw + 512, 0xaa, 512);
+	memset(w, 0x55, sizeof(w));
+	tcmd_prep(&e, &c, e.a, 0, CDB(0x89, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0), cw,
+		  sizeof(cw), SCSI_DIR_WRITE);
+	tcmd_prep(&e, &wr, e.b, 0, CDB(0x2a, 0, 0, 0, 0, 3, 0, 0, 1, 0), w, sizeof(w),
+		  SCSI_DIR_WRITE);
+	tenv_clear_ua(&e, e.b, 0);
+	scsi_cmd_submit(&c.cmd);
+	scsi_cmd_submit(&wr.cmd);
+	tcmd_wait(&e, &c);
+	tcmd_wait(&e, &wr);
+	cr_assert_eq(c.cmd.status, SCSI_GOOD);
+	cr_assert_eq(wr.cmd.status, SCSI_GOOD);
+	cr_assert_eq(read10(0, 3, 1, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[0], 0x55);
+}
+
+Test(scsi_sbc, verify_bytchk)
+{
+	uint8_t d[1024], v[1024];
+	struct tcmd t;
+
+	memset(d, 0x5a, sizeof(d));
+	cr_assert_eq(write10(0, 20, 2, d, sizeof(d), &t), SCSI_GOOD);
+	memcpy(v, d, sizeof(v));
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x2f, 0x02, 0, 0, 0, 20, 0, 0, 2, 0), v,
+			      sizeof(v), SCSI_DIR_WRITE), SCSI_GOOD);
+	v[600] = 0;
+	tcmd_run(&e, &t, e.a, 0, CDB(0x2f, 0x02, 0, 0, 0, 20, 0, 0, 2, 0), v, sizeof(v),
+		 SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_MISCOMPARE, 0x1d, 0x00);
+	cr_assert_eq(be32(&t.cmd.sense[3]), 600);
+	/* BYTCHK 0: a range check only. */
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x2f, 0, 0, 0, 0, 20, 0, 0, 2, 0), NULL, 0,
+			      SCSI_DIR_NONE), SCSI_GOOD);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x2f, 0, 0, 0, 0x08, 0, 0, 0, 2, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
+}
+
+Test(scsi_sbc, write_same_and_unmap_zero_blocks)
+{
+	uint8_t d[4 * 512], pat[512], r[4 * 512];
+	uint8_t param[24] = { 0 };
+	struct tcmd t;
+
+	memset(d, 0x77, sizeof(d));
+	cr_assert_eq(write10(0, 40, 4, d, sizeof(d), &t), SCSI_GOOD);
+	/* WRITE SAME(10) of a pattern over 3 blocks. */
+	memset(pat, 0x42, sizeof(pat));
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x41, 0, 0, 0, 0, 40, 0, 0, 3, 0), pat,
+			      sizeof(pat), SCSI_DIR_WRITE), SCSI_GOOD);
+	cr_assert_eq(read10(0, 40, 4, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[0], 0x42);
+	cr_assert_eq(r[3 * 512 - 1], 0x42);
+	cr_assert_eq(r[3 * 512], 0x77);
+	/* WRITE SAME(16) with UNMAP and zeroes. */
+	memset(pat, 0, sizeof(pat));
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x93, 0x08, 0, 0, 0, 0, 0, 0, 0, 40, 0, 0, 0, 2,
+						 0, 0), pat, sizeof(pat), SCSI_DIR_WRITE),
+		     SCSI_GOOD);
+	cr_assert_eq(read10(0, 40, 4, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[0], 0);
+	cr_assert_eq(r[1023], 0);
+	cr_assert_eq(r[1024], 0x42);
+	/* Zero blocks: WSNZ is set, so that is an invalid field. */
+	tcmd_run(&e, &t, e.a, 0, CDB(0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0), pat, sizeof(pat),
+		 SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+	/* UNMAP one descriptor: blocks 42..43. */
+	param[1] = 22;
+	param[3] = 16;
+	param[15] = 42;
+	param[19] = 2;
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0), param,
+			      sizeof(param), SCSI_DIR_WRITE), SCSI_GOOD);
+	cr_assert_eq(read10(0, 40, 4, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[1024], 0);
+	cr_assert_eq(r[2047], 0);
+	/* UNMAP past the end: LBA out of range, and nothing is unmapped. */
+	param[15] = 0;
+	param[14] = (NBLK >> 8) & 0xff;
+	param[13] = 0;
+	tcmd_run(&e, &t, e.a, 0, CDB(0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0), param, sizeof(param),
+		 SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
+	/* UNMAP on a LU that is not thin is not supported. */
+	tcmd_run(&e, &t, e.a, 1, CDB(0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0), param, sizeof(param),
+		 SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+}
+
+Test(scsi_sbc, sync_cache_prefetch_get_lba_status)
+{
+	uint8_t b[24];
+	struct tcmd t;
+
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0), NULL, 0,
+			      SCSI_DIR_NONE), SCSI_GOOD);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x91, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8,
+						 0, 0), NULL, 0, SCSI_DIR_NONE), SCSI_GOOD);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x35, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0), NULL, 0,
+		 SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x34, 0, 0, 0, 0, 0, 0, 0, 8, 0), NULL, 0,
+			      SCSI_DIR_NONE), SCSI_GOOD);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0,
+						 24, 0, 0), b, sizeof(b), SCSI_DIR_READ),
+		     SCSI_GOOD);
+	cr_assert_eq(be32(b), 20);
+	cr_assert_eq(be64(b + 8), 16);
+	cr_assert_eq(be32(b + 16), NBLK - 16);
+}
+
+Test(scsi_sbc, read_flagged_as_write_moves_nothing)
+{
+	uint8_t b[512];
+	struct tcmd t;
+
+	memset(b, 0xcd, sizeof(b));
+	cr_assert_eq(read10(0, 0, 1, NULL, 0, &t), SCSI_GOOD);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, 512,
+			      SCSI_DIR_WRITE), SCSI_GOOD);
+	cr_assert_eq(t.cmd.xfer_len, 0);
+	cr_assert_eq(b[0], 0xcd, "the transport's write buffer is not overwritten");
+}
