@@ -16,7 +16,7 @@ fuzz-build:
 
 build/fuzz/tests/fuzz/%: tests/fuzz/%.c $(LIBGWD) $(LIBGW)
 	@mkdir -p $(dir $@)
-	$(call say,FUZZ,$@)$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(call say,FUZZ,$@)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(filter %.a,$^) $(LDLIBS)
 
 fuzz: fuzz-build
 	@for f in $(FUZZ_NAMES); do \

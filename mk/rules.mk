@@ -49,10 +49,12 @@ $(LIBAPI): $(call obj,$(API_SRC))
 $(BUILD)/isergwd: $(call obj,gateway/main.c) $(LIBGWD) $(LIBGW)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/isergw-agent: $(call obj,agent/main.c) $(LIBAPI) $(LIBGW)
+# The agent validates configurations with the gateway's own parser (ctl_config), so it links the
+# engine archive too: only the objects that parser needs are pulled in.
+$(BUILD)/isergw-agent: $(call obj,agent/main.c) $(LIBAPI) $(LIBGWD) $(LIBGW)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/isergwctl: $(call obj,$(CLI_SRC)) $(LIBAPI) $(LIBGW)
+$(BUILD)/isergwctl: $(call obj,$(CLI_SRC)) $(LIBAPI) $(LIBGWD) $(LIBGW)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:

@@ -2,20 +2,30 @@
 #   make test-unit         Criterion unit tests (tests/unit/<module>/test_*.c)
 #   make test-integration  real daemons against real peers on loopback (tests/integration/)
 #   make test-sanitize     unit + integration again, built with ASan+UBSan
+#   make fuzz-regress      every libFuzzer target over its seed corpus (make fuzz runs them longer)
 #   make bench             isergwd against tgtd side by side (tests/bench/)
+#   make soak              the gateway under mixed load for SOAK_SECONDS (600), leaks and growth
 #   make run               demo gateway on the embedded default configuration
 
 UNIT_SRC := $(foreach f,$(call rwildcard,tests/unit,*.c),$(if $(filter test_%,$(notdir $(f))),$(f)))
 UNIT_BIN := $(patsubst %.c,$(BUILD)/%,$(UNIT_SRC))
 UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(call rwildcard,tests/unit,*.c))
 
-.PHONY: test test-build test-unit test-integration test-sanitize bench run
+.PHONY: test test-build test-unit test-integration test-sanitize bench soak run
 
 # Every unit test binary links the whole engine; a test that includes a .c file to reach its
 # static functions overrides that object, as the linker only pulls archive members it needs.
-$(BUILD)/tests/unit/%: tests/unit/%.c $(call obj,$(UNIT_HELPERS)) $(LIBGWD) $(LIBAPI) $(LIBGW)
+# Only the agent's tests link the agent, so a broken agent never blocks the gateway's tests.
+UNIT_LINK = $(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(filter %.o %.a,$^) \
+	$(CRITERION_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/unit/agent/%: tests/unit/agent/%.c $(call obj,$(UNIT_HELPERS)) $(LIBAPI) $(LIBGWD) $(LIBGW)
 	@mkdir -p $(dir $@)
-	$(call say,TEST,$@)$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $^ $(CRITERION_LIBS) $(LDLIBS)
+	$(call say,TEST,$@)$(UNIT_LINK)
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(call obj,$(UNIT_HELPERS)) $(LIBGWD) $(LIBGW)
+	@mkdir -p $(dir $@)
+	$(call say,TEST,$@)$(UNIT_LINK)
 
 # Test tools: small real clients built on libiscsi (tests/tools/<name>.c -> $(BUILD)/tests/tools/<name>).
 TOOL_SRC := $(wildcard tests/tools/*.c)
@@ -32,6 +42,8 @@ test: deps
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-integration
 	@$(MAKE) --no-print-directory test-sanitize
+	@$(MAKE) --no-print-directory fuzz-regress
+	@$(MAKE) --no-print-directory test-vm
 
 test-unit: test-build
 	@tests/run-unit.sh $(UNIT_BIN)
@@ -46,6 +58,9 @@ test-sanitize:
 
 bench: deps all $(TOOL_BIN)
 	@BUILD=$(BUILD) tests/bench/run.sh
+
+soak: deps all $(TOOL_BIN)
+	@BUILD=$(BUILD) tests/soak/run.sh
 
 run: deps all
 	@BUILD=$(BUILD) deploy/run-demo.sh

@@ -5,18 +5,21 @@
  */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bs.h"
 #include "bs_priv.h"
 #include "gw_log.h"
+#include "mp.h"
 
 static const struct gw_conf_enum bs_type_enums[] = {
 	{ "file", BS_TYPE_FILE },
 	{ "block", BS_TYPE_BLOCK },
 	{ "ram", BS_TYPE_RAM },
 	{ "null", BS_TYPE_NULL },
+	{ "remote", BS_TYPE_REMOTE },
 	{ NULL, 0 },
 };
 
@@ -32,7 +35,8 @@ static const char *bs_check_block_size(const void *field)
 const struct gw_conf_key bs_conf_keys[] = {
 	{ .name = "type", .type = GW_CONF_ENUM, .offset = offsetof(struct bs_conf, type),
 	  .enums = bs_type_enums, .flags = GW_CONF_REQUIRED,
-	  .help = "where the blocks live: file, block (device), ram or null" },
+	  .help = "where the blocks live: file, block (device), ram, null, or remote (a back-end "
+		  "LUN over several iSCSI paths: see paths and the multipath keys)" },
 	{ .name = "path", .type = GW_CONF_STR, .offset = offsetof(struct bs_conf, path),
 	  .min = 0, .max = 4095,
 	  .help = "file or block device path (file and block types)" },
@@ -118,6 +122,8 @@ static const struct bs_ops *bs_ops_for(int type)
 		return &bs_ram_ops;
 	case BS_TYPE_NULL:
 		return &bs_null_ops;
+	case BS_TYPE_REMOTE:
+		return &bs_remote_ops;
 	}
 	return NULL;
 }
@@ -143,6 +149,14 @@ int bs_create(struct gw_loop *loop, const struct bs_conf *conf, struct bs **out,
 		gw_errlist_add(errs, "path", "required for a %s backstore", ops->name);
 		return -EINVAL;
 	}
+	if (conf->type == BS_TYPE_REMOTE && (!conf->remote || !conf->remote->npaths)) {
+		gw_errlist_add(errs, "paths", "required for a remote backstore");
+		return -EINVAL;
+	}
+	if (conf->type == BS_TYPE_REMOTE && conf->path && conf->path[0]) {
+		gw_errlist_add(errs, "path", "not used by a remote backstore (its paths are URLs)");
+		return -EINVAL;
+	}
 	if ((conf->type == BS_TYPE_RAM || conf->type == BS_TYPE_NULL) && !conf->size) {
 		gw_errlist_add(errs, "size", "required for a %s backstore", ops->name);
 		return -EINVAL;
@@ -164,6 +178,7 @@ int bs_create(struct gw_loop *loop, const struct bs_conf *conf, struct bs **out,
 	bs->loop = loop;
 	bs->conf = *conf;
 	bs->conf.path = NULL;
+	bs->conf.remote = NULL;
 	if (conf->path) {
 		bs->conf.path = strdup(conf->path);
 		if (!bs->conf.path) {
@@ -177,11 +192,19 @@ int bs_create(struct gw_loop *loop, const struct bs_conf *conf, struct bs **out,
 	gw_list_init(&bs->done_list);
 	gw_defer_init(&bs->done_defer, bs_done_defer_fn);
 
+	/* Borrowed while opening: the remote ops copy what they keep. */
+	bs->conf.remote = conf->remote;
 	rc = ops->open(bs);
+	bs->conf.remote = NULL;
 	if (rc < 0) {
 		/* The ops logged the cause; the key it belongs to is nearly always path or size. */
-		gw_errlist_add(errs, conf->path ? "path" : "size", "%s: cannot open %s backstore: %s",
-			       conf->path ? conf->path : "-", ops->name, strerror(-rc));
+		if (conf->type == BS_TYPE_REMOTE)
+			gw_errlist_add(errs, "paths", "cannot open the remote backstore: %s",
+				       strerror(-rc));
+		else
+			gw_errlist_add(errs, conf->path ? "path" : "size",
+				       "%s: cannot open %s backstore: %s",
+				       conf->path ? conf->path : "-", ops->name, strerror(-rc));
 		free(bs->conf.path);
 		free(bs);
 		return rc;
@@ -209,6 +232,8 @@ int bs_submit(struct bs *bs, struct bs_io *io)
 
 	io->bs = bs;
 	io->result = 0;
+	io->scsi_status = 0;
+	io->sense_len = 0;
 	switch (io->op) {
 	case BS_WRITE:
 	case BS_UNMAP:
@@ -230,6 +255,119 @@ int bs_submit(struct bs *bs, struct bs_io *io)
 	if (rc < 0)
 		bs->inflight--;
 	return rc;
+}
+
+void bs_set_event_cb(struct bs *bs, void (*fn)(struct bs *bs, enum bs_event ev, void *arg),
+		     void *arg)
+{
+	bs->event_fn = fn;
+	bs->event_arg = arg;
+}
+
+void bs_event(struct bs *bs, enum bs_event ev)
+{
+	if (bs->event_fn)
+		bs->event_fn(bs, ev, bs->event_arg);
+}
+
+bool bs_settled(struct bs *bs)
+{
+	return !bs->ops->settled || bs->ops->settled(bs);
+}
+
+void bs_shutdown(struct bs *bs)
+{
+	if (bs->ops->shutdown)
+		bs->ops->shutdown(bs);
+}
+
+json_t *bs_status(struct bs *bs)
+{
+	return bs->ops->status ? bs->ops->status(bs) : NULL;
+}
+
+/* Configuration of the whole backstore object */
+
+static bool bs_key_in(const struct gw_conf_key *tbl, const char *name)
+{
+	return gw_conf_find(tbl, name) != NULL || strcmp(name, "paths") == 0;
+}
+
+int bs_conf_parse(struct bs_conf *conf, const json_t *in, const char *path,
+		  struct gw_errlist *errs)
+{
+	const char *ign_mp[64], *ign_bs[64];
+	size_t n = 0, before = errs->n;
+	const char *key;
+	json_t *v;
+
+	if (gw_conf_defaults(bs_conf_keys, conf) < 0) {
+		gw_errlist_add(errs, path, "out of memory");
+		return -ENOMEM;
+	}
+	conf->remote = NULL;
+	if (!json_is_object(in)) {
+		gw_errlist_add(errs, path, "expected an object");
+		return -EINVAL;
+	}
+	for (const struct gw_conf_key *k = mp_conf_keys; k->name && n < 62; k++)
+		ign_mp[n++] = k->name;
+	ign_mp[n++] = "paths";
+	ign_mp[n] = NULL;
+	/* Keys the remote table does not know were reported by the first parse already. */
+	n = 0;
+	json_object_foreach((json_t *)in, key, v) {
+		if (n < GW_ARRAY_SIZE(ign_bs) - 1 && !bs_key_in(mp_conf_keys, key))
+			ign_bs[n++] = key;
+	}
+	ign_bs[n] = NULL;
+
+	gw_conf_parse(bs_conf_keys, conf, in, path, ign_mp, errs);
+	if (conf->type == BS_TYPE_REMOTE) {
+		conf->remote = calloc(1, sizeof(*conf->remote));
+		if (!conf->remote) {
+			gw_errlist_add(errs, path, "out of memory");
+			return -ENOMEM;
+		}
+		mp_conf_parse(conf->remote, in, path, ign_bs, errs);
+	} else {
+		json_object_foreach((json_t *)in, key, v) {
+			(void)v;
+			if (!gw_conf_find(bs_conf_keys, key) && bs_key_in(mp_conf_keys, key)) {
+				char f[512];
+
+				snprintf(f, sizeof(f), "%s%s%s", path, path && *path ? "." : "",
+					 key);
+				gw_errlist_add(errs, f, "only for a remote backstore (\"type\": "
+					       "\"remote\")");
+			}
+		}
+	}
+	return errs->n == before ? 0 : -EINVAL;
+}
+
+void bs_conf_free(struct bs_conf *conf)
+{
+	gw_conf_free(bs_conf_keys, conf);
+	if (conf->remote) {
+		mp_conf_free(conf->remote);
+		free(conf->remote);
+		conf->remote = NULL;
+	}
+}
+
+json_t *bs_conf_to_json(const struct bs_conf *conf, bool mask_secrets)
+{
+	json_t *o = gw_conf_to_json(bs_conf_keys, conf, mask_secrets);
+
+	if (o && conf->remote) {
+		json_t *r = mp_conf_to_json(conf->remote, mask_secrets);
+
+		if (r)
+			json_object_update(o, r);
+		json_decref(r);
+	}
+	return o;
 }
 
 size_t bs_iov_to_buf(const struct iovec *iov, int iovcnt, size_t skip, void *buf, size_t len)

@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Backstores: where a LUN's blocks live. One ops table per kind (file or block device, ram,
- * null; remote multipath LUNs later), one asynchronous submit. File and block I/O run on worker
- * threads and complete on the loop thread through an eventfd; nothing here blocks the loop.
+ * null, remote multipath LUN), one asynchronous submit. File and block I/O run on worker
+ * threads and complete on the loop thread through an eventfd; remote LUNs are libiscsi sessions
+ * in the loop itself; nothing here blocks the loop.
+ *
+ * A remote backstore is not ready at once (its size is learned at the first login) and may
+ * lose every path: bs->state says so, the SCSI core answers NOT READY from it, and the
+ * capacity event tells the core the size is known or changed.
  *
  * The async rule (as libiscsi's): bs_submit() returning < 0 never calls io->done; returning 0
  * calls it exactly once, later, on the loop thread, never from inside bs_submit().
@@ -28,6 +33,8 @@ enum bs_op {
 
 struct bs;
 
+#define BS_SENSE_MAX 32
+
 struct bs_io {
 	enum bs_op op;
 	uint64_t offset;	/* bytes */
@@ -36,6 +43,11 @@ struct bs_io {
 	int iovcnt;
 	bool fua;		/* WRITE: durable before completion */
 	int result;		/* set before done: 0 or -errno */
+	/* Remote backstores, with result -EREMOTEIO: the back end's SCSI status and sense, for
+	 * the host to see as they are (media errors, reservation conflicts...). */
+	uint8_t scsi_status;
+	uint8_t sense_len;
+	uint8_t sense[BS_SENSE_MAX];
 	void (*done)(struct bs_io *io);
 	void *priv;		/* the submitter's */
 	/* Backstore-private from here on. */
@@ -48,7 +60,21 @@ enum bs_type {
 	BS_TYPE_BLOCK,		/* block device, including dm-multipath maps */
 	BS_TYPE_RAM,
 	BS_TYPE_NULL,		/* reads zeroes, drops writes: for benchmarks of the target itself */
+	BS_TYPE_REMOTE,		/* a back-end LUN over N iSCSI paths (gateway/mpath/) */
 };
+
+/* What the SCSI core answers media commands with (SPC-4 NOT READY additional sense codes). */
+enum bs_state {
+	BS_STATE_READY = 0,
+	BS_STATE_BECOMING_READY,	/* 02/04/01: no path has logged in yet; initiators retry */
+	BS_STATE_UNAVAILABLE,		/* 02/04/0C: every path down and no_path_retry ran out */
+};
+
+enum bs_event {
+	BS_EV_CAPACITY,		/* size (or thin provisioning) changed: the core re-reads them */
+};
+
+struct mp_conf;
 
 struct bs_conf {
 	int type;		/* enum bs_type */
@@ -58,6 +84,7 @@ struct bs_conf {
 	bool direct;		/* O_DIRECT for file/block */
 	bool readonly;
 	uint32_t threads;	/* worker threads for file/block */
+	struct mp_conf *remote;	/* remote: paths and policies (heap; see bs_conf_parse) */
 };
 
 extern const struct gw_conf_key bs_conf_keys[];
@@ -67,6 +94,10 @@ struct bs_ops {
 	int (*open)(struct bs *bs);
 	void (*close)(struct bs *bs);
 	int (*submit)(struct bs *bs, struct bs_io *io);
+	/* Optional (NULL: true / nothing / NULL). */
+	bool (*settled)(struct bs *bs);
+	void (*shutdown)(struct bs *bs);
+	json_t *(*status)(struct bs *bs);
 };
 
 struct bs {
@@ -78,6 +109,9 @@ struct bs {
 	bool can_unmap;		/* thin: UNMAP deallocates (file: hole punching) */
 	bool readonly;
 	uint64_t inflight;
+	int state;		/* enum bs_state */
+	void (*event_fn)(struct bs *bs, enum bs_event ev, void *arg);
+	void *event_arg;
 	void *priv;
 	/* Completions of backstores that finish inside submit (ram, null), run from a defer. */
 	struct gw_list done_list;
@@ -97,5 +131,27 @@ void bs_complete(struct bs_io *io);
 void bs_complete_later(struct bs_io *io);
 /* Text name of an op, for logs. */
 const char *bs_op_name(enum bs_op op);
+
+/* The SCSI core hears of capacity changes here. */
+void bs_set_event_cb(struct bs *bs, void (*fn)(struct bs *bs, enum bs_event ev, void *arg),
+		     void *arg);
+/* For the ops: report an event to whoever listens. */
+void bs_event(struct bs *bs, enum bs_event ev);
+/* Start-up: false while a remote backstore still spends its initial login budget. */
+bool bs_settled(struct bs *bs);
+/* Shutdown: stop queueing, fail what waits, drain in flight within a bound (remote). */
+void bs_shutdown(struct bs *bs);
+/* Live state for the control socket (remote: paths, policies, counters), or NULL. */
+json_t *bs_status(struct bs *bs);
+
+/*
+ * The backstore object of the configuration: bs_conf_keys, plus for "type": "remote" the
+ * policy keys and "paths" array of gateway/mpath (mp_conf_keys). Sets defaults first. Errors
+ * name "<path>.<key>". bs_conf_free releases what it allocated.
+ */
+int bs_conf_parse(struct bs_conf *conf, const json_t *in, const char *path,
+		  struct gw_errlist *errs);
+void bs_conf_free(struct bs_conf *conf);
+json_t *bs_conf_to_json(const struct bs_conf *conf, bool mask_secrets);
 
 #endif

@@ -12,6 +12,7 @@
 extern const struct bs_ops bs_file_ops;
 extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_null_ops;
+extern const struct bs_ops bs_remote_ops;
 
 /* Copies between a flat buffer and an iovec starting `skip` bytes into the iovec. Return the
  * bytes copied (less than len only when the iovec is shorter). */

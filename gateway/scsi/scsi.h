@@ -176,6 +176,10 @@ int scsi_dev_del_lu(struct scsi_dev *dev, uint64_t lun);
 struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun);
 /* Sets a capacity-changed unit attention after the backstore grew or shrank. */
 void scsi_lu_capacity_changed(struct scsi_lu *lu);
+/* Every LU's backstore has settled its start-up logins (bs_settled). */
+bool scsi_dev_bs_settled(struct scsi_dev *dev);
+/* bs_shutdown on every LU's backstore. */
+void scsi_dev_bs_shutdown(struct scsi_dev *dev);
 
 struct scsi_itn *scsi_itn_create(struct scsi_dev *dev, struct scsi_port *port,
 				 const char *initiator_port, const char *initiator_name);

@@ -92,6 +92,7 @@ static const struct scsi_op scsi_ops[] = {
 	   "COMPARE AND WRITE", 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0,
 	   0xff, 0x1f, CTL),
 	RW16(0x8a, 0xfa, scsi_sbc_rw, "WRITE(16)", W, SCSI_PRC_WRITE),
+	RW16(0x8b, 0xf8, scsi_sbc_orwrite, "ORWRITE(16)", W, SCSI_PRC_WRITE),
 	RW16(0x8e, 0xf2, scsi_sbc_write_verify, "WRITE AND VERIFY(16)", W, SCSI_PRC_WRITE),
 	RW16(0x8f, 0xf6, scsi_sbc_verify, "VERIFY(16)", 0, SCSI_PRC_READ),
 	RW16(0x90, 0x02, scsi_sbc_prefetch, "PRE-FETCH(16)", 0, SCSI_PRC_READ),
@@ -411,6 +412,7 @@ static uint32_t scsi_cdb_xfer_len(const struct scsi_cmd *cmd, const struct scsi_
 		break;
 	case 0x88:
 	case 0x8a:
+	case 0x8b:
 	case 0x8e:
 		n = scsi_get32(&c[10]);
 		break;
@@ -521,6 +523,12 @@ void scsi_cmd_submit(struct scsi_cmd *cmd)
 	}
 	if (cmd->cdb_len < op->cdb_len) {
 		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+		goto done;
+	}
+	/* A remote backstore without a path: only what ALUA's unavailable state allows runs. */
+	if (lu->bs->state != BS_STATE_READY && !(op->flags & SCSI_OPF_ALUA_UA)) {
+		scsi_cmd_set_sense(cmd, SCSI_SK_NOT_READY, 0x04,
+				   lu->bs->state == BS_STATE_BECOMING_READY ? 0x01 : 0x0c);
 		goto done;
 	}
 	if (scsi_alua_refuse(cmd, op))

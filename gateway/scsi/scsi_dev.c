@@ -250,10 +250,20 @@ static void scsi_lu_geometry(struct scsi_lu *lu)
 	lu->block_size = bs->block_size;
 	lu->block_shift = (uint8_t)__builtin_ctz(lu->block_size);
 	lu->nblocks = bs->size >> lu->block_shift;
-	/* One logical block per physical block: the backstores write any block atomically, and
-	 * conformance tests (GET LBA STATUS after UNMAP) assume this granularity. The 4 KiB
-	 * preference is given as the optimal transfer granularity in the block limits page. */
-	lu->lbppbe = 0;
+	/* 512-byte logical blocks sit on 4 KiB physical blocks (exponent 3), as on the file
+	 * systems and flash behind the backstores: initiators align I/O and UNMAP to them. */
+	lu->lbppbe = lu->block_size < 4096 ? (uint8_t)(12 - lu->block_shift) : 0;
+}
+
+/* A backstore that learns its size late (remote) or whose size changed. */
+static void scsi_lu_bs_event(struct bs *bs, enum bs_event ev, void *arg)
+{
+	struct scsi_lu *lu = arg;
+
+	if (ev != BS_EV_CAPACITY)
+		return;
+	lu->thin = lu->conf.thin && bs->can_unmap;
+	scsi_lu_capacity_changed(lu);
 }
 
 static char *scsi_strdup_or(const char *s, const char *def)
@@ -306,6 +316,7 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 	gw_list_init(&lu->range_waiters);
 	gw_list_init(&lu->itls);
 	scsi_pr_init(&lu->pr);
+	bs_set_event_cb(bs, scsi_lu_bs_event, lu);
 
 	gw_list_for_each_entry(pos, &dev->lus, node)
 		if (pos->lun > lu->lun)
@@ -328,6 +339,8 @@ static void scsi_lu_free(struct scsi_lu *lu)
 		free(itl);
 	}
 	scsi_pr_fini(&lu->pr);
+	if (lu->bs)
+		bs_set_event_cb(lu->bs, NULL, NULL);
 	bs_destroy(lu->bs);
 	gw_conf_free(scsi_lu_conf_keys, &lu->conf);
 	free(lu);
@@ -358,6 +371,25 @@ void scsi_lu_capacity_changed(struct scsi_lu *lu)
 		(unsigned long long)lu->nblocks);
 	scsi_ua_set(lu, NULL, SCSI_UA_CAPACITY);
 	scsi_dev_event(lu->dev, SCSI_EV_CAPACITY_CHANGED, lu->lun);
+}
+
+bool scsi_dev_bs_settled(struct scsi_dev *dev)
+{
+	struct scsi_lu *lu;
+
+	gw_list_for_each_entry(lu, &dev->lus, node)
+		if (lu->bs && !bs_settled(lu->bs))
+			return false;
+	return true;
+}
+
+void scsi_dev_bs_shutdown(struct scsi_dev *dev)
+{
+	struct scsi_lu *lu;
+
+	gw_list_for_each_entry(lu, &dev->lus, node)
+		if (lu->bs)
+			bs_shutdown(lu->bs);
 }
 
 /* I_T nexuses and unit attentions */
@@ -629,7 +661,10 @@ static void scsi_lu_do_reset(struct scsi_lu *lu, struct scsi_itn *by, int ua)
 	lu->res2_holder = NULL;
 	/* Mode parameters go back to their defaults (no saved values here). */
 	lu->wce = lu->conf.write_cache;
-	scsi_ua_set(lu, by, ua);
+	/* Every I_T nexus, the one that asked included: its other commands were aborted too,
+	 * and multipath initiators (libiscsi's MultipathIO.Reset) expect to hear it on each path. */
+	(void)by;
+	scsi_ua_set(lu, NULL, ua);
 }
 
 void scsi_lu_reset(struct scsi_dev *dev, uint64_t lun, struct scsi_itn *by)

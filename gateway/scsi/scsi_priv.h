@@ -226,10 +226,13 @@ int scsi_sbc_write_same(struct scsi_cmd *cmd);
 int scsi_sbc_unmap(struct scsi_cmd *cmd);
 int scsi_sbc_get_lba_status(struct scsi_cmd *cmd);
 int scsi_sbc_compare_and_write(struct scsi_cmd *cmd);
+int scsi_sbc_orwrite(struct scsi_cmd *cmd);
 int scsi_sbc_prefetch(struct scsi_cmd *cmd);
 /* Block limits the device reports (VPD B0) and enforces. */
-#define SCSI_MAX_XFER_BLOCKS_BYTES (8u << 20)	/* per command */
-#define SCSI_MAX_UNMAP_BLOCKS 0x400000u
+/* 32 MiB: a single READ/WRITE(16) of 65536 512-byte blocks, as initiators that ignore the limit
+ * (and libiscsi's tests) issue. */
+#define SCSI_MAX_XFER_BLOCKS_BYTES (32u << 20)	/* per command */
+#define SCSI_MAX_UNMAP_BLOCKS 0x100000u	/* 512 MiB at 512-byte blocks per UNMAP */
 #define SCSI_MAX_UNMAP_DESC 256u
 #define SCSI_MAX_WS_BLOCKS 0x400000u
 #define SCSI_MAX_CAW_BLOCKS 64u

@@ -99,6 +99,15 @@ static void scsi_sbc_submit_io(struct scsi_cmd *cmd, enum bs_op op, uint64_t lba
 
 static bool scsi_sbc_io_ok(struct scsi_cmd *cmd)
 {
+	/* A remote back end's own answer (media error, reservation conflict...) goes to the
+	 * host as it is. */
+	if (cmd->io.result == -EREMOTEIO && cmd->io.scsi_status) {
+		cmd->status = cmd->io.scsi_status;
+		cmd->sense_len = cmd->io.sense_len < SCSI_SENSE_MAX ? cmd->io.sense_len :
+								      SCSI_SENSE_MAX;
+		memcpy(cmd->sense, cmd->io.sense, cmd->sense_len);
+		return false;
+	}
 	if (cmd->io.result < 0) {
 		scsi_cmd_bs_error(cmd, cmd->io.result);
 		return false;
@@ -468,17 +477,22 @@ int scsi_sbc_write_same(struct scsi_cmd *cmd)
 	}
 	if (scsi_lba_bad(cmd, rw.lba, rw.n))
 		return SCSI_CMD_DONE;
-	if (!rw.n) {
-		scsi_cmd_invalid_cdb(cmd, rw.len_byte, -1);	/* WSNZ */
-		return SCSI_CMD_DONE;
-	}
-	if (rw.n > SCSI_MAX_WS_BLOCKS) {
+	/* WSNZ is 0: zero blocks means from the LBA to the end of the LU (SBC-3 5.42). */
+	if (!rw.n)
+		rw.n = lu->nblocks - rw.lba;
+	if (!rw.n || rw.n > SCSI_MAX_WS_BLOCKS) {
 		scsi_cmd_invalid_cdb(cmd, rw.len_byte, -1);
 		return SCSI_CMD_DONE;
 	}
 	if (!ndob) {
 		if (scsi_cmd_out_len(cmd) < bs) {
 			scsi_cmd_param_len_error(cmd);
+			return SCSI_CMD_DONE;
+		}
+		/* More than the one block the command replicates: the initiator and target
+		 * disagree on what the CDB means; refuse rather than guess. */
+		if (scsi_cmd_out_len(cmd) > bs) {
+			scsi_cmd_invalid_cdb(cmd, rw.len_byte, -1);
 			return SCSI_CMD_DONE;
 		}
 		for (uint32_t k = 0; k < bs; k += sizeof(block)) {
@@ -489,6 +503,11 @@ int scsi_sbc_write_same(struct scsi_cmd *cmd)
 				zero = block[i] == 0;
 		}
 	}
+	/* UNMAP=1 on a thin LU deallocates whatever the data block holds: SBC lets the device
+	 * server unmap instead of writing, and LBPRZ then promises zeroes on read (initiators,
+	 * libiscsi's WriteSame*.UnmapUntilEnd among them, rely on that). */
+	if ((c[1] & 0x08) && lu->thin)
+		zero = true;
 	chunk = zero ? 0 : ((uint64_t)rw.n << lu->block_shift < SCSI_WS_CHUNK ?
 			    (size_t)rw.n << lu->block_shift : SCSI_WS_CHUNK);
 	j = scsi_job_new(cmd, chunk, 0);
@@ -627,6 +646,81 @@ int scsi_sbc_get_lba_status(struct scsi_cmd *cmd)
 	return SCSI_CMD_DONE;
 }
 
+/* ORWRITE(16): each block becomes old | data, atomically against other writers of the range
+ * (SBC-3 5.10 without the XDWRITE/XPWRITE parity use; ORPROTECT needs protection information,
+ * which no LU here has). */
+
+static void scsi_sbc_orwrite_written(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+
+	scsi_sbc_io_ok(cmd);
+	scsi_sbc_finish(cmd);
+}
+
+static void scsi_sbc_orwrite_read(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+	struct scsi_job *j = cmd->core_priv;
+	struct scsi_lu *lu = cmd->lu;
+	uint32_t len = j->n << lu->block_shift;
+	uint8_t *data = j->buf + len;
+
+	if (!scsi_sbc_io_ok(cmd)) {
+		scsi_sbc_finish(cmd);
+		return;
+	}
+	scsi_cmd_data_out(cmd, 0, data, len);
+	for (uint32_t i = 0; i < len; i++)
+		j->buf[i] |= data[i];
+	j->iov.iov_base = j->buf;
+	j->iov.iov_len = len;
+	scsi_sbc_submit_io(cmd, BS_WRITE, j->lba, len, &j->iov, 1, (cmd->cdb[1] & 0x08) ||
+			   !lu->wce, scsi_sbc_orwrite_written);
+}
+
+int scsi_sbc_orwrite(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+	struct scsi_rw rw;
+	struct scsi_job *j;
+
+	if (cmd->core_priv)
+		goto start;
+	scsi_rw_decode(cmd->cdb, &rw);
+	cmd->cdb_xfer_len = rw.n << lu->block_shift;
+	if (rw.b1 & 0xe0) {
+		scsi_cmd_invalid_cdb(cmd, 1, 7);	/* ORPROTECT */
+		return SCSI_CMD_DONE;
+	}
+	if (scsi_lba_bad(cmd, rw.lba, rw.n))
+		return SCSI_CMD_DONE;
+	if (rw.n > scsi_sbc_max_xfer_blocks(lu)) {
+		scsi_cmd_invalid_cdb(cmd, rw.len_byte, -1);
+		return SCSI_CMD_DONE;
+	}
+	/* As for WRITE: only the whole blocks that arrived are written (the transport reports
+	 * the residual). */
+	if (scsi_cmd_out_len(cmd) < cmd->cdb_xfer_len)
+		rw.n = scsi_cmd_out_len(cmd) >> lu->block_shift;
+	if (!rw.n)
+		return SCSI_CMD_DONE;
+	j = scsi_job_new(cmd, (size_t)(2 * rw.n) << lu->block_shift, 0);
+	if (!j)
+		return SCSI_CMD_DONE;
+	j->lba = rw.lba;
+	j->n = rw.n;
+start:
+	j = cmd->core_priv;
+	if (!scsi_range_acquire(cmd, j->lba, j->n, true))
+		return SCSI_CMD_ASYNC;
+	j->iov.iov_base = j->buf;
+	j->iov.iov_len = j->n << lu->block_shift;
+	scsi_sbc_submit_io(cmd, BS_READ, j->lba, j->iov.iov_len, &j->iov, 1, false,
+			   scsi_sbc_orwrite_read);
+	return SCSI_CMD_ASYNC;
+}
+
 /* COMPARE AND WRITE */
 
 static void scsi_sbc_caw_written(struct bs_io *io)
@@ -682,16 +776,15 @@ int scsi_sbc_compare_and_write(struct scsi_cmd *cmd)
 	}
 	if (scsi_lba_bad(cmd, lba, n))
 		return SCSI_CMD_DONE;
+	/* The data must be exactly the compare and the write halves: with any other amount the
+	 * initiator and the target disagree on the command (a count of 256 wrapped to 0, say),
+	 * and guessing could overwrite blocks nobody compared. */
+	if (n > SCSI_MAX_CAW_BLOCKS || scsi_cmd_out_len(cmd) != cmd->cdb_xfer_len) {
+		scsi_cmd_invalid_cdb(cmd, 13, -1);
+		return SCSI_CMD_DONE;
+	}
 	if (!n)
 		return SCSI_CMD_DONE;
-	if (n > SCSI_MAX_CAW_BLOCKS) {
-		scsi_cmd_invalid_cdb(cmd, 13, -1);
-		return SCSI_CMD_DONE;
-	}
-	if (scsi_cmd_out_len(cmd) < cmd->cdb_xfer_len) {
-		scsi_cmd_invalid_cdb(cmd, 13, -1);
-		return SCSI_CMD_DONE;
-	}
 	j = scsi_job_new(cmd, (size_t)(2 * n) << lu->block_shift, 0);
 	if (!j)
 		return SCSI_CMD_DONE;

@@ -132,7 +132,6 @@ static uint32_t scsi_vpd_block_limits(struct scsi_lu *lu, uint8_t *b)
 	memset(b, 0, 64);
 	b[1] = 0xb0;
 	b[3] = 0x3c;
-	b[4] = 0x01;			/* WSNZ: WRITE SAME needs a block count */
 	b[5] = SCSI_MAX_CAW_BLOCKS;
 	scsi_put16(&b[6], (uint16_t)gran);
 	scsi_put32(&b[8], scsi_sbc_max_xfer_blocks(lu));

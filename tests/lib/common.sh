@@ -137,16 +137,25 @@ t_need() {
 
 # ---- ports --------------------------------------------------------------------------------
 
-# t_free_port: prints a TCP port nobody listens on and this run has not handed out yet.
+# t_free_port: prints a TCP port no socket uses (any state: a client's local port or a
+# TIME_WAIT blocks bind() too) and this run has not handed out yet, below the kernel's
+# ephemeral range so that outgoing connections do not take it between the pick and the bind.
 t_free_port() {
-	local used p i
-	used=" $(ss -Htln 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }' | tr '\n' ' ') "
+	local used p i lo=20000 hi eph_lo
+	eph_lo=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+	hi=$((${eph_lo:-32768} - 1))
+	[ "$hi" -le $((lo + 1000)) ] && lo=$((hi - 5000))
+	used=" $(ss -Htan 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }' | tr '\n' ' ') "
+	# Callers use $(t_free_port), a subshell: remember what was given in a file, not a variable.
+	[ -n "$T_DIR" ] && [ -r "$T_DIR/ports.given" ] &&
+		T_PORTS_GIVEN=" $(tr '\n' ' ' <"$T_DIR/ports.given") "
 	for i in $(seq 1 200); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		p=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo)))
 		case "$used$T_PORTS_GIVEN" in
 		*" $p "*) continue ;;
 		esac
 		T_PORTS_GIVEN="$T_PORTS_GIVEN$p "
+		[ -n "$T_DIR" ] && echo "$p" >>"$T_DIR/ports.given"
 		echo "$p"
 		return 0
 	done
@@ -155,7 +164,7 @@ t_free_port() {
 
 # t_port_open HOST PORT: true when a TCP connect succeeds (bounded to 1 s).
 t_port_open() {
-	timeout 1 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null
+	timeout -k 5 1 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null
 }
 
 # ---- processes ----------------------------------------------------------------------------
@@ -256,7 +265,7 @@ t_cpu_ticks() {
 
 T_TGT_CTL=
 tgtadm_c() {
-	timeout 20 tgtadm -C "$T_TGT_CTL" --lld iscsi "$@"
+	timeout -k 5 20 tgtadm -C "$T_TGT_CTL" --lld iscsi "$@"
 }
 
 # tgt_start PORT LOG: tgtd with its own control port, iSCSI portal 127.0.0.1:PORT.
@@ -272,12 +281,13 @@ tgt_start() {
 	if ! t_wait_port "$T_TGT_PID" "$port" 10; then
 		t_log "tgtd did not open $T_HOST:$port; its log:"
 		tail -n 20 "$log"
+		tgt_stop "$T_TGT_PID"
 		return 1
 	fi
 	# tgtadm may race the control socket right after start; retry briefly.
 	local i
 	for i in $(seq 1 20); do
-		timeout 5 tgtadm -C "$ctl" --op show --mode sys >/dev/null 2>&1 && return 0
+		timeout -k 5 5 tgtadm -C "$ctl" --op show --mode sys >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done
 	return 1
@@ -287,12 +297,12 @@ tgt_start() {
 tgt_stop() {
 	local pid=$1 ctl=${T_PID_CTL[$1]:-} tid
 	if [ -n "$ctl" ] && t_alive "$pid"; then
-		for tid in $(timeout 10 tgtadm -C "$ctl" --lld iscsi --op show --mode target 2>/dev/null |
+		for tid in $(timeout -k 5 10 tgtadm -C "$ctl" --lld iscsi --op show --mode target 2>/dev/null |
 			sed -n 's/^Target \([0-9]*\):.*/\1/p'); do
-			timeout 10 tgtadm -C "$ctl" --lld iscsi --op delete --force --mode target \
+			timeout -k 5 10 tgtadm -C "$ctl" --lld iscsi --op delete --force --mode target \
 				--tid "$tid" >/dev/null 2>&1
 		done
-		timeout 10 tgtadm -C "$ctl" --op delete --mode system >/dev/null 2>&1
+		timeout -k 5 10 tgtadm -C "$ctl" --op delete --mode system >/dev/null 2>&1
 	fi
 	t_stop_pid "$pid" 10
 }
@@ -315,6 +325,8 @@ gw_start() {
 	if ! t_wait_port "$T_GW_PID" "$port" 15; then
 		t_log "isergwd did not open $T_HOST:$port; its log:"
 		tail -n 30 "$log"
+		# The caller reports the failed start; reap it here so it is not reported twice.
+		t_stop_pid "$T_GW_PID" 5
 		return 1
 	fi
 	return 0
@@ -456,9 +468,20 @@ tgt_setup_target() {
 	return 0
 }
 
-# target_start [NAME]: brings up TARGET as described by the TG_* variables.
+# target_start [NAME]: brings up TARGET as described by the TG_* variables. A port taken between
+# the pick and the bind (another program on this machine) gets a second and third pick.
 target_start() {
-	local name=${1:-target}
+	local name=${1:-target} attempt
+	for attempt in 1 2 3; do
+		target_start_once "$name" && return 0
+		grep -qi 'in use' "$T_DIR/$name".*.log 2>/dev/null || return 1
+		t_log "port $T_PORT was taken meanwhile; trying another"
+	done
+	return 1
+}
+
+target_start_once() {
+	local name=$1
 	T_PORT=$(t_free_port) || return 1
 	T_PORTAL=$T_HOST:$T_PORT
 	if [ "$TG_BS" != ram ] && [ ! -e "$TG_BACKING" ]; then

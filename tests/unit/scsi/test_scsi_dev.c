@@ -71,13 +71,15 @@ Test(scsi_dev, lun_add_and_remove_tell_other_nexuses)
 	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x25, 0x00);
 }
 
-Test(scsi_dev, lu_reset_ua_for_other_nexuses_only)
+Test(scsi_dev, lu_reset_ua_for_every_nexus)
 {
 	struct tcmd t;
 
 	tenv_clear_ua(&e, e.a, 0);
 	tenv_clear_ua(&e, e.b, 0);
 	scsi_lu_reset(e.dev, 0, e.a);
+	tur(e.a, 0, &t);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x29, 0x03);
 	cr_assert_eq(tur(e.a, 0, &t), SCSI_GOOD);
 	tur(e.b, 0, &t);
 	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x29, 0x03);

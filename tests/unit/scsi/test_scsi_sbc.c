@@ -54,7 +54,7 @@ Test(scsi_sbc, read_capacity)
 						 32, 0, 0), b, 32, SCSI_DIR_READ), SCSI_GOOD);
 	cr_assert_eq(be64(b), NBLK - 1);
 	cr_assert_eq(be32(b + 8), 512);
-	cr_assert_eq(b[13] & 0x0f, 0, "one logical block per physical block");
+	cr_assert_eq(b[13] & 0x0f, 3, "8 logical blocks of 512 bytes per 4 KiB physical block");
 	cr_assert_eq(b[14] & 0xc0, 0xc0, "LBPME and LBPRZ on a thin LU");
 	cr_assert_eq(tcmd_run(&e, &t, e.a, 1, CDB(0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 						 32, 0, 0), b, 32, SCSI_DIR_READ), SCSI_GOOD);
@@ -198,6 +198,52 @@ Test(scsi_sbc, compare_and_write)
 		cr_assert_eq(r[i], 0x22);
 }
 
+Test(scsi_sbc, compare_and_write_refuses_a_data_size_the_cdb_does_not_say)
+{
+	uint8_t orig[512], buf[1536], r[512];
+	struct tcmd t;
+
+	memset(orig, 0x11, sizeof(orig));
+	cr_assert_eq(write10(0, 9, 1, orig, sizeof(orig), &t), SCSI_GOOD);
+	memset(buf, 0x11, 512);
+	memset(buf + 512, 0x44, 1024);
+	/* One block in the CDB, three blocks of data. */
+	tcmd_run(&e, &t, e.a, 0, CDB(0x89, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0), buf,
+		 sizeof(buf), SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+	/* A count of 0 (256 wrapped) with data: refused, not taken as "nothing to do". */
+	tcmd_run(&e, &t, e.a, 0, CDB(0x89, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0), buf,
+		 1024, SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+	cr_assert_eq(read10(0, 9, 1, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[0], 0x11, "nothing was written");
+}
+
+Test(scsi_sbc, orwrite_ors_data_into_the_blocks)
+{
+	uint8_t d[1024], r[1024];
+	struct tcmd t;
+
+	memset(d, 0x0f, sizeof(d));
+	cr_assert_eq(write10(0, 20, 2, d, sizeof(d), &t), SCSI_GOOD);
+	memset(d, 0x30, sizeof(d));
+	d[700] = 0xc0;
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x8b, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 2,
+						 0, 0), d, sizeof(d), SCSI_DIR_WRITE), SCSI_GOOD);
+	cr_assert_eq(read10(0, 20, 2, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[0], 0x3f);
+	cr_assert_eq(r[700], 0xcf);
+	cr_assert_eq(r[1023], 0x3f);
+	/* ORPROTECT needs protection information, which this LU has not. */
+	tcmd_run(&e, &t, e.a, 0, CDB(0x8b, 0x20, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0), d,
+		 512, SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+	/* Past the end of the LU. */
+	tcmd_run(&e, &t, e.a, 0, CDB(0x8b, 0, 0, 0, 0, 0, 0, 0, NBLK >> 8, 0, 0, 0, 0, 1, 0, 0),
+		 d, 512, SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
+}
+
 Test(scsi_sbc, compare_and_write_holds_off_overlapping_writers)
 {
 	uint8_t cw[1024], w[512], r[512];
@@ -272,10 +318,21 @@ Test(scsi_sbc, write_same_and_unmap_zero_blocks)
 	cr_assert_eq(r[0], 0);
 	cr_assert_eq(r[1023], 0);
 	cr_assert_eq(r[1024], 0x42);
-	/* Zero blocks: WSNZ is set, so that is an invalid field. */
-	tcmd_run(&e, &t, e.a, 0, CDB(0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0), pat, sizeof(pat),
+	/* Zero blocks (WSNZ is 0): from the LBA to the end of the LU. */
+	memset(pat, 0x5a, sizeof(pat));
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x41, 0, 0, 0, (NBLK - 3) >> 8,
+						 (NBLK - 3) & 0xff, 0, 0, 0, 0), pat, 512,
+			      SCSI_DIR_WRITE), SCSI_GOOD);
+	cr_assert_eq(read10(0, NBLK - 4, 4, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_neq(r[511], 0x5a, "the block before the LBA is untouched");
+	cr_assert_eq(r[512], 0x5a);
+	cr_assert_eq(r[2047], 0x5a, "the last block of the LU is written");
+	/* More than the one block WRITE SAME replicates: refused. */
+	memset(d, 0x5a, 1024);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x41, 0, 0, 0, 0, 40, 0, 0, 1, 0), d, 1024,
 		 SCSI_DIR_WRITE);
 	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+	memset(pat, 0, sizeof(pat));
 	/* UNMAP one descriptor: blocks 42..43. */
 	param[1] = 22;
 	param[3] = 16;

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * isergw-agent: the REST agent (docs/REST.md). It owns the desired configuration (api_store.h),
+ * reconciles the gateway to it over the control socket (api_gwc.h), and serves the versioned
+ * HTTP API from libmicrohttpd inside the one event loop (api_http.c). Routes live one file per
+ * resource (api_r_*.c) and are listed in one table (api_routes.c) that also produces the
+ * OpenAPI document.
+ */
+#ifndef API_H
+#define API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "api_auth.h"
+#include "api_err.h"
+#include "api_gwc.h"
+#include "api_store.h"
+#include "gw_buf.h"
+#include "gw_conf.h"
+#include "gw_list.h"
+#include "gw_loop.h"
+
+#define API_PREFIX "/api/v1"
+#define API_MAX_PARAMS 3
+#define API_BODY_MAX_DEFAULT (1u << 20)
+#define API_MASK "****"
+
+struct api_http;
+struct api_req;
+struct api_sse;
+
+struct api_conf {
+	const char *state_dir;
+	const char *listen;		/* "127.0.0.1:8080", "[::1]:8080" */
+	const char *gateway_socket;	/* NULL: do not drive a gateway */
+	const char *tls_cert;		/* PEM files; both set: HTTPS */
+	const char *tls_key;
+	size_t body_max;
+	unsigned int poll_ms;		/* gateway state refresh */
+};
+
+struct api_agent {
+	struct gw_loop *loop;
+	struct api_conf conf;
+	struct api_store *store;
+	struct api_auth auth;
+	struct api_gwc gwc;
+	bool gwc_on;
+	struct api_http *http;
+	/* Writes run one at a time, in arrival order (the rest wait suspended). */
+	bool write_busy;
+	struct gw_list write_wait;	/* struct api_req.wnode */
+	/* Live state: the gateway's last "state" answer (sessions, counters). */
+	json_t *gw_state;
+	uint64_t gw_state_ms;
+	struct gw_timer poll;
+	bool poll_busy;
+	bool reconciling;
+	uint64_t applied_generation;	/* what the gateway runs, 0: unknown */
+	char *apply_error;		/* last reconcile failure, NULL: none */
+	/* Server-sent events */
+	struct gw_list subscribers;	/* struct api_sse.node */
+	uint64_t event_id;
+	struct gw_timer keepalive;
+	json_t *openapi;
+	uint64_t started_ms;
+	uint64_t requests;
+};
+
+/* ---- routes (api_route.c, api_routes.c) ------------------------------------------------ */
+
+typedef int (*api_handler_fn)(struct api_req *r);
+
+enum api_route_flags {
+	API_RF_WRITE = 1 << 0,		/* changes the desired configuration: serialized */
+	API_RF_GATEWAY = 1 << 1,	/* needs the live gateway */
+	API_RF_TEXT = 1 << 2,		/* answers text, not JSON */
+};
+
+struct api_route {
+	const char *method;
+	const char *pattern;		/* "/api/v1/targets/{target}/luns/{lun}" */
+	enum api_role role;
+	api_handler_fn fn;
+	unsigned int flags;
+	unsigned int ok_status;
+	const char *tag;
+	const char *summary;
+	const char *body;		/* request body schema (components name), NULL: none */
+	const char *result;		/* response schema (components name), NULL: none */
+	const char *query;		/* query parameters, "name:description;..." */
+};
+
+extern const struct api_route api_routes[];	/* ends with { .method = NULL } */
+
+/*
+ * Matches method and path (no query) against tbl. On success returns the route with params[]
+ * set to malloc'ed captures in pattern order (*nparams of them). NULL with *err -ENOENT (no
+ * such path), -EOPNOTSUPP (path exists, method does not: *allow lists the methods), -EINVAL
+ * (a capture is empty or too long).
+ */
+const struct api_route *api_route_match(const struct api_route *tbl, const char *method,
+					const char *path, char **params, unsigned int *nparams,
+					char *allow, size_t allow_len, int *err);
+
+/* ---- requests and replies (api_http.c) ------------------------------------------------- */
+
+#define API_MAX_HEADERS 4
+
+struct api_req {
+	struct api_agent *ag;
+	void *conn;			/* struct MHD_Connection */
+	char method[16];
+	char *url;
+	struct gw_buf body;
+	bool too_large;
+	bool dispatched;
+	bool suspended;
+	bool holds_write;
+	bool waits_write;
+	enum api_role role;
+	const char *token_name;
+	const struct api_route *route;
+	char *params[API_MAX_PARAMS];
+	unsigned int nparams;
+	/* The reply, built when the handler (or a gateway callback) is done. */
+	bool replied;
+	unsigned int status;
+	char *resp_body;
+	size_t resp_len;
+	const char *resp_type;
+	char *hdr_name[API_MAX_HEADERS];
+	char *hdr_value[API_MAX_HEADERS];
+	unsigned int nhdr;
+	struct api_sse *sse;		/* GET /events */
+	struct gw_list wnode;		/* in ag->write_wait */
+	struct gw_list snode;		/* in the server's suspended list */
+	/* An outstanding write: committed when the gateway accepts it. */
+	json_t *w_config;
+	json_t *w_body;
+	unsigned int w_status;
+	char *w_prefix;
+};
+
+int api_http_start(struct api_agent *ag, struct api_http **out);
+void api_http_stop(struct api_http *h);
+
+const char *api_req_header(struct api_req *r, const char *name);
+const char *api_req_query(struct api_req *r, const char *name);
+/* "true"/"1"/"yes" query flags. */
+bool api_req_flag(struct api_req *r, const char *name);
+/* The body as a JSON object (new reference); NULL with the reply set (400/422). */
+json_t *api_req_json(struct api_req *r);
+
+void api_reply_json(struct api_req *r, unsigned int status, json_t *body);
+void api_reply_text(struct api_req *r, unsigned int status, const char *type, char *text,
+		    size_t len);
+void api_reply_err(struct api_req *r, enum api_err e, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void api_reply_errno(struct api_req *r, int err, const char *field);
+/* 422-style reply listing every error; field names lose `prefix` (the resource's own path). */
+void api_reply_errlist(struct api_req *r, enum api_err e, const struct gw_errlist *errs,
+		       const char *prefix);
+void api_reply_header(struct api_req *r, const char *name, const char *value);
+void api_reply_etag(struct api_req *r);
+/* Waiting for something asynchronous: MHD stops polling the connection until resume. */
+void api_req_suspend(struct api_req *r);
+void api_req_resume(struct api_req *r);
+/* Builds the error body JSON ({"error":..., "errors":[...]}) used by api_reply_errlist. */
+json_t *api_errlist_body(enum api_err e, const struct gw_errlist *errs, const char *prefix);
+
+/* ---- the write pipeline (api_write.c) -------------------------------------------------- */
+
+/* Checks If-Match and returns a private copy of the desired configuration to modify; NULL
+ * with the reply set. */
+json_t *api_write_begin(struct api_req *r);
+/* Validates cfg (stolen), has the gateway apply it, commits it, then replies status with body
+ * (stolen; NULL: 204). Errors name fields relative to prefix. Always returns 0. */
+int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t *body,
+		     const char *prefix);
+/* The next waiting write may run. */
+void api_write_release(struct api_agent *ag);
+/* Reconciles the gateway to the desired configuration (or adopts the gateway's configuration
+ * when nothing was ever stored). */
+void api_reconcile(struct api_agent *ag);
+/* Asks the gateway for its live state; cb gets the state object or an error. */
+int api_gw_state(struct api_agent *ag, api_gwc_cb cb, void *ctx);
+
+/* ---- configuration helpers (api_conf.c) ------------------------------------------------ */
+
+/* Validates a whole configuration with the gateway's own parser: errs gets every problem.
+ * 0 or -EINVAL. */
+int api_conf_validate(const json_t *cfg, struct gw_errlist *errs);
+/* Deep copy with every non-empty secret replaced by "****". */
+json_t *api_conf_mask(const json_t *in);
+/* The same, dropping the caller's reference to in. */
+json_t *api_conf_mask_steal(json_t *in);
+/* The target named name in the desired configuration (borrowed), NULL with a 404 reply. */
+json_t *api_find_target(struct api_req *r, json_t *cfg, const char *name, ssize_t *idx);
+/* In cfg, every secret equal to "****" takes the value at the same place in old (same target
+ * and initiator names), so masked exports import unchanged. */
+void api_conf_unmask(json_t *cfg, const json_t *old);
+/* Array under key (created if missing). */
+json_t *api_conf_array(json_t *obj, const char *key);
+/* Index of the element whose key equals value, -1 if none. */
+ssize_t api_conf_find(const json_t *arr, const char *key, const char *value);
+ssize_t api_conf_find_lun(const json_t *luns, uint64_t lun);
+/* Parses a LUN path parameter (0..16383). 0 or -EINVAL. */
+int api_parse_lun(const char *s, uint64_t *lun);
+
+/* ---- events (api_events.c) ------------------------------------------------------------- */
+
+/* Sends an event to every subscriber: data (stolen) becomes one JSON line. */
+void api_event(struct api_agent *ag, const char *type, json_t *data);
+int api_events_init(struct api_agent *ag);
+void api_events_fini(struct api_agent *ag);
+/* For api_http.c: the MHD response of GET /events, or NULL. */
+void *api_sse_response(struct api_req *r);
+/* The request behind a subscriber is going away. */
+void api_sse_detach(struct api_req *r);
+/* Live state changed: emits session events by comparing old and new. */
+void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur);
+
+/* ---- metrics and the OpenAPI document -------------------------------------------------- */
+
+/* Prometheus text exposition of the cached state (malloc'ed). */
+char *api_metrics_text(struct api_agent *ag, size_t *len);
+json_t *api_openapi_build(const struct api_route *tbl, const char *version);
+
+/* ---- the agent (api_agent.c) ----------------------------------------------------------- */
+
+int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_conf *conf);
+void api_agent_fini(struct api_agent *ag);
+const char *api_version(void);
+
+/* Route handlers (api_r_*.c) */
+int api_h_health(struct api_req *r);
+int api_h_version(struct api_req *r);
+int api_h_openapi(struct api_req *r);
+int api_h_metrics(struct api_req *r);
+int api_h_events(struct api_req *r);
+int api_h_targets_list(struct api_req *r);
+int api_h_target_create(struct api_req *r);
+int api_h_target_get(struct api_req *r);
+int api_h_target_put(struct api_req *r);
+int api_h_target_delete(struct api_req *r);
+int api_h_luns_list(struct api_req *r);
+int api_h_lun_create(struct api_req *r);
+int api_h_lun_get(struct api_req *r);
+int api_h_lun_put(struct api_req *r);
+int api_h_lun_delete(struct api_req *r);
+int api_h_acls_list(struct api_req *r);
+int api_h_acl_create(struct api_req *r);
+int api_h_acl_get(struct api_req *r);
+int api_h_acl_put(struct api_req *r);
+int api_h_acl_delete(struct api_req *r);
+int api_h_portals_list(struct api_req *r);
+int api_h_portal_create(struct api_req *r);
+int api_h_portal_get(struct api_req *r);
+int api_h_portal_put(struct api_req *r);
+int api_h_portal_delete(struct api_req *r);
+int api_h_discovery_get(struct api_req *r);
+int api_h_discovery_put(struct api_req *r);
+int api_h_sessions_list(struct api_req *r);
+int api_h_session_drop(struct api_req *r);
+int api_h_config_get(struct api_req *r);
+int api_h_config_put(struct api_req *r);
+int api_h_config_validate(struct api_req *r);
+
+#endif

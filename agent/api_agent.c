@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent object: store, tokens, gateway client, HTTP server and the state poll, wired
+ * together in one loop. The gateway (re)connecting triggers reconciliation; the poll keeps the
+ * live state that /metrics and the session events use.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "api.h"
+#include "gw_log.h"
+
+const char *api_version(void)
+{
+#ifdef ISERGW_VERSION
+	return ISERGW_VERSION;
+#else
+	return "0.1.0";
+#endif
+}
+
+static void on_poll_reply(void *ctx, int err, json_t *reply)
+{
+	struct api_agent *ag = ctx;
+
+	ag->poll_busy = false;
+	if (err < 0 || !json_is_true(json_object_get(reply, "ok")))
+		return;
+	api_events_state(ag, ag->gw_state, reply);
+	json_decref(ag->gw_state);
+	ag->gw_state = json_incref(reply);
+	ag->gw_state_ms = gw_now_ms();
+}
+
+static void on_poll(struct gw_timer *t)
+{
+	struct api_agent *ag = gw_container_of(t, struct api_agent, poll);
+
+	if (ag->poll_busy || !ag->gwc.connected)
+		return;
+	if (api_gw_state(ag, on_poll_reply, ag) == 0)
+		ag->poll_busy = true;
+}
+
+static void on_gw_connected(struct api_gwc *g, void *arg)
+{
+	struct api_agent *ag = arg;
+
+	(void)g;
+	api_event(ag, "gateway", json_pack("{s:b}", "connected", 1));
+	api_reconcile(ag);
+	on_poll(&ag->poll);
+}
+
+static void on_gw_disconnected(struct api_gwc *g, void *arg)
+{
+	struct api_agent *ag = arg;
+
+	(void)g;
+	ag->applied_generation = 0;
+	ag->poll_busy = false;
+	ag->reconciling = false;
+	json_decref(ag->gw_state);
+	ag->gw_state = NULL;
+	api_event(ag, "gateway", json_pack("{s:b}", "connected", 0));
+}
+
+static const struct api_gwc_ops api_gwc_agent_ops = {
+	.connected = on_gw_connected,
+	.disconnected = on_gw_disconnected,
+};
+
+int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_conf *conf)
+{
+	int r;
+
+	memset(ag, 0, sizeof(*ag));
+	ag->loop = loop;
+	ag->conf = *conf;
+	if (!ag->conf.body_max)
+		ag->conf.body_max = API_BODY_MAX_DEFAULT;
+	if (!ag->conf.poll_ms)
+		ag->conf.poll_ms = 1000;
+	ag->started_ms = gw_now_ms();
+	gw_list_init(&ag->write_wait);
+	if (mkdir(conf->state_dir, 0700) < 0 && errno != EEXIST) {
+		r = -errno;
+		gw_err("agent", "state directory %s: %s", conf->state_dir, strerror(-r));
+		return r;
+	}
+	r = api_store_open_file(conf->state_dir, &ag->store);
+	if (r) {
+		gw_err("agent", "cannot open the configuration store in %s: %s", conf->state_dir,
+		       strerror(-r));
+		return r;
+	}
+	gw_info("agent", "desired configuration: generation %llu (%s store in %s)",
+		(unsigned long long)ag->store->generation, ag->store->ops->name, conf->state_dir);
+	r = api_auth_open(&ag->auth, conf->state_dir);
+	if (r)
+		goto fail_store;
+	ag->openapi = api_openapi_build(api_routes, api_version());
+	if (!ag->openapi) {
+		r = -ENOMEM;
+		goto fail_auth;
+	}
+	r = api_events_init(ag);
+	if (r)
+		goto fail_openapi;
+	r = gw_timer_init(&ag->poll, loop, on_poll);
+	if (r)
+		goto fail_events;
+	r = api_http_start(ag, &ag->http);
+	if (r)
+		goto fail_poll;
+	if (conf->gateway_socket && *conf->gateway_socket) {
+		r = api_gwc_init(&ag->gwc, loop, conf->gateway_socket, &api_gwc_agent_ops, ag);
+		if (r)
+			goto fail_http;
+		ag->gwc_on = true;
+		gw_timer_arm(&ag->poll, ag->conf.poll_ms, ag->conf.poll_ms);
+	}
+	return 0;
+fail_http:
+	api_http_stop(ag->http);
+fail_poll:
+	gw_timer_fini(&ag->poll);
+fail_events:
+	api_events_fini(ag);
+fail_openapi:
+	json_decref(ag->openapi);
+fail_auth:
+	api_auth_close(&ag->auth);
+fail_store:
+	api_store_destroy(ag->store);
+	return r;
+}
+
+void api_agent_fini(struct api_agent *ag)
+{
+	/* Pending gateway calls answer their requests first, then the server closes. */
+	if (ag->gwc_on)
+		api_gwc_fini(&ag->gwc);
+	ag->gwc_on = false;
+	api_events_fini(ag);
+	api_http_stop(ag->http);
+	gw_timer_fini(&ag->poll);
+	json_decref(ag->openapi);
+	json_decref(ag->gw_state);
+	free(ag->apply_error);
+	api_auth_close(&ag->auth);
+	api_store_destroy(ag->store);
+}

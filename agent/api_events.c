@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Server-sent events (GET /api/v1/events). Each subscriber has a byte queue; MHD pulls from it
+ * through a content reader, and when it is empty the connection is suspended until the next
+ * event resumes it, so an idle stream costs nothing. A subscriber that stops reading is cut
+ * off once its queue passes 1 MiB. Events: hello, config, gateway, apply, session.
+ */
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "gw_log.h"
+
+#define SSE_QUEUE_MAX (1u << 20)
+#define SSE_KEEPALIVE_MS 15000
+
+struct api_sse {
+	struct gw_list node;		/* in ag->subscribers */
+	struct api_agent *ag;
+	struct api_req *r;		/* NULL once the request is gone */
+	struct gw_buf q;
+	bool closed;
+};
+
+static void sse_kick(struct api_sse *s)
+{
+	if (s->r && s->r->suspended)
+		api_req_resume(s->r);
+}
+
+static void sse_push(struct api_sse *s, const char *text, size_t len)
+{
+	if (s->closed)
+		return;
+	if (s->q.len + len > SSE_QUEUE_MAX) {
+		gw_warn("events", "a subscriber is not reading: closing its stream");
+		s->closed = true;
+		gw_buf_reset(&s->q);
+	} else {
+		gw_buf_append(&s->q, text, len);
+	}
+	sse_kick(s);
+}
+
+void api_event(struct api_agent *ag, const char *type, json_t *data)
+{
+	struct api_sse *s;
+	struct gw_buf b;
+	char *j;
+
+	if (!data)
+		return;
+	ag->event_id++;
+	if (gw_list_empty(&ag->subscribers)) {
+		json_decref(data);
+		return;
+	}
+	json_object_set_new(data, "time_ms", json_integer((json_int_t)gw_now_ms()));
+	j = json_dumps(data, JSON_COMPACT);
+	json_decref(data);
+	if (!j)
+		return;
+	gw_buf_init(&b);
+	gw_buf_printf(&b, "id: %llu\nevent: %s\ndata: %s\n\n", (unsigned long long)ag->event_id,
+		      type, j);
+	free(j);
+	gw_list_for_each_entry(s, &ag->subscribers, node)
+		sse_push(s, (const char *)b.data, b.len);
+	gw_buf_fini(&b);
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct api_sse *s = cls;
+	size_t n;
+
+	(void)pos;
+	if (s->q.len) {
+		n = s->q.len < max ? s->q.len : max;
+		memcpy(buf, s->q.data, n);
+		gw_buf_consume(&s->q, n);
+		return (ssize_t)n;
+	}
+	if (s->closed || !s->r)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	/* Nothing to send: stop polling this connection until an event resumes it. */
+	api_req_suspend(s->r);
+	return 0;
+}
+
+static void sse_free(void *cls)
+{
+	struct api_sse *s = cls;
+
+	gw_list_del(&s->node);
+	if (s->r)
+		s->r->sse = NULL;
+	gw_buf_fini(&s->q);
+	free(s);
+}
+
+void api_sse_detach(struct api_req *r)
+{
+	if (r->sse) {
+		r->sse->r = NULL;
+		r->sse = NULL;
+	}
+}
+
+void *api_sse_response(struct api_req *r)
+{
+	struct MHD_Response *resp;
+
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, r->sse,
+						 sse_free);
+	if (!resp)
+		return NULL;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	return resp;
+}
+
+int api_h_events(struct api_req *r)
+{
+	struct api_agent *ag = r->ag;
+	struct api_sse *s = calloc(1, sizeof(*s));
+	char hello[256];
+	int n;
+
+	if (!s)
+		return -ENOMEM;
+	s->ag = ag;
+	s->r = r;
+	gw_buf_init(&s->q);
+	gw_list_add_tail(&ag->subscribers, &s->node);
+	r->sse = s;
+	n = snprintf(hello, sizeof(hello),
+		     "retry: 2000\nevent: hello\ndata: {\"generation\":%llu,\"gateway\":%s}\n\n",
+		     (unsigned long long)ag->store->generation,
+		     ag->gwc_on && ag->gwc.connected ? "true" : "false");
+	gw_buf_append(&s->q, hello, (size_t)n);
+	api_reply_text(r, 200, "text/event-stream", NULL, 0);
+	return 0;
+}
+
+static void on_keepalive(struct gw_timer *t)
+{
+	struct api_agent *ag = gw_container_of(t, struct api_agent, keepalive);
+	struct api_sse *s;
+
+	/* A comment line keeps proxies from timing the stream out and finds dead clients. */
+	gw_list_for_each_entry(s, &ag->subscribers, node)
+		sse_push(s, ": keepalive\n\n", 13);
+}
+
+int api_events_init(struct api_agent *ag)
+{
+	int r;
+
+	gw_list_init(&ag->subscribers);
+	r = gw_timer_init(&ag->keepalive, ag->loop, on_keepalive);
+	if (!r)
+		r = gw_timer_arm(&ag->keepalive, SSE_KEEPALIVE_MS, SSE_KEEPALIVE_MS);
+	return r;
+}
+
+void api_events_fini(struct api_agent *ag)
+{
+	struct api_sse *s;
+
+	gw_list_for_each_entry(s, &ag->subscribers, node) {
+		s->closed = true;
+		sse_kick(s);
+	}
+	gw_timer_fini(&ag->keepalive);
+}
+
+static const json_t *find_tsih(const json_t *sessions, json_int_t tsih)
+{
+	const json_t *s;
+	size_t i;
+
+	json_array_foreach(sessions, i, s)
+		if (json_integer_value(json_object_get(s, "tsih")) == tsih)
+			return s;
+	return NULL;
+}
+
+void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur)
+{
+	const json_t *os = json_object_get(old, "sessions"), *cs = json_object_get(cur, "sessions");
+	const json_t *s;
+	size_t i;
+
+	json_array_foreach(cs, i, s)
+		if (!find_tsih(os, json_integer_value(json_object_get(s, "tsih"))))
+			api_event(ag, "session", json_pack("{s:s, s:O}", "action", "login",
+							   "session", s));
+	json_array_foreach(os, i, s)
+		if (!find_tsih(cs, json_integer_value(json_object_get(s, "tsih"))))
+			api_event(ag, "session", json_pack("{s:s, s:O}", "action", "logout",
+							   "session", s));
+}

@@ -1,0 +1,715 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The HTTP server: libmicrohttpd with its own epoll set (MHD_USE_EPOLL), which sits in our
+ * loop as one fd; MHD_run() when it is readable, and a timer for MHD's own timeouts. Requests
+ * that wait for the gateway or for an earlier write are suspended, and resumed from the loop.
+ * Every reply goes through api_reply_*(): JSON bodies, errors from the one table in api_err.c.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "api.h"
+#include "gw_log.h"
+
+struct api_http {
+	struct api_agent *ag;
+	struct MHD_Daemon *d;
+	struct gw_watch w;
+	struct gw_timer t;
+	struct gw_defer run;
+	struct gw_list suspended;	/* struct api_req.snode */
+	char *cert, *key;
+	bool stopping;
+};
+
+/* ---- replies ------------------------------------------------------------------------- */
+
+static void drop_header(struct api_req *r, const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < r->nhdr; i++) {
+		if (strcasecmp(r->hdr_name[i], name))
+			continue;
+		free(r->hdr_name[i]);
+		free(r->hdr_value[i]);
+		r->nhdr--;
+		r->hdr_name[i] = r->hdr_name[r->nhdr];
+		r->hdr_value[i] = r->hdr_value[r->nhdr];
+		return;
+	}
+}
+
+static void reply_set(struct api_req *r, unsigned int status, char *body, size_t len,
+		      const char *type)
+{
+	free(r->resp_body);
+	r->resp_body = body;
+	r->resp_len = len;
+	r->resp_type = type;
+	r->status = status;
+	r->replied = true;
+	if (status >= 400)
+		drop_header(r, "Location");
+	if (r->holds_write) {
+		r->holds_write = false;
+		api_write_release(r->ag);
+	}
+}
+
+void api_reply_text(struct api_req *r, unsigned int status, const char *type, char *text,
+		    size_t len)
+{
+	reply_set(r, status, text, len, type);
+}
+
+void api_reply_json(struct api_req *r, unsigned int status, json_t *body)
+{
+	char *text = NULL;
+
+	if (body) {
+		text = json_dumps(body, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		json_decref(body);
+		if (!text) {
+			api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
+			return;
+		}
+		/* A final newline makes curl output readable; JSON does not care. */
+		size_t n = strlen(text);
+		char *t2 = realloc(text, n + 2);
+
+		if (t2) {
+			text = t2;
+			text[n] = '\n';
+			text[n + 1] = 0;
+		}
+	}
+	reply_set(r, status, text, text ? strlen(text) : 0, "application/json");
+}
+
+void api_reply_err(struct api_req *r, enum api_err e, const char *field, const char *fmt, ...)
+{
+	char *msg = NULL;
+	json_t *body;
+	va_list ap;
+
+	if (fmt) {
+		va_start(ap, fmt);
+		if (vasprintf(&msg, fmt, ap) < 0)
+			msg = NULL;
+		va_end(ap);
+	}
+	body = api_err_body(e, field, msg);
+	free(msg);
+	if (!body) {
+		static const char oom[] = "{\"error\": {\"code\": \"internal\", "
+					  "\"message\": \"out of memory\"}}\n";
+		reply_set(r, 500, strdup(oom), sizeof(oom) - 1, "application/json");
+		return;
+	}
+	api_reply_json(r, api_err_status(e), body);
+}
+
+void api_reply_errno(struct api_req *r, int err, const char *field)
+{
+	enum api_err e = api_err_from_errno(err);
+
+	if (e == API_E_INTERNAL)
+		gw_err("http", "%s %s: %s", r->method, r->url, strerror(err < 0 ? -err : err));
+	api_reply_err(r, e, field, NULL);
+}
+
+static const char *strip_prefix(const char *field, const char *prefix)
+{
+	size_t n;
+
+	if (!prefix || !*prefix || !field)
+		return field;
+	n = strlen(prefix);
+	if (strncmp(field, prefix, n))
+		return field;
+	if (field[n] == '.')
+		return field + n + 1;
+	if (field[n] == 0)
+		return "";
+	return field;
+}
+
+json_t *api_errlist_body(enum api_err e, const struct gw_errlist *errs, const char *prefix)
+{
+	json_t *body, *list = json_array();
+	const char *first = NULL, *msg = NULL;
+	char *joined = NULL;
+	size_t i;
+
+	if (!list)
+		return NULL;
+	for (i = 0; i < errs->n; i++) {
+		const char *f = strip_prefix(errs->v[i].field, prefix);
+
+		json_array_append_new(list, json_pack("{s:s, s:s}", "field", f, "message",
+						      errs->v[i].msg));
+		if (!first) {
+			first = f;
+			msg = errs->v[i].msg;
+		}
+	}
+	if (errs->n > 1) {
+		if (asprintf(&joined, "%zu errors; the first: %s%s%s", errs->n,
+			     first && *first ? first : "", first && *first ? ": " : "", msg) < 0)
+			joined = NULL;
+	} else if (errs->n == 1) {
+		if (asprintf(&joined, "%s%s%s", first && *first ? first : "",
+			     first && *first ? ": " : "", msg) < 0)
+			joined = NULL;
+	}
+	body = api_err_body(e, first, joined);
+	free(joined);
+	if (!body) {
+		json_decref(list);
+		return NULL;
+	}
+	json_object_set_new(body, "errors", list);
+	return body;
+}
+
+void api_reply_errlist(struct api_req *r, enum api_err e, const struct gw_errlist *errs,
+		       const char *prefix)
+{
+	json_t *body = api_errlist_body(e, errs, prefix);
+
+	if (!body) {
+		api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	api_reply_json(r, api_err_status(e), body);
+}
+
+void api_reply_header(struct api_req *r, const char *name, const char *value)
+{
+	unsigned int i;
+
+	for (i = 0; i < r->nhdr; i++) {
+		if (!strcasecmp(r->hdr_name[i], name)) {
+			free(r->hdr_value[i]);
+			r->hdr_value[i] = strdup(value);
+			return;
+		}
+	}
+	if (r->nhdr == API_MAX_HEADERS)
+		return;
+	r->hdr_name[r->nhdr] = strdup(name);
+	r->hdr_value[r->nhdr] = strdup(value);
+	r->nhdr++;
+}
+
+void api_reply_etag(struct api_req *r)
+{
+	char tag[32];
+
+	snprintf(tag, sizeof(tag), "\"%llu\"", (unsigned long long)r->ag->store->generation);
+	api_reply_header(r, "ETag", tag);
+}
+
+/* ---- request helpers ----------------------------------------------------------------- */
+
+const char *api_req_header(struct api_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *api_req_query(struct api_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+bool api_req_flag(struct api_req *r, const char *name)
+{
+	const char *v = api_req_query(r, name);
+
+	if (!v)
+		return false;
+	/* "?dry_run" alone means true. */
+	return !*v || !strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes");
+}
+
+json_t *api_req_json(struct api_req *r)
+{
+	json_error_t jerr;
+	json_t *j;
+
+	if (!r->body.len) {
+		api_reply_err(r, API_E_MALFORMED_JSON, NULL, "a JSON object body is required");
+		return NULL;
+	}
+	j = json_loadb((const char *)r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j) {
+		api_reply_err(r, API_E_MALFORMED_JSON, NULL, "line %d column %d: %s", jerr.line,
+			      jerr.column, jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		api_reply_err(r, API_E_INVALID, "", "expected a JSON object");
+		return NULL;
+	}
+	return j;
+}
+
+void api_req_suspend(struct api_req *r)
+{
+	struct api_http *h = r->ag->http;
+
+	if (r->suspended)
+		return;
+	r->suspended = true;
+	gw_list_add_tail(&h->suspended, &r->snode);
+	MHD_suspend_connection(r->conn);
+}
+
+void api_req_resume(struct api_req *r)
+{
+	struct api_http *h = r->ag->http;
+
+	if (!r->suspended)
+		return;
+	r->suspended = false;
+	gw_list_del(&r->snode);
+	MHD_resume_connection(r->conn);
+	/* MHD's ITC wakes its epoll set too; running it from the loop does not depend on it. */
+	gw_defer_queue(h->ag->loop, &h->run);
+}
+
+/* ---- the MHD side -------------------------------------------------------------------- */
+
+static void http_run(struct api_http *h)
+{
+	MHD_UNSIGNED_LONG_LONG to;
+
+	MHD_run(h->d);
+	if (MHD_get_timeout(h->d, &to) == MHD_YES)
+		gw_timer_arm(&h->t, to ? (uint64_t)to : 1, 0);
+	else
+		gw_timer_disarm(&h->t);
+}
+
+static void on_mhd_fd(struct gw_watch *w, uint32_t events)
+{
+	(void)events;
+	http_run(gw_container_of(w, struct api_http, w));
+}
+
+static void on_mhd_timer(struct gw_timer *t)
+{
+	http_run(gw_container_of(t, struct api_http, t));
+}
+
+static void on_run_defer(struct gw_defer *d)
+{
+	http_run(gw_container_of(d, struct api_http, run));
+}
+
+static enum MHD_Result queue_reply(struct api_req *r)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	unsigned int i;
+
+	if (r->sse) {
+		resp = api_sse_response(r);
+	} else {
+		static char empty[1];
+
+		resp = MHD_create_response_from_buffer(r->resp_len,
+						       r->resp_body ? r->resp_body : empty,
+						       r->resp_body ? MHD_RESPMEM_MUST_FREE :
+						       MHD_RESPMEM_PERSISTENT);
+		if (resp)
+			r->resp_body = NULL;
+	}
+	if (!resp)
+		return MHD_NO;
+	if (r->resp_type && r->resp_len)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
+	for (i = 0; i < r->nhdr; i++)
+		if (r->hdr_name[i] && r->hdr_value[i])
+			MHD_add_response_header(resp, r->hdr_name[i], r->hdr_value[i]);
+	ret = MHD_queue_response(r->conn, r->status, resp);
+	MHD_destroy_response(resp);
+	gw_dbg("http", "%s %s -> %u", r->method, r->url, r->status);
+	return ret;
+}
+
+static void dispatch(struct api_req *r)
+{
+	struct api_agent *ag = r->ag;
+	const struct api_route *rt = r->route;
+	char allow[64], path[1024];
+	const char *q;
+	int err, rc;
+
+	r->dispatched = true;
+	if (!rt) {
+		q = strchr(r->url, '?');
+		snprintf(path, sizeof(path), "%.*s", q ? (int)(q - r->url) : (int)strlen(r->url),
+			 r->url);
+		/* A trailing slash names the same resource. */
+		if (strlen(path) > 1 && path[strlen(path) - 1] == '/')
+			path[strlen(path) - 1] = 0;
+		rt = api_route_match(api_routes, r->method, path, r->params, &r->nparams, allow,
+				     sizeof(allow), &err);
+		if (!rt) {
+			if (err == -EOPNOTSUPP) {
+				api_reply_header(r, "Allow", allow);
+				api_reply_err(r, API_E_METHOD, NULL,
+					      "%s is not allowed here (allowed: %s)", r->method,
+					      allow);
+			} else if (err == -EINVAL) {
+				api_reply_err(r, API_E_BAD_REQUEST, NULL,
+					      "a path segment is empty or too long");
+			} else {
+				api_reply_err(r, API_E_NOT_FOUND, NULL, "no endpoint %s", path);
+			}
+			return;
+		}
+		r->route = rt;
+	}
+	if (rt->role != API_ROLE_NONE) {
+		if (api_auth_check(&ag->auth, api_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION),
+				   &r->role, &r->token_name)) {
+			api_reply_header(r, "WWW-Authenticate", "Bearer realm=\"isergw\"");
+			api_reply_err(r, API_E_UNAUTHORIZED, NULL, NULL);
+			return;
+		}
+		if (r->role < rt->role) {
+			api_reply_err(r, API_E_FORBIDDEN, NULL, "this endpoint needs an %s token",
+				      api_role_name(rt->role));
+			return;
+		}
+	}
+	if (r->too_large) {
+		api_reply_err(r, API_E_TOO_LARGE, NULL, "the body is over %zu bytes",
+			      ag->conf.body_max);
+		return;
+	}
+	if ((rt->flags & API_RF_WRITE) && !r->holds_write) {
+		if (ag->write_busy) {
+			r->waits_write = true;
+			gw_list_add_tail(&ag->write_wait, &r->wnode);
+			api_req_suspend(r);
+			return;
+		}
+		ag->write_busy = true;
+		r->holds_write = true;
+	}
+	ag->requests++;
+	rc = rt->fn(r);
+	if (rc < 0 && !r->replied && !r->suspended)
+		api_reply_errno(r, rc, NULL);
+	if (!r->replied && !r->suspended) {
+		gw_err("http", "%s %s: handler gave no reply", r->method, r->url);
+		api_reply_err(r, API_E_INTERNAL, NULL, NULL);
+	}
+}
+
+static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, const char *url,
+			       const char *method)
+{
+	struct api_req *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->ag = h->ag;
+	r->conn = c;
+	snprintf(r->method, sizeof(r->method), "%s", method);
+	r->url = strdup(url);
+	if (!r->url) {
+		free(r);
+		return NULL;
+	}
+	gw_buf_init(&r->body);
+	gw_list_init(&r->wnode);
+	gw_list_init(&r->snode);
+	return r;
+}
+
+static void req_free(struct api_req *r)
+{
+	unsigned int i;
+
+	if (r->waits_write)
+		gw_list_del(&r->wnode);
+	if (r->suspended)
+		gw_list_del(&r->snode);
+	if (r->holds_write) {
+		r->holds_write = false;
+		api_write_release(r->ag);
+	}
+	api_sse_detach(r);
+	for (i = 0; i < r->nparams; i++)
+		free(r->params[i]);
+	for (i = 0; i < r->nhdr; i++) {
+		free(r->hdr_name[i]);
+		free(r->hdr_value[i]);
+	}
+	gw_buf_fini(&r->body);
+	json_decref(r->w_config);
+	json_decref(r->w_body);
+	free(r->w_prefix);
+	free(r->resp_body);
+	free(r->url);
+	free(r);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
+				 const char *method, const char *version, const char *upload,
+				 size_t *upload_size, void **con_cls)
+{
+	struct api_http *h = cls;
+	struct api_req *r = *con_cls;
+	size_t max = h->ag->conf.body_max;
+
+	(void)version;
+	if (!r) {
+		const char *cl;
+
+		r = req_new(h, c, url, method);
+		if (!r)
+			return MHD_NO;
+		*con_cls = r;
+		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						 MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > max) {
+			/* Refuse before reading: MHD closes the connection after the reply. */
+			r->too_large = true;
+			api_reply_err(r, API_E_TOO_LARGE, NULL, "the body is over %zu bytes", max);
+			return queue_reply(r);
+		}
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!r->too_large) {
+			if (r->body.len + *upload_size > max) {
+				r->too_large = true;
+				gw_buf_reset(&r->body);
+			} else if (gw_buf_append(&r->body, upload, *upload_size)) {
+				return MHD_NO;
+			}
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (!r->replied && !r->suspended)
+		dispatch(r);
+	if (r->suspended)
+		return MHD_YES;
+	return queue_reply(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct api_req *r = *con_cls;
+
+	(void)cls;
+	(void)c;
+	(void)toe;
+	if (r)
+		req_free(r);
+	*con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+
+	(void)cls;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	buf[strcspn(buf, "\n")] = 0;
+	gw_warn("http", "libmicrohttpd: %s", buf);
+}
+
+static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	char host[128];
+	const char *port;
+
+	if (s[0] == '[') {
+		const char *e = strchr(s, ']');
+
+		if (!e || e[1] != ':' || (size_t)(e - s - 1) >= sizeof(host))
+			return -EINVAL;
+		snprintf(host, sizeof(host), "%.*s", (int)(e - s - 1), s + 1);
+		port = e + 2;
+	} else {
+		const char *c = strrchr(s, ':');
+
+		if (!c || (size_t)(c - s) >= sizeof(host))
+			return -EINVAL;
+		snprintf(host, sizeof(host), "%.*s", (int)(c - s), s);
+		port = c + 1;
+	}
+	if (getaddrinfo(host, port, &hints, &res) || !res)
+		return -EINVAL;
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+	if (ss->ss_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+	return false;
+}
+
+static char *read_pem(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t n;
+
+	if (!f)
+		return NULL;
+	buf = calloc(1, 1 << 20);
+	if (buf) {
+		n = fread(buf, 1, (1 << 20) - 1, f);
+		if (!n) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	fclose(f);
+	return buf;
+}
+
+int api_http_start(struct api_agent *ag, struct api_http **out)
+{
+	struct api_http *h = calloc(1, sizeof(*h));
+	struct sockaddr_storage ss;
+	const union MHD_DaemonInfo *info;
+	unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	socklen_t sl = 0;
+	int r;
+
+	if (!h)
+		return -ENOMEM;
+	h->ag = ag;
+	gw_list_init(&h->suspended);
+	gw_defer_init(&h->run, on_run_defer);
+	r = parse_listen(ag->conf.listen, &ss, &sl);
+	if (r) {
+		gw_err("http", "--listen %s: expected ADDRESS:PORT with a numeric address",
+		       ag->conf.listen);
+		goto fail;
+	}
+	if (ag->conf.tls_cert && ag->conf.tls_key) {
+		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+			gw_err("http", "this libmicrohttpd has no TLS support");
+			r = -EOPNOTSUPP;
+			goto fail;
+		}
+		h->cert = read_pem(ag->conf.tls_cert);
+		h->key = read_pem(ag->conf.tls_key);
+		if (!h->cert || !h->key) {
+			gw_err("http", "cannot read the TLS certificate %s or key %s",
+			       ag->conf.tls_cert, ag->conf.tls_key);
+			r = -EINVAL;
+			goto fail;
+		}
+		flags |= MHD_USE_TLS;
+	} else if (!is_loopback(&ss)) {
+		gw_warn("http", "listening on %s without TLS: bearer tokens travel in clear",
+			ag->conf.listen);
+	}
+	if (h->cert)
+		h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,
+					MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
+					MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+					MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+					MHD_OPTION_CONNECTION_LIMIT, 4096u,
+					MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+					MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+					MHD_OPTION_HTTPS_MEM_CERT, h->cert,
+					MHD_OPTION_HTTPS_MEM_KEY, h->key, MHD_OPTION_END);
+	else
+		h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,
+					MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
+					MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+					MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+					MHD_OPTION_CONNECTION_LIMIT, 4096u,
+					MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+					MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+	if (!h->d) {
+		gw_err("http", "cannot listen on %s", ag->conf.listen);
+		r = -EADDRINUSE;
+		goto fail;
+	}
+	info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!info) {
+		r = -EIO;
+		goto fail;
+	}
+	gw_watch_init(&h->w, ag->loop, info->epoll_fd, on_mhd_fd);
+	r = gw_watch_set(&h->w, EPOLLIN);
+	if (!r)
+		r = gw_timer_init(&h->t, ag->loop, on_mhd_timer);
+	if (r)
+		goto fail;
+	ag->http = h;
+	gw_info("http", "listening on %s%s", ag->conf.listen, h->cert ? " (https)" : "");
+	*out = h;
+	return 0;
+fail:
+	if (h->d)
+		MHD_stop_daemon(h->d);
+	free(h->cert);
+	free(h->key);
+	free(h);
+	return r;
+}
+
+void api_http_stop(struct api_http *h)
+{
+	int i;
+
+	if (!h)
+		return;
+	h->stopping = true;
+	/* MHD must not be stopped with suspended connections: answer them first. */
+	while (!gw_list_empty(&h->suspended)) {
+		struct api_req *r = gw_list_first_entry(&h->suspended, struct api_req, snode);
+
+		if (r->waits_write) {
+			gw_list_del(&r->wnode);
+			r->waits_write = false;
+		}
+		if (!r->sse)
+			api_reply_err(r, API_E_UNAVAILABLE, NULL, "the agent is stopping");
+		api_req_resume(r);
+	}
+	for (i = 0; i < 3; i++)
+		MHD_run(h->d);
+	gw_defer_cancel(&h->run);
+	gw_watch_stop(&h->w);
+	gw_timer_fini(&h->t);
+	MHD_stop_daemon(h->d);
+	free(h->cert);
+	free(h->key);
+	free(h);
+}

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+/*
+ * /metrics in the Prometheus text format (version 0.0.4). Values come from the gateway's last
+ * "state" answer, refreshed every poll interval, so scraping never waits on the gateway and a
+ * scrape storm never reaches it. Names carry the isergw_ prefix; counters end in _total.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "gw_buf.h"
+
+/* Label values escape backslash, double quote and newline. */
+static void label(struct gw_buf *b, const char *v)
+{
+	for (; v && *v; v++) {
+		if (*v == '\\' || *v == '"')
+			gw_buf_printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			gw_buf_append(b, "\\n", 2);
+		else
+			gw_buf_append(b, v, 1);
+	}
+}
+
+static void head(struct gw_buf *b, const char *name, const char *type, const char *help)
+{
+	gw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static const char *const lun_counters[][3] = {
+    {"read_ops", "isergw_lun_read_ops_total", "READ commands completed on the LUN."},
+    {"write_ops", "isergw_lun_write_ops_total", "WRITE commands completed on the LUN."},
+    {"read_bytes", "isergw_lun_read_bytes_total", "Bytes read from the LUN by initiators."},
+    {"write_bytes", "isergw_lun_write_bytes_total", "Bytes written to the LUN by initiators."},
+    {"errors", "isergw_lun_errors_total", "Commands on the LUN that ended in CHECK CONDITION."},
+};
+
+static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t *sessions)
+{
+	static const char *const transports[] = { "tcp", "iser" };
+	json_t *t, *s;
+	size_t i, j, k;
+
+	head(b, "isergw_sessions", "gauge", "Logged-in iSCSI sessions per target and transport.");
+	json_array_foreach(json_object_get(ag->store->config, "targets"), i, t) {
+		const char *name = json_string_value(json_object_get(t, "name"));
+
+		for (k = 0; k < 2; k++) {
+			unsigned int n = 0;
+
+			json_array_foreach(sessions, j, s) {
+				const char *st = json_string_value(json_object_get(s, "target"));
+				const char *tr = json_string_value(json_object_get(s, "transport"));
+
+				if (st && name && !strcmp(st, name) && tr &&
+				    !strcmp(tr, transports[k]))
+					n++;
+			}
+			gw_buf_append(b, "isergw_sessions{target=\"", 24);
+			label(b, name);
+			gw_buf_printf(b, "\",transport=\"%s\"} %u\n", transports[k], n);
+		}
+	}
+	{
+		unsigned int n = 0;
+
+		json_array_foreach(sessions, j, s)
+			if (!json_is_string(json_object_get(s, "target")))
+				n++;
+		head(b, "isergw_discovery_sessions", "gauge", "Discovery sessions logged in.");
+		gw_buf_printf(b, "isergw_discovery_sessions %u\n", n);
+	}
+}
+
+char *api_metrics_text(struct api_agent *ag, size_t *len)
+{
+	const json_t *st = ag->gw_state;
+	bool up = ag->gwc_on && ag->gwc.connected;
+	struct gw_buf b;
+	json_t *t, *l;
+	size_t i, j, c;
+
+	gw_buf_init(&b);
+	head(&b, "isergw_gateway_up", "gauge", "1 when the agent is connected to the gateway.");
+	gw_buf_printf(&b, "isergw_gateway_up %d\n", up ? 1 : 0);
+	head(&b, "isergw_config_generation", "gauge", "Generation of the desired configuration.");
+	gw_buf_printf(&b, "isergw_config_generation %llu\n",
+		      (unsigned long long)ag->store->generation);
+	head(&b, "isergw_config_applied_generation", "gauge",
+	     "Generation the gateway last applied (0: unknown).");
+	gw_buf_printf(&b, "isergw_config_applied_generation %llu\n",
+		      (unsigned long long)ag->applied_generation);
+	head(&b, "isergw_agent_requests_total", "counter", "API requests the agent handled.");
+	gw_buf_printf(&b, "isergw_agent_requests_total %llu\n", (unsigned long long)ag->requests);
+	if (!up || !st) {
+		*len = b.len;
+		return gw_buf_steal(&b);
+	}
+	sessions_metric(&b, ag, json_object_get(st, "sessions"));
+	for (c = 0; c < GW_ARRAY_SIZE(lun_counters); c++) {
+		head(&b, lun_counters[c][1], "counter", lun_counters[c][2]);
+		json_array_foreach(json_object_get(st, "targets"), i, t) {
+			json_array_foreach(json_object_get(t, "luns"), j, l) {
+				json_t *v = json_object_get(l, lun_counters[c][0]);
+
+				if (!json_is_integer(v))
+					continue;
+				gw_buf_printf(&b, "%s{target=\"", lun_counters[c][1]);
+				label(&b, json_string_value(json_object_get(t, "name")));
+				gw_buf_printf(
+				    &b, "\",lun=\"%lld\"} %lld\n",
+				    (long long)json_integer_value(json_object_get(l, "lun")),
+				    (long long)json_integer_value(v));
+			}
+		}
+	}
+	*len = b.len;
+	return gw_buf_steal(&b);
+}

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Health, version, the OpenAPI document and /metrics.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+
+int api_h_health(struct api_req *r)
+{
+	struct api_agent *ag = r->ag;
+	bool up = ag->gwc_on && ag->gwc.connected;
+	bool sync = up && ag->applied_generation == ag->store->generation && !ag->apply_error;
+	json_t *gw;
+
+	gw = json_pack("{s:b, s:b, s:I, s:s?}", "connected", up, "in_sync", sync,
+		       "applied_generation", (json_int_t)ag->applied_generation, "error",
+		       ag->apply_error);
+	if (gw && ag->gwc_on)
+		json_object_set_new(gw, "socket", json_string(ag->gwc.path));
+	api_reply_json(r, 200, json_pack("{s:s, s:s, s:I, s:s, s:o, s:I}", "status",
+					 !ag->gwc_on || sync ? "ok" : "degraded", "version",
+					 api_version(), "generation",
+					 (json_int_t)ag->store->generation, "store",
+					 ag->store->ops->name, "gateway", gw, "uptime_s",
+					 (json_int_t)((gw_now_ms() - ag->started_ms) / 1000)));
+	return 0;
+}
+
+int api_h_version(struct api_req *r)
+{
+	api_reply_json(r, 200, json_pack("{s:s, s:s, s:s}", "version", api_version(), "api", "v1",
+					 "role", api_role_name(r->role)));
+	return 0;
+}
+
+int api_h_openapi(struct api_req *r)
+{
+	api_reply_json(r, 200, json_incref(r->ag->openapi));
+	return 0;
+}
+
+int api_h_metrics(struct api_req *r)
+{
+	size_t len = 0;
+	char *text = api_metrics_text(r->ag, &len);
+
+	if (!text)
+		return -ENOMEM;
+	api_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+	return 0;
+}

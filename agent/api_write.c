@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The write pipeline and reconciliation. A change is validated with the gateway's parser,
+ * applied by the gateway when it is reachable (a refusal is a 422 and nothing is stored),
+ * then committed to the store, and only then acknowledged. When the gateway is away the change
+ * is stored and applied when it comes back: the store is the truth, the gateway follows it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "gw_log.h"
+
+void api_write_release(struct api_agent *ag)
+{
+	struct api_req *r;
+
+	ag->write_busy = false;
+	if (gw_list_empty(&ag->write_wait))
+		return;
+	r = gw_list_first_entry(&ag->write_wait, struct api_req, wnode);
+	gw_list_del(&r->wnode);
+	r->waits_write = false;
+	ag->write_busy = true;
+	r->holds_write = true;
+	api_req_resume(r);
+}
+
+static bool etag_matches(const char *hdr, uint64_t gen)
+{
+	char want[32];
+	const char *p = hdr;
+
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)gen);
+	/* A list of tags, each "N", W/"N" or N; "*" matches anything that exists. */
+	while (*p) {
+		size_t n;
+
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (*p == '*')
+			return true;
+		if (!strncmp(p, "W/", 2))
+			p += 2;
+		if (*p == '"')
+			p++;
+		n = strcspn(p, "\", ");
+		if (n == strlen(want) && !strncmp(p, want, n))
+			return true;
+		p += n;
+		if (*p == '"')
+			p++;
+	}
+	return false;
+}
+
+json_t *api_write_begin(struct api_req *r)
+{
+	const char *im = api_req_header(r, "If-Match");
+	json_t *c;
+
+	if (im && !etag_matches(im, r->ag->store->generation)) {
+		api_reply_etag(r);
+		api_reply_err(r, API_E_STALE, NULL,
+			      "If-Match %s does not match the current generation %llu", im,
+			      (unsigned long long)r->ag->store->generation);
+		return NULL;
+	}
+	c = json_deep_copy(r->ag->store->config);
+	if (!c)
+		api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
+	return c;
+}
+
+static void write_commit(struct api_req *r, const char *gw_status)
+{
+	struct api_agent *ag = r->ag;
+	json_t *cfg = r->w_config, *body = r->w_body;
+	int rc;
+
+	r->w_config = NULL;
+	r->w_body = NULL;
+	rc = api_store_commit(ag->store, cfg);
+	if (rc) {
+		json_decref(body);
+		api_reply_err(r, API_E_INTERNAL, NULL, "cannot store the configuration: %s",
+			      strerror(-rc));
+		/* The gateway may run the refused change: put it back on what is stored. */
+		api_reconcile(ag);
+		return;
+	}
+	if (!strcmp(gw_status, "applied"))
+		ag->applied_generation = ag->store->generation;
+	api_event(ag, "config", json_pack("{s:I, s:s}", "generation",
+					  (json_int_t)ag->store->generation, "gateway", gw_status));
+	api_reply_etag(r);
+	api_reply_header(r, "X-Isergw-Gateway", gw_status);
+	if (body)
+		api_reply_json(r, r->w_status, body);
+	else
+		api_reply_text(r, 204, NULL, NULL, 0);
+}
+
+/* Gateway errors are {"field", "message"} objects, as the agent's own. */
+static void errs_from_reply(const json_t *reply, struct gw_errlist *errs)
+{
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(json_object_get(reply, "errors"), i, e) {
+		const char *f = json_string_value(json_object_get(e, "field"));
+		const char *m = json_string_value(json_object_get(e, "message"));
+
+		gw_errlist_add(errs, f ? f : "", "%s", m ? m : "refused");
+	}
+	if (!errs->n)
+		gw_errlist_add(errs, "", "the gateway refused the change without saying why");
+}
+
+static void on_apply_reply(void *ctx, int err, json_t *reply)
+{
+	struct api_req *r = ctx;
+
+	if (err < 0) {
+		/* Lost on the way: stored anyway, the gateway gets it when it reconnects. */
+		write_commit(r, "pending");
+	} else if (json_is_true(json_object_get(reply, "ok"))) {
+		write_commit(r, "applied");
+	} else {
+		struct gw_errlist errs;
+
+		gw_errlist_init(&errs);
+		errs_from_reply(reply, &errs);
+		api_reply_errlist(r, API_E_APPLY_FAILED, &errs, r->w_prefix);
+		gw_errlist_fini(&errs);
+		/* A refused apply leaves the gateway as it was; say so again to be sure. */
+		api_reconcile(r->ag);
+	}
+	api_req_resume(r);
+}
+
+int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t *body,
+		     const char *prefix)
+{
+	struct api_agent *ag = r->ag;
+	struct gw_errlist errs;
+	int rc;
+
+	if (!cfg) {
+		json_decref(body);
+		api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
+		return 0;
+	}
+	api_conf_unmask(cfg, ag->store->config);
+	gw_errlist_init(&errs);
+	if (api_conf_validate(cfg, &errs)) {
+		api_reply_errlist(r, API_E_INVALID, &errs, prefix);
+		gw_errlist_fini(&errs);
+		json_decref(cfg);
+		json_decref(body);
+		return 0;
+	}
+	gw_errlist_fini(&errs);
+	r->w_config = cfg;
+	r->w_body = body;
+	r->w_status = status;
+	free(r->w_prefix);
+	r->w_prefix = prefix ? strdup(prefix) : NULL;
+	if (!ag->gwc_on || !ag->gwc.connected) {
+		write_commit(r, ag->gwc_on ? "unreachable" : "none");
+		return 0;
+	}
+	rc = api_gwc_call(&ag->gwc, json_pack("{s:s, s:O}", "op", "apply", "config", cfg),
+			  on_apply_reply, r);
+	if (rc) {
+		write_commit(r, "unreachable");
+		return 0;
+	}
+	api_req_suspend(r);
+	return 0;
+}
+
+/* ---- reconciliation ------------------------------------------------------------------ */
+
+static void on_reconcile_reply(void *ctx, int err, json_t *reply)
+{
+	struct api_agent *ag = ctx;
+	uint64_t gen = ag->store->generation;
+
+	ag->reconciling = false;
+	free(ag->apply_error);
+	ag->apply_error = NULL;
+	if (err < 0)
+		return;
+	if (json_is_true(json_object_get(reply, "ok"))) {
+		ag->applied_generation = gen;
+		gw_info("agent", "gateway reconciled to generation %llu", (unsigned long long)gen);
+		api_event(ag, "apply", json_pack("{s:b, s:I}", "ok", 1, "generation",
+						 (json_int_t)gen));
+	} else {
+		struct gw_errlist errs;
+
+		gw_errlist_init(&errs);
+		errs_from_reply(reply, &errs);
+		ag->apply_error = gw_errlist_join(&errs);
+		gw_err("agent", "the gateway refused generation %llu: %s", (unsigned long long)gen,
+		       ag->apply_error ? ag->apply_error : "?");
+		api_event(ag, "apply", json_pack("{s:b, s:I, s:o}", "ok", 0, "generation",
+						 (json_int_t)gen, "errors",
+						 json_deep_copy(json_object_get(reply, "errors"))));
+		gw_errlist_fini(&errs);
+	}
+}
+
+static void on_adopt_reply(void *ctx, int err, json_t *reply)
+{
+	struct api_agent *ag = ctx;
+	json_t *cfg = json_object_get(reply, "config");
+	struct gw_errlist errs;
+
+	ag->reconciling = false;
+	if (err < 0)
+		return;
+	if (ag->store->generation) {
+		/* A write got in first: that is the desired state now. */
+		api_reconcile(ag);
+		return;
+	}
+	gw_errlist_init(&errs);
+	if (!json_is_object(cfg) || api_conf_validate(cfg, &errs)) {
+		char *j = gw_errlist_join(&errs);
+
+		gw_warn("agent", "cannot adopt the gateway's configuration (%s): starting empty",
+			j ? j : "no config in the reply");
+		free(j);
+		gw_errlist_fini(&errs);
+		return;
+	}
+	gw_errlist_fini(&errs);
+	if (api_store_commit(ag->store, json_deep_copy(cfg)) == 0) {
+		ag->applied_generation = ag->store->generation;
+		gw_info("agent", "first start: adopted the gateway's running configuration as "
+			"generation %llu", (unsigned long long)ag->store->generation);
+		api_event(ag, "config", json_pack("{s:I, s:s}", "generation",
+						  (json_int_t)ag->store->generation, "gateway",
+						  "applied"));
+	}
+}
+
+void api_reconcile(struct api_agent *ag)
+{
+	int r;
+
+	if (!ag->gwc_on || !ag->gwc.connected)
+		return;
+	ag->reconciling = true;
+	if (ag->store->generation == 0)
+		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_adopt_reply, ag);
+	else
+		r = api_gwc_call(&ag->gwc, json_pack("{s:s, s:O}", "op", "apply", "config",
+						     ag->store->config),
+				 on_reconcile_reply, ag);
+	if (r)
+		ag->reconciling = false;
+}
+
+int api_gw_state(struct api_agent *ag, api_gwc_cb cb, void *ctx)
+{
+	if (!ag->gwc_on)
+		return -ENOTCONN;
+	return api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "state"), cb, ctx);
+}

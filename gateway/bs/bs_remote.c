@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Remote backstore: a back-end LUN over several iSCSI paths (gateway/mpath/). Each bs_io
+ * becomes an mp_io; the LUN's state becomes the backstore's (not ready until a path logs in,
+ * unavailable when every path is gone and no_path_retry ran out), its size is learned at the
+ * first login, and the back end's own check conditions come back in the bs_io for the host
+ * to see as they are.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bs.h"
+#include "bs_priv.h"
+#include "gw_log.h"
+#include "mp.h"
+
+struct bs_remote_io {
+	struct mp_io mio;
+	struct bs_io *io;
+};
+
+static void bs_remote_state(struct mp_lun *lun, enum mp_lun_state st, void *arg)
+{
+	struct bs *bs = arg;
+
+	(void)lun;
+	switch (st) {
+	case MP_LUN_BECOMING_READY:
+		bs->state = BS_STATE_BECOMING_READY;
+		break;
+	case MP_LUN_FAILING:
+		bs->state = BS_STATE_UNAVAILABLE;
+		break;
+	case MP_LUN_READY:
+	case MP_LUN_QUEUEING:
+		bs->state = BS_STATE_READY;
+		break;
+	}
+}
+
+static void bs_remote_capacity(struct mp_lun *lun, uint64_t size, void *arg)
+{
+	struct bs *bs = arg;
+
+	/* Whole blocks only; the back end's block size was checked against ours. */
+	bs->size = size - size % bs->block_size;
+	bs->can_unmap = mp_lun_can_unmap(lun);
+	bs_event(bs, BS_EV_CAPACITY);
+}
+
+static const struct mp_lun_ops bs_remote_lun_ops = {
+	.state_changed = bs_remote_state,
+	.capacity_changed = bs_remote_capacity,
+};
+
+static int bs_remote_open(struct bs *bs)
+{
+	struct gw_errlist errs;
+	struct mp_lun *lun;
+	int rc;
+
+	gw_errlist_init(&errs);
+	bs->state = BS_STATE_BECOMING_READY;
+	rc = mp_lun_create(bs->loop, bs->conf.remote, bs->block_size, bs->conf.size,
+			   &bs_remote_lun_ops, bs, &lun, &errs);
+	if (rc < 0) {
+		char *msg = gw_errlist_join(&errs);
+
+		gw_err("bs", "remote: %s", msg ? msg : strerror(-rc));
+		free(msg);
+		gw_errlist_fini(&errs);
+		return rc;
+	}
+	gw_errlist_fini(&errs);
+	bs->priv = lun;
+	/* Known only once a path has logged in: 0 blocks and NOT READY until then. */
+	bs->size = 0;
+	return 0;
+}
+
+static void bs_remote_close(struct bs *bs)
+{
+	mp_lun_destroy(bs->priv);
+	bs->priv = NULL;
+}
+
+static void bs_remote_done(struct mp_io *mio)
+{
+	struct bs_remote_io *r = gw_container_of(mio, struct bs_remote_io, mio);
+	struct bs_io *io = r->io;
+
+	io->result = mio->result;
+	if (mio->result == -EREMOTEIO) {
+		io->scsi_status = mio->status;
+		io->sense_len = mio->sense_len < BS_SENSE_MAX ? mio->sense_len : BS_SENSE_MAX;
+		memcpy(io->sense, mio->sense, io->sense_len);
+	}
+	free(r);
+	bs_complete(io);
+}
+
+static int bs_remote_submit(struct bs *bs, struct bs_io *io)
+{
+	struct bs_remote_io *r;
+	int rc;
+
+	if (bs->state == BS_STATE_BECOMING_READY)
+		return -EAGAIN;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->io = io;
+	switch (io->op) {
+	case BS_READ:
+		r->mio.op = MP_READ;
+		break;
+	case BS_WRITE:
+		r->mio.op = MP_WRITE;
+		break;
+	case BS_FLUSH:
+		r->mio.op = MP_FLUSH;
+		break;
+	case BS_UNMAP:
+		r->mio.op = MP_UNMAP;
+		break;
+	case BS_WRITE_ZEROES:
+		r->mio.op = MP_WRITE_ZEROES;
+		break;
+	}
+	r->mio.offset = io->offset;
+	r->mio.len = io->len;
+	r->mio.iov = io->iov;
+	r->mio.iovcnt = io->iovcnt;
+	r->mio.fua = io->fua;
+	r->mio.done = bs_remote_done;
+	rc = mp_lun_submit(bs->priv, &r->mio);
+	if (rc < 0)
+		free(r);
+	return rc;
+}
+
+static bool bs_remote_settled(struct bs *bs)
+{
+	return mp_lun_settled(bs->priv);
+}
+
+static void bs_remote_shutdown(struct bs *bs)
+{
+	mp_lun_shutdown(bs->priv);
+}
+
+static json_t *bs_remote_status(struct bs *bs)
+{
+	return mp_lun_status(bs->priv);
+}
+
+const struct bs_ops bs_remote_ops = {
+	.name = "remote",
+	.open = bs_remote_open,
+	.close = bs_remote_close,
+	.submit = bs_remote_submit,
+	.settled = bs_remote_settled,
+	.shutdown = bs_remote_shutdown,
+	.status = bs_remote_status,
+};

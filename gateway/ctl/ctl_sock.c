@@ -1,0 +1,464 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Control socket server. Clients are few (the agent, an operator with socat), so each gets a
+ * plain input and output buffer; a request is handled as soon as its line is complete, and
+ * the reply is queued behind earlier ones, which keeps replies in request order.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ctl_sock.h"
+#include "gw_buf.h"
+#include "gw_log.h"
+
+#define CTL_LINE_MAX (16u << 20)
+
+struct ctl_client {
+	struct gw_list node;
+	struct ctl_sock *s;
+	int fd;
+	struct gw_watch w;
+	struct gw_buf in, out;
+	struct gw_close cl;
+	bool closing;
+};
+
+struct ctl_sock {
+	struct gw_loop *loop;
+	struct isc_gw *gw;
+	struct ctl_gateway_conf gconf;
+	char *path;
+	int fd;
+	struct gw_watch w;
+	struct gw_list clients;
+	uint64_t applies;
+};
+
+/* ---- the running configuration as JSON --------------------------------------------- */
+
+static json_t *dump_chap(const struct isc_chap_conf *c, bool mask)
+{
+	return gw_conf_to_json(isc_chap_conf_keys, c, mask);
+}
+
+static json_t *dump_target(const struct isc_target_conf *t, bool mask)
+{
+	json_t *o = gw_conf_to_json(isc_target_conf_keys, t, mask), *a;
+	size_t i;
+
+	if (!o)
+		return NULL;
+	a = json_array();
+	for (i = 0; i < t->ninitiators; i++) {
+		json_t *e = gw_conf_to_json(isc_initiator_conf_keys, &t->initiators[i], mask);
+
+		json_object_set_new(e, "chap", dump_chap(&t->initiators[i].chap, mask));
+		json_array_append_new(a, e);
+	}
+	json_object_set_new(o, "initiators", a);
+	json_object_set_new(o, "chap", dump_chap(&t->chap, mask));
+	json_object_set_new(o, "params", gw_conf_to_json(isc_param_conf_keys, &t->params, mask));
+	a = json_array();
+	for (i = 0; i < t->nluns; i++) {
+		json_t *e = gw_conf_to_json(scsi_lu_conf_keys, &t->luns[i].lu, mask);
+
+		json_object_set_new(e, "backstore", gw_conf_to_json(bs_conf_keys, &t->luns[i].bs,
+								    mask));
+		json_array_append_new(a, e);
+	}
+	json_object_set_new(o, "luns", a);
+	return o;
+}
+
+json_t *ctl_config_dump(const struct isc_gw_conf *c, const struct ctl_gateway_conf *g,
+			bool mask_secrets)
+{
+	json_t *root = json_object(), *a, *d;
+	size_t i;
+
+	if (!root)
+		return NULL;
+	if (g)
+		json_object_set_new(root, "gateway", gw_conf_to_json(ctl_gateway_conf_keys, g,
+								     mask_secrets));
+	a = json_array();
+	for (i = 0; i < c->nportals; i++)
+		json_array_append_new(a, gw_conf_to_json(isc_portal_conf_keys, &c->portals[i],
+							 mask_secrets));
+	json_object_set_new(root, "portals", a);
+	d = gw_conf_to_json(isc_discovery_conf_keys, &c->discovery, mask_secrets);
+	json_object_set_new(d, "chap", dump_chap(&c->discovery.chap, mask_secrets));
+	json_object_set_new(root, "discovery", d);
+	a = json_array();
+	for (i = 0; i < c->ntargets; i++)
+		json_array_append_new(a, dump_target(&c->targets[i], mask_secrets));
+	json_object_set_new(root, "targets", a);
+	return root;
+}
+
+static json_t *fail(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static json_t *fail(const char *code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:b, s:s, s:s}", "ok", 0, "code", code, "message", msg);
+}
+
+/* ---- live state ---------------------------------------------------------------------- */
+
+/* The iSCSI layer's state, plus per-session transport and peer (from the first connection)
+ * so clients can show a session on one line. */
+static json_t *state_json(struct ctl_sock *cs)
+{
+	json_t *st = isc_gw_state(cs->gw), *s;
+	size_t i;
+
+	if (!st)
+		return fail("internal", "out of memory");
+	json_array_foreach(json_object_get(st, "sessions"), i, s) {
+		json_t *c0 = json_array_get(json_object_get(s, "connections"), 0);
+
+		json_object_set(s, "transport", json_object_get(c0, "transport") ?
+				json_object_get(c0, "transport") : json_string(""));
+		if (json_object_get(c0, "peer"))
+			json_object_set(s, "peer", json_object_get(c0, "peer"));
+	}
+	json_object_set_new(st, "ok", json_true());
+	json_object_set_new(st, "applies", json_integer((json_int_t)cs->applies));
+	return st;
+}
+
+/* ---- requests ------------------------------------------------------------------------ */
+
+static json_t *errs_json(const char *code, const struct gw_errlist *errs)
+{
+	json_t *a = json_array();
+	char *joined = gw_errlist_join(errs);
+	json_t *o;
+	size_t i;
+
+	for (i = 0; i < errs->n; i++)
+		json_array_append_new(a, json_pack("{s:s, s:s}", "field", errs->v[i].field,
+						   "message", errs->v[i].msg));
+	o = json_pack("{s:b, s:s, s:s, s:o}", "ok", 0, "code", code, "message",
+		      joined ? joined : "refused", "errors", a);
+	free(joined);
+	return o;
+}
+
+static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
+{
+	const json_t *cfg = json_object_get(req, "config");
+	struct ctl_config c;
+	struct gw_errlist errs;
+	json_t *reply;
+	int r;
+
+	if (!json_is_object(cfg))
+		return fail("bad_request", "apply needs a \"config\" object");
+	gw_errlist_init(&errs);
+	if (ctl_config_parse(cfg, &c, &errs)) {
+		reply = errs_json("invalid", &errs);
+		gw_errlist_fini(&errs);
+		return reply;
+	}
+	r = isc_gw_apply(cs->gw, c.isc, &errs);
+	c.isc = NULL;		/* the gateway owns it now, on success and failure */
+	if (r) {
+		if (!errs.n)
+			gw_errlist_add(&errs, "", "%s", strerror(-r));
+		reply = errs_json("apply_failed", &errs);
+		gw_errlist_fini(&errs);
+		ctl_config_free(&c);
+		return reply;
+	}
+	gw_errlist_fini(&errs);
+	/* The gateway section: debug components follow the configuration; the socket path
+	 * does not move while the agent is connected to it. */
+	if (strcmp(c.gateway.log_debug ? c.gateway.log_debug : "",
+		   cs->gconf.log_debug ? cs->gconf.log_debug : "")) {
+		gw_log_set_debug(c.gateway.log_debug ? c.gateway.log_debug : "");
+		free(cs->gconf.log_debug);
+		cs->gconf.log_debug = c.gateway.log_debug;
+		c.gateway.log_debug = NULL;
+	}
+	ctl_config_free(&c);
+	cs->applies++;
+	return json_pack("{s:b}", "ok", 1);
+}
+
+static json_t *op_drop(struct ctl_sock *cs, const json_t *req)
+{
+	json_t *t = json_object_get(req, "tsih");
+
+	if (!json_is_integer(t) || json_integer_value(t) < 1 || json_integer_value(t) > 65535)
+		return fail("bad_request", "drop_session needs an integer \"tsih\" (1..65535)");
+	if (isc_gw_drop_session(cs->gw, (uint16_t)json_integer_value(t)))
+		return fail("not_found", "no session with TSIH %lld",
+			    (long long)json_integer_value(t));
+	gw_info("ctl", "session %lld dropped on request", (long long)json_integer_value(t));
+	return json_pack("{s:b}", "ok", 1);
+}
+
+json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req)
+{
+	const char *op = json_string_value(json_object_get(req, "op"));
+	json_t *reply;
+
+	if (!op)
+		reply = fail("bad_request", "a request is {\"op\": \"...\", ...}");
+	else if (!strcmp(op, "apply"))
+		reply = op_apply(s, req);
+	else if (!strcmp(op, "state"))
+		reply = state_json(s);
+	else if (!strcmp(op, "config"))
+		reply = json_pack("{s:b, s:o}", "ok", 1, "config",
+				  ctl_config_dump(s->gw->conf, &s->gconf, false));
+	else if (!strcmp(op, "drop_session"))
+		reply = op_drop(s, req);
+	else if (!strcmp(op, "ping"))
+		reply = json_pack("{s:b}", "ok", 1);
+	else
+		reply = fail("bad_request", "unknown op \"%.64s\"", op);
+	if (reply && json_object_get(req, "id"))
+		json_object_set(reply, "id", json_object_get(req, "id"));
+	return reply;
+}
+
+/* ---- clients ------------------------------------------------------------------------- */
+
+static void client_free(struct gw_close *cl)
+{
+	struct ctl_client *c = gw_container_of(cl, struct ctl_client, cl);
+
+	gw_buf_fini(&c->in);
+	gw_buf_fini(&c->out);
+	free(c);
+}
+
+static void client_close(struct ctl_client *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	gw_watch_stop(&c->w);
+	close(c->fd);
+	gw_list_del(&c->node);
+	gw_loop_close(c->s->loop, &c->cl, client_free);
+}
+
+static void client_flush(struct ctl_client *c)
+{
+	while (c->out.len) {
+		ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			client_close(c);
+			return;
+		}
+		gw_buf_consume(&c->out, (size_t)n);
+	}
+	gw_watch_set(&c->w, EPOLLIN | (c->out.len ? EPOLLOUT : 0));
+}
+
+static void client_line(struct ctl_client *c, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *req, *reply;
+	char *text;
+
+	req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!req || !json_is_object(req))
+		reply =
+		    fail("bad_request", "not a JSON object: %s", req ? "wrong type" : jerr.text);
+	else
+		reply = ctl_sock_handle(c->s, req);
+	json_decref(req);
+	text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+	json_decref(reply);
+	if (!text) {
+		client_close(c);
+		return;
+	}
+	gw_buf_append(&c->out, text, strlen(text));
+	gw_buf_append(&c->out, "\n", 1);
+	free(text);
+}
+
+static void client_read(struct ctl_client *c)
+{
+	for (;;) {
+		uint8_t *nl;
+		ssize_t n;
+
+		if (gw_buf_reserve(&c->in, 65536)) {
+			client_close(c);
+			return;
+		}
+		n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			client_close(c);
+			return;
+		}
+		c->in.len += (size_t)n;
+		while (!c->closing && (nl = memchr(c->in.data, '\n', c->in.len))) {
+			size_t l = (size_t)(nl - c->in.data);
+
+			client_line(c, (const char *)c->in.data, l);
+			gw_buf_consume(&c->in, l + 1);
+		}
+		if (c->closing)
+			return;
+		if (c->in.len > CTL_LINE_MAX) {
+			gw_warn("ctl", "control client sent a line over %u bytes: closing",
+				CTL_LINE_MAX);
+			client_close(c);
+			return;
+		}
+	}
+	client_flush(c);
+}
+
+static void on_client(struct gw_watch *w, uint32_t events)
+{
+	struct ctl_client *c = gw_container_of(w, struct ctl_client, w);
+
+	if (events & EPOLLIN)
+		client_read(c);
+	else if (events & (EPOLLERR | EPOLLHUP))
+		client_close(c);
+	if (!c->closing && (events & EPOLLOUT))
+		client_flush(c);
+}
+
+static void on_accept(struct gw_watch *w, uint32_t events)
+{
+	struct ctl_sock *s = gw_container_of(w, struct ctl_sock, w);
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct ctl_client *c;
+	int fd;
+
+	(void)events;
+	for (;;) {
+		fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		/* The file mode already keeps others out; the peer's uid says it again. */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid != 0 &&
+		    cred.uid != geteuid()) {
+			gw_warn("ctl", "control socket: refusing uid %u", cred.uid);
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->s = s;
+		c->fd = fd;
+		gw_buf_init(&c->in);
+		gw_buf_init(&c->out);
+		gw_watch_init(&c->w, s->loop, fd, on_client);
+		gw_list_add_tail(&s->clients, &c->node);
+		gw_watch_set(&c->w, EPOLLIN);
+		gw_dbg("ctl", "control client connected (pid %d)", cred.pid);
+	}
+}
+
+int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
+		    const struct ctl_gateway_conf *gconf, struct ctl_sock **out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ctl_sock *s;
+	struct stat st;
+	mode_t old;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		gw_err("ctl", "control socket path %s is too long", path);
+		return -ENAMETOOLONG;
+	}
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			gw_err("ctl", "%s exists and is not a socket: not replacing it", path);
+			return -EEXIST;
+		}
+		unlink(path);
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->loop = loop;
+	s->gw = gw;
+	gw_list_init(&s->clients);
+	s->path = strdup(path);
+	s->gconf.log_debug = strdup(gconf && gconf->log_debug ? gconf->log_debug : "");
+	s->gconf.control_socket = strdup(path);
+	strcpy(sa.sun_path, path);
+	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->fd < 0 || !s->path) {
+		r = s->fd < 0 ? -errno : -ENOMEM;
+		goto fail;
+	}
+	/* Born 0600: no window in which someone else could connect. */
+	old = umask(0177);
+	r = bind(s->fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0 || listen(s->fd, 16) < 0) {
+		r = -errno;
+		gw_err("ctl", "control socket %s: %s", path, strerror(-r));
+		goto fail;
+	}
+	gw_watch_init(&s->w, loop, s->fd, on_accept);
+	r = gw_watch_set(&s->w, EPOLLIN);
+	if (r)
+		goto fail;
+	gw_info("ctl", "control socket on %s", path);
+	*out = s;
+	return 0;
+fail:
+	if (s->fd >= 0)
+		close(s->fd);
+	gw_conf_free(ctl_gateway_conf_keys, &s->gconf);
+	free(s->path);
+	free(s);
+	return r;
+}
+
+void ctl_sock_destroy(struct ctl_sock *s)
+{
+	if (!s)
+		return;
+	while (!gw_list_empty(&s->clients))
+		client_close(gw_list_first_entry(&s->clients, struct ctl_client, node));
+	gw_watch_stop(&s->w);
+	close(s->fd);
+	unlink(s->path);
+	gw_conf_free(ctl_gateway_conf_keys, &s->gconf);
+	free(s->path);
+	free(s);
+}

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What every datamover shares: the transport registry and Data-Out bookkeeping. Unsolicited and
+ * solicited Data-Out are checked here once (TTT, offset, length, DataSN, F bit), so TCP and iSER
+ * (whose unsolicited data also arrives as Data-Out PDUs) agree on what a valid write looks like.
+ * A Data-Out that breaks the sequence rules fails its task (see dmv_task_fail), not the
+ * connection: the framing is intact, and the initiator's other tasks are fine.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "dmv.h"
+#include "gw_log.h"
+
+static const struct dmv_transport *const dmv_transports[] = {
+	&dmv_tcp_transport,
+};
+
+const struct dmv_transport *dmv_transport_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < GW_ARRAY_SIZE(dmv_transports); i++)
+		if (!strcmp(dmv_transports[i]->name, name))
+			return dmv_transports[i];
+	return NULL;
+}
+
+int dmv_listen(const char *transport, struct gw_loop *loop, const struct dmv_portal_conf *conf,
+	       struct isc_pdu_pool *pool, struct dmv_portal **out)
+{
+	const struct dmv_transport *tp = dmv_transport_find(transport);
+
+	/* Not logged here: the caller decides whether a missing transport is fatal. */
+	if (!tp)
+		return -EPROTONOSUPPORT;
+	return tp->listen(loop, conf, pool, out);
+}
+
+void dmv_conn_params_login(struct dmv_conn_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->max_recv_dsl = 8192;
+	p->max_xmit_dsl = 8192;
+	p->max_burst_length = 262144;
+	p->first_burst_length = 65536;
+	p->max_outstanding_r2t = 1;
+}
+
+uint32_t dmv_conn_next_ttt(struct dmv_conn *c)
+{
+	uint32_t ttt = c->next_ttt++;
+
+	if (ttt == ISC_RSVD_TAG)
+		ttt = c->next_ttt++;
+	return ttt;
+}
+
+static void dmv_task_deferred_done(struct gw_defer *d)
+{
+	struct dmv_task *t = gw_container_of(d, struct dmv_task, defer);
+
+	t->getting = false;
+	t->done(t, t->error);
+}
+
+/*
+ * A Data-Out broke the sequence rules of its task. The stream itself is intact (lengths are
+ * honoured), so rather than dropping the connection the task alone fails: its remaining data
+ * is discarded and the iSCSI layer answers it with CHECK CONDITION. At ErrorRecoveryLevel 0
+ * this is the only recovery short of the session, and it keeps the other tasks alive.
+ */
+static void dmv_task_fail(struct dmv_task *t)
+{
+	t->error = -EPROTO;
+	t->nr2t = 0;
+	if (t->getting) {
+		t->getting = false;
+		gw_defer_cancel(&t->defer);
+		t->done(t, -EPROTO);
+	}
+}
+
+void dmv_task_init(struct dmv_task *t, struct dmv_conn *c, uint32_t itt, const uint8_t lun[8])
+{
+	t->conn = c;
+	t->itt = itt;
+	memcpy(t->lun, lun, 8);
+	t->write = false;
+	t->getting = false;
+	t->putting = false;
+	t->aborted = false;
+	t->error = 0;
+	t->received = 0;
+	t->unsol_end = 0;
+	t->unsol_next = 0;
+	t->unsol_datasn = 0;
+	t->unsol_done = true;
+	t->sol_next = 0;
+	t->r2tsn = 0;
+	t->nr2t = 0;
+	gw_defer_init(&t->defer, dmv_task_deferred_done);
+	t->tp_priv = NULL;
+}
+
+void dmv_task_init_write(struct dmv_task *t, uint32_t imm_len, uint32_t unsol_end)
+{
+	t->write = true;
+	t->received = imm_len;
+	t->unsol_next = imm_len;
+	t->unsol_end = unsol_end < imm_len ? imm_len : unsol_end;
+	if (t->unsol_end > t->len)
+		t->unsol_end = t->len;
+	t->unsol_done = t->unsol_end == imm_len;
+	t->sol_next = t->unsol_end;
+}
+
+void dmv_task_get_start(struct dmv_task *t)
+{
+	t->getting = true;
+	if (t->received == t->len || t->error)
+		gw_defer_queue(t->conn->loop, &t->defer);
+}
+
+void dmv_task_forget(struct dmv_task *t)
+{
+	t->aborted = true;
+	t->getting = false;
+	t->nr2t = 0;
+	gw_defer_cancel(&t->defer);
+}
+
+static struct dmv_r2t *dmv_task_find_r2t(struct dmv_task *t, uint32_t ttt)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->nr2t; i++)
+		if (t->r2t[i].ttt == ttt)
+			return &t->r2t[i];
+	return NULL;
+}
+
+int dmv_dataout_begin(struct dmv_conn *c, const uint8_t *bhs, struct dmv_task **task,
+		      uint8_t **dst)
+{
+	uint32_t itt = isc_bhs_itt(bhs), ttt = isc_get32(bhs, 20);
+	uint32_t datasn = isc_get32(bhs, 36), off = isc_get32(bhs, 40);
+	uint32_t dsl = isc_bhs_dsl(bhs);
+	struct dmv_task *t;
+
+	*task = NULL;
+	*dst = NULL;
+	t = c->cb->find_task(c, itt);
+	if (!t || t->aborted || t->error) {
+		/* The task may have been aborted while its data was in flight (RFC 7143 §4.2.3.4
+		 * lets the initiator keep sending); its data is dropped without fuss. */
+		gw_dbg("dmv", "%s: Data-Out for unknown ITT 0x%x discarded", c->peer, itt);
+		return DMV_DO_DISCARD;
+	}
+	if (!t->write) {
+		gw_warn_rl("dmv", "%s: Data-Out for ITT 0x%x, which is not a write", c->peer, itt);
+		c->cb->reject(c, bhs, ISC_REJ_PROTOCOL);
+		return DMV_DO_DISCARD;
+	}
+	if (off > t->len || dsl > t->len - off) {
+		gw_warn_rl("dmv", "%s: ITT 0x%x Data-Out offset %u + %u beyond the %u-byte "
+			   "transfer", c->peer, itt, off, dsl, t->len);
+		goto fail;
+	}
+	if (ttt == ISC_RSVD_TAG) {
+		if (t->unsol_done || off != t->unsol_next || dsl > t->unsol_end - off ||
+		    datasn != t->unsol_datasn) {
+			gw_warn_rl("dmv", "%s: ITT 0x%x unsolicited Data-Out out of sequence "
+				   "(offset %u DataSN %u, expected offset %u DataSN %u, end %u)",
+				   c->peer, itt, off, datasn, t->unsol_next, t->unsol_datasn,
+				   t->unsol_end);
+			goto fail;
+		}
+	} else {
+		struct dmv_r2t *r = dmv_task_find_r2t(t, ttt);
+
+		if (!r) {
+			gw_warn_rl("dmv", "%s: ITT 0x%x Data-Out with unknown TTT 0x%x", c->peer,
+				   itt, ttt);
+			goto fail;
+		}
+		if (off != r->off + r->recv || dsl > r->len - r->recv || datasn != r->datasn) {
+			gw_warn_rl("dmv", "%s: ITT 0x%x TTT 0x%x Data-Out out of sequence "
+				   "(offset %u DataSN %u, expected offset %u DataSN %u)", c->peer,
+				   itt, ttt, off, datasn, r->off + r->recv, r->datasn);
+			goto fail;
+		}
+	}
+	*task = t;
+	*dst = t->buf + off;
+	return DMV_DO_OK;
+fail:
+	dmv_task_fail(t);
+	return DMV_DO_DISCARD;
+}
+
+int dmv_dataout_end(struct dmv_conn *c, struct dmv_task *t, const uint8_t *bhs)
+{
+	uint32_t ttt = isc_get32(bhs, 20), dsl = isc_bhs_dsl(bhs);
+	bool final = bhs[1] & ISC_FL_F;
+
+	if (t->aborted || t->error)
+		return 0;
+	t->received += dsl;
+	if (ttt == ISC_RSVD_TAG) {
+		t->unsol_next += dsl;
+		t->unsol_datasn++;
+		if (final || t->unsol_next == t->unsol_end) {
+			if (!final || t->unsol_next != t->unsol_end) {
+				gw_warn_rl("dmv", "%s: ITT 0x%x unsolicited data ends at %u, "
+					   "expected %u with the F bit", c->peer, t->itt,
+					   t->unsol_next, t->unsol_end);
+				dmv_task_fail(t);
+				return 0;
+			}
+			t->unsol_done = true;
+		}
+	} else {
+		struct dmv_r2t *r = dmv_task_find_r2t(t, ttt);
+
+		if (!r) {
+			dmv_task_fail(t);
+			return 0;
+		}
+		r->recv += dsl;
+		r->datasn++;
+		if (final || r->recv == r->len) {
+			if (!final || r->recv != r->len) {
+				gw_warn_rl("dmv", "%s: ITT 0x%x R2T sequence at %u ends after "
+					   "%u of %u bytes", c->peer, t->itt, r->off, r->recv,
+					   r->len);
+				dmv_task_fail(t);
+				return 0;
+			}
+			*r = t->r2t[--t->nr2t];
+			if (t->conn->tp->solicit)
+				t->conn->tp->solicit(t);
+		}
+	}
+	if (t->getting && t->received == t->len && !t->nr2t && t->unsol_done) {
+		t->getting = false;
+		t->done(t, 0);
+	}
+	return 0;
+}

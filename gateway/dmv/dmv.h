@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The datamover interface (RFC 5047 §7, as illumos IDM shapes it): what the iSCSI layer asks of
+ * a transport, and what a transport tells the iSCSI layer. One implementation per transport:
+ * dmv_tcp.c (iSCSI over TCP, RFC 7143), later dmv_iser.c (RFC 7145). The iSCSI layer never
+ * asks which one it has; it only sees this header.
+ *
+ * Down-calls (iSCSI layer -> transport), RFC 5047 names in brackets:
+ *   dmv_send_pdu      [Send_Control]  queue a control/status PDU. The transport owns one reference
+ *                     from then on; pdu->done (if set) fires once it has left or was dropped.
+ *   dmv_put_data      [Put_Data]      send the first `len` bytes of the task buffer to the
+ *                     initiator, then the status `rsp` (a complete SCSI Response the iSCSI layer
+ *                     built, StatSN assigned). TCP builds Data-In PDUs within the initiator's
+ *                     MaxRecvDataSegmentLength and MaxBurstLength and collapses the status into
+ *                     the last one when it carries no sense; iSER will RDMA Write then send rsp.
+ *   dmv_get_data      [Get_Data]      fill the whole task buffer [0, task->len) with write data.
+ *                     Immediate data already copied by the iSCSI layer and unsolicited Data-Out
+ *                     (dmv_task_init_write says how much to expect) count; TCP solicits the rest
+ *                     with R2Ts within MaxBurstLength / MaxOutstandingR2T, iSER with RDMA Reads.
+ *   dmv_task_abort    forget a task: no more R2Ts, its Data-Out is discarded, its done callback
+ *                     will not fire. A Put_Data in progress is not recalled (the buffer must stay
+ *                     valid until its done fires, or until the connection is closed).
+ *   dmv_conn_set_params  apply negotiated values (digests, segment lengths, bursts). Call it
+ *                     after queueing the final Login Response: PDUs queued before it are sent
+ *                     with the old settings (the Login Response must go without digests).
+ *   dmv_conn_close    tear down. No up-call of any kind fires after it returns; PDUs still queued
+ *                     are dropped (their done gets -ECONNRESET); memory is released after the
+ *                     current loop round (two-phase close), so calling it from an up-call is fine.
+ *
+ * Up-calls (transport -> iSCSI layer), struct dmv_conn_cb, all on the loop thread:
+ *   rx_pdu     a PDU other than Data-Out arrived, digests checked. The PDU reference is lent for
+ *              the call; take one (isc_pdu_ref) to keep it.
+ *   find_task  map an ITT to the task a Data-Out belongs to (NULL: unknown, data discarded).
+ *   stamp      fill StatSN (next, not advanced), ExpCmdSN and MaxCmdSN (BHS bytes 24..35) of a
+ *              PDU the transport generates itself (R2T, Data-In).
+ *   reject     the transport found a PDU to reject (bad opcode, bad field, Data-Out problem);
+ *              the iSCSI layer sends the Reject, which needs its sequence numbers.
+ *   lost       the connection failed or the peer closed it; err is -errno. Fires once; the
+ *              iSCSI layer then calls dmv_conn_close.
+ * Task completion: task->done(task, status) once per successful dmv_put_data / dmv_get_data
+ * (the async rule: a call returning < 0 never fires it, one returning 0 fires it exactly once,
+ * never from inside the call).
+ *
+ * Data-Out handling (offset, length, DataSN, F bit, TTT) is shared by every transport (dmv.c):
+ * a transport calls dmv_dataout_begin() with the header to learn where the data goes (straight
+ * into the task buffer) and dmv_dataout_end() once it is in.
+ */
+#ifndef DMV_H
+#define DMV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gw_list.h"
+#include "gw_loop.h"
+#include "isc_pdu.h"
+
+struct dmv_conn;
+struct dmv_portal;
+struct dmv_task;
+
+/* Transport capabilities, as data (for negotiation only). */
+enum {
+	DMV_CAP_RDMA = 1 << 0,		/* iSER: RDMAExtensions may be Yes */
+	DMV_CAP_DIGESTS = 1 << 1,	/* CRC32C header/data digests can be enabled */
+};
+
+/* At most this many R2Ts are kept outstanding per task, whatever MaxOutstandingR2T allows. */
+#define DMV_R2T_MAX 8
+
+struct dmv_conn_params {
+	bool header_digest;
+	bool data_digest;
+	uint32_t max_recv_dsl;		/* largest data segment accepted (target's MRDSL) */
+	uint32_t max_xmit_dsl;		/* largest data segment sent (initiator's MRDSL) */
+	uint32_t max_burst_length;
+	uint32_t first_burst_length;
+	uint32_t max_outstanding_r2t;
+};
+
+/* The values in force during login (RFC 7143 §13: 8192-byte segments, no digests). */
+void dmv_conn_params_login(struct dmv_conn_params *p);
+
+struct dmv_r2t {
+	uint32_t ttt;
+	uint32_t off, len;		/* solicited range */
+	uint32_t recv;			/* bytes received for it */
+	uint32_t datasn;		/* next DataSN expected */
+};
+
+/* Embedded in the iSCSI layer's task. Fields above `private` are the iSCSI layer's to set. */
+struct dmv_task {
+	struct dmv_conn *conn;
+	uint32_t itt;
+	uint8_t lun[8];			/* LUN field as received, echoed in R2T */
+	uint8_t *buf;			/* the task's data buffer */
+	uint32_t len;			/* its size: Expected Data Transfer Length */
+	void (*done)(struct dmv_task *t, int status);
+
+	/* private: shared Data-Out bookkeeping (dmv.c) and transport state */
+	bool write;
+	bool getting;			/* a Get_Data is in progress */
+	bool putting;
+	bool aborted;
+	int error;			/* -EPROTO: a Data-Out broke the sequence; task failed */
+	uint32_t received;		/* bytes in buf: immediate + unsolicited + solicited */
+	uint32_t unsol_end;		/* unsolicited data covers [0, unsol_end) */
+	uint32_t unsol_next;		/* next unsolicited offset expected */
+	uint32_t unsol_datasn;
+	bool unsol_done;		/* no more unsolicited Data-Out expected */
+	uint32_t sol_next;		/* next offset to solicit */
+	uint32_t r2tsn;
+	uint32_t nr2t;
+	struct dmv_r2t r2t[DMV_R2T_MAX];
+	struct gw_defer defer;		/* completes a Get_Data that found all data in */
+	void *tp_priv;
+};
+
+struct dmv_conn_cb {
+	void (*rx_pdu)(struct dmv_conn *c, struct isc_pdu *pdu);
+	struct dmv_task *(*find_task)(struct dmv_conn *c, uint32_t itt);
+	void (*stamp)(struct dmv_conn *c, uint8_t *bhs);
+	void (*reject)(struct dmv_conn *c, const uint8_t *bhs, uint8_t reason);
+	void (*lost)(struct dmv_conn *c, int err);
+};
+
+struct dmv_portal_conf {
+	const char *name;
+	const char *address;		/* numeric IPv4/IPv6, "" or "0.0.0.0": any */
+	uint16_t port;
+};
+
+/* One transport: a const ops table. */
+struct dmv_transport {
+	const char *name;		/* "tcp", "iser": for logs and the config */
+	unsigned int caps;		/* DMV_CAP_* */
+	int (*listen)(struct gw_loop *loop, const struct dmv_portal_conf *conf,
+		      struct isc_pdu_pool *pool, struct dmv_portal **out);
+	void (*portal_destroy)(struct dmv_portal *p);
+	int (*send_pdu)(struct dmv_conn *c, struct isc_pdu *pdu);
+	int (*put_data)(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp);
+	int (*get_data)(struct dmv_task *t);
+	void (*task_abort)(struct dmv_task *t);
+	/* Called by the shared Data-Out code when a solicited sequence finished: room for more. */
+	void (*solicit)(struct dmv_task *t);
+	int (*set_params)(struct dmv_conn *c, const struct dmv_conn_params *p);
+	void (*close)(struct dmv_conn *c);
+};
+
+struct dmv_portal {
+	const struct dmv_transport *tp;
+	struct gw_loop *loop;
+	struct isc_pdu_pool *pool;
+	char name[64];
+	char addr[80];			/* "127.0.0.1:3260" as bound */
+	/* Set by the owner after listen: a new connection arrived. The owner sets c->cb and
+	 * c->priv before returning, or closes c. */
+	void (*accept)(struct dmv_portal *p, struct dmv_conn *c);
+	void *priv;
+};
+
+struct dmv_conn {
+	const struct dmv_transport *tp;
+	struct dmv_portal *portal;
+	struct gw_loop *loop;
+	struct isc_pdu_pool *pool;
+	const struct dmv_conn_cb *cb;
+	void *priv;			/* the iSCSI layer's connection */
+	struct dmv_conn_params params;
+	char peer[80];			/* "addr:port" of the initiator */
+	char local[80];
+	uint32_t next_ttt;
+	bool closed;			/* dmv_conn_close called */
+	bool lost;			/* lost up-call made */
+	/* counters */
+	uint64_t rx_pdus, tx_pdus, rx_bytes, tx_bytes;
+};
+
+/* Transports by name ("tcp"); NULL if unknown. */
+const struct dmv_transport *dmv_transport_find(const char *name);
+
+/* Listens on a portal: 0, -EPROTONOSUPPORT (no such transport in this build, not logged) or
+ * the -errno of socket/bind/listen (logged). */
+int dmv_listen(const char *transport, struct gw_loop *loop, const struct dmv_portal_conf *conf,
+	       struct isc_pdu_pool *pool, struct dmv_portal **out);
+
+static inline void dmv_portal_destroy(struct dmv_portal *p)
+{
+	p->tp->portal_destroy(p);
+}
+
+static inline int dmv_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)
+{
+	return c->tp->send_pdu(c, pdu);
+}
+
+static inline int dmv_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
+{
+	return t->conn->tp->put_data(t, len, rsp);
+}
+
+static inline int dmv_get_data(struct dmv_task *t)
+{
+	return t->conn->tp->get_data(t);
+}
+
+static inline void dmv_task_abort(struct dmv_task *t)
+{
+	t->conn->tp->task_abort(t);
+}
+
+static inline int dmv_conn_set_params(struct dmv_conn *c, const struct dmv_conn_params *p)
+{
+	return c->tp->set_params(c, p);
+}
+
+static inline void dmv_conn_close(struct dmv_conn *c)
+{
+	c->tp->close(c);
+}
+
+/* Shared task helpers (dmv.c) */
+
+/* Resets the private part of t for a new command on connection c. */
+void dmv_task_init(struct dmv_task *t, struct dmv_conn *c, uint32_t itt, const uint8_t lun[8]);
+/*
+ * A write command arrived with imm_len bytes of immediate data (already in buf). unsol_end is
+ * where unsolicited data ends: imm_len when InitialR2T=Yes or the command had F set, else
+ * min(FirstBurstLength, len). Unsolicited Data-Out may arrive from now on.
+ */
+void dmv_task_init_write(struct dmv_task *t, uint32_t imm_len, uint32_t unsol_end);
+
+enum {
+	DMV_DO_OK = 0,		/* *dst is where the data goes */
+	DMV_DO_DISCARD = 1,	/* read and drop the data (a Reject may have been sent) */
+};
+
+/* Where a Data-Out's data goes: DMV_DO_OK or DMV_DO_DISCARD (unknown task, or a sequence error,
+ * which fails the task: its Get_Data completes with -EPROTO). <0: drop the connection. */
+int dmv_dataout_begin(struct dmv_conn *c, const uint8_t *bhs, struct dmv_task **task,
+		      uint8_t **dst);
+/* The data of a Data-Out accepted by dmv_dataout_begin is in. Completes the Get_Data when the
+ * buffer is full (or with -EPROTO when the F bit came at the wrong place). 0, or <0: drop the
+ * connection. */
+int dmv_dataout_end(struct dmv_conn *c, struct dmv_task *t, const uint8_t *bhs);
+/* Called by transports' get_data: completes at once (deferred) when all data is in. */
+void dmv_task_get_start(struct dmv_task *t);
+/* Frees R2T slots and cancels the deferred completion. */
+void dmv_task_forget(struct dmv_task *t);
+/* A TTT for this connection (never 0xffffffff). */
+uint32_t dmv_conn_next_ttt(struct dmv_conn *c);
+
+/* The TCP transport's table (dmv_tcp.c). */
+extern const struct dmv_transport dmv_tcp_transport;
+
+#endif

@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: MIT
+/*
+ * iSCSI connections: created when a datamover accepts, they receive PDUs through the dmv
+ * up-calls, dispatch them by state and opcode, stamp sequence numbers on what they send, and
+ * tear themselves down (two-phase) when the initiator leaves, logs out or breaks the protocol.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_log.h"
+#include "isc.h"
+
+static struct isc_conn *isc_conn_of(struct dmv_conn *dc)
+{
+	return dc->priv;
+}
+
+void isc_conn_stamp(struct isc_conn *c, uint8_t *bhs, bool advance)
+{
+	struct isc_session *s = c->sess;
+
+	isc_put32(bhs, 24, c->stat_sn);
+	if (advance)
+		c->stat_sn++;
+	if (s) {
+		isc_put32(bhs, 28, s->exp_cmdsn);
+		isc_put32(bhs, 32, isc_session_max_cmdsn(s));
+	}
+}
+
+struct isc_pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt)
+{
+	struct isc_pdu *pdu = isc_pdu_get(&c->gw->pdus);
+
+	if (!pdu) {
+		gw_err_rl("iscsi", "%s: out of memory for a PDU", c->dc->peer);
+		return NULL;
+	}
+	pdu->bhs[0] = opcode;
+	pdu->bhs[1] = ISC_FL_F;
+	isc_put32(pdu->bhs, 16, itt);
+	return pdu;
+}
+
+int isc_conn_send(struct isc_conn *c, struct isc_pdu *pdu)
+{
+	if (c->state == ISC_CONN_CLOSED) {
+		isc_pdu_put(pdu);
+		return -ECONNRESET;
+	}
+	return dmv_send_pdu(c->dc, pdu);
+}
+
+uint32_t isc_conn_next_ttt(struct isc_conn *c)
+{
+	/* TTTs from the datamover's space, so R2T and NOP/Text tags never collide. */
+	return dmv_conn_next_ttt(c->dc);
+}
+
+void isc_conn_reject(struct isc_conn *c, const uint8_t *bhs, uint8_t reason)
+{
+	struct isc_pdu *pdu;
+
+	if (c->state != ISC_CONN_FFP) {
+		/* Before full feature phase there is no Reject: the login fails. */
+		isc_conn_close(c, "protocol error during login");
+		return;
+	}
+	pdu = isc_conn_new_pdu(c, ISC_OP_REJECT, ISC_RSVD_TAG);
+	if (!pdu)
+		return;
+	pdu->bhs[2] = reason;
+	isc_conn_stamp(c, pdu->bhs, true);
+	if (isc_pdu_set_data(pdu, bhs, ISC_BHS_LEN)) {
+		isc_pdu_put(pdu);
+		return;
+	}
+	gw_dbg("iscsi", "%s: Reject reason 0x%02x for %s ITT 0x%x", c->dc->peer, reason,
+	       isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_itt(bhs));
+	isc_conn_send(c, pdu);
+}
+
+void isc_conn_apply_params(struct isc_conn *c)
+{
+	/* This connection's own negotiation: digests and MaxRecvDataSegmentLength are
+	 * connection-scoped (a second MC/S connection may differ from the leading one); the
+	 * session-wide keys were fixed to the session's values on non-leading connections. */
+	const struct isc_params *p = c->neg ? isc_neg_params(c->neg) : &c->sess->params;
+	struct dmv_conn_params dp;
+
+	memset(&dp, 0, sizeof(dp));
+	dp.header_digest = p->header_digest;
+	dp.data_digest = p->data_digest;
+	dp.max_recv_dsl = p->max_recv_dsl;
+	dp.max_xmit_dsl = p->max_xmit_dsl;
+	dp.max_burst_length = p->max_burst_length;
+	dp.first_burst_length = p->first_burst_length;
+	dp.max_outstanding_r2t = p->max_outstanding_r2t;
+	/* A discovery session still receives at least the login-time 8192 bytes per PDU. */
+	if (dp.max_recv_dsl < 8192)
+		dp.max_recv_dsl = 8192;
+	dmv_conn_set_params(c->dc, &dp);
+}
+
+void isc_conn_enter_ffp(struct isc_conn *c)
+{
+	isc_conn_apply_params(c);
+	c->state = ISC_CONN_FFP;
+	gw_timer_disarm(&c->nop_timer);
+	isc_nop_start(c);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Up-calls from the datamover */
+
+static void isc_conn_rx_pdu(struct dmv_conn *dc, struct isc_pdu *pdu)
+{
+	struct isc_conn *c = isc_conn_of(dc);
+	uint8_t op = isc_bhs_opcode(pdu->bhs);
+
+	c->last_rx_ms = c->gw->loop->now_ms;
+	if (c->state == ISC_CONN_LOGIN) {
+		if (op != ISC_OP_LOGIN_REQ) {
+			gw_warn_rl("iscsi", "%s: %s during login: closing", dc->peer,
+				   isc_opcode_name(op));
+			isc_conn_close(c, "non-login PDU during login");
+			return;
+		}
+		isc_login_rx(c, pdu);
+		return;
+	}
+	if (c->state != ISC_CONN_FFP)
+		return;
+	/* ExpStatSN acknowledges status; at ERL 0 there is nothing to retransmit, so it is only
+	 * recorded. Data-Out never comes here. */
+	c->exp_stat_sn = isc_get32(pdu->bhs, 28);
+	switch (op) {
+	case ISC_OP_NOP_OUT:
+		isc_nop_rx(c, pdu);
+		break;
+	case ISC_OP_SCSI_CMD:
+		if (!c->sess->target) {
+			gw_warn_rl("iscsi", "%s: SCSI command in a discovery session", dc->peer);
+			isc_conn_reject(c, pdu->bhs, ISC_REJ_PROTOCOL);
+			break;
+		}
+		isc_scsi_rx_cmd(c, pdu);
+		break;
+	case ISC_OP_TMF_REQ:
+		if (!c->sess->target) {
+			isc_conn_reject(c, pdu->bhs, ISC_REJ_PROTOCOL);
+			break;
+		}
+		isc_tmf_rx(c, pdu);
+		break;
+	case ISC_OP_TEXT_REQ:
+		isc_text_rx(c, pdu);
+		break;
+	case ISC_OP_LOGOUT_REQ:
+		isc_logout_rx(c, pdu);
+		break;
+	case ISC_OP_SNACK:
+		/* ErrorRecoveryLevel 0: no SNACK support. */
+		isc_conn_reject(c, pdu->bhs, ISC_REJ_SNACK);
+		break;
+	case ISC_OP_LOGIN_REQ:
+		gw_warn_rl("iscsi", "%s: Login Request in full feature phase", dc->peer);
+		isc_conn_reject(c, pdu->bhs, ISC_REJ_PROTOCOL);
+		break;
+	default:
+		isc_conn_reject(c, pdu->bhs, ISC_REJ_CMD_NOT_SUPPORTED);
+		break;
+	}
+}
+
+static struct dmv_task *isc_conn_dmv_find_task(struct dmv_conn *dc, uint32_t itt)
+{
+	struct isc_task *t = isc_conn_find_task(isc_conn_of(dc), itt);
+
+	return t ? &t->dt : NULL;
+}
+
+static void isc_conn_dmv_stamp(struct dmv_conn *dc, uint8_t *bhs)
+{
+	isc_conn_stamp(isc_conn_of(dc), bhs, false);
+}
+
+static void isc_conn_dmv_reject(struct dmv_conn *dc, const uint8_t *bhs, uint8_t reason)
+{
+	isc_conn_reject(isc_conn_of(dc), bhs, reason);
+}
+
+static void isc_conn_lost(struct dmv_conn *dc, int err)
+{
+	(void)err;
+	isc_conn_close(isc_conn_of(dc), "connection lost");
+}
+
+static const struct dmv_conn_cb isc_conn_cb = {
+	.rx_pdu = isc_conn_rx_pdu,
+	.find_task = isc_conn_dmv_find_task,
+	.stamp = isc_conn_dmv_stamp,
+	.reject = isc_conn_dmv_reject,
+	.lost = isc_conn_lost,
+};
+
+/* ---------------------------------------------------------------------------------------- */
+/* Life cycle */
+
+/* A connection must finish its login in bounded time: half-open logins hold memory and, for
+ * a new session, a place in nobody's accounting. The same timer does NOP pings later. */
+#define ISC_LOGIN_TIMEOUT_MS 30000
+
+static void isc_conn_login_timeout(struct gw_timer *t)
+{
+	struct isc_conn *c = gw_container_of(t, struct isc_conn, nop_timer);
+
+	if (c->state == ISC_CONN_LOGIN)
+		isc_conn_close(c, "login not completed within 30 s");
+}
+
+void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
+{
+	struct isc_portal *p = dp->priv;
+	struct isc_gw *gw = p->gw;
+	struct isc_conn *c;
+
+	if (gw->stopping) {
+		dmv_conn_close(dc);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		gw_err("iscsi", "%s: out of memory for a connection", dc->peer);
+		dmv_conn_close(dc);
+		return;
+	}
+	c->gw = gw;
+	c->portal = p;
+	c->dc = dc;
+	c->state = ISC_CONN_LOGIN;
+	gw_list_init(&c->tasks);
+	gw_list_init(&c->tmfs);
+	gw_buf_init(&c->text_in);
+	gw_buf_init(&c->text_out);
+	c->text_ttt = ISC_RSVD_TAG;
+	c->last_rx_ms = gw->loop->now_ms;
+	if (gw_timer_init(&c->nop_timer, gw->loop, isc_conn_login_timeout) < 0 ||
+	    gw_timer_arm(&c->nop_timer, ISC_LOGIN_TIMEOUT_MS, 0) < 0) {
+		gw_timer_fini(&c->nop_timer);
+		free(c);
+		dmv_conn_close(dc);
+		return;
+	}
+	dc->cb = &isc_conn_cb;
+	dc->priv = c;
+	gw_list_add_tail(&gw->login_conns, &c->node);
+	gw->nconns++;
+	gw_dbg("iscsi", "%s: new connection on portal %s", dc->peer, dp->name);
+}
+
+static void isc_conn_free(struct gw_close *cl)
+{
+	struct isc_conn *c = gw_container_of(cl, struct isc_conn, cl);
+
+	gw_buf_fini(&c->text_in);
+	gw_buf_fini(&c->text_out);
+	free(c);
+}
+
+void isc_conn_close(struct isc_conn *c, const char *why)
+{
+	struct isc_session *s = c->sess;
+
+	if (c->state == ISC_CONN_CLOSED)
+		return;
+	if (s && s->target)
+		gw_info("iscsi", "%s: %s: closing connection %u of session 0x%x (%s)",
+			c->dc->peer, why, c->cid, s->tsih, s->initiator);
+	else
+		gw_dbg("iscsi", "%s: %s: closing connection", c->dc->peer, why);
+	c->state = ISC_CONN_CLOSED;
+	isc_nop_stop(c);
+	gw_timer_fini(&c->nop_timer);
+	/* The datamover first: once it is closed nothing it queued refers to task buffers. */
+	dmv_conn_close(c->dc);
+	isc_conn_orphan_tasks(c);
+	isc_tmf_conn_gone(c);
+	isc_login_free(c);
+	if (c->neg) {
+		isc_neg_destroy(c->neg);
+		c->neg = NULL;
+	}
+	gw_list_del(&c->node);
+	c->gw->nconns--;
+	if (s)
+		isc_session_del_conn(s, c);
+	c->sess = NULL;
+	gw_loop_close(c->gw->loop, &c->cl, isc_conn_free);
+}

@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The login phase (RFC 7143 §6.3, §11.12, §11.13): stages (security, operational, full
+ * feature), transit and continue bits, target selection and initiator admission, CHAP through
+ * isc_chap, key negotiation through isc_param, TSIH allocation, session reinstatement (same
+ * initiator + ISID with TSIH 0 replaces the old session), connection reinstatement (same CID)
+ * and new connections of an existing session up to MaxConnections.
+ *
+ * A failed login answers one Login Response with the status class/detail and closes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_log.h"
+#include "isc.h"
+
+/* Login status values not in isc_param.h (RFC 7143 §11.13.5) */
+#define ISC_LOGIN_ST_AUTHZ_FAILED	0x0202
+#define ISC_LOGIN_ST_BAD_VERSION	0x0205
+#define ISC_LOGIN_ST_TOO_MANY_CONNS	0x0206
+#define ISC_LOGIN_ST_SESSION_MISSING	0x020a
+#define ISC_LOGIN_ST_CANT_INCLUDE	0x0208
+#define ISC_LOGIN_ST_BAD_SESSION_TYPE	0x0209
+#define ISC_LOGIN_ST_OUT_OF_RESOURCES	0x0302
+
+struct isc_login {
+	bool started;
+	enum isc_stage stage;
+	uint8_t isid[6];
+	uint16_t tsih;
+	uint16_t cid;
+	uint32_t cmdsn;
+	bool leading;
+	struct isc_target *target;
+	enum isc_session_type type;
+	char initiator[ISC_NAME_MAX + 1];
+	struct isc_neg *neg;
+	struct isc_chap chap;
+	bool chap_inited;
+	struct gw_buf req;
+	struct gw_buf resp;
+	uint32_t exp_cmdsn, max_cmdsn;
+};
+
+bool isc_login_uses_target(const struct isc_conn *c, const struct isc_target *t)
+{
+	return c->login && c->login->target == t;
+}
+
+void isc_login_free(struct isc_conn *c)
+{
+	struct isc_login *l = c->login;
+
+	if (!l)
+		return;
+	if (l->neg)
+		isc_neg_destroy(l->neg);
+	if (l->chap_inited)
+		isc_chap_fini(&l->chap);
+	gw_buf_fini(&l->req);
+	gw_buf_fini(&l->resp);
+	free(l);
+	c->login = NULL;
+}
+
+static struct isc_pdu *isc_login_rsp(struct isc_conn *c, const uint8_t *req, uint8_t flags,
+				     uint16_t tsih, uint16_t status)
+{
+	struct isc_login *l = c->login;
+	struct isc_pdu *pdu = isc_conn_new_pdu(c, ISC_OP_LOGIN_RSP, isc_bhs_itt(req));
+
+	if (!pdu)
+		return NULL;
+	pdu->bhs[1] = flags;
+	pdu->bhs[2] = 0x00;	/* Version-max */
+	pdu->bhs[3] = 0x00;	/* Version-active */
+	memcpy(pdu->bhs + 8, req + 8, 6);
+	isc_put16(pdu->bhs, 14, tsih);
+	isc_put32(pdu->bhs, 24, c->stat_sn++);
+	isc_put32(pdu->bhs, 28, l ? l->exp_cmdsn : isc_get32(req, 24));
+	isc_put32(pdu->bhs, 32, l ? l->max_cmdsn : isc_get32(req, 24));
+	pdu->bhs[36] = (uint8_t)(status >> 8);
+	pdu->bhs[37] = (uint8_t)status;
+	return pdu;
+}
+
+static void isc_login_fail(struct isc_conn *c, const uint8_t *req, uint16_t status,
+			   const char *why)
+{
+	struct isc_login *l = c->login;
+	struct isc_pdu *pdu;
+
+	gw_warn("iscsi", "%s: login of %s%s%s refused (status 0x%04x): %s", c->dc->peer,
+		l && l->initiator[0] ? l->initiator : "initiator",
+		l && l->target ? " to " : "", l && l->target ? l->target->conf->name : "", status,
+		why);
+	pdu = isc_login_rsp(c, req, 0, l ? l->tsih : 0, status);
+	if (pdu)
+		isc_conn_send(c, pdu);
+	isc_conn_close(c, "login failed");
+}
+
+/* First request: who logs in, to what, in which session. 0 or a login status. */
+static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
+				const struct isc_kvlist *keys, const char **why)
+{
+	struct isc_login *l = c->login;
+	struct isc_gw *gw = c->gw;
+	const struct isc_chap_conf *chap = NULL;
+	const char *iname = isc_kvlist_get(keys, "InitiatorName");
+	const char *tname = isc_kvlist_get(keys, "TargetName");
+	const char *stype = isc_kvlist_get(keys, "SessionType");
+	struct isc_session *s = NULL;
+	struct isc_neg_init ni;
+	int r;
+
+	if (req[3] > 0x00 || req[2] < req[3]) {
+		*why = "unsupported iSCSI version";
+		return ISC_LOGIN_ST_BAD_VERSION;
+	}
+	memcpy(l->isid, req + 8, 6);
+	l->tsih = isc_get16(req, 14);
+	l->cid = isc_get16(req, 20);
+	l->cmdsn = isc_get32(req, 24);
+	l->exp_cmdsn = l->cmdsn;
+	l->max_cmdsn = l->cmdsn;
+	if (!iname || !*iname) {
+		*why = "no InitiatorName";
+		return ISC_PARAM_ST_MISSING_PARAM;
+	}
+	snprintf(l->initiator, sizeof(l->initiator), "%s", iname);
+	if (stype && !strcmp(stype, "Discovery")) {
+		l->type = ISC_SESSION_DISCOVERY;
+		if (gw->conf->discovery.auth == ISC_DISC_AUTH_CHAP)
+			chap = &gw->conf->discovery.chap;
+	} else if (stype && strcmp(stype, "Normal")) {
+		*why = "unsupported SessionType";
+		return ISC_LOGIN_ST_BAD_SESSION_TYPE;
+	} else {
+		l->type = ISC_SESSION_NORMAL;
+		if (!tname || !*tname) {
+			*why = "no TargetName";
+			return ISC_PARAM_ST_MISSING_PARAM;
+		}
+		l->target = isc_gw_find_target(gw, tname);
+		if (!l->target || !isc_target_on_portal(l->target, c->portal)) {
+			l->target = NULL;
+			*why = "no such target on this portal";
+			return ISC_PARAM_ST_NOT_FOUND;
+		}
+		if (isc_target_admit(l->target, iname, &chap)) {
+			*why = "initiator not allowed";
+			return ISC_LOGIN_ST_AUTHZ_FAILED;
+		}
+	}
+	l->leading = l->tsih == 0;
+	if (!l->leading) {
+		struct isc_conn *oc;
+		bool same_cid = false;
+
+		s = isc_session_find(gw, iname, l->isid, l->tsih);
+		if (!s || s->target != l->target) {
+			*why = "no session with this TSIH";
+			return ISC_LOGIN_ST_SESSION_MISSING;
+		}
+		gw_list_for_each_entry(oc, &s->conns, node)
+			if (oc->cid == l->cid)
+				same_cid = true;
+		if (!same_cid && s->nconns >= s->params.max_connections) {
+			*why = "MaxConnections reached";
+			return ISC_LOGIN_ST_TOO_MANY_CONNS;
+		}
+		l->exp_cmdsn = s->exp_cmdsn;
+		l->max_cmdsn = isc_session_max_cmdsn(s);
+	} else {
+		uint32_t qd = l->target ? l->target->conf->params.queue_depth : 16;
+
+		l->max_cmdsn = l->cmdsn + (qd ? qd : 1) - 1;
+	}
+	memset(&ni, 0, sizeof(ni));
+	ni.conf = l->target ? &l->target->conf->params : NULL;
+	ni.target_alias = l->target ? l->target->conf->alias : NULL;
+	ni.tpgt = l->target ? (uint16_t)l->target->conf->tpgt : 1;
+	ni.leading = l->leading;
+	ni.transport_caps = (c->dc->tp->caps & DMV_CAP_RDMA) ? ISC_TRANSPORT_RDMA : 0;
+	ni.session = s ? &s->params : NULL;
+	c->tpgt = ni.tpgt;
+	r = isc_neg_create(&ni, &l->neg);
+	if (r) {
+		*why = "cannot start negotiation";
+		return ISC_PARAM_ST_TARGET_ERR;
+	}
+	r = isc_chap_init(&l->chap, chap, NULL, 0);
+	if (r) {
+		*why = "cannot start authentication";
+		return ISC_PARAM_ST_TARGET_ERR;
+	}
+	l->chap_inited = true;
+	return 0;
+}
+
+/* The initiator may enter full feature phase: make or join the session. 0 or a status. */
+static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
+{
+	struct isc_login *l = c->login;
+	const struct isc_params *p = isc_neg_params(l->neg);
+	struct isc_session *s, *old;
+	int r;
+
+	if (l->leading) {
+		/* Session reinstatement: the old session of this I_T nexus goes (ERL 0). */
+		old = isc_session_find(c->gw, l->initiator, l->isid, 0);
+		if (old && old->target == l->target) {
+			gw_info("iscsi", "%s: reinstating session 0x%x of %s", c->dc->peer,
+				old->tsih, l->initiator);
+			isc_session_close(old, "session reinstatement");
+		}
+		r = isc_session_create(c->gw, l->target, l->isid, l->initiator, p, l->cmdsn, &s);
+		if (r) {
+			*why = "cannot create the session";
+			return ISC_LOGIN_ST_OUT_OF_RESOURCES;
+		}
+	} else {
+		struct isc_conn *oc, *tmp;
+
+		s = isc_session_find(c->gw, l->initiator, l->isid, l->tsih);
+		if (!s) {
+			*why = "session went away during login";
+			return ISC_LOGIN_ST_SESSION_MISSING;
+		}
+		/* Connection reinstatement: the new connection joins first, so the session never
+		 * drops to zero connections (which at ERL 0 would end it). */
+		isc_session_add_conn(s, c);
+		gw_list_for_each_entry_safe(oc, tmp, &s->conns, node)
+			if (oc != c && oc->cid == l->cid)
+				isc_conn_close(oc, "connection reinstatement");
+	}
+	if (!c->sess)
+		isc_session_add_conn(s, c);
+	c->cid = l->cid;
+	c->neg = l->neg;
+	l->neg = NULL;
+	if (s->target)
+		gw_info("iscsi", "%s: %s logged in to %s (session 0x%x, connection %u%s%s)",
+			c->dc->peer, s->initiator, s->target->conf->name, s->tsih, c->cid,
+			p->header_digest ? ", header digest" : "",
+			p->data_digest ? ", data digest" : "");
+	else
+		gw_dbg("iscsi", "%s: discovery session 0x%x for %s", c->dc->peer, s->tsih,
+		       s->initiator);
+	return 0;
+}
+
+void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
+{
+	const uint8_t *req = pdu->bhs;
+	bool transit = req[1] & ISC_FL_T, cont = req[1] & ISC_FL_C, final = false;
+	enum isc_stage csg = (enum isc_stage)((req[1] >> 2) & 3);
+	enum isc_stage nsg = (enum isc_stage)(req[1] & 3);
+	struct isc_kvlist keys;
+	struct isc_login *l = c->login;
+	const char *why = "";
+	uint16_t status = 0, tsih;
+	struct isc_pdu *rsp;
+	uint8_t flags;
+	int r;
+
+	if (!l) {
+		l = calloc(1, sizeof(*l));
+		if (!l) {
+			isc_conn_close(c, "out of memory");
+			return;
+		}
+		gw_buf_init(&l->req);
+		gw_buf_init(&l->resp);
+		c->login = l;
+		/* The first Login Response starts the connection's StatSN sequence. */
+		c->stat_sn = isc_get32(req, 28);
+	} else if (memcmp(l->isid, req + 8, 6) || l->tsih != isc_get16(req, 14) ||
+		   l->cid != isc_get16(req, 20)) {
+		isc_login_fail(c, req, ISC_PARAM_ST_INITIATOR_ERR, "ISID, TSIH or CID changed");
+		return;
+	}
+	if (gw_buf_append(&l->req, pdu->data, pdu->data_len) || l->req.len > 64 * 1024) {
+		isc_login_fail(c, req, ISC_PARAM_ST_INITIATOR_ERR, "login text too long");
+		return;
+	}
+	if (cont) {
+		/* More text follows: an empty response asks for it (RFC 7143 §6.3). */
+		if (!l->started) {
+			memcpy(l->isid, req + 8, 6);
+			l->tsih = isc_get16(req, 14);
+			l->cid = isc_get16(req, 20);
+			l->exp_cmdsn = l->max_cmdsn = isc_get32(req, 24);
+		}
+		rsp = isc_login_rsp(c, req, (uint8_t)(csg << 2), l->tsih, 0);
+		if (rsp)
+			isc_conn_send(c, rsp);
+		return;
+	}
+	isc_kvlist_init(&keys);
+	r = isc_kvlist_parse(&keys, l->req.data, l->req.len);
+	gw_buf_reset(&l->req);
+	if (r) {
+		isc_login_fail(c, req, r == -ENOMEM ? ISC_PARAM_ST_TARGET_ERR :
+			       ISC_PARAM_ST_INITIATOR_ERR, "malformed login text");
+		return;
+	}
+	if (!l->started) {
+		l->started = true;
+		status = isc_login_first(c, req, &keys, &why);
+		if (status)
+			goto fail;
+		l->stage = csg;
+	}
+	if (csg != l->stage || csg == 2 || csg == ISC_STAGE_FFP) {
+		status = ISC_PARAM_ST_INITIATOR_ERR;
+		why = "login stage out of sequence";
+		goto fail;
+	}
+	gw_buf_reset(&l->resp);
+	r = isc_neg_process(l->neg, csg, &keys, &l->resp, &status);
+	if (r < 0) {
+		why = "negotiation failed";
+		goto fail;
+	}
+	if (csg == ISC_STAGE_SECURITY) {
+		r = isc_chap_process(&l->chap, &keys, &l->resp);
+		if (r < 0) {
+			status = r == -ENOMEM ? ISC_PARAM_ST_TARGET_ERR : ISC_PARAM_ST_AUTH_FAILED;
+			why = isc_chap_fail_name(l->chap.fail);
+			goto fail;
+		}
+		if (r != ISC_CHAP_DONE)
+			transit = false;
+	} else if (!isc_chap_done(&l->chap)) {
+		status = ISC_PARAM_ST_AUTH_FAILED;
+		why = "authentication required";
+		goto fail;
+	}
+	if (transit) {
+		if (nsg == 2 || (unsigned int)nsg <= (unsigned int)csg) {
+			status = ISC_PARAM_ST_INITIATOR_ERR;
+			why = "bad next stage";
+			goto fail;
+		}
+		r = isc_neg_transit(l->neg, csg, nsg, &l->resp, &status);
+		if (r < 0) {
+			why = "negotiation cannot complete";
+			goto fail;
+		}
+		transit = r == 1;
+	}
+	isc_kvlist_fini(&keys);
+	flags = (uint8_t)(csg << 2);
+	tsih = l->tsih;
+	if (transit) {
+		flags |= ISC_FL_T | nsg;
+		l->stage = nsg;
+		if (nsg == ISC_STAGE_FFP) {
+			status = isc_login_complete(c, &why);
+			if (status) {
+				isc_kvlist_init(&keys);
+				goto fail;
+			}
+			final = true;
+			tsih = c->sess->tsih;
+			l->exp_cmdsn = c->sess->exp_cmdsn;
+			l->max_cmdsn = isc_session_max_cmdsn(c->sess);
+		}
+	}
+	rsp = isc_login_rsp(c, req, flags, tsih, 0);
+	if (!rsp || isc_pdu_set_data(rsp, l->resp.data, (uint32_t)l->resp.len)) {
+		isc_pdu_put(rsp);
+		isc_conn_close(c, "out of memory");
+		return;
+	}
+	isc_conn_send(c, rsp);
+	if (final) {
+		isc_login_free(c);
+		isc_conn_enter_ffp(c);
+	}
+	return;
+fail:
+	isc_kvlist_fini(&keys);
+	isc_login_fail(c, req, status ? status : ISC_PARAM_ST_INITIATOR_ERR, why);
+}

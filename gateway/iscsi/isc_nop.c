@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Connection upkeep: NOP-Out/NOP-In (RFC 7143 §11.18, §11.19) both ways, with a target ping
+ * every nop_interval seconds of silence and a drop after nop_timeout seconds without an
+ * answer; Logout (§11.14, §11.15); Asynchronous Messages (§11.9) for SCSI events.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_log.h"
+#include "isc.h"
+
+/* ---------------------------------------------------------------------------------------- */
+/* NOP */
+
+void isc_nop_rx(struct isc_conn *c, struct isc_pdu *pdu)
+{
+	const uint8_t *bhs = pdu->bhs;
+	uint32_t itt = isc_bhs_itt(bhs), ttt = isc_get32(bhs, 20);
+	struct isc_pdu *rsp;
+
+	if (itt == ISC_RSVD_TAG && !isc_bhs_immediate(bhs)) {
+		/* A NOP-Out that wants no answer must be immediate (§11.18). */
+		isc_conn_reject(c, bhs, ISC_REJ_PROTOCOL);
+		return;
+	}
+	if (!isc_conn_take_cmdsn(c, bhs))
+		return;
+	if (ttt != ISC_RSVD_TAG) {
+		if (c->ping_sent_ms && ttt == c->ping_ttt)
+			c->ping_sent_ms = 0;
+		else
+			gw_dbg("iscsi", "%s: NOP-Out answers unknown TTT 0x%x", c->dc->peer, ttt);
+	}
+	if (itt == ISC_RSVD_TAG)
+		return;
+	rsp = isc_conn_new_pdu(c, ISC_OP_NOP_IN, itt);
+	if (!rsp)
+		return;
+	memcpy(rsp->bhs + 8, bhs + 8, 8);
+	isc_put32(rsp->bhs, 20, ISC_RSVD_TAG);
+	isc_conn_stamp(c, rsp->bhs, true);
+	/* The ping data comes back as it was sent. */
+	if (pdu->data_len && isc_pdu_set_data(rsp, pdu->data, pdu->data_len)) {
+		isc_pdu_put(rsp);
+		return;
+	}
+	isc_conn_send(c, rsp);
+}
+
+static void isc_nop_tick(struct gw_timer *tm)
+{
+	struct isc_conn *c = gw_container_of(tm, struct isc_conn, nop_timer);
+	const struct isc_param_conf *pc;
+	uint64_t now = c->gw->loop->now_ms;
+	struct isc_pdu *ping;
+
+	if (c->state != ISC_CONN_FFP || !c->sess || !c->sess->target)
+		return;
+	pc = &c->sess->target->conf->params;
+	if (c->ping_sent_ms) {
+		if (pc->nop_timeout && now - c->ping_sent_ms >= (uint64_t)pc->nop_timeout * 1000) {
+			gw_warn("iscsi", "%s: no answer to NOP-In for %u s", c->dc->peer,
+				pc->nop_timeout);
+			isc_conn_close(c, "NOP timeout");
+		}
+		return;
+	}
+	if (!pc->nop_interval || now - c->last_rx_ms < (uint64_t)pc->nop_interval * 1000)
+		return;
+	ping = isc_conn_new_pdu(c, ISC_OP_NOP_IN, ISC_RSVD_TAG);
+	if (!ping)
+		return;
+	c->ping_ttt = isc_conn_next_ttt(c);
+	isc_put32(ping->bhs, 20, c->ping_ttt);
+	/* ITT 0xffffffff: StatSN is not advanced (§11.19.1). */
+	isc_conn_stamp(c, ping->bhs, false);
+	c->ping_sent_ms = now ? now : 1;
+	isc_conn_send(c, ping);
+}
+
+void isc_nop_start(struct isc_conn *c)
+{
+	const struct isc_param_conf *pc;
+
+	if (!c->sess || !c->sess->target)
+		return;
+	pc = &c->sess->target->conf->params;
+	if (!pc->nop_interval && !pc->nop_timeout)
+		return;
+	c->nop_timer.fn = isc_nop_tick;
+	/* One-second ticks: pings and timeouts are counted in whole seconds. */
+	if (gw_timer_arm(&c->nop_timer, 1000, 1000) == 0)
+		c->nop_timer_on = true;
+}
+
+void isc_nop_stop(struct isc_conn *c)
+{
+	if (!c->nop_timer_on)
+		return;
+	gw_timer_disarm(&c->nop_timer);
+	c->nop_timer_on = false;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Logout */
+
+enum {
+	ISC_LOGOUT_CLOSE_SESSION = 0,
+	ISC_LOGOUT_CLOSE_CONN = 1,
+	ISC_LOGOUT_RECOVERY = 2,
+};
+
+static void isc_logout_sent(struct isc_pdu *pdu, int status)
+{
+	struct isc_conn *c = pdu->priv;
+
+	(void)status;
+	if (c->state == ISC_CONN_CLOSED)
+		return;
+	if (c->logout_session && c->sess)
+		isc_session_close(c->sess, "logout");
+	else
+		isc_conn_close(c, "logout");
+}
+
+void isc_logout_rx(struct isc_conn *c, struct isc_pdu *pdu)
+{
+	const uint8_t *bhs = pdu->bhs;
+	uint8_t reason = bhs[1] & 0x7f, response = 0;
+	uint16_t cid = isc_get16(bhs, 20);
+	struct isc_session *s = c->sess;
+	struct isc_conn *target = NULL, *oc;
+	struct isc_pdu *rsp;
+
+	if (!isc_conn_take_cmdsn(c, bhs))
+		return;
+	switch (reason) {
+	case ISC_LOGOUT_CLOSE_SESSION:
+		target = c;
+		c->logout_session = true;
+		break;
+	case ISC_LOGOUT_CLOSE_CONN:
+		gw_list_for_each_entry(oc, &s->conns, node)
+			if (oc->cid == cid)
+				target = oc;
+		if (!target)
+			response = 1;	/* CID not found */
+		break;
+	case ISC_LOGOUT_RECOVERY:
+		response = 2;		/* connection recovery is not supported (ERL 0) */
+		break;
+	default:
+		isc_conn_reject(c, bhs, ISC_REJ_INVALID_FIELD);
+		return;
+	}
+	rsp = isc_conn_new_pdu(c, ISC_OP_LOGOUT_RSP, isc_bhs_itt(bhs));
+	if (!rsp) {
+		isc_conn_close(c, "out of memory");
+		return;
+	}
+	rsp->bhs[2] = response;
+	isc_conn_stamp(c, rsp->bhs, true);
+	/* Time2Wait / Time2Retain 0: at ERL 0 nothing is kept for reconnection. */
+	gw_dbg("iscsi", "%s: logout reason %u CID %u: response %u", c->dc->peer, reason, cid,
+	       response);
+	if (target && target != c) {
+		isc_conn_close(target, "logged out by another connection");
+		isc_conn_send(c, rsp);
+		return;
+	}
+	if (target == c) {
+		c->state = ISC_CONN_LOGOUT;
+		rsp->done = isc_logout_sent;
+		rsp->priv = c;
+	}
+	isc_conn_send(c, rsp);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Asynchronous Messages */
+
+void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg)
+{
+	struct isc_target *t = arg;
+	struct isc_session *s;
+	uint8_t sense[2 + 18];
+
+	(void)dev;
+	memset(sense, 0, sizeof(sense));
+	sense[1] = 18;
+	sense[2] = 0x70;			/* fixed format, current */
+	sense[4] = SCSI_SK_UNIT_ATTENTION;
+	sense[9] = 10;				/* additional sense length */
+	if (ev == SCSI_EV_LUNS_CHANGED) {
+		sense[14] = 0x3f;		/* REPORTED LUNS DATA HAS CHANGED */
+		sense[15] = 0x0e;
+	} else {
+		sense[14] = 0x2a;		/* CAPACITY DATA HAS CHANGED */
+		sense[15] = 0x09;
+	}
+	gw_list_for_each_entry(s, &t->sessions, tnode) {
+		struct isc_conn *c;
+		struct isc_pdu *pdu;
+
+		if (s->closing || gw_list_empty(&s->conns))
+			continue;
+		/* One message per session, on its first connection in full feature phase. */
+		gw_list_for_each_entry(c, &s->conns, node) {
+			if (c->state != ISC_CONN_FFP)
+				continue;
+			pdu = isc_conn_new_pdu(c, ISC_OP_ASYNC, ISC_RSVD_TAG);
+			if (!pdu)
+				break;
+			scsi_lun_encode(lun, pdu->bhs + 8);
+			isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
+			isc_conn_stamp(c, pdu->bhs, true);
+			pdu->bhs[36] = 0;	/* AsyncEvent 0: SCSI asynchronous event */
+			if (isc_pdu_set_data(pdu, sense, sizeof(sense))) {
+				isc_pdu_put(pdu);
+				break;
+			}
+			gw_dbg("iscsi", "%s: asynchronous message, LUN %llu sense 6/%02x/%02x",
+			       c->dc->peer, (unsigned long long)lun, sense[14], sense[15]);
+			isc_conn_send(c, pdu);
+			break;
+		}
+	}
+}

@@ -1,0 +1,507 @@
+// SPDX-License-Identifier: MIT
+/*
+ * SCSI Command, its data and its response (RFC 7143 §11.3, §11.4, §11.7, §11.8). A task gathers
+ * all write data into its buffer (immediate data copied from the command PDU, unsolicited and
+ * solicited Data-Out straight from the datamover) before the SCSI core sees it; read data goes
+ * back through Put_Data, which may fold the status into the last Data-In.
+ *
+ * Tasks and their buffers are recycled through a free list: a warm session allocates nothing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_log.h"
+#include "isc.h"
+
+#define ISC_TASK_KEEP_BUF	(1024u * 1024)	/* larger buffers go with their task */
+#define ISC_TASK_FREE_MAX	1024
+#define ISC_EDTL_MAX		(64u * 1024 * 1024)
+
+static void isc_task_scsi_done(struct scsi_cmd *cmd);
+static void isc_task_xfer_done(struct dmv_task *dt, int status);
+static void isc_scsi_fail(struct isc_task *t, uint8_t key, uint8_t asc, uint8_t ascq);
+
+struct isc_task *isc_task_alloc(struct isc_conn *c)
+{
+	struct isc_gw *gw = c->gw;
+	struct isc_task *t;
+	uint8_t *buf = NULL;
+	uint32_t cap = 0;
+
+	if (!gw_list_empty(&gw->task_free)) {
+		t = gw_list_first_entry(&gw->task_free, struct isc_task, cnode);
+		gw_list_del(&t->cnode);
+		gw->ntask_free--;
+		buf = t->buf;
+		cap = t->buf_cap;
+	} else {
+		t = malloc(sizeof(*t));
+		if (!t)
+			return NULL;
+	}
+	memset(t, 0, sizeof(*t));
+	t->buf = buf;
+	t->buf_cap = cap;
+	t->conn = c;
+	t->sess = c->sess;
+	gw_list_init(&t->snode);
+	gw_list_init(&t->cnode);
+	c->sess->ntasks++;
+	return t;
+}
+
+static int isc_task_buf(struct isc_task *t, uint32_t len)
+{
+	void *p;
+
+	if (len <= t->buf_cap)
+		return 0;
+	free(t->buf);
+	t->buf = NULL;
+	t->buf_cap = 0;
+	/* Page-aligned, so O_DIRECT backstores can use it as it is. */
+	if (posix_memalign(&p, 4096, len))
+		return -ENOMEM;
+	t->buf = p;
+	t->buf_cap = len;
+	return 0;
+}
+
+static void isc_task_release_slot(struct isc_task *t)
+{
+	if (!t->counted)
+		return;
+	t->counted = false;
+	t->sess->active--;
+}
+
+void isc_task_free(struct isc_task *t)
+{
+	struct isc_session *s = t->sess;
+	struct isc_gw *gw = s->gw;
+	struct isc_tmf *tmf = t->tmf;
+
+	isc_task_release_slot(t);
+	gw_list_del(&t->snode);
+	if (!gw_list_empty(&t->cnode) && t->conn)
+		t->conn->ntasks--;
+	gw_list_del(&t->cnode);
+	gw_defer_cancel(&t->dt.defer);
+	s->ntasks--;
+	t->state = ISC_TS_DONE;
+	if (t->buf_cap > ISC_TASK_KEEP_BUF || gw->ntask_free >= ISC_TASK_FREE_MAX ||
+	    gw->stopping) {
+		free(t->buf);
+		t->buf = NULL;
+		t->buf_cap = 0;
+	}
+	if (gw->ntask_free < ISC_TASK_FREE_MAX && !gw->stopping) {
+		gw_list_add(&gw->task_free, &t->cnode);
+		gw->ntask_free++;
+	} else {
+		free(t->buf);
+		free(t);
+	}
+	if (tmf)
+		isc_tmf_task_ended(tmf);
+	isc_session_maybe_free(s);
+}
+
+struct isc_task *isc_conn_find_task(struct isc_conn *c, uint32_t itt)
+{
+	struct isc_task *t;
+
+	/* Newest first: Data-Out usually follows the command that was just received. */
+	for (t = gw_list_entry(c->tasks.prev, struct isc_task, cnode); &t->cnode != &c->tasks;
+	     t = gw_list_entry(t->cnode.prev, struct isc_task, cnode))
+		if (t->itt == itt && t->kind == ISC_TASK_SCSI)
+			return t;
+	return NULL;
+}
+
+void isc_session_hold_cmdsn(struct isc_conn *c, uint32_t cmdsn)
+{
+	struct isc_task *t = isc_task_alloc(c);
+
+	if (!t) {
+		isc_conn_close(c, "out of memory");
+		return;
+	}
+	t->kind = ISC_TASK_PLACEHOLDER;
+	t->cmdsn = cmdsn;
+	isc_session_queue(c->sess, t);
+}
+
+/* A rejected request still uses up its CmdSN. */
+static void isc_scsi_consume_cmdsn(struct isc_conn *c, uint32_t cmdsn, int order)
+{
+	if (order == 1)
+		isc_session_cmdsn_advance(c->sess);
+	else if (order == 0)
+		isc_session_hold_cmdsn(c, cmdsn);
+}
+
+bool isc_conn_take_cmdsn(struct isc_conn *c, const uint8_t *bhs)
+{
+	uint32_t cmdsn = isc_get32(bhs, 24);
+	int order;
+
+	if (isc_bhs_immediate(bhs))
+		return true;
+	order = isc_session_check_cmdsn(c->sess, cmdsn);
+	if (order < 0) {
+		gw_dbg("iscsi", "%s: %s CmdSN %u outside the window: dropped", c->dc->peer,
+		       isc_opcode_name(isc_bhs_opcode(bhs)), cmdsn);
+		return false;
+	}
+	isc_scsi_consume_cmdsn(c, cmdsn, order);
+	return true;
+}
+
+static void isc_scsi_submit(struct isc_task *t)
+{
+	struct scsi_cmd *cmd = &t->cmd;
+
+	t->state = ISC_TS_SCSI;
+	cmd->dev = t->sess->target->dev;
+	cmd->itn = t->sess->itn;
+	cmd->lun = t->lun;
+	cmd->tag = t->itt;
+	cmd->dir = t->write ? SCSI_DIR_WRITE : t->read ? SCSI_DIR_READ : SCSI_DIR_NONE;
+	t->iov.iov_base = t->buf;
+	t->iov.iov_len = t->edtl;
+	cmd->iov = &t->iov;
+	cmd->iovcnt = t->edtl ? 1 : 0;
+	cmd->data_len = t->edtl;
+	cmd->done = isc_task_scsi_done;
+	cmd->priv = t;
+	scsi_cmd_submit(cmd);
+}
+
+void isc_task_deliver(struct isc_task *t)
+{
+	int r;
+
+	if (!t->immediate) {
+		t->counted = true;
+		t->sess->active++;
+	}
+	if (!t->conn) {
+		/* Its connection went away while it waited for its turn. */
+		isc_task_free(t);
+		return;
+	}
+	if (t->bad_cdb) {
+		isc_scsi_fail(t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+		return;
+	}
+	if (!gw_list_empty(&t->sess->target->pending_luns) &&
+	    isc_target_lun_blocked(t->sess->target, t->lun)) {
+		/* Being removed: LOGICAL UNIT NOT SUPPORTED, so the removal can finish. */
+		isc_scsi_fail(t, SCSI_SK_ILLEGAL_REQUEST, 0x25, 0x00);
+		return;
+	}
+	if (t->write) {
+		t->state = ISC_TS_DATA_OUT;
+		r = dmv_get_data(&t->dt);
+		if (r) {
+			isc_conn_close(t->conn, "cannot receive write data");
+			return;
+		}
+		return;
+	}
+	isc_scsi_submit(t);
+}
+
+static void isc_task_xfer_done(struct dmv_task *dt, int status)
+{
+	struct isc_task *t = gw_container_of(dt, struct isc_task, dt);
+
+	if (t->state == ISC_TS_DATA_OUT) {
+		if (status == -EPROTO && !t->aborted && t->conn) {
+			/* The write data broke its sequence: ABORTED COMMAND, DATA PHASE ERROR. */
+			isc_scsi_fail(t, SCSI_SK_ABORTED_COMMAND, 0x4b, 0x00);
+			return;
+		}
+		if (status || t->aborted || !t->conn) {
+			isc_task_free(t);
+			return;
+		}
+		isc_scsi_submit(t);
+		return;
+	}
+	/* Put_Data (and the status with it) has left. */
+	isc_task_free(t);
+}
+
+/* The SCSI Response for a finished command; NULL on ENOMEM. */
+static struct isc_pdu *isc_scsi_response(struct isc_task *t)
+{
+	struct scsi_cmd *cmd = &t->cmd;
+	struct isc_pdu *rsp = isc_conn_new_pdu(t->conn, ISC_OP_SCSI_RSP, t->itt);
+
+	if (!rsp)
+		return NULL;
+	rsp->bhs[2] = 0x00;	/* command completed at target */
+	rsp->bhs[3] = cmd->status;
+	/* Residuals compare what the initiator expected with what the CDB asked for. */
+	if (cmd->cdb_xfer_len > t->edtl) {
+		rsp->bhs[1] |= ISC_FL_O;
+		isc_put32(rsp->bhs, 44, cmd->cdb_xfer_len - t->edtl);
+	} else if (cmd->cdb_xfer_len < t->edtl) {
+		rsp->bhs[1] |= ISC_FL_U;
+		isc_put32(rsp->bhs, 44, t->edtl - cmd->cdb_xfer_len);
+	}
+	if (cmd->sense_len) {
+		uint8_t sb[2 + SCSI_SENSE_MAX];
+
+		sb[0] = 0;
+		sb[1] = cmd->sense_len;
+		memcpy(sb + 2, cmd->sense, cmd->sense_len);
+		if (isc_pdu_set_data(rsp, sb, 2u + cmd->sense_len)) {
+			isc_pdu_put(rsp);
+			return NULL;
+		}
+	}
+	isc_task_release_slot(t);
+	isc_conn_stamp(t->conn, rsp->bhs, true);
+	return rsp;
+}
+
+/* Counters per LUN and session; reads and writes by SBC opcode, everything else as "other". */
+static void isc_task_count(struct isc_task *t, uint32_t read_len)
+{
+	struct isc_lun_stats *st = isc_target_lun_stats(t->sess->target, t->lun);
+	uint8_t op = t->cmd.cdb[0];
+
+	t->sess->cmds++;
+	if (!st)
+		return;
+	if (t->cmd.status != SCSI_GOOD) {
+		st->errors++;
+		return;
+	}
+	switch (op) {
+	case 0x08: case 0x28: case 0xa8: case 0x88:		/* READ 6/10/12/16 */
+		st->read_ops++;
+		st->read_bytes += read_len;
+		t->sess->read_bytes += read_len;
+		break;
+	case 0x0a: case 0x2a: case 0xaa: case 0x8a:		/* WRITE 6/10/12/16 */
+	case 0x2e: case 0xae: case 0x8e:			/* WRITE AND VERIFY */
+	case 0x41: case 0x93:					/* WRITE SAME 10/16 */
+	case 0x89:						/* COMPARE AND WRITE */
+		st->write_ops++;
+		st->write_bytes += t->edtl;
+		t->sess->write_bytes += t->edtl;
+		break;
+	default:
+		st->other_ops++;
+		break;
+	}
+}
+
+static void isc_task_scsi_done(struct scsi_cmd *cmd)
+{
+	struct isc_task *t = cmd->priv;
+	struct isc_pdu *rsp;
+	uint32_t len;
+
+	if (t->aborted || !t->conn || t->conn->state != ISC_CONN_FFP) {
+		isc_task_free(t);
+		return;
+	}
+	isc_task_count(t, cmd->xfer_len < t->edtl ? cmd->xfer_len : t->edtl);
+	rsp = isc_scsi_response(t);
+	if (!rsp) {
+		isc_conn_close(t->conn, "out of memory for a SCSI Response");
+		return;
+	}
+	len = cmd->xfer_len < t->edtl ? cmd->xfer_len : t->edtl;
+	if (t->read && len) {
+		t->state = ISC_TS_DATA_IN;
+		if (dmv_put_data(&t->dt, len, rsp))
+			isc_task_free(t);
+		return;
+	}
+	isc_conn_send(t->conn, rsp);
+	isc_task_free(t);
+}
+
+/* A command the target answers itself (CHECK CONDITION) without the SCSI core. */
+static void isc_scsi_fail(struct isc_task *t, uint8_t key, uint8_t asc, uint8_t ascq)
+{
+	t->state = ISC_TS_SCSI;
+	t->cmd.priv = t;
+	t->cmd.cdb_xfer_len = t->edtl;
+	scsi_cmd_set_sense(&t->cmd, key, asc, ascq);
+	isc_task_scsi_done(&t->cmd);
+}
+
+void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
+{
+	struct isc_session *s = c->sess;
+	const struct isc_params *p = &s->params;
+	const uint8_t *bhs = pdu->bhs;
+	bool imm = isc_bhs_immediate(bhs);
+	uint32_t itt = isc_bhs_itt(bhs), edtl = isc_get32(bhs, 20), cmdsn = isc_get32(bhs, 24);
+	uint32_t dsl = pdu->data_len, unsol_end;
+	bool bad_cdb = false;
+	struct isc_task *t;
+	int order = 1;
+
+	if (!imm) {
+		order = isc_session_check_cmdsn(s, cmdsn);
+		if (order < 0) {
+			gw_dbg("iscsi", "%s: CmdSN %u outside [%u, %u]: dropped", c->dc->peer,
+			       cmdsn, s->exp_cmdsn, isc_session_max_cmdsn(s));
+			return;
+		}
+	}
+	if (itt == ISC_RSVD_TAG || isc_conn_find_task(c, itt)) {
+		isc_conn_reject(c, bhs, itt == ISC_RSVD_TAG ? ISC_REJ_INVALID_FIELD :
+				ISC_REJ_TASK_IN_PROGRESS);
+		if (!imm)
+			isc_scsi_consume_cmdsn(c, cmdsn, order);
+		return;
+	}
+	if (dsl && (!(bhs[1] & ISC_FL_W) || !p->immediate_data || dsl > edtl ||
+		    dsl > p->first_burst_length)) {
+		gw_warn_rl("iscsi", "%s: ITT 0x%x: %u bytes of immediate data not allowed here",
+			   c->dc->peer, itt, dsl);
+		isc_conn_reject(c, bhs, ISC_REJ_PROTOCOL);
+		if (!imm)
+			isc_scsi_consume_cmdsn(c, cmdsn, order);
+		return;
+	}
+	t = isc_task_alloc(c);
+	if (!t) {
+		isc_conn_close(c, "out of memory for a task");
+		return;
+	}
+	t->kind = ISC_TASK_SCSI;
+	t->state = ISC_TS_NEW;
+	t->itt = itt;
+	t->cmdsn = cmdsn;
+	t->immediate = imm;
+	t->edtl = edtl;
+	t->read = bhs[1] & ISC_FL_R;
+	t->write = bhs[1] & ISC_FL_W;
+	t->lun = scsi_lun_decode(bhs + 8);
+	t->cmd.attr = (enum scsi_task_attr)(bhs[1] & ISC_FL_ATTR);
+	if (t->cmd.attr > SCSI_ATTR_ACA)
+		t->cmd.attr = SCSI_ATTR_SIMPLE;
+	memcpy(t->cmd.cdb, bhs + 32, 16);
+	t->cmd.cdb_len = 16;
+	if (pdu->ahs_len >= 4 && pdu->ahs[2] == 1) {
+		/* Extended CDB AHS: AHSLength counts the reserved byte and CDB bytes 16 on. */
+		uint32_t alen = isc_get16(pdu->ahs, 0), extra = alen ? alen - 1 : 0;
+
+		if (extra + 16 > SCSI_CDB_MAX || alen + 3 > pdu->ahs_len)
+			bad_cdb = true;
+		else {
+			memcpy(t->cmd.cdb + 16, pdu->ahs + 4, extra);
+			t->cmd.cdb_len = (uint8_t)(16 + extra);
+		}
+	}
+	if (!t->read && !t->write)
+		t->edtl = edtl = 0;
+	if (edtl > ISC_EDTL_MAX || (t->read && t->write))
+		bad_cdb = true;
+	else if (edtl && isc_task_buf(t, edtl)) {
+		isc_task_free(t);
+		isc_conn_close(c, "out of memory for a data buffer");
+		return;
+	}
+	gw_list_add_tail(&c->tasks, &t->cnode);
+	c->ntasks++;
+	t->dt.buf = t->buf;
+	t->dt.len = bad_cdb ? 0 : edtl;
+	t->dt.done = isc_task_xfer_done;
+	dmv_task_init(&t->dt, c->dc, itt, bhs + 8);
+	if (t->write && !bad_cdb) {
+		memcpy(t->buf, pdu->data, dsl);
+		if ((bhs[1] & ISC_FL_F) || p->initial_r2t)
+			unsol_end = dsl;
+		else
+			unsol_end = p->first_burst_length < edtl ? p->first_burst_length : edtl;
+		dmv_task_init_write(&t->dt, dsl, unsol_end);
+	}
+	if (bad_cdb) {
+		/* Answered in order like any command, without data. */
+		t->bad_cdb = true;
+		t->read = t->write = false;
+		t->edtl = 0;
+	}
+	gw_dbg("iscsi", "%s: ITT 0x%x CmdSN %u op 0x%02x EDTL %u %s%s%s", c->dc->peer, itt,
+	       cmdsn, t->cmd.cdb[0], edtl, t->read ? "R" : "", t->write ? "W" : "",
+	       imm ? " immediate" : "");
+	if (order == 0) {
+		isc_session_queue(s, t);
+		return;
+	}
+	isc_task_deliver(t);
+	if (!imm)
+		isc_session_cmdsn_advance(s);
+}
+
+void isc_task_abort(struct isc_task *t, struct isc_tmf *tmf)
+{
+	if (t->aborted || t->kind != ISC_TASK_SCSI)
+		return;
+	t->aborted = true;
+	if (tmf) {
+		t->tmf = tmf;
+		tmf->waiting++;
+	}
+	switch (t->state) {
+	case ISC_TS_NEW:
+		/* Still waiting for its CmdSN: it keeps its place so the window stays whole. */
+		t->kind = ISC_TASK_PLACEHOLDER;
+		if (t->conn)
+			t->conn->ntasks--;
+		gw_list_del(&t->cnode);
+		t->tmf = NULL;
+		if (tmf)
+			tmf->waiting--;
+		break;
+	case ISC_TS_DATA_OUT:
+		if (t->conn)
+			dmv_task_abort(&t->dt);
+		isc_task_free(t);
+		break;
+	case ISC_TS_SCSI:
+		/* Removed or not, done fires: the task ends there. */
+		scsi_abort_cmd(&t->cmd);
+		break;
+	case ISC_TS_DATA_IN:
+		/* The data is on its way; the task ends when Put_Data completes. */
+		break;
+	case ISC_TS_DONE:
+		break;
+	}
+}
+
+void isc_conn_orphan_tasks(struct isc_conn *c)
+{
+	while (!gw_list_empty(&c->tasks)) {
+		struct isc_task *t = gw_list_first_entry(&c->tasks, struct isc_task, cnode);
+
+		gw_list_del(&t->cnode);
+		c->ntasks--;
+		t->conn = NULL;
+		t->aborted = true;
+		switch (t->state) {
+		case ISC_TS_NEW:
+			t->kind = ISC_TASK_PLACEHOLDER;
+			break;
+		case ISC_TS_SCSI:
+			break;	/* freed when the SCSI core is done with it */
+		default:
+			/* No transfer completes on a closed datamover connection. */
+			isc_task_free(t);
+			break;
+		}
+	}
+}

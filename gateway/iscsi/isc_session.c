@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Sessions: identity (initiator name + ISID, TSIH), connections (MC/S up to MaxConnections),
+ * the I_T nexus, and the command window. Commands reach the SCSI core in CmdSN order whatever
+ * connection they came on: one ahead of ExpCmdSN waits in `pending` until the gap fills.
+ *
+ * Window: MaxCmdSN = ExpCmdSN - 1 + (queue_depth - active), where active counts delivered,
+ * unanswered commands. Delivering a command moves ExpCmdSN and active together and answering
+ * one frees a slot, so MaxCmdSN never goes backwards (initiators ignore it if it did).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_log.h"
+#include "isc.h"
+
+uint32_t isc_session_max_cmdsn(const struct isc_session *s)
+{
+	uint32_t room = s->queue_depth > s->active ? s->queue_depth - s->active : 0;
+
+	return s->exp_cmdsn - 1 + room;
+}
+
+int isc_session_check_cmdsn(struct isc_session *s, uint32_t cmdsn)
+{
+	/* A full window (MaxCmdSN = ExpCmdSN - 1) admits nothing, not even ExpCmdSN. */
+	if (isc_sn_lt(cmdsn, s->exp_cmdsn) || isc_sn_lt(isc_session_max_cmdsn(s), cmdsn))
+		return -1;
+	return cmdsn == s->exp_cmdsn ? 1 : 0;
+}
+
+void isc_session_queue(struct isc_session *s, struct isc_task *t)
+{
+	struct isc_task *it;
+
+	gw_list_for_each_entry(it, &s->pending, snode) {
+		if (isc_sn_lt(t->cmdsn, it->cmdsn)) {
+			gw_list__insert(&t->snode, it->snode.prev, &it->snode);
+			return;
+		}
+	}
+	gw_list_add_tail(&s->pending, &t->snode);
+}
+
+void isc_session_cmdsn_advance(struct isc_session *s)
+{
+	s->exp_cmdsn++;
+	while (!gw_list_empty(&s->pending)) {
+		struct isc_task *t = gw_list_first_entry(&s->pending, struct isc_task, snode);
+
+		if (t->cmdsn != s->exp_cmdsn)
+			break;
+		gw_list_del(&t->snode);
+		s->exp_cmdsn++;
+		if (t->kind == ISC_TASK_PLACEHOLDER) {
+			isc_task_free(t);
+			continue;
+		}
+		isc_task_deliver(t);
+	}
+}
+
+static void isc_session_free_deferred(struct gw_defer *d)
+{
+	struct isc_session *s = gw_container_of(d, struct isc_session, free_defer);
+
+	if (s->nconns || s->ntasks)
+		return;
+	gw_list_del(&s->node);
+	gw_list_del(&s->tnode);
+	if (s->itn)
+		scsi_itn_destroy(s->itn);
+	if (s->target)
+		gw_info("iscsi", "session 0x%x of %s to %s ended", s->tsih, s->initiator,
+			s->target->conf->name);
+	/* The last session of a target taken out of the configuration takes it along. */
+	if (s->target && s->target->removing && gw_list_empty(&s->target->sessions))
+		isc_target_destroy(s->target);
+	free(s);
+}
+
+void isc_session_maybe_free(struct isc_session *s)
+{
+	/* Deferred: the caller may still be inside a task or connection of this session. */
+	if (!s->nconns && !s->ntasks)
+		gw_defer_queue(s->gw->loop, &s->free_defer);
+}
+
+static bool isc_tsih_used(struct isc_gw *gw, uint16_t tsih)
+{
+	struct isc_session *s;
+
+	gw_list_for_each_entry(s, &gw->sessions, node)
+		if (s->tsih == tsih)
+			return true;
+	return false;
+}
+
+int isc_session_create(struct isc_gw *gw, struct isc_target *t, const uint8_t isid[6],
+		       const char *initiator, const struct isc_params *params, uint32_t cmdsn,
+		       struct isc_session **out)
+{
+	struct isc_session *s = calloc(1, sizeof(*s));
+	char iport[ISC_NAME_MAX + 32];
+	int tries;
+
+	if (!s)
+		return -ENOMEM;
+	s->gw = gw;
+	s->target = t;
+	s->params = *params;
+	memcpy(s->isid, isid, 6);
+	snprintf(s->initiator, sizeof(s->initiator), "%s", initiator);
+	gw_list_init(&s->conns);
+	gw_list_init(&s->pending);
+	gw_list_init(&s->tnode);
+	gw_defer_init(&s->free_defer, isc_session_free_deferred);
+	s->exp_cmdsn = cmdsn;
+	s->login_ms = gw->loop->now_ms;
+	s->queue_depth = t ? t->conf->params.queue_depth : 16;
+	if (!s->queue_depth)
+		s->queue_depth = 1;
+	/* TSIH 0 is reserved; skip values still in use after a wrap. */
+	for (tries = 0; tries < 65536; tries++) {
+		if (gw->next_tsih == 0)
+			gw->next_tsih = 1;
+		if (!isc_tsih_used(gw, gw->next_tsih))
+			break;
+		gw->next_tsih++;
+	}
+	s->tsih = gw->next_tsih++;
+	if (t) {
+		s->tpgt = (uint16_t)t->conf->tpgt;
+		snprintf(iport, sizeof(iport), "%s,i,0x%02x%02x%02x%02x%02x%02x", initiator,
+			 isid[0], isid[1], isid[2], isid[3], isid[4], isid[5]);
+		s->itn = scsi_itn_create(t->dev, t->port, iport, initiator);
+		if (!s->itn) {
+			free(s);
+			return -ENOMEM;
+		}
+		gw_list_add_tail(&t->sessions, &s->tnode);
+	}
+	gw_list_add_tail(&gw->sessions, &s->node);
+	*out = s;
+	return 0;
+}
+
+struct isc_session *isc_session_find(struct isc_gw *gw, const char *initiator,
+				     const uint8_t isid[6], uint16_t tsih)
+{
+	struct isc_session *s;
+
+	gw_list_for_each_entry(s, &gw->sessions, node) {
+		if (s->closing || memcmp(s->isid, isid, 6) || strcmp(s->initiator, initiator))
+			continue;
+		if (tsih && s->tsih != tsih)
+			continue;
+		return s;
+	}
+	return NULL;
+}
+
+void isc_session_add_conn(struct isc_session *s, struct isc_conn *c)
+{
+	gw_list_del(&c->node);
+	gw_list_add_tail(&s->conns, &c->node);
+	s->nconns++;
+	c->sess = s;
+}
+
+void isc_session_del_conn(struct isc_session *s, struct isc_conn *c)
+{
+	(void)c;
+	s->nconns--;
+	/* ErrorRecoveryLevel 0: a session whose last connection is gone has failed; what it
+	 * still holds is released as its commands come back from the SCSI core. */
+	if (!s->nconns) {
+		struct isc_task *t, *tmp;
+
+		s->closing = true;
+		gw_list_for_each_entry_safe(t, tmp, &s->pending, snode) {
+			gw_list_del(&t->snode);
+			isc_task_free(t);
+		}
+		if (s->itn)
+			scsi_itn_nexus_loss(s->itn);
+	}
+	isc_session_maybe_free(s);
+}
+
+void isc_session_close(struct isc_session *s, const char *why)
+{
+	s->closing = true;
+	while (!gw_list_empty(&s->conns)) {
+		struct isc_conn *c = gw_list_first_entry(&s->conns, struct isc_conn, node);
+
+		isc_conn_close(c, why);
+	}
+	isc_session_maybe_free(s);
+}

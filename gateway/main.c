@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+/*
+ * isergwd: reads and validates the configuration, builds targets and portals, serves until
+ * SIGINT/SIGTERM, then stops accepting, closes sessions, drains in-flight I/O (bounded) and
+ * frees everything.
+ *
+ *   isergwd [--config FILE | --state-dir DIR] [--check] [--debug LIST] [--foreground]
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "ctl_config.h"
+#include "ctl_sock.h"
+#include "gw_log.h"
+#include "gw_loop.h"
+#include "isc.h"
+
+#define DRAIN_MAX_MS 10000
+
+static struct gw_loop loop;
+static bool stop_requested;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: isergwd [--config FILE | --state-dir DIR] [--check] [--debug LIST] "
+		"[--foreground] [--control-socket PATH]\n"
+		"  --config FILE     JSON configuration (default /etc/isergw/isergwd.json)\n"
+		"  --state-dir DIR   use DIR/isergwd.json, writing the demo configuration there "
+		"first if missing\n"
+		"  --check           validate the configuration, report every error, exit 0 or 1\n"
+		"  --debug LIST      debug output for components: iscsi,dmv,scsi,bs,... or all\n"
+		"  --foreground      stay in the foreground (the default, for init scripts)\n"
+		"  --control-socket PATH  unix socket for the agent (default: gateway.control_socket)\n");
+}
+
+static void on_signal(struct gw_signal *s, int signo)
+{
+	(void)s;
+	gw_info("main", "%s received: stopping", strsignal(signo));
+	stop_requested = true;
+	gw_loop_stop(&loop, 0);
+}
+
+static void print_errors(const struct gw_errlist *errs, const char *file)
+{
+	size_t i;
+
+	for (i = 0; i < errs->n; i++) {
+		if (errs->v[i].field && *errs->v[i].field)
+			fprintf(stderr, "%s: %s: %s\n", file, errs->v[i].field, errs->v[i].msg);
+		else
+			fprintf(stderr, "%s: %s\n", file, errs->v[i].msg);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "state-dir", required_argument, NULL, 's' },
+		{ "check", no_argument, NULL, 'k' },
+		{ "debug", required_argument, NULL, 'd' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "control-socket", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const int sigs[] = { SIGINT, SIGTERM };
+	const char *config = NULL, *state_dir = NULL, *debug = NULL, *ctl_path = NULL;
+	char *ctl_conf_path = NULL;
+	struct ctl_gateway_conf ctl_gconf = { NULL, NULL };
+	struct ctl_sock *ctl = NULL;
+	char *state_config = NULL, *dbg = NULL;
+	struct isc_gw *gw = NULL;
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+	struct gw_signal sig;
+	bool check = false, sig_on = false;
+	uint64_t deadline;
+	int c, r, rc = 1;
+
+	gw_log_set_ident("isergwd");
+	while ((c = getopt_long(argc, argv, "c:s:kd:fS:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config = optarg; break;
+		case 's': state_dir = optarg; break;
+		case 'k': check = true; break;
+		case 'd': debug = optarg; break;
+		case 'f': break;
+		case 'S': ctl_path = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || (config && state_dir)) {
+		usage(stderr);
+		return 2;
+	}
+	if (debug && gw_log_set_debug(debug)) {
+		fprintf(stderr, "isergwd: bad --debug list \"%s\"\n", debug);
+		return 2;
+	}
+	/* Writes and broken pipes are errors returned by write, not signals. */
+	signal(SIGPIPE, SIG_IGN);
+	if (state_dir) {
+		if (check) {
+			/* --check never writes: validate what is there, or the demo. */
+			if (asprintf(&state_config, "%s/isergwd.json", state_dir) < 0)
+				return 1;
+		} else if (ctl_config_ensure_state(state_dir, &state_config)) {
+			return 1;
+		}
+		config = state_config;
+	}
+	if (!config)
+		config = "/etc/isergw/isergwd.json";
+
+	gw_errlist_init(&errs);
+	if (check && state_dir && access(config, F_OK) != 0) {
+		/* Nothing written yet: what would be written is what gets checked. */
+		json_t *demo = ctl_config_demo(state_dir);
+
+		r = demo ? ctl_config_parse(demo, &cfg, &errs) : -ENOMEM;
+		json_decref(demo);
+	} else {
+		r = ctl_config_load(config, &cfg, &errs);
+	}
+	if (r) {
+		print_errors(&errs, config);
+		fprintf(stderr, "isergwd: %zu error%s in %s\n", errs.n, errs.n == 1 ? "" : "s",
+			config);
+		goto out_errs;
+	}
+	if (check) {
+		printf("%s: configuration is valid (%zu portal%s, %zu target%s)\n", config,
+		       cfg.isc->nportals, cfg.isc->nportals == 1 ? "" : "s", cfg.isc->ntargets,
+		       cfg.isc->ntargets == 1 ? "" : "s");
+		ctl_config_free(&cfg);
+		rc = 0;
+		goto out_errs;
+	}
+	/* The file's log_debug and --debug add up. */
+	if (cfg.gateway.log_debug && *cfg.gateway.log_debug) {
+		if (asprintf(&dbg, "%s%s%s", cfg.gateway.log_debug, debug ? "," : "",
+			     debug ? debug : "") >= 0)
+			gw_log_set_debug(dbg);
+		free(dbg);
+	}
+	r = gw_loop_init(&loop);
+	if (r) {
+		ctl_config_free(&cfg);
+		goto out_errs;
+	}
+	if (gw_signal_init(&sig, &loop, sigs, 2, on_signal) == 0)
+		sig_on = true;
+	r = isc_gw_create(&loop, cfg.isc, &gw, &errs);
+	cfg.isc = NULL;		/* the gw owns it now, on success and failure */
+	/* The control socket starts once the gateway serves; keep what it needs. */
+	ctl_gconf.log_debug = cfg.gateway.log_debug;
+	cfg.gateway.log_debug = NULL;
+	if (cfg.gateway.control_socket && *cfg.gateway.control_socket)
+		ctl_conf_path = strdup(cfg.gateway.control_socket);
+	ctl_config_free(&cfg);
+	if (r) {
+		print_errors(&errs, config);
+		gw = NULL;
+		goto out_loop;
+	}
+	/* Remote backstores log in in parallel; READY=1 waits until each has a path or has
+	 * spent its login budget (login_timeout x initial_login_retry_max), never longer.
+	 * LUNs still without a path answer NOT READY and keep logging in. */
+	if (!isc_gw_settled(gw)) {
+		uint64_t t0 = gw_now_ms();
+
+		sd_notify(0, "STATUS=logging in to back ends");
+		while (!isc_gw_settled(gw) && !loop.stopping)
+			gw_loop_run_once(&loop, 100);
+		gw_info("main", "back ends settled in %llu ms",
+			(unsigned long long)(gw_now_ms() - t0));
+	}
+	r = isc_gw_listen(gw);
+	if (r)
+		goto out_gw;
+	if (ctl_path || ctl_conf_path) {
+		r = ctl_sock_create(&loop, ctl_path ? ctl_path : ctl_conf_path, gw, &ctl_gconf,
+				    &ctl);
+		if (r)
+			goto out_gw;
+	}
+	sd_notify(0, "READY=1\nSTATUS=serving");
+	gw_info("main", "ready");
+	r = gw_loop_run(&loop);
+	if (r < 0)
+		goto out_gw;
+	rc = 0;
+out_gw:
+	sd_notify(0, "STOPPING=1");
+	/* No reconfiguration while draining. */
+	ctl_sock_destroy(ctl);
+	isc_gw_stop(gw);
+	isc_gw_bs_shutdown(gw);
+	/* Drain: commands still in the backstores complete and their sessions go away. */
+	deadline = gw_now_ms() + DRAIN_MAX_MS;
+	while (!isc_gw_idle(gw) && gw_now_ms() < deadline)
+		gw_loop_run_once(&loop, 100);
+	if (!isc_gw_idle(gw)) {
+		gw_warn("main", "I/O still in flight after %u ms: exiting anyway", DRAIN_MAX_MS);
+		rc = rc ? rc : 1;
+		/* Freeing what backstore threads still use would be worse than a leak. */
+		goto out_loop_nofree;
+	}
+	isc_gw_destroy(gw);
+out_loop:
+	if (sig_on)
+		gw_signal_fini(&sig);
+	gw_loop_fini(&loop);
+out_loop_nofree:
+	if (rc == 0)
+		gw_info("main", "stopped");
+out_errs:
+	free(ctl_gconf.log_debug);
+	free(ctl_conf_path);
+	gw_errlist_fini(&errs);
+	free(state_config);
+	return rc;
+}

@@ -1,0 +1,947 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One path: a libiscsi context driven by the gateway's loop (iscsi_get_fd / which_events /
+ * service in a gw_watch; the LUN's tick for deadlines). A login is TCP connect, iSCSI login,
+ * then a probe (VPD 0x83 identity, READ CAPACITY(16), REPORT TARGET PORT GROUPS), all within
+ * login_timeout. A logged-in path is checked with TEST UNIT READY every polling_interval and
+ * probed with a NOP-Out when it has I/O outstanding and has said nothing for io_stall_ms.
+ *
+ * libiscsi's own reconnect is switched off (iscsi_set_noautoreconnect): it would replay
+ * commands on the same path behind our back and, in some versions, sleep inside
+ * iscsi_service(). A failed path's context is destroyed instead (from a defer, never inside
+ * one of its own callbacks), its commands come back CANCELLED and are re-driven by the LUN,
+ * and a fresh context logs in after a capped, jittered exponential backoff.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+
+#include "gw_log.h"
+#include "mp_priv.h"
+
+static void mp_path_watch_fn(struct gw_watch *w, uint32_t events);
+static void mp_path_teardown_fn(struct gw_defer *d);
+
+static void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const char *why)
+{
+	if (p->state == st)
+		return;
+	gw_info(MP_LOG, "%s: path %s: %s -> %s%s%s", p->lun->name, p->url,
+		mp_path_state_name(p->state), mp_path_state_name(st), why && *why ? ": " : "",
+		why ? why : "");
+	p->state = st;
+	p->state_since_ms = gw_now_ms();
+}
+
+int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
+		 const struct mp_path_conf *pc, struct gw_errlist *errs, const char *field)
+{
+	const char *ini = pc->initiator && pc->initiator[0] ? pc->initiator : lun->conf.initiator;
+	struct iscsi_context *tmp;
+	struct iscsi_url *u;
+	int rc = 0;
+
+	memset(p, 0, sizeof(*p));
+	p->lun = lun;
+	p->idx = idx;
+	p->alua_state = -1;
+	p->prio = MP_PRIO_OTHER;
+	gw_list_init(&p->inflight);
+	gw_watch_init(&p->w, lun->loop, -1, mp_path_watch_fn);
+	gw_defer_init(&p->teardown, mp_path_teardown_fn);
+
+	/* libiscsi parses its own URLs (portal, target, LUN, user%password@); a throwaway
+	 * context carries the error text. */
+	tmp = iscsi_create_context(ini);
+	if (!tmp)
+		return -ENOMEM;
+	u = iscsi_parse_full_url(tmp, pc->url);
+	if (!u) {
+		gw_errlist_add(errs, field, "%s: %s", pc->url, iscsi_get_error(tmp));
+		iscsi_destroy_context(tmp);
+		return -EINVAL;
+	}
+	p->url = strdup(pc->url);
+	p->portal = strdup(u->portal);
+	p->target = strdup(u->target);
+	p->initiator = strdup(ini);
+	p->lun_nr = u->lun;
+	p->iser = strncmp(pc->url, "iser://", 7) == 0;
+	if (pc->chap.user && pc->chap.user[0]) {
+		p->chap.user = strdup(pc->chap.user);
+		p->chap.secret = strdup(pc->chap.secret ? pc->chap.secret : "");
+		if (pc->chap.mutual_user && pc->chap.mutual_user[0]) {
+			p->chap.mutual_user = strdup(pc->chap.mutual_user);
+			p->chap.mutual_secret = strdup(pc->chap.mutual_secret ?
+						       pc->chap.mutual_secret : "");
+		}
+	} else if (u->user[0]) {
+		p->chap.user = strdup(u->user);
+		p->chap.secret = strdup(u->passwd);
+	}
+	if (!p->url || !p->portal || !p->target || !p->initiator)
+		rc = -ENOMEM;
+	iscsi_destroy_url(u);
+	iscsi_destroy_context(tmp);
+	if (rc)
+		mp_path_fini(p);
+	return rc;
+}
+
+static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
+{
+	struct mp_io *io, *t;
+
+	struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
+	int fd = iscsi_get_fd(ctx);
+
+	/* Reset, not close: data still in the send queue (a write we are about to re-drive on
+	 * another path) must never reach the target later, when a silent path wakes up, and
+	 * overwrite newer data. SO_LINGER 0 makes close() drop it and send RST. */
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close));
+	/* Callbacks run from here with SCSI_STATUS_CANCELLED; they see a context that is not
+	 * the path's any more and hand their I/O back to the LUN. */
+	iscsi_destroy_context(ctx);
+	gw_list_for_each_entry_safe(io, t, &p->inflight, node) {
+		/* Not called back (libiscsi skips callbacks of a context never logged in). */
+		gw_list_del(&io->node);
+		p->nr_inflight--;
+		p->inflight_bytes -= io->len;
+		if (io->task)
+			scsi_free_scsi_task(io->task);
+		io->task = NULL;
+		io->path = NULL;
+		io->last_path = p;
+		if (!p->lun->destroying)
+			mp_lun_redrive(p->lun, io, true);
+	}
+	if (p->ctl_task) {
+		scsi_free_scsi_task(p->ctl_task);
+		p->ctl_task = NULL;
+	}
+}
+
+static void mp_path_teardown_fn(struct gw_defer *d)
+{
+	struct mp_path *p = gw_container_of(d, struct mp_path, teardown);
+	struct iscsi_context *ctx = p->dying;
+
+	p->dying = NULL;
+	if (ctx)
+		mp_path_destroy_ctx(p, ctx);
+}
+
+void mp_path_fini(struct mp_path *p)
+{
+	gw_watch_stop(&p->w);
+	gw_defer_cancel(&p->teardown);
+	if (p->dying) {
+		mp_path_destroy_ctx(p, p->dying);
+		p->dying = NULL;
+	}
+	if (p->ctx) {
+		struct iscsi_context *ctx = p->ctx;
+
+		p->ctx = NULL;
+		mp_path_destroy_ctx(p, ctx);
+	}
+	free(p->url);
+	free(p->portal);
+	free(p->target);
+	free(p->initiator);
+	gw_conf_free(mp_chap_conf_keys, &p->chap);
+	p->url = p->portal = p->target = p->initiator = NULL;
+}
+
+static void mp_path_sync_watch(struct mp_path *p)
+{
+	uint32_t ev = 0;
+	int fd, want;
+
+	if (!p->ctx) {
+		gw_watch_stop(&p->w);
+		return;
+	}
+	/* libiscsi may move to another fd (redirects, its reconnect): follow it. */
+	fd = iscsi_get_fd(p->ctx);
+	if (fd != p->w.fd) {
+		gw_watch_stop(&p->w);
+		gw_watch_init(&p->w, p->lun->loop, fd, mp_path_watch_fn);
+	}
+	if (fd < 0)
+		return;
+	want = iscsi_which_events(p->ctx);
+	if (want & POLLIN)
+		ev |= EPOLLIN | EPOLLRDHUP;
+	if (want & POLLOUT)
+		ev |= EPOLLOUT;
+	/* 0: libiscsi wants a pause; the LUN's tick asks again. */
+	if (gw_watch_set(&p->w, ev) < 0) {
+		/* The fd number was closed and reused under the same watch: register anew. */
+		p->w.events = 0;
+		if (gw_watch_set(&p->w, ev) < 0)
+			mp_path_fail(p, "cannot watch the connection's socket");
+	}
+}
+
+void mp_path_fail(struct mp_path *p, const char *fmt, ...)
+{
+	struct mp_lun *lun = p->lun;
+	bool was_up = p->state == MP_PATH_ACTIVE || p->state == MP_PATH_STANDBY;
+	uint64_t now = gw_now_ms(), delay;
+	va_list ap;
+
+	if (p->state == MP_PATH_DOWN || p->state == MP_PATH_REFUSED)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(p->last_error, sizeof(p->last_error), fmt, ap);
+	va_end(ap);
+	p->errors++;
+	/* A path that was working gets its first retry quickly (a target restart, a link
+	 * flap); failed logins back off exponentially, with jitter, up to the cap. */
+	if (was_up)
+		p->backoff_n = 0;
+	delay = mp_backoff_ms(p->backoff_n, lun->conf.reconnect_delay_ms,
+			      lun->conf.reconnect_max_ms, mp_rand(&lun->rng));
+	p->backoff_n++;
+	p->next_attempt_ms = now + delay;
+	mp_path_set_state(p, MP_PATH_DOWN, p->last_error);
+	gw_dbg(MP_LOG, "%s: path %s: next login in %llu ms", lun->name, p->url,
+	       (unsigned long long)delay);
+	gw_watch_stop(&p->w);
+	p->dying = p->ctx;
+	p->ctx = NULL;
+	p->check_pending = false;
+	p->nop_pending = false;
+	gw_defer_queue(lun->loop, &p->teardown);
+	mp_lun_path_changed(lun, p);
+}
+
+static void mp_path_refuse(struct mp_path *p, const char *msg)
+{
+	struct mp_lun *lun = p->lun;
+
+	/* Logged as an error once per distinct reason; retried slowly, in case the storage
+	 * is being reconfigured. */
+	if (strcmp(p->last_error, msg) != 0)
+		gw_err(MP_LOG, "%s: path %s refused: %s", lun->name, p->url, msg);
+	snprintf(p->last_error, sizeof(p->last_error), "%s", msg);
+	p->errors++;
+	p->next_attempt_ms = gw_now_ms() + lun->conf.reconnect_max_ms;
+	mp_path_set_state(p, MP_PATH_REFUSED, "not the LUN's device");
+	gw_watch_stop(&p->w);
+	p->dying = p->ctx;
+	p->ctx = NULL;
+	p->check_pending = false;
+	p->nop_pending = false;
+	gw_defer_queue(lun->loop, &p->teardown);
+	mp_lun_path_changed(lun, p);
+}
+
+static void mp_path_watch_fn(struct gw_watch *w, uint32_t events)
+{
+	struct mp_path *p = gw_container_of(w, struct mp_path, w);
+	struct iscsi_context *ctx = p->ctx;
+	int rc;
+
+	if (!ctx)
+		return;
+	rc = iscsi_service(ctx, (int)(events & (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP)));
+	if (p->ctx != ctx)
+		return;		/* failed from one of its callbacks */
+	if (rc < 0) {
+		mp_path_fail(p, "connection error: %s", iscsi_get_error(ctx));
+		return;
+	}
+	/* With reconnect off, libiscsi cancels the commands of a dead connection and keeps
+	 * the fd: the hang-up itself is our signal. */
+	if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+		mp_path_fail(p, "connection closed by %s", p->portal);
+		return;
+	}
+	mp_path_sync_watch(p);
+}
+
+/* Control commands: the probe at login and the checker. */
+
+static int mp_path_ctl_send(struct mp_path *p, const uint8_t *cdb, int cdb_len, int dir,
+			    int xfer, iscsi_command_cb cb)
+{
+	struct scsi_task *task;
+
+	task = scsi_create_task(cdb_len, (unsigned char *)(uintptr_t)cdb, dir, xfer);
+	if (!task)
+		return -ENOMEM;
+	if (iscsi_scsi_command_async(p->ctx, p->lun_nr, task, cb, NULL, p) != 0) {
+		scsi_free_scsi_task(task);
+		return -EIO;
+	}
+	p->ctl_task = task;
+	mp_path_sync_watch(p);
+	return 0;
+}
+
+static uint8_t mp_task_asc(const struct scsi_task *t)
+{
+	return (uint8_t)((unsigned int)t->sense.ascq >> 8);
+}
+
+static uint8_t mp_task_ascq(const struct scsi_task *t)
+{
+	return (uint8_t)((unsigned int)t->sense.ascq & 0xff);
+}
+
+static const char *mp_status_text(int status)
+{
+	switch (status) {
+	case SCSI_STATUS_CANCELLED:
+		return "cancelled (connection lost)";
+	case SCSI_STATUS_ERROR:
+		return "transport error";
+	case SCSI_STATUS_TIMEOUT:
+		return "timed out";
+	default:
+		return "failed";
+	}
+}
+
+static bool mp_status_transport(int status)
+{
+	return status == SCSI_STATUS_CANCELLED || status == SCSI_STATUS_ERROR ||
+	       status == SCSI_STATUS_TIMEOUT || status == SCSI_STATUS_REDIRECT;
+}
+
+static void mp_path_probe_next(struct mp_path *p);
+
+static void mp_path_probe_done(struct mp_path *p)
+{
+	struct mp_lun *lun = p->lun;
+	char msg[MP_ERR_MAX];
+	bool standby;
+
+	if (p->block_size != lun->block_size) {
+		snprintf(msg, sizeof(msg), "block size %u bytes, the LUN's is %u", p->block_size,
+			 lun->block_size);
+		mp_path_refuse(p, msg);
+		return;
+	}
+	if (mp_lun_check_identity(lun, p, msg, sizeof(msg)) < 0) {
+		mp_path_refuse(p, msg);
+		return;
+	}
+	p->backoff_n = 0;
+	p->ever_up = true;
+	p->last_error[0] = 0;
+	p->next_check_ms = gw_now_ms() + (uint64_t)lun->conf.polling_interval * 1000;
+	p->last_rx_ms = gw_now_ms();
+	standby = p->alua && (p->alua_state == 0x2 || p->alua_state == 0x3 ||
+			      p->alua_state == 0xe);
+	mp_path_set_state(p, standby ? MP_PATH_STANDBY : MP_PATH_ACTIVE, p->ident);
+	mp_lun_path_changed(lun, p);
+}
+
+static void mp_path_probe_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+{
+	struct mp_path *p = priv;
+	struct scsi_task *task = data;
+	const uint8_t *d;
+	size_t n;
+
+	if (iscsi != p->ctx || task != p->ctl_task) {
+		if (task && task == p->ctl_task)
+			p->ctl_task = NULL;
+		if (task)
+			scsi_free_scsi_task(task);
+		return;
+	}
+	p->ctl_task = NULL;
+	p->last_rx_ms = gw_now_ms();
+	if (mp_status_transport(status) || !task) {
+		if (task)
+			scsi_free_scsi_task(task);
+		mp_path_fail(p, "identity probe %s: %s", mp_status_text(status),
+			     iscsi_get_error(iscsi));
+		return;
+	}
+	d = task->datain.data;
+	n = task->datain.size > 0 ? (size_t)task->datain.size : 0;
+	if (status != SCSI_STATUS_GOOD) {
+		uint8_t key = (uint8_t)task->sense.key, asc = mp_task_asc(task);
+		uint8_t ascq = mp_task_ascq(task);
+
+		scsi_free_scsi_task(task);
+		if (p->probe == MP_PROBE_RTPG) {
+			/* No ALUA on this back end: every path gets the same priority. */
+			p->alua = false;
+			p->alua_state = -1;
+			p->prio = MP_PRIO_OTHER;
+			p->probe = MP_PROBE_DONE;
+		} else if (mp_classify((uint8_t)status, key, asc, ascq) == MP_V_RETRY &&
+			   p->probe_tries++ < 8) {
+			/* The unit attention after login, or a LU becoming ready. */
+		} else if (p->probe == MP_PROBE_VPD83) {
+			mp_path_refuse(p, "no device identity: VPD page 0x83 not supported");
+			return;
+		} else {
+			mp_path_fail(p, "READ CAPACITY(16) failed: sense %x/%02x/%02x", key, asc,
+				     ascq);
+			return;
+		}
+		mp_path_probe_next(p);
+		return;
+	}
+	switch (p->probe) {
+	case MP_PROBE_VPD83: {
+		int tpg;
+
+		if (mp_vpd83_parse(d, n, p->ident, sizeof(p->ident), &tpg) < 0) {
+			scsi_free_scsi_task(task);
+			mp_path_refuse(p, "no logical unit designator in VPD page 0x83");
+			return;
+		}
+		p->alua_tpg = tpg;
+		p->probe = MP_PROBE_CAPACITY;
+		break;
+	}
+	case MP_PROBE_CAPACITY:
+		if (n < 12) {
+			scsi_free_scsi_task(task);
+			mp_path_fail(p, "READ CAPACITY(16): %zu bytes returned", n);
+			return;
+		}
+		p->block_size = ((uint32_t)d[8] << 24) | ((uint32_t)d[9] << 16) |
+				((uint32_t)d[10] << 8) | d[11];
+		p->size = 0;
+		for (int i = 0; i < 8; i++)
+			p->size = (p->size << 8) | d[i];
+		p->size = (p->size + 1) * p->block_size;
+		p->lbpme = n > 14 && (d[14] & 0x80);
+		p->probe = MP_PROBE_RTPG;
+		break;
+	case MP_PROBE_RTPG: {
+		int st;
+
+		if (mp_rtpg_state(d, n, p->alua_tpg, &st) == 0) {
+			p->alua = true;
+			p->alua_state = st;
+			p->prio = mp_alua_prio(st);
+		} else {
+			p->alua = false;
+			p->alua_state = -1;
+			p->prio = MP_PRIO_OTHER;
+		}
+		p->probe = MP_PROBE_DONE;
+		break;
+	}
+	case MP_PROBE_DONE:
+		break;
+	}
+	scsi_free_scsi_task(task);
+	mp_path_probe_next(p);
+}
+
+static void mp_path_probe_next(struct mp_path *p)
+{
+	uint8_t cdb[16] = { 0 };
+	int rc = 0;
+
+	switch (p->probe) {
+	case MP_PROBE_VPD83:
+		cdb[0] = 0x12;		/* INQUIRY, EVPD, page 0x83, 1 KiB */
+		cdb[1] = 0x01;
+		cdb[2] = 0x83;
+		cdb[3] = 0x04;
+		rc = mp_path_ctl_send(p, cdb, 6, SCSI_XFER_READ, 1024, mp_path_probe_cb);
+		break;
+	case MP_PROBE_CAPACITY:
+		cdb[0] = 0x9e;		/* READ CAPACITY(16) */
+		cdb[1] = 0x10;
+		cdb[13] = 32;
+		rc = mp_path_ctl_send(p, cdb, 16, SCSI_XFER_READ, 32, mp_path_probe_cb);
+		break;
+	case MP_PROBE_RTPG:
+		cdb[0] = 0xa3;		/* REPORT TARGET PORT GROUPS, length format */
+		cdb[1] = 0x0a;
+		cdb[8] = 0x04;
+		rc = mp_path_ctl_send(p, cdb, 12, SCSI_XFER_READ, 1024, mp_path_probe_cb);
+		break;
+	case MP_PROBE_DONE:
+		mp_path_probe_done(p);
+		return;
+	}
+	if (rc < 0)
+		mp_path_fail(p, "cannot queue the identity probe: %s", iscsi_get_error(p->ctx));
+}
+
+static void mp_path_login_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+{
+	struct mp_path *p = priv;
+
+	(void)data;
+	if (iscsi != p->ctx)
+		return;
+	if (status != SCSI_STATUS_GOOD) {
+		mp_path_fail(p, "login to %s failed: %s", p->target, iscsi_get_error(iscsi));
+		return;
+	}
+	p->last_rx_ms = gw_now_ms();
+	p->probe = MP_PROBE_VPD83;
+	p->probe_tries = 0;
+	mp_path_set_state(p, MP_PATH_PROBING, "logged in");
+	mp_path_probe_next(p);
+}
+
+static void mp_path_connect_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+{
+	struct mp_path *p = priv;
+
+	(void)data;
+	if (iscsi != p->ctx)
+		return;
+	if (status != SCSI_STATUS_GOOD) {
+		mp_path_fail(p, "connect to %s failed: %s", p->portal, iscsi_get_error(iscsi));
+		return;
+	}
+	if (iscsi_login_async(iscsi, mp_path_login_cb, p) != 0)
+		mp_path_fail(p, "cannot start the login: %s", iscsi_get_error(iscsi));
+}
+
+static void mp_path_connect(struct mp_path *p, uint64_t now)
+{
+	struct mp_lun *lun = p->lun;
+	struct iscsi_context *ctx;
+
+	if (p->dying) {
+		gw_defer_cancel(&p->teardown);
+		mp_path_teardown_fn(&p->teardown);
+	}
+	p->logins++;
+	p->deadline_ms = now + (uint64_t)lun->conf.login_timeout * 1000;
+	p->alua = false;
+	p->alua_state = -1;
+	ctx = iscsi_create_context(p->initiator);
+	if (!ctx) {
+		p->state = MP_PATH_CONNECTING;
+		mp_path_fail(p, "cannot create an iSCSI context");
+		return;
+	}
+	p->ctx = ctx;
+	mp_path_set_state(p, MP_PATH_CONNECTING, NULL);
+	if (p->iser && iscsi_init_transport(ctx, ISER_TRANSPORT) != 0) {
+		mp_path_fail(p, "iSER transport unavailable (needs RDMA hardware and a libiscsi "
+			     "built with iSER): %s", iscsi_get_error(ctx));
+		return;
+	}
+	iscsi_set_targetname(ctx, p->target);
+	iscsi_set_session_type(ctx, ISCSI_SESSION_NORMAL);
+	iscsi_set_header_digest(ctx, ISCSI_HEADER_DIGEST_NONE_CRC32C);
+	iscsi_set_noautoreconnect(ctx, 1);
+	if (p->chap.user && iscsi_set_initiator_username_pwd(ctx, p->chap.user,
+							     p->chap.secret) != 0) {
+		mp_path_fail(p, "CHAP: %s", iscsi_get_error(ctx));
+		return;
+	}
+	if (p->chap.mutual_user && iscsi_set_target_username_pwd(ctx, p->chap.mutual_user,
+								 p->chap.mutual_secret) != 0) {
+		mp_path_fail(p, "mutual CHAP: %s", iscsi_get_error(ctx));
+		return;
+	}
+	if (iscsi_connect_async(ctx, p->portal, mp_path_connect_cb, p) != 0) {
+		mp_path_fail(p, "connect to %s: %s", p->portal, iscsi_get_error(ctx));
+		return;
+	}
+	mp_path_sync_watch(p);
+}
+
+/* The checker: TEST UNIT READY, then (ALUA back ends) the port group's state. */
+
+static void mp_path_check_cb(struct iscsi_context *iscsi, int status, void *data, void *priv);
+
+static void mp_path_check_send(struct mp_path *p, bool rtpg)
+{
+	uint8_t cdb[12] = { 0 };
+	int rc;
+
+	if (rtpg) {
+		cdb[0] = 0xa3;
+		cdb[1] = 0x0a;
+		cdb[8] = 0x04;
+		rc = mp_path_ctl_send(p, cdb, 12, SCSI_XFER_READ, 1024, mp_path_check_cb);
+	} else {
+		rc = mp_path_ctl_send(p, cdb, 6, SCSI_XFER_NONE, 0, mp_path_check_cb);
+	}
+	if (rc < 0) {
+		mp_path_fail(p, "cannot queue the path check: %s", iscsi_get_error(p->ctx));
+		return;
+	}
+	p->check_pending = true;
+	p->check_deadline_ms = gw_now_ms() + (uint64_t)p->lun->conf.checker_timeout * 1000;
+}
+
+static void mp_path_check_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+{
+	struct mp_path *p = priv;
+	struct scsi_task *task = data;
+	struct mp_lun *lun = p->lun;
+	bool was_rtpg, standby = p->state == MP_PATH_STANDBY;
+	enum mp_path_state want;
+
+	if (iscsi != p->ctx || task != p->ctl_task) {
+		if (task && task == p->ctl_task)
+			p->ctl_task = NULL;
+		if (task)
+			scsi_free_scsi_task(task);
+		return;
+	}
+	p->ctl_task = NULL;
+	p->check_pending = false;
+	p->last_rx_ms = gw_now_ms();
+	p->next_check_ms = p->last_rx_ms + (uint64_t)lun->conf.polling_interval * 1000;
+	if (mp_status_transport(status) || !task) {
+		if (task)
+			scsi_free_scsi_task(task);
+		mp_path_fail(p, "path checker: %s: %s", mp_status_text(status),
+			     iscsi_get_error(iscsi));
+		return;
+	}
+	was_rtpg = task->cdb[0] == 0xa3;
+	if (was_rtpg && status == SCSI_STATUS_GOOD) {
+		int st;
+
+		if (mp_rtpg_state(task->datain.data, (size_t)task->datain.size,
+				  p->alua_tpg, &st) == 0 && st != p->alua_state) {
+			gw_info(MP_LOG, "%s: path %s: ALUA %s -> %s", lun->name, p->url,
+				mp_alua_state_name(p->alua_state), mp_alua_state_name(st));
+			p->alua_state = st;
+			p->prio = mp_alua_prio(st);
+			standby = st == 0x2 || st == 0x3 || st == 0xe;
+		}
+	} else if (!was_rtpg && status != SCSI_STATUS_GOOD) {
+		uint8_t key = (uint8_t)task->sense.key, asc = mp_task_asc(task);
+		uint8_t ascq = mp_task_ascq(task);
+
+		if (mp_classify((uint8_t)status, key, asc, ascq) == MP_V_PATH) {
+			if (key == 0x2 && asc == 0x04) {
+				standby = true;
+			} else {
+				scsi_free_scsi_task(task);
+				mp_path_fail(p, "path checker: sense %x/%02x/%02x", key, asc, ascq);
+				return;
+			}
+		}
+	} else if (!was_rtpg && !p->alua) {
+		standby = false;
+	}
+	scsi_free_scsi_task(task);
+	want = standby ? MP_PATH_STANDBY : MP_PATH_ACTIVE;
+	if (want != p->state) {
+		mp_path_set_state(p, want, "path checker");
+		mp_lun_path_changed(lun, p);
+	} else if (was_rtpg) {
+		mp_lun_path_changed(lun, p);	/* priority may have moved */
+	}
+	if (!was_rtpg && p->alua && p->ctx)
+		mp_path_check_send(p, true);
+}
+
+static void mp_path_nop_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+{
+	struct mp_path *p = priv;
+
+	(void)data;
+	if (iscsi != p->ctx)
+		return;
+	p->nop_pending = false;
+	if (status == SCSI_STATUS_GOOD)
+		p->last_rx_ms = gw_now_ms();
+}
+
+void mp_path_tick(struct mp_path *p, uint64_t now)
+{
+	struct mp_lun *lun = p->lun;
+	struct mp_io *oldest;
+
+	switch (p->state) {
+	case MP_PATH_DOWN:
+	case MP_PATH_REFUSED:
+		if (!lun->stopping && now >= p->next_attempt_ms)
+			mp_path_connect(p, now);
+		return;
+	case MP_PATH_CONNECTING:
+	case MP_PATH_PROBING:
+		if (now >= p->deadline_ms)
+			mp_path_fail(p, "%s timed out after %u s",
+				     p->state == MP_PATH_CONNECTING ? "connect and login" :
+								      "identity probe",
+				     lun->conf.login_timeout);
+		else if (p->ctx)
+			mp_path_sync_watch(p);
+		return;
+	case MP_PATH_ACTIVE:
+	case MP_PATH_STANDBY:
+		break;
+	}
+	if (p->nop_pending && now >= p->nop_deadline_ms) {
+		mp_path_fail(p, "silent: no NOP-In within %u ms, %u I/Os outstanding",
+			     lun->conf.nop_timeout_ms, p->nr_inflight);
+		return;
+	}
+	if (!gw_list_empty(&p->inflight)) {
+		oldest = gw_list_first_entry(&p->inflight, struct mp_io, node);
+		if ((gw_now_ns() - oldest->sent_ns) / 1000000 >= (uint64_t)lun->conf.io_timeout *
+		    1000) {
+			mp_path_fail(p, "an I/O has been outstanding for %u s",
+				     lun->conf.io_timeout);
+			return;
+		}
+		if (!p->nop_pending && now - p->last_rx_ms >= lun->conf.io_stall_ms) {
+			if (iscsi_nop_out_async(p->ctx, mp_path_nop_cb, NULL, 0, p) == 0) {
+				p->nop_pending = true;
+				p->nop_deadline_ms = now + lun->conf.nop_timeout_ms;
+				gw_dbg(MP_LOG, "%s: path %s: no reply for %llu ms, NOP-Out sent",
+				       lun->name, p->url,
+				       (unsigned long long)(now - p->last_rx_ms));
+				mp_path_sync_watch(p);
+			}
+		}
+	}
+	if (p->check_pending) {
+		if (now >= p->check_deadline_ms)
+			mp_path_fail(p, "path checker: no answer within %u s",
+				     lun->conf.checker_timeout);
+		return;
+	}
+	if (!lun->stopping && now >= p->next_check_ms)
+		mp_path_check_send(p, false);
+}
+
+/* I/O */
+
+static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+{
+	struct mp_io *io = priv;
+	struct mp_path *p = io->path;
+	struct mp_lun *lun = io->lun;
+	struct scsi_task *task = io->task;
+	uint64_t now = gw_now_ms();
+	bool stale = iscsi != p->ctx;
+	uint8_t key = 0, asc = 0, ascq = 0;
+	enum mp_verdict v;
+
+	(void)data;
+	gw_list_del(&io->node);
+	p->nr_inflight--;
+	p->inflight_bytes -= io->len;
+	io->path = NULL;
+	io->task = NULL;
+	io->last_path = p;
+	if (lun->destroying) {
+		scsi_free_scsi_task(task);
+		return;
+	}
+	if (!stale) {
+		uint64_t us = (gw_now_ns() - io->sent_ns) / 1000;
+
+		p->last_rx_ms = now;
+		p->lat_ewma_us = p->lat_ewma_us ? (p->lat_ewma_us * 7 + us) / 8 : us;
+	}
+	if (mp_status_transport(status)) {
+		scsi_free_scsi_task(task);
+		if (!stale)
+			mp_path_fail(p, "I/O %s: %s", mp_status_text(status),
+				     iscsi_get_error(iscsi));
+		p->failovers++;
+		mp_lun_redrive(lun, io, true);
+		return;
+	}
+	if (status == SCSI_STATUS_CHECK_CONDITION) {
+		key = (uint8_t)task->sense.key;
+		asc = mp_task_asc(task);
+		ascq = mp_task_ascq(task);
+	}
+	scsi_free_scsi_task(task);
+	v = mp_classify((uint8_t)status, key, asc, ascq);
+	switch (v) {
+	case MP_V_OK:
+		io->result = 0;
+		mp_lun_complete(lun, io);
+		return;
+	case MP_V_RETRY:
+		if (status == SCSI_STATUS_CHECK_CONDITION && key == 0x6 && asc == 0x2a &&
+		    (ascq == 0x06 || ascq == 0x09) && !stale)
+			p->next_check_ms = now;	/* ALUA or capacity changed: look again */
+		if (now - io->start_ms < (uint64_t)lun->conf.io_timeout * 1000 &&
+		    io->retries < 200) {
+			mp_lun_retry(lun, io, now + mp_retry_delay_ms(io->retries, (uint8_t)status,
+								      key));
+			io->retries++;
+			return;
+		}
+		break;		/* out of time: the host sees the last answer */
+	case MP_V_PATH:
+		if (!stale)
+			mp_path_fail(p, "sense %x/%02x/%02x: this port cannot reach the LU", key,
+				     asc, ascq);
+		p->failovers++;
+		mp_lun_redrive(lun, io, true);
+		return;
+	case MP_V_PASS:
+		break;
+	}
+	io->result = -EREMOTEIO;
+	io->status = (uint8_t)status;
+	if (status == SCSI_STATUS_CHECK_CONDITION)
+		mp_io_set_sense(io, key, asc, ascq);
+	gw_dbg(MP_LOG, "%s: path %s: status %#x sense %x/%02x/%02x returned to the host",
+	       lun->name, p->url, status, key, asc, ascq);
+	mp_lun_complete(lun, io);
+}
+
+int mp_path_send(struct mp_path *p, struct mp_io *io)
+{
+	struct mp_lun *lun = p->lun;
+	uint64_t lba = io->offset / lun->block_size;
+	uint64_t nblocks = io->len / lun->block_size;
+	struct iscsi_data data = { 0 }, *dp = NULL;
+	struct scsi_task *task;
+	uint8_t cdb[16] = { 0 };
+	int cdb_len = 16, dir = SCSI_XFER_NONE;
+	uint32_t xfer = 0;
+
+	switch (io->op) {
+	case MP_READ:
+		mp_cdb_rw16(cdb, 0x88, lba, (uint32_t)nblocks, false);
+		dir = SCSI_XFER_READ;
+		xfer = (uint32_t)io->len;
+		break;
+	case MP_WRITE:
+		mp_cdb_rw16(cdb, 0x8a, lba, (uint32_t)nblocks, io->fua);
+		dir = SCSI_XFER_WRITE;
+		xfer = (uint32_t)io->len;
+		break;
+	case MP_FLUSH:
+		cdb[0] = 0x91;		/* SYNCHRONIZE CACHE(16), whole LU */
+		break;
+	case MP_WRITE_ZEROES:
+		/* WRITE SAME(16) of one zero block; UNMAP lets a thin back end deallocate. */
+		if (!io->buf)
+			io->buf = calloc(1, lun->block_size);
+		if (!io->buf)
+			return -ENOMEM;
+		mp_cdb_rw16(cdb, 0x93, lba, (uint32_t)nblocks, false);
+		cdb[1] = lun->can_unmap ? 0x08 : 0;
+		dir = SCSI_XFER_WRITE;
+		xfer = lun->block_size;
+		data.data = io->buf;
+		data.size = lun->block_size;
+		dp = &data;
+		break;
+	case MP_UNMAP: {
+		uint64_t left = nblocks, at = lba;
+		size_t nd = (size_t)((nblocks + 0xfffffffeull) / 0xffffffffull), len;
+
+		if (!nd)
+			nd = 1;
+		len = 8 + 16 * nd;
+		if (!io->buf)
+			io->buf = calloc(1, len);
+		if (!io->buf)
+			return -ENOMEM;
+		io->buf[0] = (uint8_t)((len - 2) >> 8);
+		io->buf[1] = (uint8_t)(len - 2);
+		io->buf[2] = (uint8_t)((16 * nd) >> 8);
+		io->buf[3] = (uint8_t)(16 * nd);
+		for (size_t i = 0; i < nd; i++) {
+			uint8_t *d = io->buf + 8 + 16 * i;
+			uint32_t n = left > 0xffffffffull ? 0xffffffffu : (uint32_t)left;
+
+			for (int b = 0; b < 8; b++)
+				d[b] = (uint8_t)(at >> (56 - 8 * b));
+			for (int b = 0; b < 4; b++)
+				d[8 + b] = (uint8_t)(n >> (24 - 8 * b));
+			at += n;
+			left -= n;
+		}
+		cdb[0] = 0x42;
+		cdb[7] = (uint8_t)(len >> 8);
+		cdb[8] = (uint8_t)len;
+		cdb_len = 10;
+		dir = SCSI_XFER_WRITE;
+		xfer = (uint32_t)len;
+		data.data = io->buf;
+		data.size = len;
+		dp = &data;
+		break;
+	}
+	}
+	task = scsi_create_task(cdb_len, cdb, dir, (int)xfer);
+	if (!task)
+		return -ENOMEM;
+	/* struct scsi_iovec is struct iovec by libiscsi's promise; libiscsi adjusts entries
+	 * while it reads or writes and restores them, on this thread. */
+	if (io->op == MP_READ)
+		scsi_task_set_iov_in(task, (struct scsi_iovec *)(uintptr_t)io->iov, io->iovcnt);
+	else if (io->op == MP_WRITE)
+		scsi_task_set_iov_out(task, (struct scsi_iovec *)(uintptr_t)io->iov, io->iovcnt);
+	io->task = task;
+	io->path = p;
+	io->sent_ns = gw_now_ns();
+	gw_list_add_tail(&p->inflight, &io->node);
+	if (p->nr_inflight++ == 0)
+		p->last_rx_ms = gw_now_ms();
+	p->inflight_bytes += io->len;
+	if (iscsi_scsi_command_async(p->ctx, p->lun_nr, task, mp_path_task_cb, dp, io) != 0) {
+		gw_list_del(&io->node);
+		p->nr_inflight--;
+		p->inflight_bytes -= io->len;
+		io->task = NULL;
+		io->path = NULL;
+		scsi_free_scsi_task(task);
+		mp_path_fail(p, "cannot queue a command: %s", iscsi_get_error(p->ctx));
+		return -EIO;
+	}
+	p->ios++;
+	mp_path_sync_watch(p);
+	return 0;
+}
+
+json_t *mp_path_status(const struct mp_path *p, uint64_t now)
+{
+	const struct mp_lun *lun = p->lun;
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "url", json_string(p->url));
+	json_object_set_new(o, "state", json_string(mp_path_state_name(p->state)));
+	json_object_set_new(o, "state_for_ms", json_integer((json_int_t)(now - p->state_since_ms)));
+	json_object_set_new(o, "group", json_integer(mp_path_rank(lun, p)));
+	json_object_set_new(o, "in_use", json_boolean(mp_path_usable(p) &&
+						      mp_path_rank(lun, p) == lun->cur_rank));
+	json_object_set_new(o, "priority", json_integer(p->prio));
+	json_object_set_new(o, "alua_state", json_string(p->alua ?
+							 mp_alua_state_name(p->alua_state) :
+							 "none"));
+	json_object_set_new(o, "identity", json_string(p->ident));
+	json_object_set_new(o, "inflight", json_integer(p->nr_inflight));
+	json_object_set_new(o, "ios", json_integer((json_int_t)p->ios));
+	json_object_set_new(o, "errors", json_integer((json_int_t)p->errors));
+	json_object_set_new(o, "failovers", json_integer((json_int_t)p->failovers));
+	json_object_set_new(o, "logins", json_integer(p->logins));
+	json_object_set_new(o, "latency_us", json_integer((json_int_t)p->lat_ewma_us));
+	json_object_set_new(o, "last_error", json_string(p->last_error));
+	if (p->state == MP_PATH_DOWN || p->state == MP_PATH_REFUSED)
+		json_object_set_new(o, "next_login_in_ms",
+				    json_integer(p->next_attempt_ms > now ?
+						 (json_int_t)(p->next_attempt_ms - now) : 0));
+	return o;
+}

@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Multipath policy, as pure functions of path and LUN state: what a back end's answer means
+ * (done, pass through to the host, retry, or a failed path), ALUA priorities, path groups and
+ * the group in use (failover at once, failback by policy), the path selectors, and the backoff
+ * arithmetic. No I/O here, so the unit tests drive all of it with fake paths.
+ */
+#include <limits.h>
+#include <stddef.h>
+
+#include "mp_priv.h"
+
+/* SAM status codes and sense keys, as on the wire. */
+enum {
+	ST_GOOD = 0x00,
+	ST_CHECK = 0x02,
+	ST_CONDITION_MET = 0x04,
+	ST_BUSY = 0x08,
+	ST_RESERVATION_CONFLICT = 0x18,
+	ST_TASK_SET_FULL = 0x28,
+	ST_ACA_ACTIVE = 0x30,
+	ST_TASK_ABORTED = 0x40,
+};
+
+enum {
+	SK_NO_SENSE = 0x0,
+	SK_RECOVERED = 0x1,
+	SK_NOT_READY = 0x2,
+	SK_MEDIUM = 0x3,
+	SK_HARDWARE = 0x4,
+	SK_ILLEGAL = 0x5,
+	SK_UNIT_ATTENTION = 0x6,
+	SK_DATA_PROTECT = 0x7,
+	SK_ABORTED = 0xb,
+	SK_MISCOMPARE = 0xe,
+};
+
+/*
+ * The table behind failover. What the LU says about the data or the command (media errors,
+ * illegal requests, miscompares, write protection, reservations) is the host's to see; what
+ * says "not through this port" fails the path; what says "not now" is retried.
+ */
+enum mp_verdict mp_classify(uint8_t status, uint8_t key, uint8_t asc, uint8_t ascq)
+{
+	switch (status) {
+	case ST_GOOD:
+	case ST_CONDITION_MET:
+		return MP_V_OK;
+	case ST_BUSY:
+	case ST_TASK_SET_FULL:
+	case ST_TASK_ABORTED:	/* aborted by another nexus's task management: run it again */
+		return MP_V_RETRY;
+	case ST_RESERVATION_CONFLICT:
+	case ST_ACA_ACTIVE:
+		return MP_V_PASS;
+	case ST_CHECK:
+		break;
+	default:
+		return MP_V_PATH;	/* not a SAM status: the session is confused */
+	}
+	switch (key) {
+	case SK_RECOVERED:
+		return MP_V_OK;
+	case SK_NO_SENSE:
+	case SK_UNIT_ATTENTION:
+		return MP_V_RETRY;
+	case SK_NOT_READY:
+		if (asc == 0x04 && (ascq == 0x0b || ascq == 0x0c))
+			return MP_V_PATH;	/* target port in standby / unavailable state */
+		if (asc == 0x04 && ascq == 0x03)
+			return MP_V_PASS;	/* manual intervention required */
+		if (asc == 0x3a)
+			return MP_V_PASS;	/* medium not present */
+		return MP_V_RETRY;		/* becoming ready, ALUA transitioning, ... */
+	case SK_ILLEGAL:
+		if (asc == 0x25 && ascq == 0x00)
+			return MP_V_PATH;	/* LUN not supported: this port lost it */
+		return MP_V_PASS;
+	case SK_ABORTED:
+		if (asc == 0x10)
+			return MP_V_PASS;	/* protection information check failed */
+		return MP_V_RETRY;		/* prefers another path */
+	case SK_MEDIUM:
+	case SK_HARDWARE:
+	case SK_DATA_PROTECT:
+	case SK_MISCOMPARE:
+	default:
+		return MP_V_PASS;
+	}
+}
+
+const char *mp_verdict_name(enum mp_verdict v)
+{
+	switch (v) {
+	case MP_V_OK:
+		return "ok";
+	case MP_V_PASS:
+		return "pass";
+	case MP_V_RETRY:
+		return "retry";
+	case MP_V_PATH:
+		return "path";
+	}
+	return "?";
+}
+
+uint64_t mp_retry_delay_ms(uint32_t n, uint8_t status, uint8_t key)
+{
+	uint64_t d;
+
+	/* A unit attention is reported once: the next try will not see it. */
+	if (status == ST_CHECK && key == SK_UNIT_ATTENTION && n < 3)
+		return 0;
+	d = 20ull << (n < 6 ? n : 6);
+	return d > 1000 ? 1000 : d;
+}
+
+uint8_t mp_alua_prio(int alua_state)
+{
+	switch (alua_state) {
+	case 0x0:
+		return MP_PRIO_AO;
+	case 0x1:
+		return MP_PRIO_ANO;
+	default:
+		return MP_PRIO_OTHER;
+	}
+}
+
+const char *mp_alua_state_name(int s)
+{
+	switch (s) {
+	case 0x0:
+		return "active/optimized";
+	case 0x1:
+		return "active/non-optimized";
+	case 0x2:
+		return "standby";
+	case 0x3:
+		return "unavailable";
+	case 0xe:
+		return "offline";
+	case 0xf:
+		return "transitioning";
+	case -1:
+		return "none";
+	}
+	return "?";
+}
+
+int mp_path_rank(const struct mp_lun *lun, const struct mp_path *p)
+{
+	switch (lun->conf.pg_policy) {
+	case MP_PG_FAILOVER:
+		return (int)p->idx;
+	case MP_PG_MULTIBUS:
+		return 0;
+	case MP_PG_GROUP_BY_PRIO:
+	default:
+		return 256 - p->prio;
+	}
+}
+
+bool mp_path_usable(const struct mp_path *p)
+{
+	return p->state == MP_PATH_ACTIVE;
+}
+
+int mp_best_rank(const struct mp_lun *lun)
+{
+	int best = INT_MAX;
+
+	for (size_t i = 0; i < lun->npaths; i++) {
+		const struct mp_path *p = &lun->paths[i];
+		int r;
+
+		if (!mp_path_usable(p))
+			continue;
+		r = mp_path_rank(lun, p);
+		if (r < best)
+			best = r;
+	}
+	return best;
+}
+
+static bool mp_group_usable(const struct mp_lun *lun, int rank)
+{
+	for (size_t i = 0; i < lun->npaths; i++)
+		if (mp_path_usable(&lun->paths[i]) && mp_path_rank(lun, &lun->paths[i]) == rank)
+			return true;
+	return false;
+}
+
+bool mp_update_group(struct mp_lun *lun, uint64_t now_ms)
+{
+	int best = mp_best_rank(lun);
+	bool switch_now = false;
+
+	if (best == INT_MAX) {
+		lun->failback_since_ms = 0;
+		if (lun->cur_rank == INT_MAX)
+			return false;
+		lun->cur_rank = INT_MAX;
+		return true;
+	}
+	if (lun->cur_rank == INT_MAX || !mp_group_usable(lun, lun->cur_rank)) {
+		/* Failover: the group in use has nothing left. */
+		switch_now = true;
+	} else if (best < lun->cur_rank) {
+		if (lun->failback == MP_FAILBACK_IMMEDIATE) {
+			switch_now = true;
+		} else if (lun->failback > 0) {
+			if (!lun->failback_since_ms)
+				lun->failback_since_ms = now_ms;
+			else if (now_ms - lun->failback_since_ms >= (uint64_t)lun->failback * 1000)
+				switch_now = true;
+		}
+	} else {
+		lun->failback_since_ms = 0;
+	}
+	if (!switch_now || lun->cur_rank == best)
+		return false;
+	lun->cur_rank = best;
+	lun->failback_since_ms = 0;
+	lun->group_switches++;
+	return true;
+}
+
+struct mp_path *mp_select(struct mp_lun *lun, int rank, uint64_t len, const struct mp_path *avoid)
+{
+	struct mp_path *best = NULL, *fallback = NULL;
+	size_t n = lun->npaths;
+
+	if (rank == INT_MAX || !n)
+		return NULL;
+	if (lun->conf.selector == MP_SEL_ROUND_ROBIN) {
+		/* The path that took the last I/O keeps taking them for rr_min_io_rq, then the
+		 * next one of the group in configuration order. */
+		struct mp_path *last = lun->rr_path;
+		size_t start = last ? last->idx + 1 : 0;
+
+		if (last && last != avoid && mp_path_usable(last) &&
+		    mp_path_rank(lun, last) == rank && lun->rr_used < lun->conf.rr_min_io_rq) {
+			lun->rr_used++;
+			return last;
+		}
+		for (size_t k = 0; k < n; k++) {
+			struct mp_path *p = &lun->paths[(start + k) % n];
+
+			if (!mp_path_usable(p) || mp_path_rank(lun, p) != rank)
+				continue;
+			if (p == avoid) {
+				fallback = p;
+				continue;
+			}
+			best = p;
+			break;
+		}
+		if (!best)
+			best = fallback;
+		if (best) {
+			lun->rr_path = best;
+			lun->rr_used = 1;
+		}
+		return best;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct mp_path *p = &lun->paths[i];
+
+		if (!mp_path_usable(p) || mp_path_rank(lun, p) != rank)
+			continue;
+		if (p == avoid) {
+			fallback = p;
+			continue;
+		}
+		if (!best) {
+			best = p;
+			continue;
+		}
+		if (lun->conf.selector == MP_SEL_QUEUE_LENGTH) {
+			if (p->nr_inflight < best->nr_inflight)
+				best = p;
+		} else {
+			/* service-time: least outstanding work, this I/O included; equal work
+			 * goes to the path that has been answering faster. */
+			uint64_t a = p->inflight_bytes + len, b = best->inflight_bytes + len;
+
+			if (a < b || (a == b && p->lat_ewma_us < best->lat_ewma_us))
+				best = p;
+		}
+	}
+	return best ? best : fallback;
+}
+
+uint64_t mp_backoff_ms(uint32_t n, uint32_t base_ms, uint32_t cap_ms, uint64_t rnd)
+{
+	uint64_t d = base_ms;
+
+	for (uint32_t i = 0; i < n && d < cap_ms; i++)
+		d <<= 1;
+	if (d > cap_ms)
+		d = cap_ms;
+	/* Equal jitter: never less than half the step, so a flapping back end is not hammered,
+	 * and many LUNs losing one array do not reconnect in lockstep. */
+	return d / 2 + rnd % (d - d / 2 + 1);
+}
+
+uint64_t mp_rand(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+const char *mp_path_state_name(enum mp_path_state s)
+{
+	switch (s) {
+	case MP_PATH_DOWN:
+		return "down";
+	case MP_PATH_CONNECTING:
+		return "connecting";
+	case MP_PATH_PROBING:
+		return "probing";
+	case MP_PATH_ACTIVE:
+		return "active";
+	case MP_PATH_STANDBY:
+		return "standby";
+	case MP_PATH_REFUSED:
+		return "refused";
+	}
+	return "?";
+}
+
+const char *mp_lun_state_name(enum mp_lun_state s)
+{
+	switch (s) {
+	case MP_LUN_BECOMING_READY:
+		return "becoming-ready";
+	case MP_LUN_READY:
+		return "ready";
+	case MP_LUN_QUEUEING:
+		return "queueing";
+	case MP_LUN_FAILING:
+		return "failing";
+	}
+	return "?";
+}

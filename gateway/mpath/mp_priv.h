@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to gateway/mpath/: the LUN and path structures, and the pure policy functions
+ * (grouping, priority, selectors, failback, backoff, error classification) the unit tests
+ * drive with fake path data.
+ */
+#ifndef MP_PRIV_H
+#define MP_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mp.h"
+
+struct iscsi_context;
+
+enum mp_path_state {
+	MP_PATH_DOWN,		/* no session; next login at next_attempt_ms */
+	MP_PATH_CONNECTING,	/* TCP connect and iSCSI login under way */
+	MP_PATH_PROBING,	/* logged in: identity, capacity and ALUA state being read */
+	MP_PATH_ACTIVE,		/* usable for I/O */
+	MP_PATH_STANDBY,	/* logged in and checked, ALUA standby/unavailable: no I/O */
+	MP_PATH_REFUSED,	/* reports another device than the LUN: never used */
+};
+
+enum mp_probe_step {
+	MP_PROBE_VPD83,
+	MP_PROBE_CAPACITY,
+	MP_PROBE_RTPG,
+	MP_PROBE_DONE,
+};
+
+#define MP_IDENT_MAX 80
+#define MP_ERR_MAX 160
+#define MP_PRIO_AO 50
+#define MP_PRIO_ANO 10
+#define MP_PRIO_OTHER 1
+
+struct mp_path {
+	struct mp_lun *lun;
+	unsigned int idx;		/* configuration order */
+	char *url;
+	char *portal;
+	char *target;
+	int lun_nr;
+	bool iser;
+	char *initiator;
+	struct mp_chap_conf chap;
+
+	enum mp_path_state state;
+	struct iscsi_context *ctx;
+	struct gw_watch w;
+	struct gw_defer teardown;
+	struct iscsi_context *dying;	/* context to destroy from the teardown defer */
+
+	struct gw_list inflight;	/* struct mp_io */
+	uint32_t nr_inflight;
+	uint64_t inflight_bytes;
+	uint64_t last_rx_ms;		/* last reply of any kind, or start of the busy period */
+
+	uint64_t deadline_ms;		/* CONNECTING/PROBING must finish by then */
+	uint64_t next_attempt_ms;	/* DOWN/REFUSED: next login */
+	uint32_t backoff_n;		/* consecutive failed logins: the backoff exponent */
+	uint32_t logins;		/* login attempts started */
+	bool ever_up;
+
+	enum mp_probe_step probe;
+	uint32_t probe_tries;
+	struct scsi_task *ctl_task;	/* probe or checker command in flight */
+	bool check_pending;
+	uint64_t check_deadline_ms;
+	uint64_t next_check_ms;
+	bool nop_pending;
+	uint64_t nop_deadline_ms;
+
+	/* What the path reports. */
+	char ident[MP_IDENT_MAX];
+	uint64_t size;
+	uint32_t block_size;
+	bool lbpme;
+	bool alua;			/* REPORT TARGET PORT GROUPS answered */
+	int alua_state;			/* of the target port group the path's port is in */
+	int alua_tpg;			/* that group (VPD 0x83), -1: unknown */
+	uint8_t prio;
+
+	/* Counters. */
+	uint64_t ios;
+	uint64_t errors;		/* path failures and failed logins */
+	uint64_t failovers;		/* I/Os moved away from this path */
+	uint64_t lat_ewma_us;
+	char last_error[MP_ERR_MAX];
+	uint64_t state_since_ms;
+};
+
+struct mp_lun {
+	struct gw_loop *loop;
+	struct mp_conf conf;		/* owned copy */
+	char name[160];
+	int32_t failback;		/* decoded */
+	int32_t no_path_retry;
+	uint32_t block_size;
+	uint64_t size;			/* 0 until a path logged in */
+	uint64_t conf_size;		/* expected size, 0: any */
+	bool can_unmap;
+	char ident[MP_IDENT_MAX];	/* "" until the first path (or conf wwid) */
+	bool ident_pinned;		/* from conf.wwid */
+
+	struct mp_path *paths;
+	size_t npaths;
+	int cur_rank;			/* path group in use; INT_MAX: none */
+	struct mp_path *rr_path;	/* round-robin: last path used */
+	uint32_t rr_used;		/* I/Os it took in a row */
+	uint64_t failback_since_ms;
+
+	enum mp_lun_state state;
+	uint64_t nopath_deadline_ms;	/* QUEUEING with no_path_retry N: fail from then on */
+	bool settled;
+	bool stopping;
+	bool destroying;
+	uint64_t drain_deadline_ms;
+
+	struct gw_list waitq;		/* no usable path */
+	struct gw_list retryq;		/* delayed retries, retry_at_ms */
+	struct gw_list dispatchq;	/* to (re)dispatch from the defer */
+	struct gw_list doneq;		/* finished, done runs from the defer */
+	struct gw_defer defer;
+	struct gw_timer tick;
+	uint64_t inflight;		/* submitted and not completed */
+	uint64_t rng;
+
+	/* Counters. */
+	uint64_t failovers;		/* I/Os re-driven on another path */
+	uint64_t group_switches;
+	uint64_t nopath_failed;		/* I/Os failed because no path was left */
+
+	const struct mp_lun_ops *ops;
+	void *ops_arg;
+};
+
+/* mp_policy.c: verdicts on a back end's answer */
+enum mp_verdict {
+	MP_V_OK,	/* done */
+	MP_V_PASS,	/* the host gets the status and sense as they are */
+	MP_V_RETRY,	/* the LU asked to retry (BUSY, UA, transitioning...): again, any path */
+	MP_V_PATH,	/* this path cannot reach the LU: fail the path, re-drive elsewhere */
+};
+
+enum mp_verdict mp_classify(uint8_t status, uint8_t key, uint8_t asc, uint8_t ascq);
+const char *mp_verdict_name(enum mp_verdict v);
+uint8_t mp_alua_prio(int alua_state);
+/* Lower is better; by the grouping policy. */
+int mp_path_rank(const struct mp_lun *lun, const struct mp_path *p);
+bool mp_path_usable(const struct mp_path *p);
+/* Best rank among usable paths, INT_MAX if none. */
+int mp_best_rank(const struct mp_lun *lun);
+/* A usable path of group `rank` by the LUN's selector; `avoid` is taken only if it is the
+ * only one. NULL if the group has none. */
+struct mp_path *mp_select(struct mp_lun *lun, int rank, uint64_t len, const struct mp_path *avoid);
+/* Re-evaluates the group in use (failover at once, failback by policy). True if it changed. */
+bool mp_update_group(struct mp_lun *lun, uint64_t now_ms);
+/* Equal-jitter capped exponential backoff: d = min(cap, base * 2^n), result in [d/2, d]. */
+uint64_t mp_backoff_ms(uint32_t n, uint32_t base_ms, uint32_t cap_ms, uint64_t rnd);
+/* Delay before retry number n of an I/O the target asked to retry. */
+uint64_t mp_retry_delay_ms(uint32_t n, uint8_t status, uint8_t key);
+uint64_t mp_rand(uint64_t *state);
+const char *mp_path_state_name(enum mp_path_state s);
+const char *mp_lun_state_name(enum mp_lun_state s);
+const char *mp_alua_state_name(int s);
+
+/* mp_path.c */
+int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
+		 const struct mp_path_conf *pc, struct gw_errlist *errs, const char *field);
+void mp_path_fini(struct mp_path *p);
+void mp_path_tick(struct mp_path *p, uint64_t now_ms);
+/* Marks the path failed (reason logged once), tears its session down from a defer and
+ * schedules a reconnect. I/O in flight on it comes back through mp_lun_redrive(). */
+void mp_path_fail(struct mp_path *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Sends io on p; < 0: not sent (p was failed), the caller re-dispatches. */
+int mp_path_send(struct mp_path *p, struct mp_io *io);
+json_t *mp_path_status(const struct mp_path *p, uint64_t now_ms);
+
+/* mp_lun.c, for the paths */
+void mp_lun_path_changed(struct mp_lun *lun, struct mp_path *p);
+void mp_lun_redrive(struct mp_lun *lun, struct mp_io *io, bool path_failure);
+void mp_lun_retry(struct mp_lun *lun, struct mp_io *io, uint64_t at_ms);
+void mp_lun_complete(struct mp_lun *lun, struct mp_io *io);
+void mp_lun_capacity(struct mp_lun *lun, uint64_t size);
+/* Identity of a new path against the LUN's: 0, or -EMEDIUMTYPE with msg filled. */
+int mp_lun_check_identity(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len);
+void mp_io_set_sense(struct mp_io *io, uint8_t key, uint8_t asc, uint8_t ascq);
+
+/* mp_scsi.c: CDBs and parsing of what the back end returns */
+/* VPD 0x83: the LU's best designator as "naa.<hex>" / "eui.<hex>" / "t10.<text>" / "name.<text>"
+ * (NAA 6 > NAA 5 > EUI-64 > SCSI name > other NAA > T10 vendor id), and the target port group
+ * of the port answering (-1 if absent). 0, or -ENOENT without an LU designator. */
+int mp_vpd83_parse(const uint8_t *d, size_t len, char *ident, size_t identlen, int *tpg);
+/* REPORT TARGET PORT GROUPS: the asymmetric access state of group tpg (tpg < 0: the only
+ * group). 0, or -ENOENT. */
+int mp_rtpg_state(const uint8_t *d, size_t len, int tpg, int *state);
+void mp_cdb_rw16(uint8_t cdb[16], uint8_t opcode, uint64_t lba, uint32_t nblocks, bool fua);
+
+#endif

@@ -1,0 +1,381 @@
+#!/bin/bash
+# test_mpath: remote multipath LUNs against real tgtd back ends in network namespaces.
+#
+# The test builds its own little network (root only; nothing outside the namespaces it
+# creates gets an address, and every 10.x address lives inside them):
+#
+#   ns GW  (gateway side) --veth gA1/gA2--> ns BEA: one tgtd, portals 10.201.1.2 and 10.201.2.2
+#                         --veth gB1/gB2--> ns BEB: two tgtds on 10.202.1.2 and 10.202.2.2
+#                                           serving the same file with the same identity
+#                         --veth gH-------> ns BH: 16 addresses 10.203.0.2-17, all TCP dropped
+#
+# The remote backstore runs in ns GW under the live harness (tests/unit/mpath/test_mp_live.c),
+# which writes, reads back and finally re-reads everything it wrote, while paths are cut the
+# three ways a network fails: link down, packets silently dropped, target process killed.
+# Each cut must cost zero I/O errors and zero mismatches. Then: failback by policy, all paths
+# down with no_path_retry N (NOT READY 04/0C after N intervals), queue mode resuming without
+# loss, a path to another device refused, and start-up with 16 black-holed back ends settling
+# within login_timeout x initial_login_retry_max.
+#
+# Environment: as tests/lib/common.sh; MP_SECS scales the I/O phases (default 12 s).
+. "$(dirname "$0")/../lib/common.sh"
+
+t_begin mpath
+
+HARNESS=$T_BUILD/tests/unit/mpath/test_mp_live
+MP_SECS=${MP_SECS:-12}
+SFX=$$
+NS_GW=mpgw$SFX NS_A=mpbea$SFX NS_B=mpbeb$SFX NS_BH=mpbh$SFX
+IQN_A=iqn.2026-11.org.isergw:mpath-a
+IQN_B=iqn.2026-11.org.isergw:mpath-b
+NS_MADE=()
+
+mp_cleanup_ns() {
+	local ns
+	for ns in "${NS_MADE[@]}"; do
+		ip netns del "$ns" 2>/dev/null
+	done
+	NS_MADE=()
+}
+trap 'mp_rc=$?; t_stop_all; mp_cleanup_ns; ( exit $mp_rc ); t_exit_trap' EXIT
+
+if [ "$(id -u)" != 0 ] || ! t_need ip iptables tgtd tgtadm; then
+	skip mpath "needs root, ip, iptables and tgt"
+	t_end
+fi
+if [ ! -x "$HARNESS" ]; then
+	skip mpath "no $HARNESS (make test-build)"
+	t_end
+fi
+if ! ip netns add "$NS_GW" 2>/dev/null; then
+	skip mpath "cannot create network namespaces here"
+	t_end
+fi
+NS_MADE+=("$NS_GW")
+
+# ---- the network --------------------------------------------------------------------------
+
+# mp_link GW-IF GW-ADDR NS NS-IF NS-ADDR...: a veth pair between ns GW and NS.
+mp_link() {
+	local gif=$1 gaddr=$2 ns=$3 nif=$4 a
+	shift 4
+	ip link add "$gif$SFX" netns "$NS_GW" type veth peer name "$nif$SFX" netns "$ns" || return 1
+	ip -n "$NS_GW" addr add "$gaddr/24" dev "$gif$SFX" || return 1
+	ip -n "$NS_GW" link set "$gif$SFX" up || return 1
+	for a in "$@"; do
+		ip -n "$ns" addr add "$a/24" dev "$nif$SFX" || return 1
+	done
+	ip -n "$ns" link set "$nif$SFX" up
+}
+
+mp_net() {
+	local ns i bh=()
+	for ns in "$NS_A" "$NS_B" "$NS_BH"; do
+		ip netns add "$ns" || return 1
+		NS_MADE+=("$ns")
+		ip -n "$ns" link set lo up || return 1
+	done
+	ip -n "$NS_GW" link set lo up || return 1
+	mp_link gA1 10.201.1.1 "$NS_A" bA1 10.201.1.2 || return 1
+	mp_link gA2 10.201.2.1 "$NS_A" bA2 10.201.2.2 || return 1
+	mp_link gB1 10.202.1.1 "$NS_B" bB1 10.202.1.2 || return 1
+	mp_link gB2 10.202.2.1 "$NS_B" bB2 10.202.2.2 || return 1
+	for i in $(seq 2 17); do bh+=("10.203.0.$i"); done
+	mp_link gH 10.203.0.1 "$NS_BH" bH "${bh[@]}" || return 1
+	# The black hole: connects are never answered, not even refused.
+	ip netns exec "$NS_BH" iptables -A INPUT -p tcp -j DROP
+}
+
+# ---- back ends ----------------------------------------------------------------------------
+
+MP_TGT_PIDS=()
+
+# mp_tgtd NAME NS IQN BACKING SCSI_ID PORTAL...: a tgtd in NS serving BACKING as LUN 1.
+mp_tgtd() {
+	local name=$1 ns=$2 iqn=$3 backing=$4 sid=$5 ctl p i
+	shift 5
+	ctl=$(t_free_port) || return 1
+	ctl=$((ctl % 1000 + 2000))
+	t_daemon_start "tgtd-$name" tgtd "$T_DIR/tgtd-$name.log" \
+		ip netns exec "$ns" tgtd -f -C "$ctl" --iscsi "portal=$1"
+	T_PID_CTL[$T_LAST_PID]=$ctl
+	MP_LAST_TGT=$T_LAST_PID
+	for i in $(seq 1 50); do
+		timeout 5 tgtadm -C "$ctl" --op show --mode sys >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	{
+		shift
+		for p in "$@"; do
+			tgtadm -C "$ctl" --lld iscsi --op new --mode portal --param "portal=$p" ||
+				return 1
+		done
+		tgtadm -C "$ctl" --lld iscsi --op new --mode target --tid 1 -T "$iqn" &&
+			tgtadm -C "$ctl" --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 \
+				-b "$backing" &&
+			tgtadm -C "$ctl" --lld iscsi --op update --mode logicalunit --tid 1 --lun 1 \
+				--params "scsi_id=$sid,scsi_sn=$sid" &&
+			tgtadm -C "$ctl" --lld iscsi --op bind --mode target --tid 1 -I ALL
+	} >>"$T_DIR/tgtadm-$name.log" 2>&1
+}
+
+# ---- the harness --------------------------------------------------------------------------
+
+# mp_conf FILE POLICY-JSON URL...: one remote backstore over the URLs.
+mp_conf() {
+	local f=$1 pol=$2 u first=1 paths=""
+	shift 2
+	for u in "$@"; do
+		[ $first = 1 ] || paths="$paths, "
+		first=0
+		paths="$paths{ \"url\": \"$u\" }"
+	done
+	cat >"$f" <<EOF
+[ { "type": "remote", "block_size": 512, "polling_interval": 1, "checker_timeout": 2,
+    "login_timeout": 2, "reconnect_delay_ms": 200, "reconnect_max_ms": 2000,
+    "initiator": "iqn.2026-11.org.isergw:mpath-test", $pol
+    "paths": [ $paths ] } ]
+EOF
+}
+
+# mp_run NAME MODE CONF SECONDS: starts the harness in ns GW, in the background.
+mp_run() {
+	local name=$1
+	MP_OUT=$T_DIR/$name.out
+	MP_STATUS=$T_DIR/$name.status.json
+	MP_LIVE_CONF=$3 MP_LIVE_MODE=$2 MP_LIVE_SECONDS=$4 MP_LIVE_STATUS=$MP_STATUS \
+		MP_LIVE_SEED=$RANDOM t_daemon_start "harness-$name" harness "$MP_OUT" \
+		ip netns exec "$NS_GW" "$HARNESS"
+	MP_PID=$T_LAST_PID
+}
+
+# mp_wait: waits for the harness; 0 when it printed "live: PASS".
+mp_wait() {
+	local i=0
+	while t_alive "$MP_PID" && [ $i -lt 1200 ]; do
+		sleep 0.5
+		i=$((i + 1))
+	done
+	t_stop_pid "$MP_PID" 5
+	grep -q '^live: PASS' "$MP_OUT"
+}
+
+# mp_paths_active N: waits (10 s) until the status file shows N active paths.
+mp_paths_active() {
+	local i n
+	for i in $(seq 1 100); do
+		n=$(jq '[.[0].paths[] | select(.state == "active")] | length' "$MP_STATUS" 2>/dev/null)
+		[ "${n:-0}" -ge "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+mp_val() {
+	sed -n "s/.*$1=\([0-9]*\).*/\1/p" "$MP_OUT" | tail -n 1
+}
+
+# mp_result NAME [LABEL KEY]: waits; passes when the harness passed, LABEL shows KEY's value.
+mp_result() {
+	local name=$1 extra=""
+	if mp_wait; then
+		[ -n "${2:-}" ] && extra=", $2 $(mp_val "$3") ms"
+		pass "$name ($(grep '^ios=' "$MP_OUT" | sed 's/ max_latency_ms=[0-9]*//')$extra)"
+	else
+		fail "$name" "$(grep -E '^live:|^ios=' "$MP_OUT" | tail -n 4 | tr '\n' ' ')"
+	fi
+}
+
+# ---- go -------------------------------------------------------------------------------------
+
+if ! mp_net >"$T_DIR/net.log" 2>&1; then
+	fail mpath-network "$(tail -n 3 "$T_DIR/net.log" | tr '\n' ' ')"
+	t_end
+fi
+pass "network namespaces and veth paths"
+
+truncate -s 256M "$T_SHM/a.img" "$T_SHM/b.img"
+if ! mp_tgtd a "$NS_A" "$IQN_A" "$T_SHM/a.img" mpath-a 10.201.1.2:3260 10.201.2.2:3260; then
+	fail tgtd-a "see $T_DIR/tgtadm-a.log"
+	t_end
+fi
+TGT_A=$MP_LAST_TGT
+mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/b.img" mpath-b 10.202.1.2:3260 || fail tgtd-b1 "setup"
+TGT_B1=$MP_LAST_TGT
+mp_tgtd b2 "$NS_B" "$IQN_B" "$T_SHM/b.img" mpath-b 10.202.2.2:3260 || fail tgtd-b2 "setup"
+TGT_B2=$MP_LAST_TGT
+URL_A1=iscsi://10.201.1.2:3260/$IQN_A/1
+URL_A2=iscsi://10.201.2.2:3260/$IQN_A/1
+URL_B1=iscsi://10.202.1.2:3260/$IQN_B/1
+URL_B2=iscsi://10.202.2.2:3260/$IQN_B/1
+: "$TGT_A"
+
+# 1. Link down on A's first path, failover policy: I/O moves to path 2 and fails back.
+mp_conf "$T_DIR/a-fo.json" '"path_grouping_policy": "failover", "failback": "immediate",' \
+	"$URL_A1" "$URL_A2"
+mp_run link-down verify "$T_DIR/a-fo.json" "$MP_SECS"
+if mp_paths_active 2; then
+	sleep 2
+	ip -n "$NS_GW" link set "gA1$SFX" down
+	sleep 4
+	ip -n "$NS_GW" link set "gA1$SFX" up
+fi
+mp_result "link down on the active path: no I/O error, every byte verified" \
+	"worst stall" max_latency_ms
+if grep -q "failover: I/O now goes to path group 1" "$MP_OUT" &&
+	grep -q "failback: I/O now goes to path group 0" "$MP_OUT"; then
+	pass "failover to path 2, then failback immediate to path 1 once it returned"
+else
+	fail "failback immediate" "no failback event in $MP_OUT"
+fi
+
+# 2. Silent drop on A's path 1 (multibus, round-robin): detected by the NOP probe.
+mp_conf "$T_DIR/a-mb.json" '"path_grouping_policy": "multibus", "path_selector": "round-robin",' \
+	"$URL_A1" "$URL_A2"
+mp_run silent verify "$T_DIR/a-mb.json" "$MP_SECS"
+if mp_paths_active 2; then
+	sleep 2
+	ip netns exec "$NS_A" iptables -A INPUT -i "bA1$SFX" -j DROP
+	sleep 5
+	ip netns exec "$NS_A" iptables -D INPUT -i "bA1$SFX" -j DROP
+fi
+mp_result "packets silently dropped on one path: no I/O error, every byte verified" \
+	"worst stall" max_latency_ms
+stall=$(mp_val max_latency_ms)
+if [ -n "$stall" ] && [ "$stall" -lt 3500 ]; then
+	pass "silent path: worst I/O stall ${stall} ms (goal under 3 s)"
+else
+	fail "silent path stall" "${stall:-?} ms, goal under 3000 ms"
+fi
+
+# 3. tgtd killed on B's path 1 (the second tgtd serves the same file), then restarted.
+mp_conf "$T_DIR/b.json" '"path_grouping_policy": "multibus", "path_selector": "queue-length",' \
+	"$URL_B1" "$URL_B2"
+mp_run killed verify "$T_DIR/b.json" "$MP_SECS"
+if mp_paths_active 2; then
+	sleep 2
+	kill -KILL "$TGT_B1" 2>/dev/null
+	t_stop_pid "$TGT_B1" 2
+	sleep 3
+	mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/b.img" mpath-b 10.202.1.2:3260 || fail tgtd-b1 "restart"
+	TGT_B1=$MP_LAST_TGT
+fi
+mp_result "target process killed: no I/O error, every byte verified" \
+	"worst stall" max_latency_ms
+if jq -e '[.[0].paths[] | select(.state == "active")] | length == 2' "$MP_STATUS" >/dev/null; then
+	pass "killed target restarted: its path logged in again"
+else
+	fail "path back after restart" "$(jq -c '[.[0].paths[].state]' "$MP_STATUS")"
+fi
+
+# 4. A path to another device is refused, with both identities named.
+mp_conf "$T_DIR/mixed.json" '"path_grouping_policy": "multibus",' "$URL_B2" "$URL_A1"
+mp_run refused verify "$T_DIR/mixed.json" 3
+mp_result "a path to another device is refused; I/O stays on the right one"
+if grep -q "refused: it reports naa\..*, the LUN is naa\..*not the same device" "$MP_OUT"; then
+	pass "identity mismatch logged with both identities"
+else
+	fail "identity mismatch message" "not in $MP_OUT"
+fi
+
+# 5. Every path down, no_path_retry 2 (x 1 s): I/O fails with NOT READY 04/0C.
+mp_conf "$T_DIR/a-npr.json" '"path_grouping_policy": "multibus", "no_path_retry": 2,' \
+	"$URL_A1" "$URL_A2"
+mp_run nopath nopath "$T_DIR/a-npr.json" 60
+if mp_paths_active 2; then
+	sleep 1
+	ip netns exec "$NS_A" iptables -A INPUT -p tcp --dport 3260 -j DROP
+fi
+mp_wait
+after=$(mp_val failed_after_ms)
+ip netns exec "$NS_A" iptables -D INPUT -p tcp --dport 3260 -j DROP
+if grep -q '^live: PASS' "$MP_OUT" && [ -n "$after" ] && [ "$after" -ge 2000 ] &&
+	[ "$after" -le 9000 ]; then
+	pass "all paths down, no_path_retry 2: I/O failed with NOT READY 04/0C after ${after} ms"
+else
+	fail "no_path_retry 2" "failed after ${after:-?} ms: $(grep '^live:' "$MP_OUT" | tr '\n' ' ')"
+fi
+
+# 6. Every path down for 4 s with no_path_retry queue: I/O waits, then completes, no loss.
+mp_conf "$T_DIR/a-q.json" '"path_grouping_policy": "multibus", "no_path_retry": "queue",' \
+	"$URL_A1" "$URL_A2"
+mp_run queue verify "$T_DIR/a-q.json" "$MP_SECS"
+if mp_paths_active 2; then
+	sleep 2
+	ip -n "$NS_GW" link set "gA1$SFX" down
+	ip -n "$NS_GW" link set "gA2$SFX" down
+	sleep 4
+	ip -n "$NS_GW" link set "gA1$SFX" up
+	ip -n "$NS_GW" link set "gA2$SFX" up
+fi
+mp_result "all paths down 4 s with queue: I/O resumed, every byte verified" \
+	"longest wait" max_latency_ms
+
+# 7. The real gateway: isergwd in ns GW re-exports B's LUN; isergw-verify is the host, on the
+#    gateway's loopback, while B's second tgtd is killed and restarted.
+if [ -x "$T_BUILD/isergwd" ] && [ -x "$T_TOOLS/isergw-verify" ]; then
+	cat >"$T_DIR/gw.json" <<EOF
+{ "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": 3260 } ],
+  "targets": [ { "name": "iqn.2026-11.org.isergw:mpath-gw", "portals": ["tcp0"],
+    "allow_any_initiator": true,
+    "luns": [ { "lun": 0, "backstore": { "type": "remote", "block_size": 512,
+      "path_grouping_policy": "multibus", "polling_interval": 1, "reconnect_delay_ms": 200,
+      "reconnect_max_ms": 2000, "login_timeout": 2,
+      "paths": [ { "url": "$URL_B1" }, { "url": "$URL_B2" } ] } } ] } ] }
+EOF
+	ASAN_OPTIONS="log_path=$T_DIR/san/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		t_daemon_start isergwd isergwd "$T_DIR/gw.log" \
+		ip netns exec "$NS_GW" "$T_BUILD/isergwd" --config "$T_DIR/gw.json"
+	GW_PID=$T_LAST_PID
+	for i in $(seq 1 150); do
+		grep -q 'main: ready' "$T_DIR/gw.log" && break
+		sleep 0.1
+	done
+	ip netns exec "$NS_GW" "$T_TOOLS/isergw-verify" -q -n 4000 -m 256K -S 128M \
+		"iscsi://127.0.0.1:3260/iqn.2026-11.org.isergw:mpath-gw/0" >"$T_DIR/verify.log" 2>&1 &
+	VPID=$!
+	sleep 1
+	kill -KILL "$TGT_B2" 2>/dev/null
+	t_stop_pid "$TGT_B2" 2
+	sleep 3
+	mp_tgtd b2 "$NS_B" "$IQN_B" "$T_SHM/b.img" mpath-b 10.202.2.2:3260 || fail tgtd-b2 "restart"
+	TGT_B2=$MP_LAST_TGT
+	if wait "$VPID"; then
+		pass "isergwd + isergw-verify while a back-end tgtd is killed: $(tail -n 1 "$T_DIR/verify.log")"
+	else
+		fail "isergwd remote LUN under isergw-verify" "$(tail -n 3 "$T_DIR/verify.log" | tr '\n' ' ')"
+	fi
+	gw_stop "$GW_PID"
+else
+	skip "isergwd remote LUN" "no isergwd or isergw-verify in $T_BUILD"
+fi
+
+# 8. Start-up with 16 back ends that black-hole their traffic: settled within the budget.
+{
+	printf '['
+	for i in $(seq 2 17); do
+		[ "$i" = 2 ] || printf ','
+		printf '{ "type": "remote", "login_timeout": 2, "initial_login_retry_max": 2,'
+		printf ' "reconnect_delay_ms": 200, "paths": [ { "url": '
+		printf '"iscsi://10.203.0.%s:3260/iqn.2026-11.org.isergw:hole/0" } ] }\n' "$i"
+	done
+	printf ']\n'
+} >"$T_DIR/bh.json"
+mp_run blackhole settle "$T_DIR/bh.json" 1
+mp_wait
+settle=$(mp_val settle_ms)
+# Budget: 2 logins x 2 s, plus the backoff between them (at most 200 ms), plus 1 s slack.
+if grep -q '^live: PASS' "$MP_OUT" && [ -n "$settle" ] && [ "$settle" -le 5200 ]; then
+	pass "16 black-holed back ends: start-up settled in ${settle} ms (2 logins x 2 s + backoff; limit 5.2 s)"
+else
+	fail "black-holed start-up" "settled in ${settle:-?} ms: $(grep '^live:' "$MP_OUT")"
+fi
+shut=$(mp_val shutdown_ms)
+if [ -n "$shut" ] && [ "$shut" -le 4000 ]; then
+	pass "shutdown with 16 unreachable back ends took ${shut} ms"
+else
+	fail "bounded shutdown" "${shut:-?} ms"
+fi
+
+t_end

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+/* The configuration walk: the demo parses, every error is reported with its key path, unknown
+ * keys are refused, defaults are applied. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl_config.h"
+
+static int parse(const char *text, struct ctl_config *cfg, struct gw_errlist *errs)
+{
+	json_error_t jerr;
+	json_t *root = json_loads(text, 0, &jerr);
+	int r;
+
+	cr_assert_not_null(root, "bad test JSON: %s", jerr.text);
+	r = ctl_config_parse(root, cfg, errs);
+	json_decref(root);
+	return r;
+}
+
+static bool has_error(const struct gw_errlist *e, const char *field, const char *msg_part)
+{
+	for (size_t i = 0; i < e->n; i++)
+		if (!strcmp(e->v[i].field, field) && (!msg_part || strstr(e->v[i].msg, msg_part)))
+			return true;
+	return false;
+}
+
+Test(ctl_config, demo_parses_with_schema_values)
+{
+	json_t *demo = ctl_config_demo("/tmp/state");
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+	struct isc_target_conf *t;
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(ctl_config_parse(demo, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_assert_eq(cfg.isc->nportals, 1);
+	cr_expect_str_eq(cfg.isc->portals[0].address, "127.0.0.1");
+	cr_expect_eq(cfg.isc->portals[0].port, 3260);
+	cr_assert_eq(cfg.isc->ntargets, 1);
+	t = &cfg.isc->targets[0];
+	cr_expect_str_eq(t->name, "iqn.2026-11.org.isergw:demo");
+	cr_expect(t->allow_any_initiator);
+	cr_expect_eq(t->params.queue_depth, 128);
+	cr_assert_eq(t->nluns, 1);
+	cr_expect_str_eq(t->luns[0].bs.path, "/tmp/state/demo.img");
+	cr_expect_eq(t->luns[0].bs.size, 1ull << 30);
+	ctl_config_free(&cfg);
+	gw_errlist_fini(&errs);
+	json_decref(demo);
+}
+
+Test(ctl_config, defaults_fill_what_is_left_out)
+{
+	static const char text[] =
+		"{ \"portals\": [ { \"name\": \"p\" } ],"
+		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"] } ] }";
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse(text, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_expect_eq(cfg.isc->portals[0].port, 3260);
+	cr_expect_eq(cfg.isc->portals[0].transport, ISC_PORTAL_TCP);
+	cr_expect_eq(cfg.isc->targets[0].tpgt, 1);
+	cr_expect_not(cfg.isc->targets[0].allow_any_initiator);
+	cr_expect_eq(cfg.isc->targets[0].params.MaxRecvDataSegmentLength, 262144);
+	cr_expect_eq(cfg.isc->discovery.auth, ISC_DISC_AUTH_NONE);
+	ctl_config_free(&cfg);
+	gw_errlist_fini(&errs);
+}
+
+Test(ctl_config, every_error_is_reported_with_its_path)
+{
+	static const char text[] =
+		"{ \"portals\": [ { \"name\": \"p\", \"port\": 70000, \"colour\": \"red\" } ],"
+		"  \"bogus\": 1,"
+		"  \"targets\": [ { \"name\": \"not-an-iqn\", \"portals\": [\"nope\"],"
+		"    \"params\": { \"MaxBurstLength\": 12 },"
+		"    \"luns\": [ { \"lun\": 0, \"backstore\": { \"type\": \"ram\", \"size\": \"12Q\" } },"
+		"               { \"lun\": 1 } ] } ] }";
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+
+	gw_errlist_init(&errs);
+	cr_assert_neq(parse(text, &cfg, &errs), 0);
+	cr_expect(has_error(&errs, "portals[0].port", "65535"));
+	cr_expect(has_error(&errs, "portals[0].colour", NULL));
+	cr_expect(has_error(&errs, "bogus", "unknown"));
+	cr_expect(has_error(&errs, "targets[0].name", "iqn"));
+	cr_expect(has_error(&errs, "targets[0].portals[0]", "nope"));
+	cr_expect(has_error(&errs, "targets[0].params.MaxBurstLength", NULL));
+	cr_expect(has_error(&errs, "targets[0].luns[0].backstore.size", NULL));
+	cr_expect(has_error(&errs, "targets[0].luns[1].backstore", "required"));
+	cr_expect_geq(errs.n, 8);
+	cr_expect_null(cfg.isc, "nothing half-built is left on error");
+	gw_errlist_fini(&errs);
+}
+
+Test(ctl_config, duplicate_names_and_luns_are_refused)
+{
+	static const char text[] =
+		"{ \"portals\": [ { \"name\": \"p\" }, { \"name\": \"p\", \"port\": 3261 } ],"
+		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"],"
+		"    \"luns\": [ { \"lun\": 3, \"backstore\": { \"type\": \"null\", \"size\": \"1G\" } },"
+		"               { \"lun\": 3, \"backstore\": { \"type\": \"null\", \"size\": \"1G\" } } ] },"
+		"   { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"] } ] }";
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+
+	gw_errlist_init(&errs);
+	cr_assert_neq(parse(text, &cfg, &errs), 0);
+	cr_expect(has_error(&errs, "portals[1].name", NULL));
+	cr_expect(has_error(&errs, "targets[1].name", NULL));
+	cr_expect(has_error(&errs, "targets[0].luns[1].lun", NULL));
+	gw_errlist_fini(&errs);
+}
+
+Test(ctl_config, chap_rules_apply)
+{
+	static const char text[] =
+		"{ \"portals\": [ { \"name\": \"p\" } ],"
+		"  \"discovery\": { \"auth\": \"chap\" },"
+		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"],"
+		"    \"chap\": { \"user\": \"u\", \"secret\": \"short\" } } ] }";
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+
+	gw_errlist_init(&errs);
+	cr_assert_neq(parse(text, &cfg, &errs), 0);
+	cr_expect(has_error(&errs, "discovery.chap.user", NULL));
+	cr_expect(has_error(&errs, "targets[0].chap.secret", NULL));
+	gw_errlist_fini(&errs);
+}
+
+Test(ctl_config, state_dir_gets_the_demo_once)
+{
+	char dir[] = "/tmp/isergw-ctl-XXXXXX", *path = NULL;
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(ctl_config_ensure_state(dir, &path), 0);
+	gw_errlist_init(&errs);
+	cr_assert_eq(ctl_config_load(path, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	ctl_config_free(&cfg);
+	/* An operator's edit survives the next start. */
+	f = fopen(path, "w");
+	fputs("{ \"portals\": [] }", f);
+	fclose(f);
+	free(path);
+	cr_assert_eq(ctl_config_ensure_state(dir, &path), 0);
+	cr_assert_eq(ctl_config_load(path, &cfg, &errs), 0);
+	cr_expect_eq(cfg.isc->ntargets, 0);
+	ctl_config_free(&cfg);
+	gw_errlist_fini(&errs);
+	unlink(path);
+	free(path);
+	rmdir(dir);
+}
+
+Test(ctl_config, json_syntax_error_names_line_and_column)
+{
+	char path[] = "/tmp/isergw-ctl-XXXXXX";
+	int fd = mkstemp(path);
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "{\n  \"portals\": [ ,\n}", 20), 20);
+	close(fd);
+	gw_errlist_init(&errs);
+	cr_expect_neq(ctl_config_load(path, &cfg, &errs), 0);
+	cr_assert_eq(errs.n, 1);
+	cr_expect_not_null(strstr(errs.v[0].msg, "line 2"), "%s", errs.v[0].msg);
+	gw_errlist_fini(&errs);
+	unlink(path);
+}

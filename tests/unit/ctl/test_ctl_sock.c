@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+/* The control socket protocol, request by request, against a real (not listening) gateway. */
+#include <criterion/criterion.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ctl_sock.h"
+#include "gw_log.h"
+
+static struct gw_loop loop;
+static struct isc_gw *gw;
+static struct ctl_sock *cs;
+static char sock_path[64];
+
+static json_t *js(const char *text)
+{
+	json_error_t e;
+	json_t *j = json_loads(text, 0, &e);
+
+	cr_assert_not_null(j, "%s", e.text);
+	return j;
+}
+
+static const char *cfg_text =
+	"{\"portals\": [{\"name\": \"tcp0\", \"address\": \"127.0.0.1\", \"port\": 3260}],"
+	" \"targets\": [{\"name\": \"iqn.2026-11.org.isergw:ctl\", \"portals\": [\"tcp0\"],"
+	"   \"allow_any_initiator\": true,"
+	"   \"luns\": [{\"lun\": 0, \"backstore\": {\"type\": \"ram\", \"size\": \"1M\"}}]}]}";
+
+static void setup(void)
+{
+	struct ctl_config c;
+	struct gw_errlist errs;
+	json_t *j = js(cfg_text);
+
+	gw_log_set_level(GW_LOG_WARN - 1);
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	gw_errlist_init(&errs);
+	cr_assert_eq(ctl_config_parse(j, &c, &errs), 0);
+	json_decref(j);
+	cr_assert_eq(isc_gw_create(&loop, c.isc, &gw, &errs), 0);
+	c.isc = NULL;
+	snprintf(sock_path, sizeof(sock_path), "/tmp/isergw-ctl-test.%d.sock", getpid());
+	cr_assert_eq(ctl_sock_create(&loop, sock_path, gw, &c.gateway, &cs), 0);
+	ctl_config_free(&c);
+	gw_errlist_fini(&errs);
+}
+
+static void teardown(void)
+{
+	ctl_sock_destroy(cs);
+	isc_gw_destroy(gw);
+	gw_loop_fini(&loop);
+}
+
+TestSuite(ctl_sock, .init = setup, .fini = teardown);
+
+static json_t *ask(const char *req)
+{
+	json_t *r = js(req), *reply = ctl_sock_handle(cs, r);
+
+	json_decref(r);
+	cr_assert_not_null(reply);
+	return reply;
+}
+
+Test(ctl_sock, the_socket_is_private)
+{
+	struct stat st;
+
+	cr_assert_eq(stat(sock_path, &st), 0);
+	cr_assert(S_ISSOCK(st.st_mode));
+	cr_assert_eq(st.st_mode & 0777, 0600);
+}
+
+Test(ctl_sock, ping_echoes_the_id)
+{
+	json_t *r = ask("{\"op\": \"ping\", \"id\": 42}");
+
+	cr_assert(json_is_true(json_object_get(r, "ok")));
+	cr_assert_eq(json_integer_value(json_object_get(r, "id")), 42);
+	json_decref(r);
+}
+
+Test(ctl_sock, config_returns_what_runs_and_it_parses_again)
+{
+	json_t *r = ask("{\"op\": \"config\"}"), *c = json_object_get(r, "config");
+	struct ctl_config cc;
+	struct gw_errlist errs;
+
+	cr_assert(json_is_true(json_object_get(r, "ok")));
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(
+		json_object_get(c, "targets"), 0), "name")), "iqn.2026-11.org.isergw:ctl");
+	gw_errlist_init(&errs);
+	cr_assert_eq(ctl_config_parse(c, &cc, &errs), 0);
+	ctl_config_free(&cc);
+	gw_errlist_fini(&errs);
+	json_decref(r);
+}
+
+Test(ctl_sock, apply_adds_a_lun_live_and_state_shows_it)
+{
+	json_t *cfg = js(cfg_text), *req, *r;
+	json_t *luns = json_object_get(json_array_get(json_object_get(cfg, "targets"), 0), "luns");
+	struct isc_target *t;
+
+	json_array_append_new(luns, js("{\"lun\": 3, \"backstore\": {\"type\": \"null\", "
+				       "\"size\": \"1G\"}}"));
+	req = json_pack("{s:s, s:o}", "op", "apply", "config", cfg);
+	r = ctl_sock_handle(cs, req);
+	cr_assert(json_is_true(json_object_get(r, "ok")), "%s",
+		  json_string_value(json_object_get(r, "message")));
+	json_decref(r);
+	json_decref(req);
+	t = isc_gw_find_target(gw, "iqn.2026-11.org.isergw:ctl");
+	cr_assert_not_null(t);
+	cr_assert_not_null(scsi_dev_find_lu(t->dev, 3), "LUN 3 is live");
+	cr_assert_not_null(scsi_dev_find_lu(t->dev, 0), "LUN 0 is still there");
+	r = ask("{\"op\": \"state\"}");
+	cr_assert(json_is_true(json_object_get(r, "ok")));
+	cr_assert(json_is_array(json_object_get(r, "sessions")));
+	cr_assert_eq(json_array_size(json_object_get(r, "targets")), 1);
+	json_decref(r);
+}
+
+Test(ctl_sock, an_invalid_apply_lists_every_error_and_changes_nothing)
+{
+	json_t *r = ask("{\"op\": \"apply\", \"config\": {\"portals\": [], \"targets\": "
+			"[{\"name\": \"bad name\", \"portals\": [\"nope\"]}], \"extra\": 1}}");
+
+	cr_assert(json_is_false(json_object_get(r, "ok")));
+	cr_assert_str_eq(json_string_value(json_object_get(r, "code")), "invalid");
+	cr_assert_geq(json_array_size(json_object_get(r, "errors")), 3);
+	json_decref(r);
+	cr_assert_not_null(isc_gw_find_target(gw, "iqn.2026-11.org.isergw:ctl"));
+}
+
+Test(ctl_sock, bad_requests_get_an_error_not_a_crash)
+{
+	json_t *r = ask("{\"op\": \"drop_session\", \"tsih\": 77}");
+
+	cr_assert_str_eq(json_string_value(json_object_get(r, "code")), "not_found");
+	json_decref(r);
+	r = ask("{\"op\": \"drop_session\"}");
+	cr_assert_str_eq(json_string_value(json_object_get(r, "code")), "bad_request");
+	json_decref(r);
+	r = ask("{\"op\": \"reboot\"}");
+	cr_assert_str_eq(json_string_value(json_object_get(r, "code")), "bad_request");
+	json_decref(r);
+	r = ask("{\"op\": \"apply\"}");
+	cr_assert(json_is_false(json_object_get(r, "ok")));
+	json_decref(r);
+}
+
+Test(ctl_sock, a_client_gets_line_answers_in_order)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char buf[4096];
+	size_t got = 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0), i;
+
+	strcpy(sa.sun_path, sock_path);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	static const char reqs[] = "{\"op\":\"ping\",\"id\":1}\nnot json\n"
+				   "{\"op\":\"ping\",\"id\":3}\n";
+
+	cr_assert_eq(write(fd, reqs, sizeof(reqs) - 1), (ssize_t)(sizeof(reqs) - 1));
+	for (i = 0; i < 50 && !(got && memchr(buf, '\n', got) &&
+				 strstr(buf, "\"id\":3") && buf[got - 1] == '\n'); i++) {
+		ssize_t n;
+
+		gw_loop_run_once(&loop, 20);
+		n = recv(fd, buf + got, sizeof(buf) - 1 - got, MSG_DONTWAIT);
+		if (n > 0)
+			got += (size_t)n;
+		buf[got] = 0;
+	}
+	close(fd);
+	cr_assert_not_null(strstr(buf, "\"id\":1"));
+	cr_assert_not_null(strstr(buf, "bad_request"));
+	cr_assert_lt(strstr(buf, "\"id\":1"), strstr(buf, "bad_request"));
+	cr_assert_lt(strstr(buf, "bad_request"), strstr(buf, "\"id\":3"));
+}

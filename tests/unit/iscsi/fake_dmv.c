@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: MIT
+/* The fake datamover: see fake_dmv.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_dmv.h"
+#include "gw_loop.h"
+
+static struct fake_conn *fake_of(struct dmv_conn *c)
+{
+	return gw_container_of(c, struct fake_conn, base);
+}
+
+static void fake_capture(struct fake_conn *fc, struct isc_pdu *pdu)
+{
+	gw_list_add_tail(&fc->sent, &pdu->node);
+	fc->nsent++;
+}
+
+static int fake_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)
+{
+	struct fake_conn *fc = fake_of(c);
+
+	if (fc->closed) {
+		isc_pdu_put(pdu);
+		return -ECONNRESET;
+	}
+	/* Borrowed data would dangle once the sender frees it: keep a copy. */
+	if (pdu->data_ext) {
+		uint8_t *p = pdu->data;
+
+		isc_pdu_set_data(pdu, p, pdu->data_len);
+	}
+	fake_capture(fc, pdu);
+	if (pdu->done) {
+		isc_pdu_done_fn done = pdu->done;
+
+		pdu->done = NULL;
+		done(pdu, 0);
+	}
+	return 0;
+}
+
+static int fake_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
+{
+	struct fake_conn *fc = fake_of(t->conn);
+	uint32_t seg = fc->base.params.max_xmit_dsl ? fc->base.params.max_xmit_dsl : 8192;
+	uint32_t off = 0, datasn = 0;
+	struct isc_pdu *pdu, *last = NULL;
+
+	fc->puts++;
+	if (len > t->len)
+		len = t->len;
+	while (off < len) {
+		uint32_t n = len - off > seg ? seg : len - off;
+
+		pdu = isc_pdu_get(fc->base.pool);
+		pdu->bhs[0] = ISC_OP_DATA_IN;
+		isc_put32(pdu->bhs, 16, t->itt);
+		isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
+		fc->base.cb->stamp(&fc->base, pdu->bhs);
+		isc_put32(pdu->bhs, 24, 0);
+		isc_put32(pdu->bhs, 36, datasn++);
+		isc_put32(pdu->bhs, 40, off);
+		isc_pdu_set_data(pdu, t->buf + off, n);
+		off += n;
+		if (off == len)
+			pdu->bhs[1] |= ISC_FL_F;
+		fake_capture(fc, pdu);
+		last = pdu;
+	}
+	if (last && rsp && rsp->data_len == 0) {
+		last->bhs[1] |= ISC_FL_S | (rsp->bhs[1] & (ISC_FL_O | ISC_FL_U));
+		last->bhs[3] = rsp->bhs[3];
+		memcpy(last->bhs + 24, rsp->bhs + 24, 12);
+		memcpy(last->bhs + 44, rsp->bhs + 44, 4);
+		isc_pdu_put(rsp);
+	} else if (rsp) {
+		isc_put32(rsp->bhs, 36, datasn);
+		fake_capture(fc, rsp);
+	}
+	t->putting = true;
+	gw_defer_queue(fc->base.loop, &t->defer);
+	return 0;
+}
+
+static void fake_solicit(struct dmv_task *t)
+{
+	struct fake_conn *fc = fake_of(t->conn);
+	uint32_t mbl = fc->base.params.max_burst_length ? fc->base.params.max_burst_length : 262144;
+	uint32_t max = fc->base.params.max_outstanding_r2t;
+
+	if (!max)
+		max = 1;
+	if (max > DMV_R2T_MAX)
+		max = DMV_R2T_MAX;
+	while (t->getting && t->nr2t < max && t->sol_next < t->len) {
+		struct dmv_r2t *r = &t->r2t[t->nr2t++];
+		struct isc_pdu *pdu = isc_pdu_get(fc->base.pool);
+		uint32_t n = t->len - t->sol_next > mbl ? mbl : t->len - t->sol_next;
+
+		r->ttt = dmv_conn_next_ttt(&fc->base);
+		r->off = t->sol_next;
+		r->len = n;
+		r->recv = 0;
+		r->datasn = 0;
+		t->sol_next += n;
+		pdu->bhs[0] = ISC_OP_R2T;
+		pdu->bhs[1] = ISC_FL_F;
+		memcpy(pdu->bhs + 8, t->lun, 8);
+		isc_put32(pdu->bhs, 16, t->itt);
+		isc_put32(pdu->bhs, 20, r->ttt);
+		fc->base.cb->stamp(&fc->base, pdu->bhs);
+		isc_put32(pdu->bhs, 36, t->r2tsn++);
+		isc_put32(pdu->bhs, 40, r->off);
+		isc_put32(pdu->bhs, 44, r->len);
+		fake_capture(fc, pdu);
+	}
+}
+
+static int fake_get_data(struct dmv_task *t)
+{
+	struct fake_conn *fc = fake_of(t->conn);
+
+	fc->gets++;
+	dmv_task_get_start(t);
+	fake_solicit(t);
+	return 0;
+}
+
+static void fake_task_abort(struct dmv_task *t)
+{
+	fake_of(t->conn)->aborts++;
+	dmv_task_forget(t);
+}
+
+static int fake_set_params(struct dmv_conn *c, const struct dmv_conn_params *p)
+{
+	c->params = *p;
+	return 0;
+}
+
+static void fake_close(struct dmv_conn *c)
+{
+	fake_of(c)->closed = true;
+	c->closed = true;
+}
+
+static void fake_portal_destroy(struct dmv_portal *p)
+{
+	free(p);
+}
+
+const struct dmv_transport fake_dmv_transport = {
+	.name = "fake",
+	.caps = DMV_CAP_DIGESTS,
+	.portal_destroy = fake_portal_destroy,
+	.send_pdu = fake_send_pdu,
+	.put_data = fake_put_data,
+	.get_data = fake_get_data,
+	.task_abort = fake_task_abort,
+	.solicit = fake_solicit,
+	.set_params = fake_set_params,
+	.close = fake_close,
+};
+
+struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct isc_pdu_pool *pool)
+{
+	struct dmv_portal *p = calloc(1, sizeof(*p));
+
+	p->tp = &fake_dmv_transport;
+	p->loop = loop;
+	p->pool = pool;
+	strcpy(p->name, "fake0");
+	strcpy(p->addr, "127.0.0.1:3260");
+	return p;
+}
+
+struct fake_conn *fake_dmv_connect(struct dmv_portal *dp)
+{
+	struct fake_conn *fc = calloc(1, sizeof(*fc));
+
+	fc->base.tp = &fake_dmv_transport;
+	fc->base.portal = dp;
+	fc->base.loop = dp->loop;
+	fc->base.pool = dp->pool;
+	fc->base.next_ttt = 0x100;
+	strcpy(fc->base.peer, "127.0.0.1:40000");
+	strcpy(fc->base.local, "127.0.0.1:3260");
+	dmv_conn_params_login(&fc->base.params);
+	gw_list_init(&fc->sent);
+	dp->accept(dp, &fc->base);
+	return fc;
+}
+
+void fake_dmv_rx(struct fake_conn *c, const uint8_t *bhs, const void *data, uint32_t len)
+{
+	struct isc_pdu *pdu;
+
+	if (c->closed)
+		return;
+	if ((bhs[0] & ISC_BHS_OPMASK) == ISC_OP_DATA_OUT) {
+		uint8_t hdr[ISC_BHS_LEN];
+		struct dmv_task *t;
+		uint8_t *dst;
+		int r;
+
+		memcpy(hdr, bhs, ISC_BHS_LEN);
+		isc_put24(hdr, 5, len);
+		r = dmv_dataout_begin(&c->base, hdr, &t, &dst);
+		if (r < 0) {
+			c->base.cb->lost(&c->base, r);
+			return;
+		}
+		if (r == DMV_DO_OK) {
+			memcpy(dst, data, len);
+			if (dmv_dataout_end(&c->base, t, hdr) < 0)
+				c->base.cb->lost(&c->base, -EPROTO);
+		}
+		return;
+	}
+	pdu = isc_pdu_get(c->base.pool);
+	memcpy(pdu->bhs, bhs, ISC_BHS_LEN);
+	isc_pdu_set_data(pdu, data, len);
+	c->base.cb->rx_pdu(&c->base, pdu);
+	isc_pdu_put(pdu);
+}
+
+struct isc_pdu *fake_dmv_pop(struct fake_conn *c)
+{
+	struct isc_pdu *pdu;
+
+	if (gw_list_empty(&c->sent))
+		return NULL;
+	pdu = gw_list_first_entry(&c->sent, struct isc_pdu, node);
+	gw_list_del(&pdu->node);
+	c->nsent--;
+	return pdu;
+}
+
+void fake_dmv_drain(struct fake_conn *c)
+{
+	struct isc_pdu *pdu;
+
+	while ((pdu = fake_dmv_pop(c)))
+		isc_pdu_put(pdu);
+}
+
+void fake_dmv_settle(struct gw_loop *loop)
+{
+	int i;
+
+	/* Backstore completions may come from worker threads: give them a few short waits. */
+	for (i = 0; i < 50; i++) {
+		gw_loop_run_once(loop, i < 5 ? 0 : 2);
+		if (gw_list_empty(&loop->deferred) && gw_list_empty(&loop->closing) && i > 5)
+			break;
+	}
+}
+
+void fake_dmv_lose(struct fake_conn *c)
+{
+	c->base.lost = true;
+	c->base.cb->lost(&c->base, -ECONNRESET);
+}
+
+void fake_dmv_conn_free(struct fake_conn *c)
+{
+	fake_dmv_drain(c);
+	free(c);
+}
+
+void fake_bhs(uint8_t *bhs, uint8_t opcode, uint8_t flags, uint32_t itt)
+{
+	memset(bhs, 0, ISC_BHS_LEN);
+	bhs[0] = opcode;
+	bhs[1] = flags;
+	isc_put32(bhs, 16, itt);
+}

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test harness for the iSCSI engine over the fake datamover: a gateway built from a JSON
+ * configuration (ram LUs), connections through a fake portal, and an initiator-side login.
+ * Header-only (static functions) so no other unit binary links engine code because of it.
+ */
+#ifndef ISC_HARNESS_H
+#define ISC_HARNESS_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl_config.h"
+#include "fake_dmv.h"
+#include "isc.h"
+
+#define H_TARGET "iqn.2026-11.org.isergw:t1"
+#define H_INITIATOR "iqn.2026-11.org.example:host1"
+
+#define H_CONF_DEFAULT                                                                      \
+	"{ \"portals\": [ { \"name\": \"p0\", \"address\": \"127.0.0.1\", \"port\": 3260 } ],"   \
+	"  \"targets\": [ { \"name\": \"" H_TARGET "\", \"portals\": [\"p0\"],"               \
+	"    \"allow_any_initiator\": false,"                                                  \
+	"    \"initiators\": [ { \"name\": \"" H_INITIATOR "\" } ],"                           \
+	"    \"params\": { \"queue_depth\": 4, \"nop_interval\": 0, \"nop_timeout\": 0,"       \
+	"                  \"FirstBurstLength\": 8192, \"MaxBurstLength\": 16384 },"          \
+	"    \"luns\": [ { \"lun\": 0, \"backstore\": { \"type\": \"ram\", \"size\": \"4M\" } } ]"  \
+	"  }, { \"name\": \"iqn.2026-11.org.isergw:t2\", \"portals\": [\"p0\"],"              \
+	"    \"allow_any_initiator\": true,"                                                   \
+	"    \"luns\": [ { \"lun\": 0, \"backstore\": { \"type\": \"ram\", \"size\": \"1M\" } } ]"  \
+	"  } ] }"
+
+struct h {
+	struct gw_loop loop;
+	struct isc_gw *gw;
+	struct dmv_portal *dp;
+	uint32_t itt;
+	uint32_t cmdsn;
+	uint32_t exp_statsn;
+	struct fake_conn *conns[32];
+	int nconns;
+};
+
+/* A new connection, freed by h_teardown (after the engine let go of it). */
+static inline struct fake_conn *h_connect(struct h *h)
+{
+	struct fake_conn *c = fake_dmv_connect(h->dp);
+
+	cr_assert_lt(h->nconns, 32);
+	h->conns[h->nconns++] = c;
+	return c;
+}
+
+static inline void h_setup(struct h *h, const char *conf)
+{
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+	json_error_t jerr;
+	json_t *root = json_loads(conf, 0, &jerr);
+	struct isc_portal *p;
+
+	memset(h, 0, sizeof(*h));
+	cr_assert_not_null(root, "bad test JSON: %s", jerr.text);
+	gw_errlist_init(&errs);
+	if (ctl_config_parse(root, &cfg, &errs)) {
+		char *s = gw_errlist_join(&errs);
+
+		cr_assert_fail("config: %s", s);
+	}
+	json_decref(root);
+	cr_assert_eq(gw_loop_init(&h->loop), 0);
+	cr_assert_eq(isc_gw_create(&h->loop, cfg.isc, &h->gw, &errs), 0);
+	cfg.isc = NULL;
+	ctl_config_free(&cfg);
+	gw_errlist_fini(&errs);
+	p = gw_list_first_entry(&h->gw->portals, struct isc_portal, node);
+	h->dp = fake_dmv_portal_new(&h->loop, &h->gw->pdus);
+	h->dp->accept = isc_conn_accept;
+	h->dp->priv = p;
+	p->dp = h->dp;
+	h->itt = 0x1000;
+	h->cmdsn = 1;
+}
+
+static inline void h_teardown(struct h *h)
+{
+	isc_gw_stop(h->gw);
+	fake_dmv_settle(&h->loop);
+	/* Captured PDUs go back to the gateway's pool before the pool goes. */
+	for (int i = 0; i < h->nconns; i++)
+		fake_dmv_drain(h->conns[i]);
+	isc_gw_destroy(h->gw);
+	gw_loop_fini(&h->loop);
+	for (int i = 0; i < h->nconns; i++)
+		fake_dmv_conn_free(h->conns[i]);
+}
+
+/* The value of key in a PDU's text data, into buf ("" if absent). */
+static inline const char *h_key(const struct isc_pdu *pdu, const char *key, char *buf, size_t len)
+{
+	struct isc_kvlist l;
+	const char *v;
+
+	buf[0] = '\0';
+	isc_kvlist_init(&l);
+	if (pdu->data_len && isc_kvlist_parse(&l, pdu->data, pdu->data_len) == 0) {
+		v = isc_kvlist_get(&l, key);
+		if (v)
+			snprintf(buf, len, "%s", v);
+	}
+	isc_kvlist_fini(&l);
+	return buf;
+}
+
+/* Sends one Login Request and returns the response (caller puts it), or NULL. */
+static inline struct isc_pdu *h_login_req(struct h *h, struct fake_conn *c, uint8_t flags,
+					  uint8_t isid_last, uint16_t tsih, uint16_t cid,
+					  const char *text, size_t len)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+
+	fake_bhs(bhs, ISC_OP_LOGIN_REQ | ISC_BHS_I, flags, h->itt);
+	bhs[8] = 0x80;
+	bhs[13] = isid_last;
+	isc_put16(bhs, 14, tsih);
+	isc_put16(bhs, 20, cid);
+	isc_put32(bhs, 24, h->cmdsn);
+	isc_put32(bhs, 28, h->exp_statsn);
+	fake_dmv_rx(c, bhs, text, (uint32_t)len);
+	fake_dmv_settle(&h->loop);
+	return fake_dmv_pop(c);
+}
+
+static inline uint16_t h_status(const struct isc_pdu *rsp)
+{
+	return (uint16_t)(rsp->bhs[36] << 8 | rsp->bhs[37]);
+}
+
+/*
+ * Full login (security without authentication, then operational) of `initiator` to `target`
+ * (NULL: discovery). Returns the TSIH, or 0 with *status set when the target refused.
+ */
+static inline uint16_t h_login(struct h *h, struct fake_conn *c, const char *initiator,
+			       const char *target, uint8_t isid_last, uint16_t tsih, uint16_t cid,
+			       uint16_t *status)
+{
+	char text[512];
+	int n;
+	struct isc_pdu *rsp;
+	uint16_t out = 0;
+
+	if (target)
+		n = snprintf(text, sizeof(text), "InitiatorName=%s%cTargetName=%s%c"
+			     "SessionType=Normal%cAuthMethod=None%c", initiator, 0, target, 0, 0, 0);
+	else
+		n = snprintf(text, sizeof(text), "InitiatorName=%s%cSessionType=Discovery%c"
+			     "AuthMethod=None%c", initiator, 0, 0, 0);
+	*status = 0;
+	rsp = h_login_req(h, c, ISC_FL_T | (0 << 2) | 1, isid_last, tsih, cid, text, (size_t)n);
+	cr_assert_not_null(rsp, "no Login Response");
+	cr_assert_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_LOGIN_RSP);
+	h->exp_statsn = isc_get32(rsp->bhs, 24) + 1;
+	*status = h_status(rsp);
+	if (*status) {
+		isc_pdu_put(rsp);
+		return 0;
+	}
+	cr_assert(rsp->bhs[1] & ISC_FL_T, "no transit to the operational stage");
+	isc_pdu_put(rsp);
+	/* Leading-only keys only on the leading connection. */
+	if (tsih)
+		n = snprintf(text, sizeof(text), "HeaderDigest=None%cDataDigest=None%c"
+			     "MaxRecvDataSegmentLength=8192%c", 0, 0, 0);
+	else
+		n = snprintf(text, sizeof(text), "HeaderDigest=None%cDataDigest=None%c"
+			     "MaxRecvDataSegmentLength=8192%cInitialR2T=No%cImmediateData=Yes%c"
+			     "MaxBurstLength=16384%cFirstBurstLength=8192%cMaxOutstandingR2T=2%c"
+			     "MaxConnections=4%c", 0, 0, 0, 0, 0, 0, 0, 0, 0);
+	for (int i = 0; i < 3; i++) {
+		rsp = h_login_req(h, c, ISC_FL_T | (1 << 2) | 3, isid_last, tsih, cid, text,
+				  (size_t)n);
+		cr_assert_not_null(rsp, "no Login Response");
+		h->exp_statsn = isc_get32(rsp->bhs, 24) + 1;
+		*status = h_status(rsp);
+		if (*status) {
+			isc_pdu_put(rsp);
+			return 0;
+		}
+		if (rsp->bhs[1] & ISC_FL_T) {
+			out = isc_get16(rsp->bhs, 14);
+			isc_pdu_put(rsp);
+			return out;
+		}
+		isc_pdu_put(rsp);
+		n = 0;
+	}
+	cr_assert_fail("login never reached full feature phase");
+	return 0;
+}
+
+/* A SCSI Command (non-immediate) with CmdSN = h->cmdsn++. */
+static inline void h_scsi_cmd(struct h *h, struct fake_conn *c, uint32_t itt, uint8_t flags,
+			      const uint8_t *cdb, size_t cdb_len, uint32_t edtl,
+			      const void *imm, uint32_t imm_len)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+
+	fake_bhs(bhs, ISC_OP_SCSI_CMD, flags, itt);
+	isc_put32(bhs, 20, edtl);
+	isc_put32(bhs, 24, h->cmdsn++);
+	isc_put32(bhs, 28, h->exp_statsn);
+	memcpy(bhs + 32, cdb, cdb_len);
+	fake_dmv_rx(c, bhs, imm, imm_len);
+}
+
+/* TEST UNIT READY until GOOD: clears the power-on unit attention of a new I_T nexus. */
+static inline void h_clear_ua(struct h *h, struct fake_conn *c)
+{
+	static const uint8_t tur[16];
+
+	for (int i = 0; i < 4; i++) {
+		struct isc_pdu *rsp;
+		int st;
+
+		h_scsi_cmd(h, c, 0xfff0 + (uint32_t)i, ISC_FL_F, tur, 16, 0, NULL, 0);
+		fake_dmv_settle(&h->loop);
+		rsp = fake_dmv_pop(c);
+		cr_assert_not_null(rsp, "no answer to TEST UNIT READY");
+		st = rsp->bhs[3];
+		h->exp_statsn = isc_get32(rsp->bhs, 24) + 1;
+		isc_pdu_put(rsp);
+		fake_dmv_drain(c);
+		if (st == SCSI_GOOD)
+			return;
+	}
+	cr_assert_fail("unit attention does not clear");
+}
+
+static inline void h_cdb_rw10(uint8_t *cdb, uint8_t op, uint32_t lba, uint16_t blocks)
+{
+	memset(cdb, 0, 16);
+	cdb[0] = op;
+	isc_put32(cdb, 2, lba);
+	isc_put16(cdb, 7, blocks);
+}
+
+#endif

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+/* Connection-level handling: Rejects for malformed or unsupported PDUs, logout, loss of the
+ * connection with a command in flight. */
+#include "harness.h"
+
+static struct h H;
+static struct fake_conn *C;
+
+static void setup(void)
+{
+	uint16_t st;
+
+	h_setup(&H, H_CONF_DEFAULT);
+	C = h_connect(&H);
+	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+}
+
+static void teardown(void)
+{
+	h_teardown(&H);
+}
+
+TestSuite(isc_conn, .init = setup, .fini = teardown);
+
+static void expect_reject(uint8_t opcode, uint8_t reason)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+	struct isc_pdu *rej;
+
+	fake_bhs(bhs, opcode | ISC_BHS_I, ISC_FL_F, 0x42);
+	fake_dmv_rx(C, bhs, NULL, 0);
+	rej = fake_dmv_pop(C);
+	cr_assert_not_null(rej, "no Reject for opcode 0x%02x", opcode);
+	cr_expect_eq(isc_bhs_opcode(rej->bhs), ISC_OP_REJECT);
+	cr_expect_eq(rej->bhs[2], reason);
+	cr_expect_eq(isc_bhs_itt(rej->bhs), ISC_RSVD_TAG);
+	cr_assert_eq(rej->data_len, ISC_BHS_LEN);
+	cr_expect_eq(memcmp(rej->data, bhs, ISC_BHS_LEN), 0, "the offending header comes back");
+	isc_pdu_put(rej);
+	cr_expect_not(C->closed);
+}
+
+Test(isc_conn, snack_is_rejected_at_erl0)
+{
+	expect_reject(ISC_OP_SNACK, ISC_REJ_SNACK);
+}
+
+Test(isc_conn, login_in_full_feature_phase_is_a_protocol_error)
+{
+	expect_reject(ISC_OP_LOGIN_REQ, ISC_REJ_PROTOCOL);
+}
+
+Test(isc_conn, reject_advances_statsn)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+	struct isc_pdu *a, *b;
+
+	fake_bhs(bhs, ISC_OP_SNACK, ISC_FL_F, 1);
+	fake_dmv_rx(C, bhs, NULL, 0);
+	fake_dmv_rx(C, bhs, NULL, 0);
+	a = fake_dmv_pop(C);
+	b = fake_dmv_pop(C);
+	cr_assert(a && b);
+	cr_expect_eq(isc_get32(b->bhs, 24), isc_get32(a->bhs, 24) + 1);
+	isc_pdu_put(a);
+	isc_pdu_put(b);
+}
+
+Test(isc_conn, bhs_check_verdicts)
+{
+	uint8_t bhs[ISC_BHS_LEN], reason;
+	const char *why;
+
+	fake_bhs(bhs, 0x1c, ISC_FL_F, 1);
+	cr_expect_eq(isc_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_BAD_OPCODE);
+	cr_expect_eq(reason, ISC_REJ_CMD_NOT_SUPPORTED);
+	fake_bhs(bhs, ISC_OP_TEXT_REQ, ISC_FL_F | ISC_FL_C, 1);
+	cr_expect_eq(isc_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_BAD_FIELD);
+	cr_expect_eq(reason, ISC_REJ_PROTOCOL);
+	fake_bhs(bhs, ISC_OP_SCSI_CMD, ISC_FL_F, 1);
+	isc_put24(bhs, 5, 8193);
+	cr_expect_eq(isc_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_FATAL,
+		     "a segment longer than declared cannot be trusted");
+	isc_put24(bhs, 5, 8192);
+	cr_expect_eq(isc_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_OK);
+}
+
+Test(isc_conn, logout_closes_the_session_after_the_response)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+	struct isc_pdu *rsp;
+
+	fake_bhs(bhs, ISC_OP_LOGOUT_REQ | ISC_BHS_I, ISC_FL_F | 0, 0x50);
+	isc_put32(bhs, 24, H.cmdsn);
+	fake_dmv_rx(C, bhs, NULL, 0);
+	rsp = fake_dmv_pop(C);
+	cr_assert_not_null(rsp);
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_LOGOUT_RSP);
+	cr_expect_eq(rsp->bhs[2], 0, "closed successfully");
+	isc_pdu_put(rsp);
+	cr_expect(C->closed);
+	fake_dmv_settle(&H.loop);
+	cr_expect(gw_list_empty(&H.gw->sessions), "the session is gone");
+}
+
+Test(isc_conn, logout_for_recovery_is_not_supported)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+	struct isc_pdu *rsp;
+
+	fake_bhs(bhs, ISC_OP_LOGOUT_REQ | ISC_BHS_I, ISC_FL_F | 2, 0x51);
+	fake_dmv_rx(C, bhs, NULL, 0);
+	rsp = fake_dmv_pop(C);
+	cr_assert_not_null(rsp);
+	cr_expect_eq(rsp->bhs[2], 2);
+	isc_pdu_put(rsp);
+	cr_expect_not(C->closed);
+}
+
+Test(isc_conn, connection_loss_with_io_in_flight_ends_the_session)
+{
+	uint8_t cdb[16];
+
+	h_cdb_rw10(cdb, 0x28, 0, 8);
+	h_scsi_cmd(&H, C, 0x60, ISC_FL_F | ISC_FL_R, cdb, 10, 4096, NULL, 0);
+	/* Lost before the backstore completes. */
+	fake_dmv_lose(C);
+	cr_expect(C->closed);
+	fake_dmv_settle(&H.loop);
+	cr_expect(gw_list_empty(&H.gw->sessions));
+	cr_expect(isc_gw_idle(H.gw));
+}

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+/* Connection upkeep: target pings and the NOP timeout, Asynchronous Messages for LUN changes,
+ * and a session with two connections (MC/S) keeping CmdSN order across them. */
+#include "harness.h"
+
+#define CONF_FAST_NOP                                                                       \
+	"{ \"portals\": [ { \"name\": \"p0\", \"address\": \"127.0.0.1\" } ],"                  \
+	"  \"targets\": [ { \"name\": \"" H_TARGET "\", \"portals\": [\"p0\"],"               \
+	"    \"allow_any_initiator\": true,"                                                   \
+	"    \"params\": { \"nop_interval\": 1, \"nop_timeout\": 2, \"MaxConnections\": 2 },"  \
+	"    \"luns\": [ { \"lun\": 0, \"backstore\": { \"type\": \"ram\", \"size\": \"1M\" } } ]"  \
+	"  } ] }"
+
+static struct h H;
+
+static void setup(void)
+{
+	h_setup(&H, CONF_FAST_NOP);
+}
+
+static void teardown(void)
+{
+	h_teardown(&H);
+}
+
+TestSuite(isc_nop, .init = setup, .fini = teardown);
+
+/* Runs the loop for about ms milliseconds. */
+static void run_for(int ms)
+{
+	uint64_t end = gw_now_ms() + (uint64_t)ms;
+
+	while (gw_now_ms() < end)
+		gw_loop_run_once(&H.loop, 20);
+}
+
+Test(isc_nop, idle_connection_is_pinged_and_dropped_without_answer, .timeout = 10)
+{
+	struct fake_conn *c = h_connect(&H);
+	uint8_t bhs[ISC_BHS_LEN];
+	struct isc_pdu *ping;
+	uint32_t ttt;
+	uint16_t st;
+
+	h_login(&H, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	run_for(2300);
+	ping = fake_dmv_pop(c);
+	cr_assert_not_null(ping, "no NOP-In after nop_interval of silence");
+	cr_expect_eq(isc_bhs_opcode(ping->bhs), ISC_OP_NOP_IN);
+	cr_expect_eq(isc_bhs_itt(ping->bhs), ISC_RSVD_TAG);
+	ttt = isc_get32(ping->bhs, 20);
+	cr_expect_neq(ttt, ISC_RSVD_TAG);
+	cr_expect_eq(isc_get32(ping->bhs, 24), H.exp_statsn, "a ping does not advance StatSN");
+	isc_pdu_put(ping);
+	/* Answered: the connection lives on. */
+	fake_bhs(bhs, ISC_OP_NOP_OUT | ISC_BHS_I, ISC_FL_F, ISC_RSVD_TAG);
+	isc_put32(bhs, 20, ttt);
+	isc_put32(bhs, 24, H.cmdsn);
+	fake_dmv_rx(c, bhs, NULL, 0);
+	cr_expect_eq(c->nsent, 0, "no answer to an answer");
+	run_for(1500);
+	cr_expect_not(c->closed);
+	/* Now silent: pinged again, then dropped after nop_timeout. */
+	run_for(3500);
+	cr_expect(c->closed, "dropped after nop_timeout without an answer");
+}
+
+Test(isc_nop, new_lun_sends_an_asynchronous_message)
+{
+	struct fake_conn *c = h_connect(&H);
+	struct isc_target *t = gw_list_first_entry(&H.gw->targets, struct isc_target, node);
+	struct scsi_lu_conf lc;
+	struct bs_conf bc;
+	struct gw_errlist errs;
+	struct isc_pdu *msg;
+	struct bs *bs;
+	uint16_t st;
+
+	h_login(&H, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	gw_errlist_init(&errs);
+	memset(&lc, 0, sizeof(lc));
+	memset(&bc, 0, sizeof(bc));
+	gw_conf_defaults(scsi_lu_conf_keys, &lc);
+	gw_conf_defaults(bs_conf_keys, &bc);
+	lc.lun = 7;
+	bc.type = BS_TYPE_RAM;
+	bc.size = 1 << 20;
+	cr_assert_eq(bs_create(&H.loop, &bc, &bs, &errs), 0);
+	cr_assert_eq(scsi_dev_add_lu(t->dev, &lc, bs, &errs), 0);
+	fake_dmv_settle(&H.loop);
+	msg = fake_dmv_pop(c);
+	cr_assert_not_null(msg, "no Asynchronous Message");
+	cr_expect_eq(isc_bhs_opcode(msg->bhs), ISC_OP_ASYNC);
+	cr_expect_eq(msg->bhs[36], 0, "AsyncEvent 0: SCSI asynchronous event");
+	cr_expect_eq(scsi_lun_decode(msg->bhs + 8), 7);
+	cr_assert_geq(msg->data_len, 2 + 14);
+	cr_expect_eq(msg->data[2 + 2] & 0xf, SCSI_SK_UNIT_ATTENTION);
+	cr_expect_eq(msg->data[2 + 12], 0x3f);
+	cr_expect_eq(msg->data[2 + 13], 0x0e);
+	cr_expect_eq(isc_get32(msg->bhs, 24), H.exp_statsn, "StatSN assigned");
+	isc_pdu_put(msg);
+	gw_conf_free(scsi_lu_conf_keys, &lc);
+	gw_conf_free(bs_conf_keys, &bc);
+	gw_errlist_fini(&errs);
+}
+
+Test(isc_nop, two_connections_share_one_cmdsn_order)
+{
+	struct fake_conn *c1 = h_connect(&H), *c2 = h_connect(&H);
+	static const uint8_t tur[16];
+	struct isc_pdu *rsp;
+	uint32_t first;
+	uint16_t st, tsih;
+
+	tsih = h_login(&H, c1, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	cr_assert_eq(h_login(&H, c2, H_INITIATOR, H_TARGET, 1, tsih, 1, &st), tsih);
+	cr_assert_eq(st, 0, "second connection refused: 0x%04x", st);
+	h_clear_ua(&H, c1);
+	first = H.cmdsn;
+	/* CmdSN first+1 on connection 2 arrives before first on connection 1. */
+	H.cmdsn = first + 1;
+	h_scsi_cmd(&H, c2, 0xb2, ISC_FL_F, tur, 16, 0, NULL, 0);
+	fake_dmv_settle(&H.loop);
+	cr_expect_eq(c2->nsent, 0, "held until CmdSN %u arrives", first);
+	H.cmdsn = first;
+	h_scsi_cmd(&H, c1, 0xb1, ISC_FL_F, tur, 16, 0, NULL, 0);
+	fake_dmv_settle(&H.loop);
+	rsp = fake_dmv_pop(c1);
+	cr_assert_not_null(rsp);
+	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0xb1);
+	isc_pdu_put(rsp);
+	rsp = fake_dmv_pop(c2);
+	cr_assert_not_null(rsp, "the response goes back on the connection the command came on");
+	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0xb2);
+	cr_expect_eq(isc_get32(rsp->bhs, 28), first + 2);
+	isc_pdu_put(rsp);
+	/* Logging out one connection leaves the session up. */
+	{
+		uint8_t bhs[ISC_BHS_LEN];
+
+		fake_bhs(bhs, ISC_OP_LOGOUT_REQ | ISC_BHS_I, ISC_FL_F | 1, 0xb3);
+		isc_put16(bhs, 20, 1);
+		isc_put32(bhs, 24, first + 2);
+		fake_dmv_rx(c2, bhs, NULL, 0);
+		rsp = fake_dmv_pop(c2);
+		cr_assert_not_null(rsp);
+		cr_expect_eq(rsp->bhs[2], 0);
+		isc_pdu_put(rsp);
+		cr_expect(c2->closed);
+		cr_expect_not(c1->closed);
+	}
+}

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+/* Task management: ABORT TASK of a write waiting for data, unknown tasks, LUN checks, the
+ * functions not supported at ErrorRecoveryLevel 0. */
+#include "harness.h"
+
+static struct h H;
+static struct fake_conn *C;
+
+static void setup(void)
+{
+	uint16_t st;
+
+	h_setup(&H, H_CONF_DEFAULT);
+	C = h_connect(&H);
+	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	h_clear_ua(&H, C);
+}
+
+static void teardown(void)
+{
+	h_teardown(&H);
+}
+
+TestSuite(isc_tmf, .init = setup, .fini = teardown);
+
+static struct isc_pdu *tmf(uint8_t func, uint32_t itt, uint32_t rtt, uint32_t refcmdsn,
+			   uint8_t lun)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+
+	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | func), itt);
+	bhs[9] = lun;
+	isc_put32(bhs, 20, rtt);
+	isc_put32(bhs, 24, H.cmdsn);
+	isc_put32(bhs, 32, refcmdsn);
+	fake_dmv_rx(C, bhs, NULL, 0);
+	fake_dmv_settle(&H.loop);
+	return fake_dmv_pop(C);
+}
+
+Test(isc_tmf, abort_task_waiting_for_r2t_data)
+{
+	uint8_t cdb[16], data[32768] = { 0 };
+	uint8_t bhs[ISC_BHS_LEN];
+	struct isc_pdu *r2t, *rsp;
+	uint32_t cmdsn = H.cmdsn;
+
+	h_cdb_rw10(cdb, 0x2a, 0, 64);
+	h_scsi_cmd(&H, C, 0x70, ISC_FL_F | ISC_FL_W, cdb, 10, sizeof(data), NULL, 0);
+	fake_dmv_settle(&H.loop);
+	r2t = fake_dmv_pop(C);
+	cr_assert_not_null(r2t);
+	cr_assert_eq(isc_bhs_opcode(r2t->bhs), ISC_OP_R2T);
+	rsp = tmf(1, 0x71, 0x70, cmdsn, 0);
+	cr_assert_not_null(rsp);
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x71);
+	cr_expect_eq(rsp->bhs[2], 0, "function complete");
+	isc_pdu_put(rsp);
+	cr_expect_eq(C->aborts, 1, "the datamover stopped the transfer");
+	/* Late data for the aborted task is dropped quietly. */
+	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, 0x70);
+	memcpy(bhs + 20, r2t->bhs + 20, 4);
+	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
+	fake_dmv_rx(C, bhs, data, 8192);
+	fake_dmv_settle(&H.loop);
+	cr_expect_eq(C->nsent, 0, "no SCSI Response for an aborted task");
+	cr_expect_not(C->closed);
+	isc_pdu_put(r2t);
+}
+
+Test(isc_tmf, abort_of_a_finished_task_is_task_does_not_exist)
+{
+	struct isc_pdu *rsp;
+
+	/* RefCmdSN below ExpCmdSN: the command came and went. */
+	rsp = tmf(1, 0x80, 0x1234, H.cmdsn - 1, 0);
+	cr_assert_not_null(rsp);
+	cr_expect_eq(rsp->bhs[2], 1);
+	isc_pdu_put(rsp);
+}
+
+Test(isc_tmf, lun_reset_of_a_missing_lun)
+{
+	struct isc_pdu *rsp = tmf(5, 0x81, ISC_RSVD_TAG, 0, 9);
+
+	cr_assert_not_null(rsp);
+	cr_expect_eq(rsp->bhs[2], 2, "LUN does not exist");
+	isc_pdu_put(rsp);
+	rsp = tmf(5, 0x82, ISC_RSVD_TAG, 0, 0);
+	cr_assert_not_null(rsp);
+	cr_expect_eq(rsp->bhs[2], 0);
+	isc_pdu_put(rsp);
+}
+
+Test(isc_tmf, clear_aca_and_task_reassign_are_refused)
+{
+	struct isc_pdu *rsp = tmf(3, 0x90, ISC_RSVD_TAG, 0, 0);
+
+	cr_assert_not_null(rsp);
+	cr_expect_eq(rsp->bhs[2], 5, "task management function not supported");
+	isc_pdu_put(rsp);
+	rsp = tmf(8, 0x91, 0x70, 0, 0);
+	cr_assert_not_null(rsp);
+	cr_expect_eq(rsp->bhs[2], 4, "allegiance reassignment not supported");
+	isc_pdu_put(rsp);
+}
+
+Test(isc_tmf, target_cold_reset_answers_then_drops_the_session)
+{
+	struct isc_pdu *rsp = tmf(7, 0x92, ISC_RSVD_TAG, 0, 0);
+
+	cr_assert_not_null(rsp);
+	cr_expect_eq(rsp->bhs[2], 0);
+	isc_pdu_put(rsp);
+	cr_expect(C->closed);
+}

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The remote backstore's configuration: multipath.conf spellings accepted (words or numbers),
+ * bad values named with their key path and allowed range, remote keys refused on other types.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bs.h"
+#include "mp.h"
+
+static int parse_bs(const char *text, struct bs_conf *c, struct gw_errlist *errs)
+{
+	json_error_t je;
+	json_t *j = json_loads(text, 0, &je);
+	int rc;
+
+	cr_assert_not_null(j, "test JSON: %s", je.text);
+	memset(c, 0, sizeof(*c));
+	rc = bs_conf_parse(c, j, "targets[0].luns[0].backstore", errs);
+	json_decref(j);
+	return rc;
+}
+
+static bool has_err(const struct gw_errlist *e, const char *field, const char *msg_part)
+{
+	for (size_t i = 0; i < e->n; i++)
+		if (strcmp(e->v[i].field, field) == 0 && strstr(e->v[i].msg, msg_part))
+			return true;
+	return false;
+}
+
+Test(mp_conf, remote_backstore_with_defaults)
+{
+	struct gw_errlist errs;
+	struct bs_conf c;
+	int32_t v;
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse_bs("{ \"type\": \"remote\", \"block_size\": 512, \"paths\": ["
+			      "{ \"url\": \"iscsi://10.1.0.2:3260/iqn.2026-11.test:a/1\" },"
+			      "{ \"url\": \"iscsi://10.2.0.2/iqn.2026-11.test:a/1\","
+			      "  \"chap\": { \"user\": \"gw\", \"secret\": \"0123456789ab\" } } ] }",
+			      &c, &errs), 0, "%s", errs.n ? errs.v[0].msg : "");
+	cr_assert_eq(c.type, BS_TYPE_REMOTE);
+	cr_assert_not_null(c.remote);
+	cr_assert_eq(c.remote->npaths, 2);
+	cr_assert_str_eq(c.remote->paths[1].chap.user, "gw");
+	cr_assert_eq(c.remote->pg_policy, MP_PG_GROUP_BY_PRIO);
+	cr_assert_eq(c.remote->selector, MP_SEL_SERVICE_TIME);
+	cr_assert_eq(c.remote->polling_interval, 5);
+	cr_assert_eq(mp_parse_failback(c.remote->failback, &v), 0);
+	cr_assert_eq(v, MP_FAILBACK_IMMEDIATE);
+	cr_assert_eq(mp_parse_no_path_retry(c.remote->no_path_retry, &v), 0);
+	cr_assert_eq(v, 4);
+	bs_conf_free(&c);
+	gw_errlist_fini(&errs);
+}
+
+Test(mp_conf, multipath_conf_spellings)
+{
+	struct gw_errlist errs;
+	struct bs_conf c;
+	int32_t fb, npr;
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse_bs("{ \"type\": \"remote\", \"path_grouping_policy\": \"failover\","
+			      "\"path_selector\": \"round-robin 0\", \"failback\": 15,"
+			      "\"no_path_retry\": \"queue\", \"polling_interval\": 2, \"paths\": ["
+			      "{ \"url\": \"iscsi://h/iqn.2026-11.test:a/0\" } ] }", &c, &errs), 0);
+	cr_assert_eq(c.remote->pg_policy, MP_PG_FAILOVER);
+	cr_assert_eq(c.remote->selector, MP_SEL_ROUND_ROBIN);
+	cr_assert_eq(mp_parse_failback(c.remote->failback, &fb), 0);
+	cr_assert_eq(fb, 15, "a JSON number is seconds");
+	cr_assert_eq(mp_parse_no_path_retry(c.remote->no_path_retry, &npr), 0);
+	cr_assert_eq(npr, MP_NO_PATH_RETRY_QUEUE);
+	bs_conf_free(&c);
+	gw_errlist_fini(&errs);
+}
+
+Test(mp_conf, errors_name_the_key_and_the_range)
+{
+	struct gw_errlist errs;
+	struct bs_conf c;
+	const char *p = "targets[0].luns[0].backstore";
+	char f[128];
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse_bs("{ \"type\": \"remote\", \"failback\": \"sometimes\","
+			      "\"no_path_retry\": -3, \"path_selector\": \"fastest\", \"paths\": ["
+			      "{ \"url\": \"http://x/y\" }, { \"url\": \"iscsi://h/iqn.x:y/0\","
+			      "  \"chap\": { \"user\": \"u\", \"secret\": \"short\" } },"
+			      "{ \"url\": \"iscsi://h/iqn.x:y/0\" } ] }", &c, &errs), -EINVAL);
+	snprintf(f, sizeof(f), "%s.failback", p);
+	cr_assert(has_err(&errs, f, "immediate"), "failback error missing");
+	snprintf(f, sizeof(f), "%s.no_path_retry", p);
+	cr_assert(has_err(&errs, f, "queue"), "no_path_retry error missing");
+	snprintf(f, sizeof(f), "%s.path_selector", p);
+	cr_assert(has_err(&errs, f, "service-time"), "selector error missing");
+	snprintf(f, sizeof(f), "%s.paths[0].url", p);
+	cr_assert(has_err(&errs, f, "iscsi://"), "url error missing");
+	snprintf(f, sizeof(f), "%s.paths[1].chap", p);
+	cr_assert(has_err(&errs, f, "12 to 256"), "chap secret error missing");
+	snprintf(f, sizeof(f), "%s.paths[2]", p);
+	cr_assert(has_err(&errs, f, "same as paths[1]"), "duplicate path error missing");
+	bs_conf_free(&c);
+	gw_errlist_fini(&errs);
+}
+
+Test(mp_conf, remote_needs_paths_and_keys_need_remote)
+{
+	struct gw_errlist errs;
+	struct bs_conf c;
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse_bs("{ \"type\": \"remote\" }", &c, &errs), -EINVAL);
+	cr_assert(has_err(&errs, "targets[0].luns[0].backstore.paths", "required"));
+	bs_conf_free(&c);
+	gw_errlist_fini(&errs);
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse_bs("{ \"type\": \"ram\", \"size\": \"1M\", \"no_path_retry\": 3 }",
+			      &c, &errs), -EINVAL);
+	cr_assert(has_err(&errs, "targets[0].luns[0].backstore.no_path_retry", "remote"));
+	bs_conf_free(&c);
+	gw_errlist_fini(&errs);
+
+	/* An unknown key is reported once, not by both tables. */
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse_bs("{ \"type\": \"remote\", \"colour\": 1, \"paths\": ["
+			      "{ \"url\": \"iscsi://h/iqn.x:y/0\" } ] }", &c, &errs), -EINVAL);
+	cr_assert_eq(errs.n, 1, "%zu errors", errs.n);
+	bs_conf_free(&c);
+	gw_errlist_fini(&errs);
+}
+
+Test(mp_conf, existing_types_unchanged)
+{
+	struct gw_errlist errs;
+	struct bs_conf c;
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse_bs("{ \"type\": \"file\", \"path\": \"/tmp/x.img\", \"size\": \"1G\" }",
+			      &c, &errs), 0);
+	cr_assert_eq(c.type, BS_TYPE_FILE);
+	cr_assert_null(c.remote);
+	cr_assert_eq(c.size, 1ull << 30);
+	bs_conf_free(&c);
+	gw_errlist_fini(&errs);
+}

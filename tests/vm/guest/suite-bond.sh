@@ -1,0 +1,134 @@
+#!/bin/bash
+# bond: Soft-RoCE on an active-backup bond, and what a slave failover does to RDMA. The gateway's
+# RDMA ports sit on bonds, and a bond only carries RDMA with fail_over_mac=active: on a
+# failover the bond takes the new active slave's MAC, rdma_cm sees an address change, existing
+# queue pairs break and the GID table is filled again. This suite checks that ground: the
+# bond fails over, its MAC follows the new slave, the GID comes back, and a new rdma_cm
+# connection works after the failover. (rping running across the failover is reported, not
+# judged: it is expected to break, and the iSER datamover must reconnect the same way.)
+# shellcheck source=tests/vm/guest/lib.sh
+. "$(dirname "$0")/lib.sh"
+vm_begin bond
+
+ADDR=10.200.2.1
+BOND=bd0
+
+if ! vm_need rdma ibv_devinfo rping; then
+	skip all "$VM_MISSING is not installed (rdma-core, ibverbs-utils, rdmacm-utils)"
+	vm_end
+fi
+if ! vm_modprobe bonding rdma_rxe ib_uverbs rdma_ucm; then
+	fail modules "modprobe $VM_MISSING failed"
+	vm_end
+fi
+
+bond_up() {
+	local s
+	run ip link add "$BOND" type bond mode active-backup miimon 50 fail_over_mac active || return 1
+	vm_on_exit "ip link del $BOND 2>/dev/null"
+	for s in a b; do
+		run ip link add "$BOND$s" type veth peer name "$BOND$s-p" || return 1
+		vm_on_exit "ip link del $BOND$s 2>/dev/null"
+		run ip link set "$BOND$s" master "$BOND" || return 1
+		run ip link set "$BOND$s-p" up || return 1
+	done
+	run ip link set "$BOND" up && run ip addr add "$ADDR/24" dev "$BOND" || return 1
+	# Up means an active slave chosen by the link monitor.
+	for s in $(seq 1 50); do
+		[ -n "$(cat "/sys/class/net/$BOND/bonding/active_slave")" ] && return 0
+		sleep 0.1
+	done
+	echo "no active slave after 5 s"
+	return 1
+}
+
+if ! check create bond_up; then
+	vm_end
+fi
+mode=$(cat "/sys/class/net/$BOND/bonding/mode")
+fom=$(cat "/sys/class/net/$BOND/bonding/fail_over_mac")
+act0=$(cat "/sys/class/net/$BOND/bonding/active_slave")
+mac0=$(cat "/sys/class/net/$BOND/address")
+echo "bond $BOND mode '$mode' fail_over_mac '$fom' active $act0 mac $mac0;" \
+	"slaves: $BOND""a=$(cat "/sys/class/net/${BOND}a/address")" \
+	"$BOND""b=$(cat "/sys/class/net/${BOND}b/address")"
+if [ "$mode" = "active-backup 1" ] && [ "$fom" = "active 1" ] &&
+	[ "$mac0" = "$(cat "/sys/class/net/$act0/address")" ]; then
+	pass settings "active-backup, fail_over_mac=active, bond MAC is $act0's"
+else
+	fail settings "mode '$mode', fail_over_mac '$fom', bond MAC $mac0, active $act0"
+fi
+
+if ! check rxe-on-bond vm_rxe_add rxebd "$BOND"; then
+	vm_end
+fi
+if vm_rping "$ADDR" 10 7175; then
+	pass rping-before "$VM_RPING_COUNT ping-pongs on $ADDR via $act0"
+else
+	fail rping-before "$(tail -n 2 "$VM_WORK/rping-c.7175.log")"
+fi
+
+# ---- the failover, under a running rping --------------------------------------------------
+
+timeout 60 rping -s -a "$ADDR" -p 7176 -C 100000 >"$VM_WORK/rping-s.long.log" 2>&1 &
+lsrv=$!
+sleep 1
+timeout 60 rping -c -a "$ADDR" -p 7176 -C 100000 -S 1024 >"$VM_WORK/rping-c.long.log" 2>&1 &
+lcli=$!
+sleep 1
+# Carrier loss on the active slave, as a pulled cable: its peer end goes down.
+t0=$(date +%s%N)
+run ip link set "$act0-p" down
+act1=$act0
+for i in $(seq 1 100); do
+	act1=$(cat "/sys/class/net/$BOND/bonding/active_slave")
+	[ -n "$act1" ] && [ "$act1" != "$act0" ] && break
+	sleep 0.05
+done
+ms=$((($(date +%s%N) - t0) / 1000000))
+mac1=$(cat "/sys/class/net/$BOND/address")
+grep -E 'Currently Active|MII Status|Slave Interface|Permanent' "/proc/net/bonding/$BOND"
+if [ -n "$act1" ] && [ "$act1" != "$act0" ]; then
+	pass failover "active slave $act0 -> $act1 in ${ms} ms"
+else
+	fail failover "active slave still '$act1' ${ms} ms after $act0 lost its carrier"
+fi
+if [ "$mac1" != "$mac0" ] && [ "$mac1" = "$(cat "/sys/class/net/$act1/address" 2>/dev/null)" ]; then
+	pass mac-follows "bond MAC $mac0 -> $mac1 ($act1's)"
+else
+	fail mac-follows "bond MAC $mac0 -> $mac1, new active $act1"
+fi
+# The address's GID is removed with the old MAC and added again with the new one.
+gid=0
+for _ in $(seq 1 50); do
+	vm_rxe_has_gid rxebd "$ADDR" && gid=1 && break
+	sleep 0.1
+done
+ibv_devinfo -d rxebd -v | grep -E 'GID\[|state:'
+if [ "$gid" = 1 ]; then
+	pass gid-after "GID ::ffff:$ADDR back on rxebd"
+else
+	fail gid-after "no GID for $ADDR on rxebd 5 s after the failover"
+fi
+
+# The rping that ran across the failover: stopped now if it still runs; its fate is reported.
+sleep 2
+kill -TERM "$lcli" "$lsrv" 2>/dev/null
+wait "$lcli"
+lrc=$?
+wait "$lsrv" 2>/dev/null
+if [ "$lrc" -eq 143 ] || [ "$lrc" -eq 124 ]; then
+	during="the rping across the failover was still running"
+elif grep -q DISCONNECT "$VM_WORK/rping-c.long.log"; then
+	during="the rping across the failover was disconnected by it"
+else
+	during="the rping across the failover ended with exit $lrc"
+fi
+echo "$during; $(tail -n 2 "$VM_WORK/rping-c.long.log" | tr '\n' ' ')"
+
+if vm_rping "$ADDR" 10 7177; then
+	pass rping-after "$VM_RPING_COUNT ping-pongs via $act1 ($during)"
+else
+	fail rping-after "$(tail -n 2 "$VM_WORK/rping-c.7177.log") ($during)"
+fi
+vm_end
