@@ -650,12 +650,37 @@ int scsi_sbc_get_lba_status(struct scsi_cmd *cmd)
  * (SBC-3 5.10 without the XDWRITE/XPWRITE parity use; ORPROTECT needs protection information,
  * which no LU here has). */
 
-static void scsi_sbc_orwrite_written(struct bs_io *io)
+/* Read-modify-write commands (ORWRITE, COMPARE AND WRITE) hold an exclusive range lock from
+ * before the read until after the write; j->buf holds the j->n blocks read. */
+static void scsi_sbc_rmw_written(struct bs_io *io)
 {
 	struct scsi_cmd *cmd = io->priv;
 
 	scsi_sbc_io_ok(cmd);
 	scsi_sbc_finish(cmd);
+}
+
+static void scsi_sbc_rmw_write(struct scsi_cmd *cmd)
+{
+	struct scsi_job *j = cmd->core_priv;
+	struct scsi_lu *lu = cmd->lu;
+
+	j->iov.iov_base = j->buf;
+	j->iov.iov_len = j->n << lu->block_shift;
+	scsi_sbc_submit_io(cmd, BS_WRITE, j->lba, j->iov.iov_len, &j->iov, 1,
+			   (cmd->cdb[1] & 0x08) || !lu->wce, scsi_sbc_rmw_written);
+}
+
+static int scsi_sbc_rmw_start(struct scsi_cmd *cmd, void (*read_done)(struct bs_io *io))
+{
+	struct scsi_job *j = cmd->core_priv;
+
+	if (!scsi_range_acquire(cmd, j->lba, j->n, true))
+		return SCSI_CMD_ASYNC;
+	j->iov.iov_base = j->buf;
+	j->iov.iov_len = j->n << cmd->lu->block_shift;
+	scsi_sbc_submit_io(cmd, BS_READ, j->lba, j->iov.iov_len, &j->iov, 1, false, read_done);
+	return SCSI_CMD_ASYNC;
 }
 
 static void scsi_sbc_orwrite_read(struct bs_io *io)
@@ -673,10 +698,7 @@ static void scsi_sbc_orwrite_read(struct bs_io *io)
 	scsi_cmd_data_out(cmd, 0, data, len);
 	for (uint32_t i = 0; i < len; i++)
 		j->buf[i] |= data[i];
-	j->iov.iov_base = j->buf;
-	j->iov.iov_len = len;
-	scsi_sbc_submit_io(cmd, BS_WRITE, j->lba, len, &j->iov, 1, (cmd->cdb[1] & 0x08) ||
-			   !lu->wce, scsi_sbc_orwrite_written);
+	scsi_sbc_rmw_write(cmd);
 }
 
 int scsi_sbc_orwrite(struct scsi_cmd *cmd)
@@ -711,25 +733,10 @@ int scsi_sbc_orwrite(struct scsi_cmd *cmd)
 	j->lba = rw.lba;
 	j->n = rw.n;
 start:
-	j = cmd->core_priv;
-	if (!scsi_range_acquire(cmd, j->lba, j->n, true))
-		return SCSI_CMD_ASYNC;
-	j->iov.iov_base = j->buf;
-	j->iov.iov_len = j->n << lu->block_shift;
-	scsi_sbc_submit_io(cmd, BS_READ, j->lba, j->iov.iov_len, &j->iov, 1, false,
-			   scsi_sbc_orwrite_read);
-	return SCSI_CMD_ASYNC;
+	return scsi_sbc_rmw_start(cmd, scsi_sbc_orwrite_read);
 }
 
 /* COMPARE AND WRITE */
-
-static void scsi_sbc_caw_written(struct bs_io *io)
-{
-	struct scsi_cmd *cmd = io->priv;
-
-	scsi_sbc_io_ok(cmd);
-	scsi_sbc_finish(cmd);
-}
 
 static void scsi_sbc_caw_read(struct bs_io *io)
 {
@@ -753,10 +760,7 @@ static void scsi_sbc_caw_read(struct bs_io *io)
 		return;
 	}
 	scsi_cmd_data_out(cmd, len, j->buf, len);
-	j->iov.iov_base = j->buf;
-	j->iov.iov_len = len;
-	scsi_sbc_submit_io(cmd, BS_WRITE, j->lba, len, &j->iov, 1, (cmd->cdb[1] & 0x08) ||
-			   !lu->wce, scsi_sbc_caw_written);
+	scsi_sbc_rmw_write(cmd);
 }
 
 int scsi_sbc_compare_and_write(struct scsi_cmd *cmd)
@@ -791,13 +795,5 @@ int scsi_sbc_compare_and_write(struct scsi_cmd *cmd)
 	j->lba = lba;
 	j->n = n;
 start:
-	j = cmd->core_priv;
-	/* Exclusive over the range from before the read until after the write. */
-	if (!scsi_range_acquire(cmd, j->lba, j->n, true))
-		return SCSI_CMD_ASYNC;
-	j->iov.iov_base = j->buf;
-	j->iov.iov_len = j->n << lu->block_shift;
-	scsi_sbc_submit_io(cmd, BS_READ, j->lba, j->iov.iov_len, &j->iov, 1, false,
-			   scsi_sbc_caw_read);
-	return SCSI_CMD_ASYNC;
+	return scsi_sbc_rmw_start(cmd, scsi_sbc_caw_read);
 }
