@@ -30,8 +30,16 @@ PROGS += $(BUILD)/isergwctl
 endif
 
 .DEFAULT_GOAL := all
-.PHONY: all clean deps help
-all: $(PROGS)
+.PHONY: all clean deps help check-pkgs
+all: check-pkgs $(PROGS)
+
+# Every library is a hard dependency (rdma-core included: iSER is always built): say which is
+# missing and how to get it, rather than failing later on a missing header.
+check-pkgs:
+	@missing=$$(for p in $(PKGS) criterion; do $(PKG_CONFIG) --exists $$p || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "isergw: pkg-config cannot find: $$missing"; \
+		echo "isergw: run 'make deps' (deploy/install-deps.sh) to install them"; exit 1; fi
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

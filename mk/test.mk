@@ -35,6 +35,9 @@ $(BUILD)/tests/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	$(call say,TOOL,$@)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
+# Fakes shared by unit tests are kept, not deleted as intermediates after each link.
+.SECONDARY: $(call obj,$(UNIT_HELPERS))
+
 test-build: all $(UNIT_BIN) $(TOOL_BIN)
 
 test: deps
@@ -56,11 +59,16 @@ test-sanitize:
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined test-unit
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined test-integration
 
-bench: deps all $(TOOL_BIN)
+bench: deps
+	@$(MAKE) --no-print-directory all $(TOOL_BIN)
 	@BUILD=$(BUILD) tests/bench/run.sh
 
-soak: deps all $(TOOL_BIN)
+soak: deps
+	@$(MAKE) --no-print-directory all $(TOOL_BIN)
 	@BUILD=$(BUILD) tests/soak/run.sh
 
-run: deps all
+# A sub-make builds after `deps`: pkg-config flags are read when make starts, so on a fresh
+# machine they exist only in a make started after the install.
+run: deps
+	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) deploy/run-demo.sh
