@@ -36,7 +36,7 @@ all: check-pkgs $(PROGS)
 # Every library is a hard dependency (rdma-core included: iSER is always built): say which is
 # missing and how to get it, rather than failing later on a missing header.
 check-pkgs:
-	@missing=$$(for p in $(PKGS) criterion; do $(PKG_CONFIG) --exists $$p || echo $$p; done); \
+	@missing=$$(for p in $(PKGS); do $(PKG_CONFIG) --exists $$p || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "isergw: pkg-config cannot find: $$missing"; \
 		echo "isergw: run 'make deps' (deploy/install-deps.sh) to install them"; exit 1; fi
