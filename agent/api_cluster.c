@@ -209,7 +209,7 @@ static int cl_read_dir(struct api_cluster *c, const char *dir, json_t **out)
 		return r;
 	o = json_object();
 	for (i = 0; api_etcd_kv(resp, i, &k, &v, NULL) == 0; i++) {
-		json_t *val = json_loads(v, 0, NULL);
+		json_t *val = json_loads(v, JSON_DECODE_ANY, NULL);
 
 		if (val && strlen(k) > plen)
 			json_object_set_new(o, k + plen, val);
@@ -225,7 +225,7 @@ static int cl_read_dir(struct api_cluster *c, const char *dir, json_t **out)
 
 static int cl_put(struct api_cluster *c, const char *dir, json_t *val, int64_t lease)
 {
-	char *k = cl_key(c, dir, c->id), *text = json_dumps(val, JSON_COMPACT);
+	char *k = cl_key(c, dir, c->id), *text = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY);
 	json_t *resp = NULL;
 	int r = -ENOMEM;
 
@@ -249,6 +249,7 @@ static json_t *cl_member_value(struct api_cluster *c)
 static int cl_register(struct api_cluster *c)
 {
 	json_t *resp = NULL, *req;
+	int64_t lease;
 	char ttl[16];
 	int r;
 
@@ -257,15 +258,16 @@ static int cl_register(struct api_cluster *c)
 	r = api_etcd_call(c->etcd, "/v3/lease/grant", req, &resp);
 	if (r)
 		return r;
-	c->lease = api_etcd_int(resp, "ID", 0);
+	lease = api_etcd_int(resp, "ID", 0);
 	json_decref(resp);
-	if (!c->lease)
+	if (!lease)
 		return -EPROTO;
 	r = cl_put(c, "groups", json_integer(c->group), 0);
 	if (!r)
-		r = cl_put(c, "members", cl_member_value(c), c->lease);
+		r = cl_put(c, "members", cl_member_value(c), lease);
 	if (r)
-		return r;
+		return r;	/* the lease expires on its own */
+	c->lease = lease;
 	gw_info("cluster", "member %s (port group %u) joined %s with a %u s lease", c->id,
 		c->group, c->prefix, c->ttl);
 	return 0;

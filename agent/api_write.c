@@ -165,6 +165,7 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 {
 	struct api_agent *ag = r->ag;
 	struct gw_errlist errs;
+	json_t *eff;
 	int rc;
 
 	if (!cfg) {
@@ -174,7 +175,13 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 	}
 	api_conf_unmask(cfg, ag->store->config);
 	gw_errlist_init(&errs);
-	if (api_conf_validate(cfg, &errs)) {
+	/* In a cluster the gateway runs the configuration with its own portals and groups. */
+	eff = api_cluster_gw_config(ag, cfg);
+	rc = eff ? api_conf_validate(eff, &errs) : -ENOMEM;
+	json_decref(eff);
+	if (rc) {
+		if (!errs.n)
+			gw_errlist_add(&errs, "", "out of memory");
 		api_reply_errlist(r, API_E_INVALID, &errs, prefix);
 		gw_errlist_fini(&errs);
 		json_decref(cfg);
