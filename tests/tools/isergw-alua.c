@@ -280,6 +280,7 @@ static void fill(const struct writer *w, unsigned char *p, uint64_t lba, uint32_
 {
 	uint64_t x = w->seed ^ lba * 0x9e3779b97f4a7c15ULL ^ (uint64_t)gen << 32;
 
+	memset(p, 0, 16);
 	memcpy(p, &lba, 8);
 	memcpy(p + 8, &gen, 4);
 	for (uint32_t i = 16; i + 8 <= w->bs; i += 8) {
@@ -391,11 +392,14 @@ static int write_one(struct writer *w, uint64_t lba, uint64_t deadline_base)
 			continue;
 		}
 		w->errors++;
-		if (t) {
+		if (t && t->status <= 0xff) {
 			fprintf(stderr, "alua: path %c: WRITE status 0x%02x sense %x/%04x\n", p->name,
 				t->status, t->sense.key, t->sense.ascq);
 			scsi_free_scsi_task(t);
 		} else if (p->iscsi) {
+			/* No SCSI status: the transport failed, the session is gone. */
+			if (t)
+				scsi_free_scsi_task(t);
 			fprintf(stderr, "alua: path %c: WRITE failed: %s\n", p->name,
 				iscsi_get_error(p->iscsi));
 			path_drop(p);
@@ -444,9 +448,18 @@ static int verify(struct writer *w)
 			fill(w, want, lba + i, w->gen[lba + i]);
 			checked++;
 			if (memcmp(t->datain.data + (size_t)i * w->bs, want, w->bs)) {
-				if (bad < 5)
-					fprintf(stderr, "alua: MISMATCH at LBA %" PRIu64 "\n",
-						lba + i);
+				if (bad < 5) {
+					const unsigned char *g = t->datain.data + (size_t)i * w->bs;
+					uint64_t glba;
+					uint32_t ggen;
+
+					memcpy(&glba, g, 8);
+					memcpy(&ggen, g + 8, 4);
+					fprintf(stderr, "alua: MISMATCH at LBA %" PRIu64 ": expected "
+						"generation %u, the block holds LBA %" PRIu64
+						" generation %u\n", lba + i, w->gen[lba + i], glba,
+						ggen);
+				}
 				bad++;
 			}
 		}
