@@ -40,7 +40,16 @@ struct api_conf {
 	const char *tls_key;
 	size_t body_max;
 	unsigned int poll_ms;		/* gateway state refresh */
+	/* Cluster (docs/CLUSTER.md): store "etcd" keeps the configuration in etcd. */
+	const char *store;		/* "file" (default) or "etcd" */
+	const char *etcd_endpoints;
+	const char *cluster_prefix;
+	const char *gateway_id;
+	unsigned int port_group;
+	unsigned int lease_ttl;
 };
+
+struct api_cluster;
 
 struct api_agent {
 	struct gw_loop *loop;
@@ -68,6 +77,7 @@ struct api_agent {
 	json_t *openapi;
 	uint64_t started_ms;
 	uint64_t requests;
+	struct api_cluster *cluster;	/* NULL: a gateway alone */
 };
 
 /* ---- routes (api_route.c, api_routes.c) ------------------------------------------------ */
@@ -269,5 +279,6 @@ int api_h_session_drop(struct api_req *r);
 int api_h_config_get(struct api_req *r);
 int api_h_config_put(struct api_req *r);
 int api_h_config_validate(struct api_req *r);
+int api_h_cluster(struct api_req *r);
 
 #endif

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "api.h"
+#include "api_etcd.h"
 #include "gw_log.h"
 
 const char *api_version(void)
@@ -61,6 +62,8 @@ static void on_gw_disconnected(struct api_gwc *g, void *arg)
 
 	(void)g;
 	ag->applied_generation = 0;
+	if (ag->cluster)
+		api_cluster_gw_lost(ag->cluster);
 	ag->poll_busy = false;
 	ag->reconciling = false;
 	json_decref(ag->gw_state);
@@ -72,6 +75,31 @@ static const struct api_gwc_ops api_gwc_agent_ops = {
 	.connected = on_gw_connected,
 	.disconnected = on_gw_disconnected,
 };
+
+static int open_etcd_store(struct api_agent *ag)
+{
+	const struct api_conf *conf = &ag->conf;
+	struct api_etcd *e;
+	char *cache = NULL;
+	int r;
+
+	if (!conf->etcd_endpoints || !conf->cluster_prefix || !conf->gateway_id ||
+	    !conf->port_group) {
+		gw_err("agent", "--store etcd needs --etcd-endpoints, --cluster-prefix, "
+		       "--gateway-id and --port-group");
+		return -EINVAL;
+	}
+	r = api_etcd_create(conf->etcd_endpoints, &e);
+	if (r)
+		return r;
+	if (asprintf(&cache, "%s/etcd-cache.json", conf->state_dir) < 0) {
+		api_etcd_destroy(e);
+		return -ENOMEM;
+	}
+	r = api_store_open_etcd(e, conf->cluster_prefix, cache, &ag->store);
+	free(cache);
+	return r;
+}
 
 int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_conf *conf)
 {
@@ -91,7 +119,10 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 		gw_err("agent", "state directory %s: %s", conf->state_dir, strerror(-r));
 		return r;
 	}
-	r = api_store_open_file(conf->state_dir, &ag->store);
+	if (conf->store && !strcmp(conf->store, "etcd"))
+		r = open_etcd_store(ag);
+	else
+		r = api_store_open_file(conf->state_dir, &ag->store);
 	if (r) {
 		gw_err("agent", "cannot open the configuration store in %s: %s", conf->state_dir,
 		       strerror(-r));
@@ -123,7 +154,24 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 		ag->gwc_on = true;
 		gw_timer_arm(&ag->poll, ag->conf.poll_ms, ag->conf.poll_ms);
 	}
+	if (conf->store && !strcmp(conf->store, "etcd")) {
+		struct api_cluster_conf cc = {
+			.endpoints = conf->etcd_endpoints,
+			.prefix = conf->cluster_prefix,
+			.gateway_id = conf->gateway_id,
+			.group = conf->port_group,
+			.ttl = conf->lease_ttl,
+		};
+
+		r = api_cluster_start(ag, &cc, &ag->cluster);
+		if (r)
+			goto fail_gwc;
+	}
 	return 0;
+fail_gwc:
+	if (ag->gwc_on)
+		api_gwc_fini(&ag->gwc);
+	ag->gwc_on = false;
 fail_http:
 	api_http_stop(ag->http);
 fail_poll:
@@ -141,6 +189,9 @@ fail_store:
 
 void api_agent_fini(struct api_agent *ag)
 {
+	/* Leaving first: the other members take this gateway's LUNs over at once. */
+	api_cluster_stop(ag->cluster);
+	ag->cluster = NULL;
 	/* Pending gateway calls answer their requests first, then the server closes. */
 	if (ag->gwc_on)
 		api_gwc_fini(&ag->gwc);

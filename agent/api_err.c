@@ -32,6 +32,9 @@ static const struct api_err_info api_errs[API_E_COUNT] = {
 	  { -ETIMEDOUT, 0 } },
 	{ API_E_INTERNAL, "internal", 500, "internal error (see the agent's log)",
 	  { -ENOMEM, -EIO, -ENOSPC, 0 } },
+	{ API_E_STORE_UNAVAILABLE, "store_unavailable", 503,
+	  "the configuration store (etcd) is not reachable: changes are refused, reads serve the "
+	  "last known configuration", { -EHOSTUNREACH, 0 } },
 };
 
 const struct api_err_info *api_err_info(enum api_err e)

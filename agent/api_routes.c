@@ -17,6 +17,9 @@ const struct api_route api_routes[] = {
 	  "This document", NULL, NULL, NULL),
 	R("GET", "/events", API_ROLE_READ, api_h_events, API_RF_TEXT, 200, "system",
 	  "Server-sent events: config, gateway, apply, session", NULL, NULL, NULL),
+	R("GET", "/cluster", API_ROLE_READ, api_h_cluster, 0, 200, "system",
+	  "Cluster members, port groups and LU owners (404 without --store etcd)", NULL, NULL,
+	  NULL),
 
 	R("GET", "/targets", API_ROLE_READ, api_h_targets_list, 0, 200, "targets",
 	  "List targets (secrets masked)", NULL, "TargetList", NULL),

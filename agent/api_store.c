@@ -212,3 +212,8 @@ int api_store_commit(struct api_store *s, json_t *config)
 	s->generation++;
 	return 0;
 }
+
+int api_store_refresh(struct api_store *s)
+{
+	return s->ops->refresh ? s->ops->refresh(s) : 0;
+}

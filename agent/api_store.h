@@ -23,6 +23,10 @@ struct api_store_ops {
 	/* Persists config as generation gen, durably, before returning 0. */
 	int (*save)(struct api_store *s, const json_t *config, uint64_t gen);
 	void (*destroy)(struct api_store *s);
+	/* Backends other agents write (etcd): re-reads the configuration; 1 when it changed
+	 * (config and generation updated), 0 unchanged, -errno when the backend is away. NULL:
+	 * only this agent writes it. */
+	int (*refresh)(struct api_store *s);
 };
 
 struct api_store {
@@ -39,6 +43,8 @@ void api_store_destroy(struct api_store *s);
 /* Makes config (stolen, also on failure) the desired configuration as generation + 1. On
  * failure nothing changes. 0 or -errno. */
 int api_store_commit(struct api_store *s, json_t *config);
+/* ops->refresh when there is one, else 0. */
+int api_store_refresh(struct api_store *s);
 /* The configuration an agent starts with when nothing was ever stored (new reference). */
 json_t *api_store_empty_config(void);
 

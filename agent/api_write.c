@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_etcd.h"
 #include "gw_log.h"
 
 void api_write_release(struct api_agent *ag)
@@ -60,7 +61,17 @@ json_t *api_write_begin(struct api_req *r)
 {
 	const char *im = api_req_header(r, "If-Match");
 	json_t *c;
+	int rc;
 
+	/* A shared store (etcd): start from what the other agents wrote; refuse when away. */
+	rc = api_store_refresh(r->ag->store);
+	if (rc < 0) {
+		api_reply_err(r, API_E_STORE_UNAVAILABLE, NULL, "the configuration store (%s) is "
+			      "not reachable: %s", r->ag->store->ops->name, strerror(-rc));
+		return NULL;
+	}
+	if (rc > 0)
+		api_reconcile(r->ag);
 	if (im && !etag_matches(im, r->ag->store->generation)) {
 		api_reply_etag(r);
 		api_reply_err(r, API_E_STALE, NULL,
@@ -85,8 +96,16 @@ static void write_commit(struct api_req *r, const char *gw_status)
 	rc = api_store_commit(ag->store, cfg);
 	if (rc) {
 		json_decref(body);
-		api_reply_err(r, API_E_INTERNAL, NULL, "cannot store the configuration: %s",
-			      strerror(-rc));
+		if (rc == -ESTALE)
+			api_reply_err(r, API_E_STALE, NULL, "another agent changed the "
+				      "configuration first: read it again and retry");
+		else if (rc == -EHOSTUNREACH || rc == -ETIMEDOUT)
+			api_reply_err(r, API_E_STORE_UNAVAILABLE, NULL, "the configuration store "
+				      "(%s) is not reachable: %s", ag->store->ops->name,
+				      strerror(-rc));
+		else
+			api_reply_err(r, API_E_INTERNAL, NULL, "cannot store the configuration: %s",
+				      strerror(-rc));
 		/* The gateway may run the refused change: put it back on what is stored. */
 		api_reconcile(ag);
 		return;
@@ -146,6 +165,7 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 {
 	struct api_agent *ag = r->ag;
 	struct gw_errlist errs;
+	json_t *eff;
 	int rc;
 
 	if (!cfg) {
@@ -155,7 +175,13 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 	}
 	api_conf_unmask(cfg, ag->store->config);
 	gw_errlist_init(&errs);
-	if (api_conf_validate(cfg, &errs)) {
+	/* In a cluster the gateway runs the configuration with its own portals and groups. */
+	eff = api_cluster_gw_config(ag, cfg);
+	rc = eff ? api_conf_validate(eff, &errs) : -ENOMEM;
+	json_decref(eff);
+	if (rc) {
+		if (!errs.n)
+			gw_errlist_add(&errs, "", "out of memory");
 		api_reply_errlist(r, API_E_INVALID, &errs, prefix);
 		gw_errlist_fini(&errs);
 		json_decref(cfg);
@@ -172,7 +198,8 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 		write_commit(r, ag->gwc_on ? "unreachable" : "none");
 		return 0;
 	}
-	rc = api_gwc_call(&ag->gwc, json_pack("{s:s, s:O}", "op", "apply", "config", cfg),
+	rc = api_gwc_call(&ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config",
+					      api_cluster_gw_config(ag, cfg)),
 			  on_apply_reply, r);
 	if (rc) {
 		write_commit(r, "unreachable");
@@ -249,6 +276,18 @@ static void on_adopt_reply(void *ctx, int err, json_t *reply)
 	}
 }
 
+/* Cluster: the gateway's own portals are learnt once per connection, before the first apply. */
+static void on_local_reply(void *ctx, int err, json_t *reply)
+{
+	struct api_agent *ag = ctx;
+
+	ag->reconciling = false;
+	if (err < 0 || !ag->cluster)
+		return;
+	api_cluster_set_local(ag->cluster, json_object_get(reply, "config"));
+	api_reconcile(ag);
+}
+
 void api_reconcile(struct api_agent *ag)
 {
 	int r;
@@ -256,7 +295,14 @@ void api_reconcile(struct api_agent *ag)
 	if (!ag->gwc_on || !ag->gwc.connected)
 		return;
 	ag->reconciling = true;
-	if (ag->store->generation == 0)
+	if (ag->cluster && !api_cluster_has_local(ag->cluster))
+		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_local_reply, ag);
+	else if (ag->cluster)
+		/* A cluster's configuration is etcd's: never adopt one gateway's. */
+		r = api_gwc_call(&ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config",
+						     api_cluster_gw_config(ag, ag->store->config)),
+				 on_reconcile_reply, ag);
+	else if (ag->store->generation == 0)
 		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_adopt_reply, ag);
 	else
 		r = api_gwc_call(&ag->gwc, json_pack("{s:s, s:O}", "op", "apply", "config",

@@ -4,6 +4,8 @@
  *
  *   isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]
  *                [--tls-cert FILE --tls-key FILE] [--body-max BYTES] [--debug LIST]
+ *                [--store etcd --etcd-endpoints URL[,URL] --cluster-prefix /isergw/NAME
+ *                 --gateway-id NAME --port-group N [--lease-ttl SECONDS]]
  *   isergw-agent --state-dir DIR --add-token NAME [--role admin|read]
  */
 #include <errno.h>
@@ -33,7 +35,52 @@ static void usage(FILE *f)
 		"  --gateway-socket PATH  the gateway's control socket (none: store only)\n"
 		"  --tls-cert/--tls-key   PEM files: serve HTTPS\n"
 		"  --body-max BYTES       largest request body (default 1048576)\n"
-		"  --add-token NAME       create a token, print it once, and exit\n");
+		"  --add-token NAME       create a token, print it once, and exit\n"
+		"  --store file|etcd      where the desired configuration lives (default file)\n"
+		"  --etcd-endpoints URLS  etcd v3 JSON gateway, http://127.0.0.1:2379[,...]\n"
+		"  --cluster-prefix KEY   the cluster's etcd key prefix, /isergw/NAME\n"
+		"  --gateway-id NAME      this gateway's member name in the cluster\n"
+		"  --port-group N         this gateway's ALUA target port group (1..65535)\n"
+		"  --lease-ttl SECONDS    membership lease (default 5, 2..60)\n");
+}
+
+static int check_cluster_opts(struct api_conf *c)
+{
+	if (!c->store || !strcmp(c->store, "file")) {
+		if (c->etcd_endpoints || c->cluster_prefix || c->gateway_id || c->port_group) {
+			fprintf(stderr, "isergw-agent: the cluster options need --store etcd\n");
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(c->store, "etcd")) {
+		fprintf(stderr, "isergw-agent: --store must be file or etcd, not %s\n", c->store);
+		return -1;
+	}
+	if (!c->etcd_endpoints || !c->cluster_prefix || !c->gateway_id) {
+		fprintf(stderr, "isergw-agent: --store etcd needs --etcd-endpoints, "
+			"--cluster-prefix and --gateway-id\n");
+		return -1;
+	}
+	if (c->cluster_prefix[0] != '/' || strlen(c->cluster_prefix) < 2) {
+		fprintf(stderr, "isergw-agent: --cluster-prefix is a key path like /isergw/NAME\n");
+		return -1;
+	}
+	if (!*c->gateway_id || strlen(c->gateway_id) > 63 || strchr(c->gateway_id, '/')) {
+		fprintf(stderr, "isergw-agent: --gateway-id: 1..63 characters, no '/'\n");
+		return -1;
+	}
+	if (c->port_group < 1 || c->port_group > 65535) {
+		fprintf(stderr, "isergw-agent: --port-group must be 1..65535\n");
+		return -1;
+	}
+	if (!c->lease_ttl)
+		c->lease_ttl = 5;
+	if (c->lease_ttl < 2 || c->lease_ttl > 60) {
+		fprintf(stderr, "isergw-agent: --lease-ttl must be 2..60 seconds\n");
+		return -1;
+	}
+	return 0;
 }
 
 static void on_signal(struct gw_signal *s, int signo)
@@ -84,6 +131,12 @@ int main(int argc, char **argv)
 		{ "add-token", required_argument, NULL, 'a' },
 		{ "role", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "store", required_argument, NULL, 1001 },
+		{ "etcd-endpoints", required_argument, NULL, 1002 },
+		{ "cluster-prefix", required_argument, NULL, 1003 },
+		{ "gateway-id", required_argument, NULL, 1004 },
+		{ "port-group", required_argument, NULL, 1005 },
+		{ "lease-ttl", required_argument, NULL, 1006 },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const int sigs[] = { SIGINT, SIGTERM };
@@ -111,6 +164,12 @@ int main(int argc, char **argv)
 		case 'a': token_name = optarg; break;
 		case 'r': role = optarg; break;
 		case 'h': usage(stdout); return 0;
+		case 1001: conf.store = optarg; break;
+		case 1002: conf.etcd_endpoints = optarg; break;
+		case 1003: conf.cluster_prefix = optarg; break;
+		case 1004: conf.gateway_id = optarg; break;
+		case 1005: conf.port_group = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 1006: conf.lease_ttl = (unsigned int)strtoul(optarg, NULL, 10); break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -120,6 +179,8 @@ int main(int argc, char **argv)
 	}
 	if (token_name)
 		return add_token(conf.state_dir, token_name, role);
+	if (check_cluster_opts(&conf))
+		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	if (gw_loop_init(&loop))
 		return 1;

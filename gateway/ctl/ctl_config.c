@@ -31,7 +31,8 @@ const struct gw_conf_key ctl_gateway_conf_keys[] = {
 	GW_CONF_END,
 };
 
-static const char *const ctl_top_keys[] = { "gateway", "portals", "discovery", "targets", NULL };
+static const char *const ctl_top_keys[] = { "gateway", "portals", "discovery", "targets",
+					     "cluster", NULL };
 
 static void ctl_path(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -172,6 +173,43 @@ static void ctl_parse_target(struct isc_target_conf *t, const json_t *j, const c
 	}
 }
 
+/* "cluster": {"groups": [{"id", "name", "state"}, ...]}, written by the cluster agent. */
+static void ctl_parse_cluster(struct isc_gw_conf *c, const json_t *j, struct gw_errlist *errs)
+{
+	const char *key;
+	const json_t *a, *v;
+	char p[64];
+	size_t i, n;
+
+	if (!json_is_object(j)) {
+		gw_errlist_add(errs, "cluster", "expected an object");
+		return;
+	}
+	json_object_foreach((json_t *)j, key, v)
+		if (strcmp(key, "groups"))
+			gw_errlist_add(errs, "cluster", "unknown key \"%s\" (allowed: groups)", key);
+	a = ctl_array(j, "groups", "cluster.groups", true, &n, errs);
+	if (!n)
+		return;
+	c->groups = calloc(n, sizeof(*c->groups));
+	if (!c->groups) {
+		gw_errlist_add(errs, "cluster.groups", "out of memory");
+		return;
+	}
+	c->ngroups = n;
+	for (i = 0; i < n; i++) {
+		const json_t *e = json_array_get(a, i);
+
+		ctl_path(p, sizeof(p), "cluster.groups[%zu]", i);
+		gw_conf_defaults(isc_group_conf_keys, &c->groups[i]);
+		if (!json_is_object(e)) {
+			gw_errlist_add(errs, p, "expected an object");
+			continue;
+		}
+		gw_conf_parse(isc_group_conf_keys, &c->groups[i], e, p, NULL, errs);
+	}
+}
+
 void ctl_config_free(struct ctl_config *cfg)
 {
 	gw_conf_free(ctl_gateway_conf_keys, &cfg->gateway);
@@ -209,7 +247,7 @@ int ctl_config_parse(const json_t *root, struct ctl_config *cfg, struct gw_errli
 				known = true;
 		if (!known)
 			gw_errlist_add(errs, key, "unknown key (allowed: gateway, portals, "
-				       "discovery, targets)");
+				       "discovery, targets, cluster)");
 	}
 	ctl_parse_obj(ctl_gateway_conf_keys, &cfg->gateway, root, "gateway", "gateway", NULL,
 		      errs, NULL);
@@ -248,6 +286,9 @@ int ctl_config_parse(const json_t *root, struct ctl_config *cfg, struct gw_errli
 		ctl_path(p, sizeof(p), "targets[%zu]", i);
 		ctl_parse_target(&c->targets[i], json_array_get(a, i), p, errs);
 	}
+	v = json_object_get(root, "cluster");
+	if (v)
+		ctl_parse_cluster(c, v, errs);
 	isc_gw_conf_check(c, errs);
 	if (errs->n > before)
 		goto fail;

@@ -102,6 +102,13 @@ json_t *ctl_config_dump(const struct isc_gw_conf *c, const struct ctl_gateway_co
 	for (i = 0; i < c->ntargets; i++)
 		json_array_append_new(a, dump_target(&c->targets[i], mask_secrets));
 	json_object_set_new(root, "targets", a);
+	if (c->ngroups) {
+		a = json_array();
+		for (i = 0; i < c->ngroups; i++)
+			json_array_append_new(a, gw_conf_to_json(isc_group_conf_keys, &c->groups[i],
+								 mask_secrets));
+		json_object_set_new(root, "cluster", json_pack("{s:o}", "groups", a));
+	}
 	return root;
 }
 

@@ -81,6 +81,13 @@ struct isc_discovery_conf {
 	struct isc_chap_conf chap;
 };
 
+/* One ALUA target port group of a cluster ("cluster": {"groups": [...]}): a gateway. */
+struct isc_group_conf {
+	uint32_t id;			/* the TPGT of that gateway's targets */
+	char *name;			/* the member's gateway id, informative */
+	int state;			/* enum scsi_alua_state */
+};
+
 /* The whole iSCSI part of the gateway's configuration. */
 struct isc_gw_conf {
 	struct isc_portal_conf *portals;
@@ -88,12 +95,17 @@ struct isc_gw_conf {
 	struct isc_discovery_conf discovery;
 	struct isc_target_conf *targets;
 	size_t ntargets;
+	struct isc_group_conf *groups;	/* empty: a gateway alone */
+	size_t ngroups;
 };
 
 extern const struct gw_conf_key isc_portal_conf_keys[];
 extern const struct gw_conf_key isc_initiator_conf_keys[];	/* "name"; "chap" nested */
 extern const struct gw_conf_key isc_target_conf_keys[];	/* nested keys: the caller's */
 extern const struct gw_conf_key isc_discovery_conf_keys[];	/* "auth"; "chap" nested */
+extern const struct gw_conf_key isc_group_conf_keys[];		/* cluster.groups[] */
+/* Every target's SCSI device gets the cluster's groups (no-op without a cluster). */
+int isc_target_set_groups(struct isc_target *t, const struct isc_gw_conf *c);
 
 /* The nested keys of a target object (the caller walks them). */
 extern const char *const isc_target_nested_keys[];

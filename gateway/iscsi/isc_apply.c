@@ -34,23 +34,22 @@ static bool isc_str_eq(const char *a, const char *b)
 	return !strcmp(a ? a : "", b ? b : "");
 }
 
-/* Same settings, compared through the tables that define them. */
-static bool isc_conf_same(const struct gw_conf_key *tbl, const void *a, const void *b)
-{
-	json_t *ja = gw_conf_to_json(tbl, a, false), *jb = gw_conf_to_json(tbl, b, false);
-	bool same = ja && jb && json_equal(ja, jb);
-
-	json_decref(ja);
-	json_decref(jb);
-	return same;
-}
-
 static bool isc_lun_same(const struct isc_lun_conf *a, const struct isc_lun_conf *b)
 {
 	json_t *ja, *jb;
 	bool same;
 
-	if (!isc_conf_same(scsi_lu_conf_keys, &a->lu, &b->lu))
+	/* Owner and ALUA group change in place (a cluster failover must not reopen the LU). */
+	ja = gw_conf_to_json(scsi_lu_conf_keys, &a->lu, false);
+	jb = gw_conf_to_json(scsi_lu_conf_keys, &b->lu, false);
+	json_object_del(ja, "owner");
+	json_object_del(ja, "alua_group");
+	json_object_del(jb, "owner");
+	json_object_del(jb, "alua_group");
+	same = ja && jb && json_equal(ja, jb);
+	json_decref(ja);
+	json_decref(jb);
+	if (!same)
 		return false;
 	/* The whole backstore object: a remote one's paths and policies are not in
 	 * bs_conf_keys. */
@@ -329,7 +328,8 @@ int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 		struct isc_target_conf *tc = &nc->targets[i];
 		struct isc_target *ot = isc_gw_find_target(gw, tc->name);
 
-		if (ot && ot->conf->tpgt == tc->tpgt) {
+		/* Joining or leaving a cluster renumbers the target's ports: a new target. */
+		if (ot && ot->conf->tpgt == tc->tpgt && !gw->conf->ngroups == !nc->ngroups) {
 			keep_t[i] = ot;
 			r = isc_apply_open_luns(gw, ot, tc, i, &luns, &nluns, errs);
 			if (r)
@@ -399,6 +399,15 @@ int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 				isc_lun_replace(t, oc->luns[j].lu.lun, NULL, NULL);
 		t->conf = &nc->targets[i];
 		isc_enforce_acl(t);
+		for (j = 0; j < t->conf->nluns; j++) {
+			const struct scsi_lu_conf *lc = &t->conf->luns[j].lu;
+
+			/* -ENOENT: a LUN added or replaced below, with its new settings. */
+			if (scsi_dev_set_lu_alua(t->dev, lc->lun, lc->alua_group, lc->owner) ==
+			    -ENOMEM)
+				gw_err("iscsi", "%s: LUN %llu: out of memory setting its owner",
+				       t->conf->name, (unsigned long long)lc->lun);
+		}
 	}
 	for (i = 0; i < nluns; i++) {
 		struct isc_apply_lun *al = &luns[i];
@@ -411,6 +420,10 @@ int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 		al->bs = NULL;
 	}
 	for (i = 0; i < nc->ntargets; i++) {
+		t = keep_t[i] ? keep_t[i] : new_t[i];
+		if (t && isc_target_set_groups(t, nc))
+			gw_err("iscsi", "%s: out of memory setting the cluster's port groups",
+			       t->conf->name);
 		if (!new_t[i])
 			continue;
 		gw_list_add_tail(&gw->targets, &new_t[i]->node);

@@ -111,6 +111,28 @@ const char *const isc_target_nested_keys[] = {
 	"initiators", "chap", "params", "luns", NULL,
 };
 
+static const struct gw_conf_enum isc_alua_enums[] = {
+	{ "active/optimized", SCSI_ALUA_AO },
+	{ "active/non-optimized", SCSI_ALUA_ANO },
+	{ "standby", SCSI_ALUA_STANDBY },
+	{ "unavailable", SCSI_ALUA_UNAVAILABLE },
+	{ NULL, 0 },
+};
+
+const struct gw_conf_key isc_group_conf_keys[] = {
+	{ .name = "id", .type = GW_CONF_U32, .offset = offsetof(struct isc_group_conf, id),
+	  .min = 1, .max = 65535, .flags = GW_CONF_REQUIRED,
+	  .help = "Target port group id: the tpgt of that gateway's targets, and the relative "
+		  "port id hosts see for it." },
+	{ .name = "name", .type = GW_CONF_STR, .offset = offsetof(struct isc_group_conf, name),
+	  .min = 0, .max = 63, .def = "", .help = "The gateway it stands for (informative)." },
+	{ .name = "state", .type = GW_CONF_ENUM, .offset = offsetof(struct isc_group_conf, state),
+	  .def = "active/optimized", .enums = isc_alua_enums,
+	  .help = "ALUA state of the group; an LU's alua_group turns active groups into "
+		  "active/optimized (that group) and active/non-optimized (the others)." },
+	GW_CONF_END,
+};
+
 static const struct gw_conf_enum isc_disc_auth_enums[] = {
 	{ "none", ISC_DISC_AUTH_NONE },
 	{ "chap", ISC_DISC_AUTH_CHAP },
@@ -159,6 +181,9 @@ void isc_gw_conf_free(struct isc_gw_conf *c)
 		free(t->luns);
 	}
 	free(c->targets);
+	for (i = 0; i < c->ngroups; i++)
+		gw_conf_free(isc_group_conf_keys, &c->groups[i]);
+	free(c->groups);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -166,6 +191,24 @@ int isc_gw_conf_check(const struct isc_gw_conf *c, struct gw_errlist *errs)
 {
 	size_t before = errs->n, i, j, k;
 	char path[128];
+
+	for (i = 0; i < c->ngroups; i++)
+		for (j = 0; j < i; j++)
+			if (c->groups[i].id == c->groups[j].id) {
+				snprintf(path, sizeof(path), "cluster.groups[%zu].id", i);
+				gw_errlist_add(errs, path, "%u is already the id of "
+					       "cluster.groups[%zu]", c->groups[i].id, j);
+			}
+	for (i = 0; c->ngroups && i < c->ntargets; i++) {
+		for (j = 0; j < c->ngroups; j++)
+			if (c->groups[j].id == c->targets[i].tpgt)
+				break;
+		if (j == c->ngroups) {
+			snprintf(path, sizeof(path), "targets[%zu].tpgt", i);
+			gw_errlist_add(errs, path, "%u is not one of cluster.groups[].id",
+				       c->targets[i].tpgt);
+		}
+	}
 
 	for (i = 0; i < c->nportals; i++) {
 		for (j = 0; j < i; j++)
@@ -410,6 +453,26 @@ int isc_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
 	return 0;
 }
 
+int isc_target_set_groups(struct isc_target *t, const struct isc_gw_conf *c)
+{
+	struct scsi_tpg_conf *g;
+	size_t i;
+	int r;
+
+	if (!c->ngroups)
+		return 0;
+	g = calloc(c->ngroups, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	for (i = 0; i < c->ngroups; i++) {
+		g[i].id = (uint16_t)c->groups[i].id;
+		g[i].state = (enum scsi_alua_state)c->groups[i].state;
+	}
+	r = scsi_dev_set_groups(t->dev, g, c->ngroups);
+	free(g);
+	return r;
+}
+
 int isc_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw **out,
 		  struct gw_errlist *errs)
 {
@@ -451,6 +514,8 @@ int isc_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw 
 		r = isc_target_new(gw, &conf->targets[i], i, errs, &t);
 		if (t)
 			gw_list_add_tail(&gw->targets, &t->node);
+		if (!r && t)
+			r = isc_target_set_groups(t, conf);
 		if (r)
 			goto fail;
 	}

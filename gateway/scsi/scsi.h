@@ -81,6 +81,7 @@ struct scsi_port {
 	char *name;
 	uint16_t rel_id;		/* relative target port identifier, 1-based */
 	uint16_t tpg_id;		/* ALUA target port group */
+	bool remote;			/* another gateway's port: listed, never logged in to */
 };
 
 /* An I_T nexus: one initiator port (iSCSI: initiator name + ",i,0x" + ISID) to one target
@@ -145,6 +146,15 @@ struct scsi_lu_conf {
 	uint64_t naa;			/* NAA-6 id low 64 bits (VPD 0x83); generated when 0 */
 	bool write_cache;		/* WCE in the caching mode page */
 	bool thin;			/* report thin provisioning and accept UNMAP */
+	char *owner;			/* cluster member that owns it (the agent's; informative) */
+	uint32_t alua_group;		/* target port group that is active/optimized for this LU
+					 * (the others: non-optimized); 0: the groups' own states */
+};
+
+/* A cluster's target port group as the gateway's configuration lists it. */
+struct scsi_tpg_conf {
+	uint16_t id;
+	enum scsi_alua_state state;
 };
 
 extern const struct gw_conf_key scsi_lu_conf_keys[];
@@ -166,6 +176,19 @@ void scsi_dev_set_event_cb(struct scsi_dev *dev,
 
 struct scsi_port *scsi_dev_add_port(struct scsi_dev *dev, const char *name, uint16_t tpg_id);
 void scsi_dev_set_alua(struct scsi_dev *dev, uint16_t tpg_id, enum scsi_alua_state state);
+/*
+ * Cluster mode: the device's target port groups become exactly groups[0..n) (n > 0). The local
+ * ports keep their group and take its id as relative port id (so every gateway of a cluster
+ * numbers ports alike); every other group gets one remote port, listed by REPORT TARGET PORT
+ * GROUPS. Any change of state raises ASYMMETRIC ACCESS STATE CHANGED (2A/06). 0 or -ENOMEM.
+ */
+int scsi_dev_set_groups(struct scsi_dev *dev, const struct scsi_tpg_conf *groups, size_t n);
+/* The LU's active/optimized group (0: none, the groups' states apply), and its owner's name;
+ * a change of the LU's access states raises 2A/06 on the LU. -ENOENT or -ENOMEM. */
+int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group,
+			 const char *owner);
+/* The access state of group tpg_id for lun (what REPORT TARGET PORT GROUPS says). */
+enum scsi_alua_state scsi_dev_alua_state(struct scsi_dev *dev, uint64_t lun, uint16_t tpg_id);
 
 /* The LU takes ownership of bs on success (on failure the caller keeps it). -EEXIST if the
  * LUN is in use. */

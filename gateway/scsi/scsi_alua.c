@@ -10,16 +10,28 @@
 #include "gw_log.h"
 #include "scsi_priv.h"
 
-enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_port *p)
+enum scsi_alua_state scsi_alua_lu_state(const struct scsi_dev *dev, const struct scsi_lu *lu,
+				       uint16_t id)
 {
+	enum scsi_alua_state st = SCSI_ALUA_AO;
 	const struct scsi_tpg *g;
 
+	gw_list_for_each_entry(g, &dev->tpgs, node)
+		if (g->id == id) {
+			st = g->state;
+			break;
+		}
+	if (lu && lu->conf.alua_group && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO))
+		st = lu->conf.alua_group == id ? SCSI_ALUA_AO : SCSI_ALUA_ANO;
+	return st;
+}
+
+enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_lu *lu,
+					  const struct scsi_port *p)
+{
 	if (!p)
 		return SCSI_ALUA_AO;
-	gw_list_for_each_entry(g, &dev->tpgs, node)
-		if (g->id == p->tpg_id)
-			return g->state;
-	return SCSI_ALUA_AO;
+	return scsi_alua_lu_state(dev, lu, p->tpg_id);
 }
 
 bool scsi_alua_refuse(struct scsi_cmd *cmd, const struct scsi_op *op)
@@ -28,7 +40,7 @@ bool scsi_alua_refuse(struct scsi_cmd *cmd, const struct scsi_op *op)
 
 	if (!cmd->itn)
 		return false;
-	st = scsi_alua_port_state(cmd->dev, cmd->itn->port);
+	st = scsi_alua_port_state(cmd->dev, cmd->lu, cmd->itn->port);
 	switch (st) {
 	case SCSI_ALUA_AO:
 	case SCSI_ALUA_ANO:
@@ -76,7 +88,7 @@ int scsi_alua_report_tpgs(struct scsi_cmd *cmd)
 
 		if (n + 8 > sizeof(b))
 			break;
-		d[0] = (uint8_t)(g->state & 0x0f);
+		d[0] = (uint8_t)(scsi_alua_lu_state(dev, cmd->lu, g->id) & 0x0f);
 		d[1] = 0x80 | 0x08 | 0x04 | 0x02 | 0x01;	/* T, U, S, AN, AO supported */
 		scsi_put16(&d[2], g->id);
 		n += 8;

@@ -58,6 +58,16 @@ const struct gw_conf_key scsi_lu_conf_keys[] = {
 	{ .name = "thin", .type = GW_CONF_BOOL, .offset = offsetof(struct scsi_lu_conf, thin),
 	  .def = "true",
 	  .help = "report thin provisioning and accept UNMAP (when the backstore can)" },
+	{ .name = "owner", .type = GW_CONF_STR, .offset = offsetof(struct scsi_lu_conf, owner),
+	  .min = 0, .max = 63, .def = "", .check = scsi_check_ascii,
+	  .help = "cluster member (agent --gateway-id) preferred as the LU's owner; empty: "
+		  "assigned among the live members (docs/CLUSTER.md). A gateway alone ignores it" },
+	{ .name = "alua_group", .type = GW_CONF_U32,
+	  .offset = offsetof(struct scsi_lu_conf, alua_group), .min = 0, .max = 65535,
+	  .def = "0",
+	  .help = "target port group that is active/optimized for this LU, the other active "
+		  "groups being active/non-optimized; 0: each group's own state. Set by the "
+		  "cluster agent" },
 	GW_CONF_END,
 };
 
@@ -193,6 +203,132 @@ void scsi_dev_set_alua(struct scsi_dev *dev, uint16_t tpg_id, enum scsi_alua_sta
 		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
 }
 
+
+bool scsi_dev_multiport(const struct scsi_dev *dev)
+{
+	return dev->ports.next != &dev->ports && dev->ports.next->next != &dev->ports;
+}
+
+static void scsi_dev_alua_changed(struct scsi_dev *dev)
+{
+	struct scsi_lu *lu;
+
+	gw_list_for_each_entry(lu, &dev->lus, node)
+		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
+}
+
+static const struct scsi_tpg_conf *scsi_groups_find(const struct scsi_tpg_conf *groups, size_t n,
+						    uint16_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (groups[i].id == id)
+			return &groups[i];
+	return NULL;
+}
+
+int scsi_dev_set_groups(struct scsi_dev *dev, const struct scsi_tpg_conf *groups, size_t n)
+{
+	struct scsi_tpg *g, *gt;
+	struct scsi_port *p, *pt;
+	bool changed = false;
+	size_t i;
+
+	/* Groups and remote ports that are no longer listed go first. */
+	gw_list_for_each_entry_safe(p, pt, &dev->ports, node) {
+		if (!p->remote || scsi_groups_find(groups, n, p->tpg_id))
+			continue;
+		gw_list_del(&p->node);
+		free(p->name);
+		free(p);
+		changed = true;
+	}
+	gw_list_for_each_entry_safe(g, gt, &dev->tpgs, node) {
+		bool local = false;
+
+		gw_list_for_each_entry(p, &dev->ports, node)
+			if (!p->remote && p->tpg_id == g->id)
+				local = true;
+		if (local || scsi_groups_find(groups, n, g->id))
+			continue;
+		gw_list_del(&g->node);
+		free(g);
+		changed = true;
+	}
+	for (i = 0; i < n; i++) {
+		bool has_port = false;
+
+		g = scsi_alua_tpg(dev, groups[i].id);
+		if (!g)
+			return -ENOMEM;
+		if (g->state != groups[i].state) {
+			gw_info(SCSI_LOG, "%s: target port group %u: ALUA state %#x -> %#x",
+				dev->name, g->id, g->state, groups[i].state);
+			g->state = groups[i].state;
+			changed = true;
+		}
+		gw_list_for_each_entry(p, &dev->ports, node) {
+			if (p->tpg_id != g->id)
+				continue;
+			has_port = true;
+			p->rel_id = g->id;
+		}
+		if (has_port)
+			continue;
+		p = calloc(1, sizeof(*p));
+		if (!p || asprintf(&p->name, "%s,t,0x%04x", dev->name, g->id) < 0) {
+			free(p);
+			return -ENOMEM;
+		}
+		p->rel_id = g->id;
+		p->tpg_id = g->id;
+		p->remote = true;
+		gw_list_add_tail(&dev->ports, &p->node);
+		changed = true;
+	}
+	if (changed)
+		scsi_dev_alua_changed(dev);
+	return 0;
+}
+
+enum scsi_alua_state scsi_dev_alua_state(struct scsi_dev *dev, uint64_t lun, uint16_t tpg_id)
+{
+	return scsi_alua_lu_state(dev, scsi_dev_find_lu(dev, lun), tpg_id);
+}
+
+int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group,
+			 const char *owner)
+{
+	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
+	struct scsi_tpg *g;
+	bool changed = false;
+	char *o;
+
+	if (!lu)
+		return -ENOENT;
+	o = strdup(owner ? owner : "");
+	if (!o)
+		return -ENOMEM;
+	free(lu->conf.owner);
+	lu->conf.owner = o;
+	if (lu->conf.alua_group == alua_group)
+		return 0;
+	gw_list_for_each_entry(g, &dev->tpgs, node) {
+		enum scsi_alua_state before = scsi_alua_lu_state(dev, lu, g->id);
+		uint32_t keep = lu->conf.alua_group;
+
+		lu->conf.alua_group = alua_group;
+		if (scsi_alua_lu_state(dev, lu, g->id) != before)
+			changed = true;
+		lu->conf.alua_group = keep;
+	}
+	gw_info(SCSI_LOG, "%s: LUN %llu: active/optimized group %u -> %u", dev->name,
+		(unsigned long long)lun, lu->conf.alua_group, alua_group);
+	lu->conf.alua_group = alua_group;
+	if (changed)
+		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
+	return 0;
+}
+
 /* Logical units */
 
 struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun)
@@ -298,7 +434,9 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 	lu->conf.product = scsi_strdup_or(conf->product, "isergw LUN");
 	lu->conf.revision = scsi_strdup_or(conf->revision, "0001");
 	lu->conf.serial = scsi_strdup_or(conf->serial, "");
-	if (!lu->conf.vendor || !lu->conf.product || !lu->conf.revision || !lu->conf.serial) {
+	lu->conf.owner = scsi_strdup_or(conf->owner, "");
+	if (!lu->conf.vendor || !lu->conf.product || !lu->conf.revision || !lu->conf.serial ||
+	    !lu->conf.owner) {
 		gw_conf_free(scsi_lu_conf_keys, &lu->conf);
 		free(lu);
 		return -ENOMEM;

@@ -254,7 +254,13 @@ int scsi_alua_set_tpgs(struct scsi_cmd *cmd);
 /* True if the port's ALUA state refuses the command (sense set). */
 bool scsi_alua_refuse(struct scsi_cmd *cmd, const struct scsi_op *op);
 struct scsi_tpg *scsi_alua_tpg(struct scsi_dev *dev, uint16_t id);
-enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_port *p);
+/* More than one target port (local or another gateway's): INQUIRY's MULTIP. */
+bool scsi_dev_multiport(const struct scsi_dev *dev);
+enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_lu *lu,
+					   const struct scsi_port *p);
+/* The state of group id for lu (NULL: the group's own state). */
+enum scsi_alua_state scsi_alua_lu_state(const struct scsi_dev *dev, const struct scsi_lu *lu,
+					 uint16_t id);
 
 /* Room for data-in, and data-out bytes present: a buffer flagged the other way is no buffer
  * (a READ sent as a write gets no data, not the transport's write buffer overwritten). */

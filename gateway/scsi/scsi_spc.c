@@ -45,7 +45,7 @@ static uint32_t scsi_inq_standard(struct scsi_cmd *cmd, uint8_t *b)
 	b[3] = 0x12;			/* HISUP, response data format 2 */
 	b[4] = SCSI_STD_INQ_LEN - 5;
 	b[5] = 0x10;			/* TPGS 01b: implicit ALUA */
-	if (cmd->dev->next_rel_id > 2)
+	if (scsi_dev_multiport(cmd->dev))
 		b[6] = 0x10;		/* MULTIP: more than one target port */
 	b[7] = 0x02;			/* CMDQUE */
 	scsi_pad(&b[8], lu ? lu->conf.vendor : "ISERGW", 8);

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
+
 #include "scsi_test.h"
 
 static struct tenv e;
@@ -85,4 +87,83 @@ Test(scsi_alua, set_target_port_groups_is_implicit_only)
 	tcmd_run(&e, &t, e.a, 0, CDB(0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0), p, 8,
 		 SCSI_DIR_WRITE);
 	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+}
+
+/* Finds group id in an RTPG answer: its state, and its first port's relative id in *rel. */
+static int rtpg_group(const uint8_t *b, uint16_t id, uint16_t *rel)
+{
+	uint32_t n = be32(b) + 4, off = 4;
+
+	while (off + 8 <= n) {
+		const uint8_t *d = &b[off];
+
+		if (be16(&d[2]) == id) {
+			*rel = d[7] ? be16(&d[10]) : 0;
+			return d[0] & 0x0f;
+		}
+		off += 8 + 4u * d[7];
+	}
+	return -1;
+}
+
+Test(scsi_alua, cluster_groups_and_lu_owner)
+{
+	const struct scsi_tpg_conf groups[] = {
+		{ .id = 1, .state = SCSI_ALUA_AO },
+		{ .id = 2, .state = SCSI_ALUA_AO },
+		{ .id = 7, .state = SCSI_ALUA_AO },
+	};
+	struct scsi_tpg_conf down[3];
+	uint8_t b[512];
+	struct tcmd t;
+	uint16_t rel;
+
+	cr_assert_eq(scsi_dev_set_groups(e.dev, groups, 3), 0);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x06);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b,
+			      256, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(rtpg_group(b, 7, &rel), SCSI_ALUA_AO);
+	cr_assert_eq(rel, 7, "the other gateway's port: relative id = its group id");
+	cr_assert_eq(rtpg_group(b, 1, &rel), SCSI_ALUA_AO);
+	cr_assert_eq(rel, 1);
+
+	/* The LU is owned by group 7: it is optimized there, non-optimized here. */
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 7, "gw-b"), 0);
+	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 1), SCSI_ALUA_ANO);
+	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 7), SCSI_ALUA_AO);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x06);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b,
+			      256, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(rtpg_group(b, 1, &rel), SCSI_ALUA_ANO);
+	cr_assert_eq(rtpg_group(b, 7, &rel), SCSI_ALUA_AO);
+	/* Non-optimized still serves I/O. */
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, 512,
+			      SCSI_DIR_READ), SCSI_GOOD);
+	/* The same owner again: nothing to announce. */
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 7, "gw-b"), 0);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE),
+		     SCSI_GOOD);
+
+	/* Group 7's gateway is gone and the LU moves here. */
+	memcpy(down, groups, sizeof(down));
+	down[2].state = SCSI_ALUA_UNAVAILABLE;
+	cr_assert_eq(scsi_dev_set_groups(e.dev, down, 3), 0);
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 1, "gw-a"), 0);
+	tenv_clear_ua(&e, e.a, 0);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b,
+			      256, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(rtpg_group(b, 1, &rel), SCSI_ALUA_AO);
+	cr_assert_eq(rtpg_group(b, 7, &rel), SCSI_ALUA_UNAVAILABLE);
+	cr_assert_eq(rtpg_group(b, 2, &rel), SCSI_ALUA_ANO);
+
+	/* Dropping a group removes its remote port; local groups stay. */
+	cr_assert_eq(scsi_dev_set_groups(e.dev, groups, 2), 0);
+	tenv_clear_ua(&e, e.a, 0);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b,
+			      256, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(rtpg_group(b, 7, &rel), -1);
+	cr_assert_eq(rtpg_group(b, 2, &rel), SCSI_ALUA_ANO);
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 5, 1, ""), -ENOENT);
 }

@@ -1,0 +1,307 @@
+#!/bin/bash
+# Two gateways and two agents on loopback sharing their configuration through a real etcd
+# (docs/CLUSTER.md): a target provisioned through agent A is served by both gateways with the
+# same LU identity; REPORT TARGET PORT GROUPS shows the owner's group active/optimized and the
+# other non-optimized; a two-path libiscsi client (tests/tools/isergw-alua) writes through the
+# owner; kill -9 of the owning gateway and its agent turns the LU active/optimized on the other
+# gateway within the lease time, the client's writes continue there and every block verifies.
+# Then: etcd down -> changes answer 503 and reads still work; etcd back -> changes work; the
+# killed member rejoins and takes back the LUN it is the preferred owner of; a change made
+# through one agent reaches the other agent's gateway.
+#
+#   tests/integration/test_cluster.sh        (BUILD=build|build/san)
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+
+t_begin cluster
+if [ "$TARGET" != isergwd ]; then
+	skip cluster "the cluster is made of isergwd gateways and agents"
+	t_end
+fi
+AGENT=$T_BUILD/isergw-agent
+ALUA=$T_TOOLS/isergw-alua
+if [ ! -x "$AGENT" ] || [ ! -x "$ALUA" ]; then
+	skip cluster "no $AGENT or $ALUA (make test-build)"
+	t_end
+fi
+if ! t_need etcd curl python3; then
+	skip cluster "needs etcd (Debian package etcd-server), curl and python3"
+	t_end
+fi
+
+TTL=3
+IQN=iqn.2026-11.org.isergw:cluster
+PREFIX=/isergw/test-$$
+ETCD_PORT=$(t_free_port)
+ETCD_PEER=$(t_free_port)
+GW_PORT_A=$(t_free_port)
+GW_PORT_B=$(t_free_port)
+API_PORT_A=$(t_free_port)
+API_PORT_B=$(t_free_port)
+ETCD_URL=http://$T_HOST:$ETCD_PORT
+LUNIMG=$T_SHM/cluster-lun0.img
+URL_A=iscsi://$T_HOST:$GW_PORT_A/$IQN/0
+URL_B=iscsi://$T_HOST:$GW_PORT_B/$IQN/0
+
+# ---- helpers ------------------------------------------------------------------------------
+
+etcd_start() {
+	t_daemon_start etcd etcd "$T_DIR/etcd.$1.log" \
+		etcd --name isergw-test --data-dir "$T_DIR/etcd" \
+		--listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+		--listen-peer-urls "http://$T_HOST:$ETCD_PEER" \
+		--initial-advertise-peer-urls "http://$T_HOST:$ETCD_PEER" \
+		--initial-cluster "isergw-test=http://$T_HOST:$ETCD_PEER"
+	ETCD_PID=$T_LAST_PID
+	t_wait_port "$ETCD_PID" "$ETCD_PORT" 20 &&
+		wait_for 20 curl -sf -X POST "$ETCD_URL/v3/kv/range" -d '{"key":"AA=="}'
+}
+
+# gw_conf NAME PORT: a gateway with one portal and its control socket, no targets.
+gw_conf() {
+	cat >"$T_DIR/gw-$1.json" <<EOC
+{ "gateway": { "control_socket": "$T_DIR/ctl-$1.sock" },
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $2 } ],
+  "targets": [] }
+EOC
+}
+
+# agent_start NAME GROUP API_PORT: sets AGENT_PID.
+agent_start() {
+	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent-$1:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent-$1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		t_daemon_start "agent-$1" agent "$T_DIR/agent-$1.$(date +%s%N).log" \
+		"$AGENT" --state-dir "$T_DIR/agent-$1" --listen "$T_HOST:$3" \
+		--gateway-socket "$T_DIR/ctl-$1.sock" --store etcd --etcd-endpoints "$ETCD_URL" \
+		--cluster-prefix "$PREFIX" --gateway-id "gw-$1" --port-group "$2" --lease-ttl "$TTL"
+	AGENT_PID=$T_LAST_PID
+	t_wait_port "$AGENT_PID" "$3" 15
+}
+
+# api A|B METHOD PATH [BODY]: sets CODE, the body in $T_DIR/body.
+api() {
+	local who=$1 m=$2 p=$3 body=${4:-} port tok args=()
+	if [ "$who" = A ]; then port=$API_PORT_A; tok=$TOK_A; else port=$API_PORT_B; tok=$TOK_B; fi
+	args+=(-H "Authorization: Bearer $tok")
+	[ -n "$body" ] && args+=(-H "Content-Type: application/json" --data-binary "$body")
+	CODE=$(curl -s -m 10 -o "$T_DIR/body" -w '%{http_code}' -X "$m" "${args[@]}" \
+		"http://$T_HOST:$port$p" 2>/dev/null)
+}
+
+jget() {
+	python3 -c "import json,sys; j=json.load(open('$T_DIR/body')); print($1)" 2>/dev/null
+}
+
+expect() {
+	local name=$1 want=$2 ecode=${3:-}
+	if [ "$CODE" != "$want" ]; then
+		fail "$name" "HTTP $CODE, want $want: $(head -c 300 "$T_DIR/body" | tr '\n' ' ')"
+		return 1
+	fi
+	if [ -n "$ecode" ] && [ "$(jget "j['error']['code']")" != "$ecode" ]; then
+		fail "$name" "error code $(jget "j['error']['code']"), want $ecode"
+		return 1
+	fi
+	pass "$name"
+}
+
+wait_for() {
+	local secs=$1 i=0
+	shift
+	while ! "$@" >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ "$i" -gt $((secs * 5)) ] && return 1
+		sleep 0.2
+	done
+}
+
+members_are() {
+	api "$1" GET /api/v1/cluster
+	[ "$CODE" = 200 ] && [ "$(jget "','.join(sorted(j['members']))")" = "$2" ]
+}
+
+# info URL: isergw-alua info into $T_DIR/info.
+info() {
+	"$ALUA" info "$1" >"$T_DIR/info" 2>&1
+}
+
+# state_is URL GROUP STATE: the LU's state for GROUP as seen through URL.
+state_is() {
+	info "$1" && grep -q "^group $2 $3 " "$T_DIR/info"
+}
+
+ival() {
+	sed -n "s/^$1 //p" "$T_DIR/info"
+}
+
+# writer_count a|b: the last progress line's write count through that path.
+writer_count() {
+	sed -n "s/.*writes_$1=\([0-9]*\).*/\1/p" "$T_DIR/writer.log" | tail -n 1
+}
+
+# reap PID SECONDS: prints the exit status of a child of this shell, or "timeout" (killed).
+reap() {
+	local i=0
+	while t_alive "$1"; do
+		i=$((i + 1))
+		if [ "$i" -gt $(($2 * 10)) ]; then
+			kill -KILL "$1" 2>/dev/null
+			wait "$1" 2>/dev/null
+			echo timeout
+			return
+		fi
+		sleep 0.1
+	done
+	wait "$1" 2>/dev/null
+	echo $?
+}
+
+writes_grow_on_b() {
+	local n
+	n=$(writer_count b)
+	[ "${n:-0}" -gt "${1:-0}" ]
+}
+
+# ---- start: etcd, two gateways, two agents ------------------------------------------------
+
+if ! etcd_start 1; then
+	fail start "etcd did not start"
+	tail -n 20 "$T_DIR/etcd.1.log"
+	t_end
+fi
+gw_conf A "$GW_PORT_A"
+gw_conf B "$GW_PORT_B"
+if ! gw_start "$T_DIR/gw-A.json" "$T_DIR/gw-A.log" "$GW_PORT_A"; then
+	fail start "gateway A did not start"
+	t_end
+fi
+GW_A=$T_GW_PID
+if ! gw_start "$T_DIR/gw-B.json" "$T_DIR/gw-B.log" "$GW_PORT_B"; then
+	fail start "gateway B did not start"
+	t_end
+fi
+GW_B=$T_GW_PID
+if ! agent_start A 1 "$API_PORT_A"; then
+	fail start "agent A did not start"
+	tail -n 20 "$T_DIR"/agent-A.*.log
+	t_end
+fi
+AG_A=$AGENT_PID
+if ! agent_start B 2 "$API_PORT_B"; then
+	fail start "agent B did not start"
+	tail -n 20 "$T_DIR"/agent-B.*.log
+	t_end
+fi
+AG_B=$AGENT_PID
+TOK_A=$(cat "$T_DIR/agent-A/admin.token")
+TOK_B=$(cat "$T_DIR/agent-B/admin.token")
+
+check "both agents see both members" wait_for 10 members_are A gw-A,gw-B
+check "agent B sees both members too" wait_for 10 members_are B gw-A,gw-B
+
+# A third agent claiming group 1 under another name is refused at start.
+"$AGENT" --state-dir "$T_DIR/agent-X" --listen "$T_HOST:$(t_free_port)" --store etcd \
+	--etcd-endpoints "$ETCD_URL" --cluster-prefix "$PREFIX" --gateway-id gw-X \
+	--port-group 1 >"$T_DIR/agent-X.log" 2>&1 &
+XPID=$!
+xrc=$(reap "$XPID" 10)
+check "a member claiming a taken port group is refused" \
+	bash -c "[ '$xrc' != 0 ] && [ '$xrc' != timeout ] && grep -q 'already belongs to member gw-A' '$T_DIR/agent-X.log'"
+
+# ---- provision through A, served by both ------------------------------------------------
+
+truncate -s 64M "$LUNIMG"
+api A POST /api/v1/targets "{\"name\":\"$IQN\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}"
+expect "POST target through agent A" 201
+api A POST /api/v1/targets/$IQN/luns "{\"lun\":0,\"owner\":\"gw-A\",\"backstore\":{\"type\":\"file\",\"path\":\"$LUNIMG\",\"size\":\"64M\"}}"
+expect "POST LUN (owner gw-A) through agent A" 201
+check "gateway A serves the LUN" wait_for 10 info "$URL_A"
+cp "$T_DIR/info" "$T_DIR/info-A"
+check "gateway B serves the LUN (agent B applied A's change)" wait_for 10 info "$URL_B"
+cp "$T_DIR/info" "$T_DIR/info-B"
+NAA_A=$(sed -n 's/^naa //p' "$T_DIR/info-A")
+NAA_B=$(sed -n 's/^naa //p' "$T_DIR/info-B")
+SER_A=$(sed -n 's/^serial //p' "$T_DIR/info-A")
+SER_B=$(sed -n 's/^serial //p' "$T_DIR/info-B")
+check "both gateways report the same NAA id and serial ($NAA_A)" \
+	test -n "$NAA_A" -a "$NAA_A" = "$NAA_B" -a -n "$SER_A" -a "$SER_A" = "$SER_B"
+check "gateway A's port is in group 1, relative port 1" \
+	bash -c "grep -qx 'port_group 1' '$T_DIR/info-A' && grep -qx 'rel_port 1' '$T_DIR/info-A'"
+check "gateway B's port is in group 2, relative port 2" \
+	bash -c "grep -qx 'port_group 2' '$T_DIR/info-B' && grep -qx 'rel_port 2' '$T_DIR/info-B'"
+check "through A: group 1 active/optimized with port 1, group 2 non-optimized with port 2" \
+	bash -c "grep -qx 'group 1 ao ports 1' '$T_DIR/info-A' && grep -qx 'group 2 ano ports 2' '$T_DIR/info-A'"
+check "through B: the same states (owner gw-A)" \
+	bash -c "grep -qx 'group 1 ao ports 1' '$T_DIR/info-B' && grep -qx 'group 2 ano ports 2' '$T_DIR/info-B'"
+api B GET /api/v1/cluster
+check "agent B names gw-A the owner of LUN 0" test "$(jget "j['owners'][0]['owner']")" = gw-A
+
+# ---- failover under a writing client ------------------------------------------------------
+
+STOP=$T_DIR/writer.stop
+"$ALUA" writer -t 120 -f "$STOP" -n 16384 "$URL_A" "$URL_B" >"$T_DIR/writer.log" 2>&1 &
+WRITER=$!
+check "the client writes through A (the active/optimized path)" \
+	wait_for 20 bash -c "[ \"\$(sed -n 's/.*writes_a=\([0-9]*\).*/\1/p' '$T_DIR/writer.log' | tail -n 1)\" -gt 50 ]"
+B_BEFORE=$(writer_count b)
+kill -KILL "$GW_A" "$AG_A" 2>/dev/null
+wait "$GW_A" "$AG_A" 2>/dev/null
+t_forget "$GW_A"
+t_forget "$AG_A"
+KILLED_AT=$(date +%s%N)
+if wait_for $((TTL + 6)) state_is "$URL_B" 2 ao; then
+	secs=$((($(date +%s%N) - KILLED_AT) / 1000000))
+	pass "after kill -9 of gateway+agent A, B reports group 2 active/optimized (${secs} ms, lease ${TTL} s)"
+else
+	fail "failover" "B still reports: $(tr '\n' ' ' <"$T_DIR/info")"
+fi
+check "group 1 (the dead gateway) is reported unavailable" grep -qx 'group 1 unavailable ports 1' "$T_DIR/info"
+check "the client's writes continue through B" wait_for 20 writes_grow_on_b "$((${B_BEFORE:-0} + 50))"
+touch "$STOP"
+wrc=$(reap "$WRITER" 60)
+check "every block written through either path verifies ($(grep '^verify:' "$T_DIR/writer.log"))" \
+	bash -c "[ '$wrc' = 0 ] && grep -q ', 0 mismatches' '$T_DIR/writer.log'"
+t_log "  $(tail -n 1 "$T_DIR/writer.log")"
+
+# ---- etcd away and back -------------------------------------------------------------------
+
+t_stop_pid "$ETCD_PID" 10
+api B POST /api/v1/targets "{\"name\":\"$IQN-2\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}"
+expect "etcd down: a change answers 503" 503 store_unavailable
+api B GET /api/v1/targets
+expect "etcd down: reads still work" 200
+check "etcd down: the last known configuration is served" test "$(jget "j['targets'][0]['name']")" = "$IQN"
+check "etcd down: the LU still serves I/O through B" info "$URL_B"
+if etcd_start 2; then
+	pass "etcd restarted"
+else
+	fail "etcd restart" "$(tail -n 5 "$T_DIR/etcd.2.log" | tr '\n' ' ')"
+fi
+check "etcd back: changes work again" wait_for 15 bash -c \
+	"curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer $TOK_B' -H 'Content-Type: application/json' --data-binary '{\"name\":\"$IQN-2\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}' http://$T_HOST:$API_PORT_B/api/v1/targets | grep -qx 201"
+
+# ---- the killed member rejoins ------------------------------------------------------------
+
+if ! gw_start "$T_DIR/gw-A.json" "$T_DIR/gw-A.2.log" "$GW_PORT_A"; then
+	fail restart "gateway A did not restart"
+	t_end
+fi
+GW_A=$T_GW_PID
+if ! agent_start A 1 "$API_PORT_A"; then
+	fail restart "agent A did not restart"
+	t_end
+fi
+AG_A=$AGENT_PID
+check "gw-A rejoins" wait_for 15 members_are B gw-A,gw-B
+check "the preferred owner takes LUN 0 back: group 1 active/optimized through B" \
+	wait_for 15 state_is "$URL_B" 1 ao
+check "and through A" wait_for 10 state_is "$URL_A" 1 ao
+api B POST /api/v1/targets/$IQN/luns "{\"lun\":1,\"backstore\":{\"type\":\"ram\",\"size\":\"8M\"}}"
+expect "POST a LUN through agent B" 201
+check "gateway A serves the LUN added through agent B" \
+	wait_for 10 info "iscsi://$T_HOST:$GW_PORT_A/$IQN/1"
+api A GET /api/v1/targets
+check "agent A lists both targets (the one added through B while it was dead)" \
+	test "$(jget "len(j['targets'])")" = 2
+
+t_end
