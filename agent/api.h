@@ -229,6 +229,8 @@ void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur
 /* Prometheus text exposition of the cached state (malloc'ed). */
 char *api_metrics_text(struct api_agent *ag, size_t *len);
 json_t *api_openapi_build(const struct api_route *tbl, const char *version);
+/* Per-LUN read/write latency histograms from a gateway "state" answer (api_metrics_lat.c). */
+void api_metrics_latency(struct gw_buf *b, const json_t *state);
 
 /* ---- the agent (api_agent.c) ----------------------------------------------------------- */
 

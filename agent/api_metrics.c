@@ -116,6 +116,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 			}
 		}
 	}
+	api_metrics_latency(&b, st);
 	*len = b.len;
 	return gw_buf_steal(&b);
 }
