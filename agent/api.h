@@ -17,6 +17,7 @@
 #include "api_auth.h"
 #include "api_err.h"
 #include "api_gwc.h"
+#include "api_net.h"
 #include "api_store.h"
 #include "gw_buf.h"
 #include "gw_conf.h"
@@ -66,6 +67,7 @@ struct api_agent {
 	uint64_t event_id;
 	struct gw_timer keepalive;
 	json_t *openapi;
+	struct api_net net;		/* bonds and RDMA ports */
 	uint64_t started_ms;
 	uint64_t requests;
 };
@@ -271,5 +273,10 @@ int api_h_session_drop(struct api_req *r);
 int api_h_config_get(struct api_req *r);
 int api_h_config_put(struct api_req *r);
 int api_h_config_validate(struct api_req *r);
+int api_h_bonds_list(struct api_req *r);
+int api_h_bond_get(struct api_req *r);
+int api_h_bond_put(struct api_req *r);
+int api_h_bond_delete(struct api_req *r);
+int api_h_rdma_list(struct api_req *r);
 
 #endif

@@ -166,5 +166,152 @@ check "the latency sums are positive" python3 -c "import sys; sys.exit(not (floa
 check "the +Inf bucket holds them all" test "$(metric "isergw_lun_write_latency_seconds_bucket{target=\"$IQN\",lun=\"0\",le=\"+Inf\"}")" = "$WIOS"
 check "the other LUN's histograms stay empty" test "$(lat_count write 1)" = 0 -a "$(lat_count read 1)" = 0
 
+# ---- bonds and RDMA ports from a sysfs fixture --------------------------------------------
+
+# The files the kernel shows for an active-backup bond bd0 (slaves bd0a active, bd0b backup)
+# with rxe0 on it, a plain NIC eth9, and a PCI RDMA device mlx5_0 whose port is down.
+SYS=$T_DIR/sys
+put() { mkdir -p "$(dirname "$SYS/$1")" && printf '%s\n' "$2" >"$SYS/$1"; }
+B=class/net/bd0
+put $B/address 02:00:00:00:0a:01
+put $B/bonding/mode "active-backup 1"
+put $B/bonding/fail_over_mac "active 1"
+put $B/bonding/miimon 50
+put $B/bonding/mii_status up
+put $B/bonding/active_slave bd0a
+put $B/bonding/primary ""
+put $B/bonding/slaves "bd0a bd0b"
+put $B/lower_bd0a/bonding_slave/state active
+put $B/lower_bd0a/bonding_slave/mii_status up
+put $B/lower_bd0a/bonding_slave/link_failure_count 0
+put $B/lower_bd0a/bonding_slave/perm_hwaddr 02:00:00:00:0a:01
+put $B/lower_bd0b/bonding_slave/state backup
+put $B/lower_bd0b/bonding_slave/mii_status up
+put $B/lower_bd0b/bonding_slave/link_failure_count 2
+put $B/lower_bd0b/bonding_slave/perm_hwaddr 02:00:00:00:0b:01
+put class/net/eth9/address 02:00:00:00:09:09
+put class/infiniband/rxe0/parent bd0
+put class/infiniband/rxe0/node_guid 0000:00ff:fe00:0a01
+put class/infiniband/rxe0/ports/1/state "4: ACTIVE"
+put class/infiniband/rxe0/ports/1/phys_state "5: LinkUp"
+put class/infiniband/rxe0/ports/1/link_layer Ethernet
+put class/infiniband/rxe0/ports/1/rate "10 Gb/sec (1X QDR)"
+put class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0 bd0
+mkdir -p "$SYS/class/infiniband/mlx5_0/device/net/ens1f0"
+put class/infiniband/mlx5_0/ports/1/state "1: DOWN"
+put class/infiniband/mlx5_0/ports/1/phys_state "3: Disabled"
+put class/infiniband/mlx5_0/ports/1/link_layer InfiniBand
+put class/infiniband/mlx5_0/ports/1/rate "100 Gb/sec (4X EDR)"
+
 agent_stop main
+# Tokens are read at start: the read-only one is made while the agent is down.
+READ=$("$AGENT" --state-dir "$STATE" --add-token monitor --role read 2>/dev/null)
+export ISERGW_SYSFS=$SYS
+agent_start 2 --listen "$T_HOST:$API_PORT"
+if ! t_wait_port "$AGENT_PID" "$API_PORT" 10; then
+	fail start "the agent did not restart with ISERGW_SYSFS"
+	t_end
+fi
+
+api GET /api/v1/bonds "" "$READ"
+expect "GET bonds (read token)" 200
+check "bd0 is the only bond (eth9 is not one)" test "$(jget "[b['name'] for b in j['bonds']]")" = "['bd0']"
+check "mode, fail_over_mac and the active slave come from sysfs" test \
+	"$(jget "(lambda b: (b['mode'], b['fail_over_mac'], b['active_slave'], b['miimon']))(j['bonds'][0])")" = \
+	"('active-backup', 'active', 'bd0a', 50)"
+check "each slave's state and link failures" test \
+	"$(jget "[(s['name'], s['state'], s['link_failure_count']) for s in j['bonds'][0]['slaves']]")" = \
+	"[('bd0a', 'active', 0), ('bd0b', 'backup', 2)]"
+check "failovers sum the link failures; rxe0 sits on the bond; no desired settings" test \
+	"$(jget "(lambda b: (b['failovers'], b['rdma_devices'], b['desired'], b['drift']))(j['bonds'][0])")" = \
+	"(2, ['rxe0'], None, None)"
+api GET /api/v1/rdma "" "$READ"
+expect "GET rdma" 200
+check "rxe0: port 1 ACTIVE on bd0 (its parent), Ethernet" test \
+	"$(jget "(lambda d: (d['name'], d['netdev'], d['ports'][0]['state'], d['ports'][0]['state_num'], d['ports'][0]['link_layer'], d['ports'][0]['netdev']))([d for d in j['devices'] if d['name']=='rxe0'][0])")" = \
+	"('rxe0', 'bd0', 'ACTIVE', 4, 'Ethernet', 'bd0')"
+check "mlx5_0: port 1 DOWN, its netdev from device/net" test \
+	"$(jget "(lambda d: (d['netdev'], d['ports'][0]['state'], d['ports'][0]['phys_state'], d['ports'][0]['rate']))([d for d in j['devices'] if d['name']=='mlx5_0'][0])")" = \
+	"('ens1f0', 'DOWN', 'Disabled', '100 Gb/sec (4X EDR)')"
+
+metrics
+check "metrics: bd0a is the active slave, bd0b not" test \
+	"$(metric 'isergw_bond_active_slave{bond="bd0",slave="bd0a"}') $(metric 'isergw_bond_active_slave{bond="bd0",slave="bd0b"}')" = "1 0"
+check "metrics: bond failovers and RDMA port states" test \
+	"$(metric 'isergw_bond_failovers_total{bond="bd0"}') $(metric 'isergw_rdma_port_state{device="rxe0",port="1",netdev="bd0"}') $(metric 'isergw_rdma_port_state{device="mlx5_0",port="1",netdev="ens1f0"}')" = "2 4 1"
+check "the exposition's invariants hold with bond metrics" $PROM "$T_DIR/metrics"
+
+# A failover, as the kernel would show it: bd0a lost its link, bd0b took over.
+put $B/bonding/active_slave bd0b
+put $B/lower_bd0a/bonding_slave/state backup
+put $B/lower_bd0a/bonding_slave/mii_status down
+put $B/lower_bd0a/bonding_slave/link_failure_count 1
+put $B/lower_bd0b/bonding_slave/state active
+api GET /api/v1/bonds/bd0
+expect "GET bonds/bd0" 200
+check "after the failover GET shows bd0b active and bd0a down" test \
+	"$(jget "(j['active_slave'], [(s['name'], s['state'], s['mii_status']) for s in j['slaves']], j['failovers'])")" = \
+	"('bd0b', [('bd0a', 'backup', 'down'), ('bd0b', 'active', 'up')], 3)"
+failed_over() {
+	metrics && [ "$(metric 'isergw_bond_active_slave{bond="bd0",slave="bd0b"}')" = 1 ] &&
+		[ "$(metric 'isergw_bond_failovers_total{bond="bd0"}')" = 3 ]
+}
+check "metrics follow the failover (read at most once a second)" wait_for 5 failed_over
+
+# Desired settings: stored, compared, reported as drift, never applied.
+api PUT /api/v1/bonds/bd0 '{"mode":"active-backup","fail_over_mac":"active","slaves":["bd0b","bd0a"],"primary":"bd0a"}'
+expect "PUT bonds/bd0 desired settings" 200
+check "drift: only the primary differs (slaves compared as a set)" test \
+	"$(jget "[(d['field'], d['desired'], d['actual']) for d in j['drift']]")" = "[('primary', 'bd0a', '')]"
+check "the host's bond was not touched" test "$(cat "$SYS/$B/bonding/primary")" = ""
+metrics
+check "metrics: isergw_bond_drift 1" test "$(metric 'isergw_bond_drift{bond="bd0"}')" = 1
+put $B/bonding/primary bd0a
+api GET /api/v1/bonds/bd0
+check "once the host matches, the drift is empty" test "$(jget "(j['drift'], j['desired']['primary'])")" = "([], 'bd0a')"
+put $B/bonding/fail_over_mac "follow 2"
+api GET /api/v1/bonds/bd0
+check "fail_over_mac=follow under RDMA: drift and a warning" test \
+	"$(jget "([d['field'] for d in j['drift']], len(j.get('warnings', [])))")" = "(['fail_over_mac'], 1)"
+put $B/bonding/fail_over_mac "active 1"
+cp "$STATE/net.json" "$T_DIR/net.before"
+api PUT /api/v1/bonds/bd0 '{"mode":"fast","fail_over_mac":"sometimes","slaves":["bd0a","a/b"],"primary":"bd0c","speed":1}'
+expect "PUT bonds/bd0 with five mistakes" 422 invalid
+check "  ... lists every error with its field" test \
+	"$(jget "sorted(e['field'] for e in j['errors'])")" = "['fail_over_mac', 'mode', 'primary', 'slaves[1]', 'speed']"
+check "  ... and stores nothing" cmp "$STATE/net.json" "$T_DIR/net.before"
+api PUT /api/v1/bonds/bd0 '{"mode":"active-backup"' 
+expect "PUT bonds/bd0 malformed JSON" 400 malformed_json
+api PUT /api/v1/bonds/bd0 '{"name":"bd1"}'
+expect "PUT bonds/bd0 naming another bond" 422 invalid
+api PUT /api/v1/bonds/bd0 '{"mode":"active-backup"}' "$READ"
+expect "PUT bonds/bd0 with a read-only token" 403 forbidden
+CODE=$(curl -s --path-as-is -o "$T_DIR/body" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$URL/api/v1/bonds/..")
+expect "GET bonds/.. (not an interface name)" 400 bad_request
+api GET /api/v1/bonds/bd7
+expect "GET an unknown bond" 404 not_found
+api PUT /api/v1/bonds/bd7 '{"mode":"active-backup","fail_over_mac":"active","slaves":["bd7a","bd7b"]}'
+expect "PUT desired settings of a bond the host lacks" 200
+check "  ... reported missing, drift on its name" test "$(jget "(j['present'], j['drift'][0]['field'])")" = "(False, 'name')"
+api GET /api/v1/bonds
+check "the list shows both bonds" test "$(jget "[(b['name'], b['present']) for b in j['bonds']]")" = "[('bd0', True), ('bd7', False)]"
+api DELETE /api/v1/bonds/bd7
+expect "DELETE bonds/bd7 (forget desired)" 204
+api DELETE /api/v1/bonds/bd7
+expect "DELETE bonds/bd7 again" 404 not_found
+
+cli() { "$CTL" --url "$URL" --state-dir "$STATE" "$@"; }
+check "isergwctl bond list shows bd0, bd0b active, in sync" bash -c \
+	"'$CTL' --url '$URL' --state-dir '$STATE' bond list | grep -E '^bd0 +active-backup +active +bd0b +bd0a,bd0b\\* +3 +rxe0 +in sync'"
+check "isergwctl rdma list shows rxe0 on bd0 and mlx5_0 down" bash -c \
+	"out=\$('$CTL' --url '$URL' --state-dir '$STATE' rdma list) && echo \"\$out\" | grep -E '^rxe0 +1 +ACTIVE .* bd0\$' && echo \"\$out\" | grep -E '^mlx5_0 +1 +DOWN'"
+check "isergwctl bond set stores a desired change" bash -c \
+	"'$CTL' --url '$URL' --state-dir '$STATE' bond set bd0 primary=bd0b | grep -q 'drift: primary'"
+check "isergwctl --json bond show is the API's JSON" bash -c \
+	"'$CTL' --url '$URL' --state-dir '$STATE' --json bond show bd0 | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"desired\"][\"primary\"] == \"bd0b\"'"
+cli bond set bd0 mode=fast >/dev/null 2>&1
+check "isergwctl bond set with a bad mode exits 1" test $? = 1
+check "isergwctl bond forget" bash -c "'$CTL' --url '$URL' --state-dir '$STATE' bond forget bd0"
+
+agent_stop bonds
 t_end
