@@ -39,6 +39,7 @@ struct api_conf {
 	const char *gateway_socket;	/* NULL: do not drive a gateway */
 	const char *tls_cert;		/* PEM files; both set: HTTPS */
 	const char *tls_key;
+	bool allow_remote;		/* listen beyond loopback (needs TLS) */
 	size_t body_max;
 	unsigned int poll_ms;		/* gateway state refresh */
 };

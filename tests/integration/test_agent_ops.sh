@@ -79,14 +79,16 @@ wait_for() {
 	done
 }
 
-# agent_start TAG [ARGS...]: the agent on API_PORT with extra arguments; AGENT_PID.
+# agent_start TAG [ARGS...]: the agent with extra arguments (behind the command in AGENT_WRAP,
+# when set); AGENT_PID.
 agent_start() {
 	local tag=$1
 	shift
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
 		t_daemon_start agent agent "$T_DIR/agent.$tag.log" \
-		"$AGENT" --state-dir "$STATE" --gateway-socket "$SOCK" "$@"
+		${AGENT_WRAP[@]+"${AGENT_WRAP[@]}"} "$AGENT" --state-dir "$STATE" \
+		--gateway-socket "$SOCK" "$@"
 	AGENT_PID=$T_LAST_PID
 }
 
@@ -314,4 +316,81 @@ check "isergwctl bond set with a bad mode exits 1" test $? = 1
 check "isergwctl bond forget" bash -c "'$CTL' --url '$URL' --state-dir '$STATE' bond forget bd0"
 
 agent_stop bonds
+
+# ---- HTTPS --------------------------------------------------------------------------------
+
+if ! t_need openssl; then
+	skip tls "needs openssl"
+	t_end
+fi
+TLS_PORT=$(t_free_port)
+CERT=$T_DIR/cert.pem
+KEY=$T_DIR/key.pem
+REMOTE=192.0.2.1	# TEST-NET-1, only ever inside the agent's own network namespace
+if ! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+	-subj /CN=isergw-test -addext "subjectAltName=IP:127.0.0.1,IP:$REMOTE" \
+	-keyout "$KEY" -out "$CERT" >"$T_DIR/openssl.out" 2>&1; then
+	fail tls "openssl could not make a certificate: $(tail -n 2 "$T_DIR/openssl.out")"
+	t_end
+fi
+TURL=https://$T_HOST:$TLS_PORT
+agent_start tls --listen "$T_HOST:$TLS_PORT" --tls-cert "$CERT" --tls-key "$KEY"
+if ! t_wait_port "$AGENT_PID" "$TLS_PORT" 10; then
+	fail tls "the agent did not start with TLS: $(tail -n 3 "$T_DIR/agent.tls.log")"
+	t_end
+fi
+check "the agent says it serves https" grep -q "listening on $T_HOST:$TLS_PORT (https)" "$T_DIR/agent.tls.log"
+CODE=$(curl -s --cacert "$CERT" -o "$T_DIR/body" -w '%{http_code}' "$TURL/api/v1/health")
+expect "curl --cacert: GET health over HTTPS" 200
+CODE=$(curl -s --cacert "$CERT" -o "$T_DIR/body" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$TURL/api/v1/targets")
+expect "curl --cacert: GET targets with a token over HTTPS" 200
+check "  ... lists the target" test "$(jget "j['targets'][0]['name']")" = "$IQN"
+curl -s -o /dev/null "$TURL/api/v1/health" 2>/dev/null
+check "curl without the CA refuses the self-signed certificate (exit 60)" test $? = 60
+CODE=$(curl -s -m 5 -o "$T_DIR/body" -w '%{http_code}' "http://$T_HOST:$TLS_PORT/api/v1/health" 2>/dev/null)
+check "plain HTTP to the TLS port gets no HTTP answer" test "$CODE" = 000
+check "  ... and the agent still serves HTTPS after it" bash -c \
+	"curl -sf --cacert '$CERT' '$TURL/api/v1/health' >/dev/null"
+tcli() { "$CTL" --url "$TURL" --state-dir "$STATE" "$@"; }
+check "isergwctl --cacert target list over HTTPS" bash -c \
+	"'$CTL' --url '$TURL' --state-dir '$STATE' --cacert '$CERT' target list | grep -q '$IQN'"
+check "isergwctl --cacert bond list over HTTPS" tcli --cacert "$CERT" bond list
+tcli target list >/dev/null 2>&1
+check "isergwctl without --cacert fails the certificate check (exit 3)" test $? = 3
+check "isergwctl --insecure skips the check" tcli --insecure health
+agent_stop tls
+
+# Loopback only unless TLS and --allow-remote both say otherwise. Refused starts bind nothing.
+refused() {
+	local tag=$1 want=$2
+	shift 2
+	timeout 20 "$AGENT" --state-dir "$STATE" "$@" >"$T_DIR/agent.$tag.log" 2>&1
+	local rc=$?
+	[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "$want" "$T_DIR/agent.$tag.log"
+}
+check "a non-loopback address without TLS is refused" \
+	refused r1 "without TLS" --listen "$REMOTE:$TLS_PORT"
+check "  ... also with --allow-remote" \
+	refused r2 "without TLS" --listen "$REMOTE:$TLS_PORT" --allow-remote
+check "a non-loopback address with TLS but no --allow-remote is refused" \
+	refused r3 "add --allow-remote" --listen "$REMOTE:$TLS_PORT" --tls-cert "$CERT" --tls-key "$KEY"
+check "0.0.0.0 (every address) is refused without --allow-remote" \
+	refused r4 "add --allow-remote" --listen "0.0.0.0:$TLS_PORT" --tls-cert "$CERT" --tls-key "$KEY"
+if t_need unshare nsenter ip; then
+	# Its own network namespace (gone with it), $REMOTE on its lo (this kernel may lack the
+	# dummy module): an address the agent must treat as remote, reachable from nowhere else.
+	AGENT_WRAP=(unshare -n sh -c "ip link set lo up && ip addr add $REMOTE/32 dev lo && \
+		exec \"\$0\" \"\$@\"")
+	agent_start remote --listen "$REMOTE:$TLS_PORT" --tls-cert "$CERT" --tls-key "$KEY" \
+		--allow-remote
+	AGENT_WRAP=()
+	remote_up() {
+		nsenter -t "$AGENT_PID" -n curl -sf -m 5 --cacert "$CERT" \
+			"https://$REMOTE:$TLS_PORT/api/v1/health" >/dev/null
+	}
+	check "TLS and --allow-remote serve a non-loopback address" wait_for 10 remote_up
+	agent_stop remote
+else
+	skip "remote listen" "needs unshare, nsenter and ip"
+fi
 t_end
