@@ -18,6 +18,7 @@
 #include "api_err.h"
 #include "api_gwc.h"
 #include "api_net.h"
+#include "api_rcache.h"
 #include "api_store.h"
 #include "gw_buf.h"
 #include "gw_conf.h"
@@ -69,6 +70,8 @@ struct api_agent {
 	struct gw_timer keepalive;
 	json_t *openapi;
 	struct api_net net;		/* bonds and RDMA ports */
+	struct api_rcache metrics_cache;	/* GET /metrics */
+	struct api_rcache targets_cache;	/* GET /api/v1/targets */
 	uint64_t started_ms;
 	uint64_t requests;
 };
