@@ -17,6 +17,8 @@
 #include "api_auth.h"
 #include "api_err.h"
 #include "api_gwc.h"
+#include "api_net.h"
+#include "api_rcache.h"
 #include "api_store.h"
 #include "gw_buf.h"
 #include "gw_conf.h"
@@ -38,6 +40,7 @@ struct api_conf {
 	const char *gateway_socket;	/* NULL: do not drive a gateway */
 	const char *tls_cert;		/* PEM files; both set: HTTPS */
 	const char *tls_key;
+	bool allow_remote;		/* listen beyond loopback (needs TLS) */
 	size_t body_max;
 	unsigned int poll_ms;		/* gateway state refresh */
 	/* Cluster (docs/CLUSTER.md): store "etcd" keeps the configuration in etcd. */
@@ -75,6 +78,9 @@ struct api_agent {
 	uint64_t event_id;
 	struct gw_timer keepalive;
 	json_t *openapi;
+	struct api_net net;		/* bonds and RDMA ports */
+	struct api_rcache metrics_cache;	/* GET /metrics */
+	struct api_rcache targets_cache;	/* GET /api/v1/targets */
 	uint64_t started_ms;
 	uint64_t requests;
 	struct api_cluster *cluster;	/* NULL: a gateway alone */
@@ -239,6 +245,8 @@ void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur
 /* Prometheus text exposition of the cached state (malloc'ed). */
 char *api_metrics_text(struct api_agent *ag, size_t *len);
 json_t *api_openapi_build(const struct api_route *tbl, const char *version);
+/* Per-LUN read/write latency histograms from a gateway "state" answer (api_metrics_lat.c). */
+void api_metrics_latency(struct gw_buf *b, const json_t *state);
 
 /* ---- the agent (api_agent.c) ----------------------------------------------------------- */
 
@@ -280,5 +288,10 @@ int api_h_config_get(struct api_req *r);
 int api_h_config_put(struct api_req *r);
 int api_h_config_validate(struct api_req *r);
 int api_h_cluster(struct api_req *r);
+int api_h_bonds_list(struct api_req *r);
+int api_h_bond_get(struct api_req *r);
+int api_h_bond_put(struct api_req *r);
+int api_h_bond_delete(struct api_req *r);
+int api_h_rdma_list(struct api_req *r);
 
 #endif

@@ -133,6 +133,9 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	r = api_auth_open(&ag->auth, conf->state_dir);
 	if (r)
 		goto fail_store;
+	r = api_net_init(ag);
+	if (r)
+		goto fail_auth_net;
 	ag->openapi = api_openapi_build(api_routes, api_version());
 	if (!ag->openapi) {
 		r = -ENOMEM;
@@ -181,6 +184,8 @@ fail_events:
 fail_openapi:
 	json_decref(ag->openapi);
 fail_auth:
+	api_net_fini(ag);
+fail_auth_net:
 	api_auth_close(&ag->auth);
 fail_store:
 	api_store_destroy(ag->store);
@@ -202,6 +207,9 @@ void api_agent_fini(struct api_agent *ag)
 	json_decref(ag->openapi);
 	json_decref(ag->gw_state);
 	free(ag->apply_error);
+	api_net_fini(ag);
+	api_rcache_fini(&ag->metrics_cache);
+	api_rcache_fini(&ag->targets_cache);
 	api_auth_close(&ag->auth);
 	api_store_destroy(ag->store);
 }

@@ -633,9 +633,21 @@ int api_http_start(struct api_agent *ag, struct api_http **out)
 			goto fail;
 		}
 		flags |= MHD_USE_TLS;
-	} else if (!is_loopback(&ss)) {
-		gw_warn("http", "listening on %s without TLS: bearer tokens travel in clear",
-			ag->conf.listen);
+	}
+	/* Loopback only by default: anywhere else needs TLS (tokens must not travel in clear)
+	 * and the operator saying so. */
+	if (!is_loopback(&ss) && !h->cert) {
+		gw_err("http", "refusing to listen on %s without TLS: bearer tokens would travel "
+		       "in clear (give --tls-cert and --tls-key, and --allow-remote)",
+		       ag->conf.listen);
+		r = -EPERM;
+		goto fail;
+	}
+	if (!is_loopback(&ss) && !ag->conf.allow_remote) {
+		gw_err("http", "refusing to listen on %s: not a loopback address (add "
+		       "--allow-remote to serve other hosts)", ag->conf.listen);
+		r = -EPERM;
+		goto fail;
 	}
 	if (h->cert)
 		h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,

@@ -94,6 +94,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 		      (unsigned long long)ag->applied_generation);
 	head(&b, "isergw_agent_requests_total", "counter", "API requests the agent handled.");
 	gw_buf_printf(&b, "isergw_agent_requests_total %llu\n", (unsigned long long)ag->requests);
+	api_metrics_net(&b, ag);
 	if (!up || !st) {
 		*len = b.len;
 		return gw_buf_steal(&b);
@@ -116,6 +117,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 			}
 		}
 	}
+	api_metrics_latency(&b, st);
 	*len = b.len;
 	return gw_buf_steal(&b);
 }

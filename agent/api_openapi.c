@@ -92,6 +92,27 @@ static json_t *schemas(void)
 	json_object_set_new(sc, "Validation", json_pack(
 		"{s:s, s:{s:{s:s}, s:{s:s}}}", "type", "object", "properties", "valid", "type",
 		"boolean", "generation", "type", "integer"));
+	json_object_set_new(sc, "BondDesired", json_pack(
+		"{s:s, s:b, s:{s:{s:s}, s:{s:s, s:[s,s,s,s,s,s,s]}, s:{s:s, s:[s,s,s]}, "
+		"s:{s:s, s:{s:s}}, s:{s:s}}}", "type", "object", "additionalProperties", 0,
+		"properties", "name", "type", "string", "mode", "type", "string", "enum",
+		"balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad", "balance-tlb",
+		"balance-alb", "fail_over_mac", "type", "string", "enum", "none", "active", "follow",
+		"slaves", "type", "array", "items", "type", "string", "primary", "type", "string"));
+	json_object_set_new(sc, "Bond", json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
+		"s:{s:s}, s:o, s:{s:s}, s:{s:s}}}", "type", "object", "properties",
+		"name", "type", "string", "present", "type", "boolean", "mode", "type", "string",
+		"fail_over_mac", "type", "string", "active_slave", "type", "string", "mii_status",
+		"type", "string", "slaves", "type", "array", "failovers", "type", "integer",
+		"rdma_devices", "type", "array", "desired", ref("BondDesired"), "drift", "type",
+		"array", "warnings", "type", "array"));
+	json_object_set_new(sc, "BondList", list_of("bonds", "Bond"));
+	json_object_set_new(sc, "RdmaDevice", json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object", "properties",
+		"name", "type", "string", "netdev", "type", "string", "node_guid", "type", "string",
+		"ports", "type", "array"));
+	json_object_set_new(sc, "RdmaList", list_of("devices", "RdmaDevice"));
 	json_object_set_new(sc, "Error", json_pack(
 		"{s:s, s:[s], s:{s:{s:s, s:[s,s], s:{s:{s:s}, s:{s:s}, s:{s:s}}}, "
 		"s:{s:s, s:{s:s, s:{s:{s:s}, s:{s:s}}}}}}",

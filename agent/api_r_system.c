@@ -43,13 +43,28 @@ int api_h_openapi(struct api_req *r)
 	return 0;
 }
 
+/*
+ * Rebuilt when the gateway state, the configuration or the gateway connection changes, else
+ * at most a second old (the request counter and sysfs, which the key does not cover): under a
+ * scrape storm /metrics costs a copy, not a rebuild of every LUN's histograms.
+ */
 int api_h_metrics(struct api_req *r)
 {
+	struct api_agent *ag = r->ag;
+	uint64_t now = gw_now_ms();
+	const uint64_t key[API_RCACHE_KEYS] = {
+		ag->gw_state_ms, ag->store->generation, ag->applied_generation,
+		(uint64_t)(ag->gwc_on && ag->gwc.connected),
+	};
 	size_t len = 0;
-	char *text = api_metrics_text(r->ag, &len);
+	char *text = api_rcache_get(&ag->metrics_cache, key, 1000, now, &len);
 
-	if (!text)
-		return -ENOMEM;
+	if (!text) {
+		text = api_metrics_text(ag, &len);
+		if (!text)
+			return -ENOMEM;
+		api_rcache_put(&ag->metrics_cache, key, text, len, now);
+	}
 	api_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 	return 0;
 }

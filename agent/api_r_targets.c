@@ -18,9 +18,19 @@ static json_t *cfg_targets(const struct api_req *r)
 
 int api_h_targets_list(struct api_req *r)
 {
-	json_t *list = json_array(), *t;
-	size_t i;
+	/* The list only changes with the configuration: serialized once per generation. */
+	const uint64_t key[API_RCACHE_KEYS] = { r->ag->store->generation,
+						(uint64_t)(uintptr_t)r->ag->store->config };
+	json_t *list, *t;
+	size_t i, len;
+	char *text = api_rcache_get(&r->ag->targets_cache, key, 0, 0, &len);
 
+	if (text) {
+		api_reply_etag(r);
+		api_reply_text(r, 200, "application/json", text, len);
+		return 0;
+	}
+	list = json_array();
 	if (!list)
 		return -ENOMEM;
 	json_array_foreach(cfg_targets(r), i, t) {
@@ -38,6 +48,8 @@ int api_h_targets_list(struct api_req *r)
 	}
 	api_reply_etag(r);
 	api_reply_json(r, 200, json_pack("{s:o}", "targets", list));
+	if (r->status == 200 && r->resp_body)
+		api_rcache_put(&r->ag->targets_cache, key, r->resp_body, r->resp_len, 0);
 	return 0;
 }
 

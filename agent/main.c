@@ -3,7 +3,8 @@
  * isergw-agent: the REST agent (docs/REST.md).
  *
  *   isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]
- *                [--tls-cert FILE --tls-key FILE] [--body-max BYTES] [--debug LIST]
+ *                [--tls-cert FILE --tls-key FILE [--allow-remote]] [--body-max BYTES]
+ *                [--debug LIST]
  *                [--store etcd --etcd-endpoints URL[,URL] --cluster-prefix /isergw/NAME
  *                 --gateway-id NAME --port-group N [--lease-ttl SECONDS]]
  *   isergw-agent --state-dir DIR --add-token NAME [--role admin|read]
@@ -27,13 +28,15 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]\n"
-		"                    [--tls-cert FILE --tls-key FILE] [--body-max BYTES]\n"
+		"                    [--tls-cert FILE --tls-key FILE [--allow-remote]]\n"
+		"                    [--body-max BYTES]\n"
 		"                    [--debug LIST]\n"
 		"       isergw-agent --state-dir DIR --add-token NAME [--role admin|read]\n"
 		"  --state-dir DIR        desired configuration, tokens (created 0700)\n"
 		"  --listen ADDR:PORT     HTTP(S) address (default 127.0.0.1:8080)\n"
 		"  --gateway-socket PATH  the gateway's control socket (none: store only)\n"
 		"  --tls-cert/--tls-key   PEM files: serve HTTPS\n"
+		"  --allow-remote         listen on a non-loopback address (HTTPS only)\n"
 		"  --body-max BYTES       largest request body (default 1048576)\n"
 		"  --add-token NAME       create a token, print it once, and exit\n"
 		"  --store file|etcd      where the desired configuration lives (default file)\n"
@@ -130,6 +133,7 @@ int main(int argc, char **argv)
 		{ "debug", required_argument, NULL, 'd' },
 		{ "add-token", required_argument, NULL, 'a' },
 		{ "role", required_argument, NULL, 'r' },
+		{ "allow-remote", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "store", required_argument, NULL, 1001 },
 		{ "etcd-endpoints", required_argument, NULL, 1002 },
@@ -147,7 +151,7 @@ int main(int argc, char **argv)
 	int c, r;
 
 	gw_log_set_ident("isergw-agent");
-	while ((c = getopt_long(argc, argv, "s:l:g:C:K:b:d:a:r:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:l:g:C:K:b:d:a:r:Rh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': conf.state_dir = optarg; break;
 		case 'l': conf.listen = optarg; break;
@@ -163,6 +167,7 @@ int main(int argc, char **argv)
 			break;
 		case 'a': token_name = optarg; break;
 		case 'r': role = optarg; break;
+		case 'R': conf.allow_remote = true; break;
 		case 'h': usage(stdout); return 0;
 		case 1001: conf.store = optarg; break;
 		case 1002: conf.etcd_endpoints = optarg; break;

@@ -3,7 +3,8 @@
 #   make test-integration  real daemons against real peers on loopback (tests/integration/)
 #   make test-sanitize     unit + integration again, built with ASan+UBSan
 #   make fuzz-regress      every libFuzzer target over its seed corpus (make fuzz runs them longer)
-#   make bench             isergwd against tgtd side by side (tests/bench/)
+#   make bench             isergwd against tgtd side by side (tests/bench/), then wrk against
+#                          the agent (tests/bench/agent.sh)
 #   make soak              the gateway under mixed load for SOAK_SECONDS (600), leaks and growth
 #   make run               demo gateway on the embedded default configuration
 
@@ -61,7 +62,7 @@ test-sanitize:
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
-	@BUILD=$(BUILD) tests/bench/run.sh
+	@BUILD=$(BUILD) tests/bench/run.sh; rc=$$?; BUILD=$(BUILD) tests/bench/agent.sh && exit $$rc
 
 soak: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)

@@ -70,4 +70,8 @@ char *cli_cell(const json_t *j);
  * message printed. */
 int cli_kv_apply(json_t *obj, const char *arg);
 
+/* bond list | show NAME | set NAME k=v.. | forget NAME; rdma list (cli_net.c). */
+int cli_cmd_bond(struct cli *c, int argc, char **argv);
+int cli_cmd_rdma(struct cli *c, int argc, char **argv);
+
 #endif

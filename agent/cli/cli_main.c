@@ -35,6 +35,7 @@ static void usage(FILE *f)
 "  portal list | show NAME | create NAME [k=v..] | set NAME k=v.. | delete NAME\n"
 "  discovery show | set k=v..\n"
 "  session list | drop TSIH\n"
+"  bond list | show NAME | set NAME k=v.. | forget NAME      rdma list\n"
 "  config export [FILE] | import FILE [--dry-run] | validate FILE\n"
 "  raw METHOD PATH [JSON | @FILE]\n"
 "k=v: dotted keys nest (backstore.size=1G); true/false/integers/[a,b] are typed;\n"
@@ -542,6 +543,10 @@ static int run(struct cli *c, int argc, char **argv, bool dry)
 	}
 	if (!strcmp(cmd, "session"))
 		return cmd_session(c, argc, argv);
+	if (!strcmp(cmd, "bond"))
+		return cli_cmd_bond(c, argc, argv);
+	if (!strcmp(cmd, "rdma"))
+		return cli_cmd_rdma(c, argc, argv);
 	if (!strcmp(cmd, "config"))
 		return cmd_config(c, argc, argv, dry);
 	if (!strcmp(cmd, "raw"))

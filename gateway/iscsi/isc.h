@@ -20,6 +20,7 @@
 
 #include "dmv.h"
 #include "gw_conf.h"
+#include "gw_hist.h"
 #include "gw_list.h"
 #include "gw_loop.h"
 #include "isc_chap.h"
@@ -133,6 +134,9 @@ struct isc_lun_stats {
 	uint64_t read_ops, write_ops, other_ops;
 	uint64_t read_bytes, write_bytes;
 	uint64_t errors;		/* commands answered with a status other than GOOD */
+	/* Latency of the GOOD reads and writes counted above, from delivery in CmdSN order
+	 * (write data still to come) to the SCSI core's completion. */
+	struct gw_hist read_lat, write_lat;
 };
 
 /* A LUN removal waiting for its commands to drain, and what replaces it (if anything). */
@@ -187,6 +191,7 @@ struct isc_task {
 	uint32_t cmdsn;
 	uint32_t edtl;
 	uint64_t lun;
+	uint64_t start_ns;		/* delivered (CLOCK_MONOTONIC): latency histograms */
 	bool immediate;
 	bool counted;			/* occupies a CmdSN window slot */
 	bool aborted;

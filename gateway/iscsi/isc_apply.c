@@ -485,6 +485,17 @@ static json_t *isc_state_conn(const struct isc_conn *c)
 			 "tx_bytes", (json_int_t)dc->tx_bytes);
 }
 
+/* {"counts":[per bucket, GW_HIST_BUCKETS + 1 of them],"sum_ns":N} (docs/CONTROL.md). */
+static json_t *isc_state_hist(const struct gw_hist *h)
+{
+	json_t *a = json_array();
+	unsigned int i;
+
+	for (i = 0; i <= GW_HIST_BUCKETS; i++)
+		json_array_append_new(a, json_integer((json_int_t)h->count[i]));
+	return json_pack("{s:o, s:I}", "counts", a, "sum_ns", (json_int_t)h->sum_ns);
+}
+
 static json_t *isc_state_session(const struct isc_session *s)
 {
 	const struct isc_conn *c;
@@ -539,6 +550,10 @@ json_t *isc_gw_state(struct isc_gw *gw)
 				"write_bytes", (json_int_t)st->write_bytes,
 				"errors", (json_int_t)st->errors,
 				"removing", isc_target_lun_blocked(t, st->lun)));
+			json_object_set_new(json_array_get(luns, json_array_size(luns) - 1),
+					    "read_latency", isc_state_hist(&st->read_lat));
+			json_object_set_new(json_array_get(luns, json_array_size(luns) - 1),
+					    "write_latency", isc_state_hist(&st->write_lat));
 		}
 		gw_list_for_each_entry(s, &t->sessions, tnode)
 			n++;

@@ -210,6 +210,7 @@ void isc_task_deliver(struct isc_task *t)
 {
 	int r;
 
+	t->start_ns = gw_now_ns();
 	if (!t->immediate) {
 		t->counted = true;
 		t->sess->active++;
@@ -321,6 +322,7 @@ static void isc_task_count(struct isc_task *t, uint32_t read_len)
 		st->read_ops++;
 		st->read_bytes += read_len;
 		t->sess->read_bytes += read_len;
+		gw_hist_add(&st->read_lat, gw_now_ns() - t->start_ns);
 		break;
 	case 0x0a: case 0x2a: case 0xaa: case 0x8a:		/* WRITE 6/10/12/16 */
 	case 0x2e: case 0xae: case 0x8e:			/* WRITE AND VERIFY */
@@ -329,6 +331,7 @@ static void isc_task_count(struct isc_task *t, uint32_t read_len)
 		st->write_ops++;
 		st->write_bytes += t->edtl;
 		t->sess->write_bytes += t->edtl;
+		gw_hist_add(&st->write_lat, gw_now_ns() - t->start_ns);
 		break;
 	default:
 		st->other_ops++;

@@ -68,6 +68,52 @@ else
 	fail rping-before "$(tail -n 2 "$VM_WORK/rping-c.7175.log")"
 fi
 
+# ---- the agent reports the real bond and rxe device ---------------------------------------
+
+AGENT_PORT=18080
+AGENT_PID=
+agent_get() {
+	curl -s -m 10 -H "Authorization: Bearer $(cat "$VM_WORK/agent/admin.token")" \
+		"http://127.0.0.1:$AGENT_PORT$1"
+}
+# agent_json PATH EXPR: EXPR (python, over j) on the agent's JSON answer.
+agent_json() {
+	agent_get "$1" | python3 -c "import json,sys; j=json.load(sys.stdin); print(($2))"
+}
+agent_up() {
+	[ -x "$VM_BUILD/isergw-agent" ] || return 1
+	"$VM_BUILD/isergw-agent" --state-dir "$VM_WORK/agent" --listen "127.0.0.1:$AGENT_PORT" \
+		>"$VM_WORK/agent.log" 2>&1 &
+	AGENT_PID=$!
+	vm_on_exit "kill -TERM $AGENT_PID 2>/dev/null; wait $AGENT_PID 2>/dev/null"
+	for _ in $(seq 1 50); do
+		vm_port_open 127.0.0.1 "$AGENT_PORT" && return 0
+		sleep 0.2
+	done
+	tail -n 20 "$VM_WORK/agent.log"
+	return 1
+}
+AGENT_OK=0
+if ! vm_need curl python3 || ! vm_need "$VM_BUILD/isergw-agent"; then
+	skip agent "$VM_MISSING is not there"
+elif check agent-start agent_up; then
+	AGENT_OK=1
+	got=$(agent_json "/api/v1/bonds/$BOND" "j['mode'], j['fail_over_mac'], j['active_slave'], sorted(s['name'] for s in j['slaves']), j['rdma_devices']")
+	want="('active-backup', 'active', '$act0', ['${BOND}a', '${BOND}b'], ['rxebd'])"
+	if [ "$got" = "$want" ]; then
+		pass agent-bond "GET /api/v1/bonds/$BOND: $got"
+	else
+		fail agent-bond "GET /api/v1/bonds/$BOND: $got, want $want"
+	fi
+	got=$(agent_json /api/v1/rdma "[(d['name'], d['netdev'], d['ports'][0]['state'], d['ports'][0]['link_layer']) for d in j['devices'] if d['name'] == 'rxebd']")
+	want="[('rxebd', '$BOND', 'ACTIVE', 'Ethernet')]"
+	if [ "$got" = "$want" ]; then
+		pass agent-rdma "GET /api/v1/rdma: $got"
+	else
+		fail agent-rdma "GET /api/v1/rdma: $got, want $want"
+	fi
+fi
+
 # ---- the failover, under a running rping --------------------------------------------------
 
 timeout 60 rping -s -a "$ADDR" -p 7176 -C 100000 >"$VM_WORK/rping-s.long.log" 2>&1 &
@@ -109,6 +155,24 @@ if [ "$gid" = 1 ]; then
 	pass gid-after "GID ::ffff:$ADDR back on rxebd"
 else
 	fail gid-after "no GID for $ADDR on rxebd 5 s after the failover"
+fi
+
+if [ "$AGENT_OK" = 1 ]; then
+	got=$(agent_json "/api/v1/bonds/$BOND" "j['active_slave'], [s['link_failure_count'] for s in j['slaves'] if s['name'] == '$act0'][0] >= 1, j['failovers'] >= 1")
+	want="('$act1', True, True)"
+	if [ "$got" = "$want" ]; then
+		pass agent-failover "the agent reports $act1 active, $act0's link failure counted"
+	else
+		fail agent-failover "GET /api/v1/bonds/$BOND after the failover: $got, want $want"
+	fi
+	# /metrics reads sysfs at most once a second.
+	sleep 1.2
+	got=$(agent_get /metrics | grep -E "^isergw_bond_active_slave\\{bond=\"$BOND\",slave=\"$act1\"\\} 1\$|^isergw_rdma_port_state\\{device=\"rxebd\",port=\"1\",netdev=\"$BOND\"\\} 4\$" | wc -l)
+	if [ "$got" = 2 ]; then
+		pass agent-metrics "isergw_bond_active_slave names $act1; rxebd port ACTIVE"
+	else
+		fail agent-metrics "$(agent_get /metrics | grep -E '^isergw_(bond|rdma)')"
+	fi
 fi
 
 # The rping that ran across the failover: stopped now if it still runs; its fate is reported.

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bonds and RDMA ports (/api/v1/bonds, /api/v1/rdma, their /metrics): status from sysfs
+ * (api_sysfs.h) and, for bonds, desired settings the agent keeps and compares with what the
+ * host runs ("drift"). Desired bond settings are host-local (interface names differ from one
+ * gateway to the next), so they live beside the store in STATE_DIR/net.json, not in the
+ * shared desired configuration; the agent reports drift and never changes host networking.
+ */
+#ifndef API_NET_H
+#define API_NET_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "gw_buf.h"
+
+struct api_agent;
+struct gw_errlist;
+
+struct api_net {
+	char *path;			/* STATE_DIR/net.json */
+	json_t *desired;		/* {"bonds":[{name, mode, fail_over_mac, slaves, primary}]} */
+	/* What /metrics shows, read at most once a second so scrapes never pile on sysfs. */
+	json_t *bonds, *rdma;
+	uint64_t read_ms;
+};
+
+/* Loads STATE_DIR/net.json (a missing file is no desired settings). 0 or -errno (-EINVAL: a
+ * corrupt file, logged). */
+int api_net_init(struct api_agent *ag);
+void api_net_fini(struct api_agent *ag);
+/* Bond and RDMA port metrics. */
+void api_metrics_net(struct gw_buf *b, struct api_agent *ag);
+/* The differences between desired (a bond's desired object) and the bond's status (NULL: no
+ * such bond): [{"field","desired","actual"}], empty when in sync (new reference). */
+json_t *api_bond_drift(const json_t *desired, const json_t *status);
+/* Checks a desired bond object; errors go to errs (fields relative to the bond). */
+void api_bond_check(const json_t *bond, const char *name, struct gw_errlist *errs);
+
+#endif

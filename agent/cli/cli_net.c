@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: MIT
+/*
+ * isergwctl bond and rdma: status tables from /api/v1/bonds and /api/v1/rdma, and a bond's
+ * desired settings (stored by the agent, compared with the host, never applied).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define API "/api/v1"
+
+/* GET path as JSON; the exit code, *out set on success. */
+static int get_json(struct cli *c, const char *path, json_t **out)
+{
+	struct cli_resp r;
+	int rc = cli_http(c, "GET", path, NULL, &r);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	if (r.status >= 400) {
+		rc = cli_print_error(&r);
+	} else {
+		*out = r.body ? json_loadb(r.body, r.len, 0, NULL) : NULL;
+		if (!*out) {
+			fprintf(stderr, "isergwctl: the agent's answer is not JSON\n");
+			rc = CLI_EAPI;
+		}
+	}
+	cli_resp_free(&r);
+	return rc;
+}
+
+/* Names of an array (of strings, or of objects' "name") joined with commas (malloc'ed). */
+static char *names(const json_t *arr, const char *key, const char *mark_key, const json_t *obj)
+{
+	const char *mark = mark_key ? json_string_value(json_object_get(obj, mark_key)) : NULL;
+	size_t i, len = 0;
+	char *s = NULL;
+	json_t *v;
+	FILE *f = open_memstream(&s, &len);
+
+	if (!f)
+		return NULL;
+	json_array_foreach(arr, i, v) {
+		const char *n = json_string_value(key ? json_object_get(v, key) : v);
+
+		fprintf(f, "%s%s%s", i ? "," : "", n ? n : "?",
+			mark && n && !strcmp(mark, n) ? "*" : "");
+	}
+	fclose(f);
+	return s;
+}
+
+static char *drift_text(const json_t *d)
+{
+	if (json_is_null(d) || !d)
+		return strdup("-");
+	if (!json_array_size(d))
+		return strdup("in sync");
+	return names(d, "field", NULL, NULL);
+}
+
+static int bond_list(struct cli *c)
+{
+	static const char *const cols[] = { "BOND", "MODE", "FAIL_OVER_MAC", "ACTIVE",
+					    "SLAVES (*active)", "FAILOVERS", "RDMA", "DRIFT" };
+	struct cli_table t;
+	json_t *j, *b;
+	size_t i;
+	int rc = get_json(c, API "/bonds", &j);
+
+	if (rc)
+		return rc;
+	if (c->json) {
+		cli_print_json(j);
+		json_decref(j);
+		return CLI_OK;
+	}
+	cli_table_init(&t, cols, 8);
+	json_array_foreach(json_object_get(j, "bonds"), i, b) {
+		bool present = json_is_true(json_object_get(b, "present"));
+		char *mode = cli_cell(json_object_get(b, "mode"));
+		char *fom = cli_cell(json_object_get(b, "fail_over_mac"));
+		char *act = cli_cell(json_object_get(b, "active_slave"));
+		char *sl = names(json_object_get(b, "slaves"), "name", "active_slave", b);
+		char *fo = cli_cell(json_object_get(b, "failovers"));
+		char *rd = names(json_object_get(b, "rdma_devices"), NULL, NULL, NULL);
+		char *dr = drift_text(json_object_get(b, "drift"));
+
+		cli_table_add(&t, json_string_value(json_object_get(b, "name")),
+			      present ? mode : "(missing)", fom, act, sl, fo, rd, dr);
+		free(mode);
+		free(fom);
+		free(act);
+		free(sl);
+		free(fo);
+		free(rd);
+		free(dr);
+	}
+	cli_table_print(&t);
+	cli_table_fini(&t);
+	json_decref(j);
+	return CLI_OK;
+}
+
+static int rdma_list(struct cli *c)
+{
+	static const char *const cols[] = { "DEVICE", "PORT", "STATE", "PHYS_STATE", "LINK_LAYER",
+					    "RATE", "NETDEV" };
+	struct cli_table t;
+	json_t *j, *d, *p;
+	size_t i, k;
+	int rc = get_json(c, API "/rdma", &j);
+
+	if (rc)
+		return rc;
+	if (c->json) {
+		cli_print_json(j);
+		json_decref(j);
+		return CLI_OK;
+	}
+	cli_table_init(&t, cols, 7);
+	json_array_foreach(json_object_get(j, "devices"), i, d) {
+		json_array_foreach(json_object_get(d, "ports"), k, p) {
+			static const char *const f[] = { "port", "state", "phys_state",
+							 "link_layer", "rate", "netdev" };
+			char *cell[6];
+			size_t n;
+
+			for (n = 0; n < 6; n++)
+				cell[n] = cli_cell(json_object_get(p, f[n]));
+			cli_table_add(&t, json_string_value(json_object_get(d, "name")), cell[0],
+				      cell[1], cell[2], cell[3], cell[4], cell[5]);
+			for (n = 0; n < 6; n++)
+				free(cell[n]);
+		}
+	}
+	cli_table_print(&t);
+	cli_table_fini(&t);
+	json_decref(j);
+	return CLI_OK;
+}
+
+/* bond set NAME k=v..: the stored desired settings (if any) with the given keys changed. */
+static int bond_set(struct cli *c, const char *path, int argc, char **argv)
+{
+	struct cli_resp r;
+	json_t *cur = NULL, *desired;
+	char *body;
+	int i, rc;
+
+	if (argc < 1)
+		return CLI_EUSAGE;
+	rc = cli_http(c, "GET", path, NULL, &r);
+	if (rc)
+		return rc;
+	if (r.status == 200 && r.body)
+		cur = json_loadb(r.body, r.len, 0, NULL);
+	else if (r.status != 404)
+		rc = cli_print_error(&r);
+	cli_resp_free(&r);
+	if (rc) {
+		json_decref(cur);
+		return rc;
+	}
+	desired = json_object_get(cur, "desired");
+	desired = json_is_object(desired) ? json_deep_copy(desired) : json_object();
+	json_decref(cur);
+	for (i = 0; i < argc; i++)
+		if (cli_kv_apply(desired, argv[i])) {
+			json_decref(desired);
+			return CLI_EUSAGE;
+		}
+	body = json_dumps(desired, JSON_COMPACT);
+	json_decref(desired);
+	rc = cli_http(c, "PUT", path, body, &r);
+	free(body);
+	if (rc)
+		return rc;
+	if (r.status >= 400) {
+		rc = cli_print_error(&r);
+	} else if (c->json) {
+		fwrite(r.body, 1, r.len, stdout);
+		putchar('\n');
+	} else if (!c->quiet) {
+		json_t *j = json_loadb(r.body, r.len, 0, NULL);
+		char *d = drift_text(json_object_get(j, "drift"));
+
+		printf("stored; drift: %s\n", d ? d : "?");
+		free(d);
+		json_decref(j);
+	}
+	cli_resp_free(&r);
+	return rc;
+}
+
+int cli_cmd_bond(struct cli *c, int argc, char **argv)
+{
+	char *path, *e;
+	int rc = CLI_EUSAGE;
+
+	if (argc >= 1 && !strcmp(argv[0], "list"))
+		return bond_list(c);
+	if (argc < 2)
+		return CLI_EUSAGE;
+	e = cli_escape(argv[1]);
+	if (!e || asprintf(&path, API "/bonds/%s", e) < 0) {
+		free(e);
+		return CLI_EUSAGE;
+	}
+	free(e);
+	if (!strcmp(argv[0], "show")) {
+		json_t *j;
+
+		rc = get_json(c, path, &j);
+		if (!rc)
+			cli_print_json(j);
+		json_decref(j);
+	} else if (!strcmp(argv[0], "set")) {
+		rc = bond_set(c, path, argc - 2, argv + 2);
+	} else if (!strcmp(argv[0], "forget")) {
+		struct cli_resp r;
+
+		rc = cli_http(c, "DELETE", path, NULL, &r);
+		if (!rc && r.status >= 400)
+			rc = cli_print_error(&r);
+		else if (!rc && !c->quiet && !c->json)
+			printf("desired settings of %s forgotten\n", argv[1]);
+		cli_resp_free(&r);
+	}
+	free(path);
+	return rc;
+}
+
+int cli_cmd_rdma(struct cli *c, int argc, char **argv)
+{
+	if (argc >= 1 && !strcmp(argv[0], "list"))
+		return rdma_list(c);
+	return CLI_EUSAGE;
+}

@@ -1,0 +1,396 @@
+#!/bin/bash
+# The agent's operator endpoints against the real gateway: per-LUN latency histograms in
+# /metrics after real I/O (counts equal the commands the client completed; the text format's
+# invariants hold), bond and RDMA port status from a sysfs fixture tree (ISERGW_SYSFS) with the
+# desired settings and their drift, and HTTPS: a self-signed certificate served, plain HTTP
+# refused, the CLI with --cacert, and non-loopback listening only when asked for.
+#
+#   tests/integration/test_agent_ops.sh        (BUILD=build|build/san)
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+
+t_begin agent_ops
+if [ "$TARGET" != isergwd ]; then
+	skip agent_ops "the agent drives isergwd only"
+	t_end
+fi
+AGENT=$T_BUILD/isergw-agent
+CTL=$T_BUILD/isergwctl
+BENCH=$T_TOOLS/isergw-bench
+PROM="python3 $T_ROOT/tests/lib/prom_check.py"
+if [ ! -x "$AGENT" ] || [ ! -x "$CTL" ] || [ ! -x "$BENCH" ]; then
+	skip agent_ops "no $AGENT, $CTL or $BENCH"
+	t_end
+fi
+if ! t_need curl python3; then
+	skip agent_ops "needs curl and python3"
+	t_end
+fi
+
+IQN=iqn.2026-11.org.isergw:ops
+GW_PORT=$(t_free_port)
+API_PORT=$(t_free_port)
+SOCK=$T_DIR/ctl.sock
+STATE=$T_DIR/agent
+URL=http://$T_HOST:$API_PORT
+GWCONF=$T_DIR/gateway.json
+
+cat >"$GWCONF" <<EOC
+{ "gateway": { "control_socket": "$SOCK" },
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $GW_PORT } ],
+  "targets": [ { "name": "$IQN", "allow_any_initiator": true, "portals": [ "tcp0" ],
+                 "luns": [ { "lun": 0, "backstore": { "type": "ram", "size": "64M" } },
+                           { "lun": 1, "backstore": { "type": "ram", "size": "64M" } } ] } ] }
+EOC
+
+# api METHOD PATH [BODY] [TOKEN]: sets CODE; body in $T_DIR/body, headers in $T_DIR/hdr.
+api() {
+	local m=$1 p=$2 body=${3:-} tok=${4:-$ADMIN} args=()
+	[ "$tok" != - ] && args+=(-H "Authorization: Bearer $tok")
+	[ -n "$body" ] && args+=(-H "Content-Type: application/json" --data-binary "$body")
+	CODE=$(curl -s -o "$T_DIR/body" -D "$T_DIR/hdr" -w '%{http_code}' -X "$m" "${args[@]}" \
+		"${API_URL:-$URL}$p" 2>/dev/null)
+}
+
+jget() {
+	python3 -c "import json,sys; j=json.load(open('$T_DIR/body')); print($1)" 2>/dev/null
+}
+
+expect() {
+	local name=$1 want=$2 ecode=${3:-}
+	if [ "$CODE" != "$want" ]; then
+		fail "$name" "HTTP $CODE, want $want: $(head -c 300 "$T_DIR/body" | tr '\n' ' ')"
+		return 1
+	fi
+	if [ -n "$ecode" ] && [ "$(jget "j['error']['code']")" != "$ecode" ]; then
+		fail "$name" "error code $(jget "j['error']['code']"), want $ecode"
+		return 1
+	fi
+	pass "$name"
+}
+
+wait_for() {
+	local secs=$1 i=0
+	shift
+	while ! "$@" >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ "$i" -gt $((secs * 5)) ] && return 1
+		sleep 0.2
+	done
+}
+
+# agent_start TAG [ARGS...]: the agent with extra arguments (behind the command in AGENT_WRAP,
+# when set); AGENT_PID.
+agent_start() {
+	local tag=$1
+	shift
+	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		t_daemon_start agent agent "$T_DIR/agent.$tag.log" \
+		${AGENT_WRAP[@]+"${AGENT_WRAP[@]}"} "$AGENT" --state-dir "$STATE" \
+		--gateway-socket "$SOCK" "$@"
+	AGENT_PID=$T_LAST_PID
+}
+
+agent_stop() {
+	t_stop_pid "$AGENT_PID" 10
+	if [ "$T_STOP_WAS_DEAD" = 1 ] || [ "$T_STOP_KILLED" = 1 ] || [ "$T_STOP_RC" -ne 0 ]; then
+		fail "agent-stop ($1)" "dead before SIGTERM: $T_STOP_WAS_DEAD, killed: $T_STOP_KILLED, status $T_STOP_RC"
+	fi
+}
+
+metrics() {
+	curl -s -o "$T_DIR/metrics" -H "Authorization: Bearer $ADMIN" "$URL/metrics"
+}
+
+# metric 'NAME{labels}': its value in $T_DIR/metrics ("-" when absent).
+metric() {
+	$PROM "$T_DIR/metrics" "$1" 2>/dev/null
+}
+
+# ---- start --------------------------------------------------------------------------------
+
+if ! gw_start "$GWCONF" "$T_DIR/gateway.log" "$GW_PORT"; then
+	fail start "the gateway did not start"
+	t_end
+fi
+agent_start 1 --listen "$T_HOST:$API_PORT"
+if ! t_wait_port "$AGENT_PID" "$API_PORT" 10; then
+	fail start "the agent did not start"
+	tail -n 20 "$T_DIR/agent.1.log"
+	t_end
+fi
+ADMIN=$(cat "$STATE/admin.token")
+
+# ---- latency histograms -------------------------------------------------------------------
+
+lat_count() {
+	metric "isergw_lun_${1}_latency_seconds_count{target=\"$IQN\",lun=\"$2\"}"
+}
+
+has_histograms() {
+	metrics && [ "$(lat_count read 0)" = 0 ] && [ "$(lat_count write 0)" = 0 ]
+}
+check "/metrics has empty read and write histograms for an idle LUN" wait_for 10 has_histograms
+check "the exposition's format and histogram invariants hold (idle)" $PROM "$T_DIR/metrics"
+
+LURL=iscsi://$T_HOST:$GW_PORT/$IQN/0
+if "$BENCH" -w -q 4 -b 4096 -t 1 -S 16777216 "$LURL" >"$T_DIR/bench-w.out" 2>&1; then
+	WIOS=$(sed -n 's/.* ios=\([0-9]*\) .*/\1/p' "$T_DIR/bench-w.out")
+	pass "isergw-bench writes to LUN 0 ($WIOS commands)"
+else
+	WIOS=
+	fail "isergw-bench writes" "$(tail -n 2 "$T_DIR/bench-w.out")"
+fi
+if "$BENCH" -q 2 -b 65536 -t 1 -S 16777216 "$LURL" >"$T_DIR/bench-r.out" 2>&1; then
+	RIOS=$(sed -n 's/.* ios=\([0-9]*\) .*/\1/p' "$T_DIR/bench-r.out")
+	pass "isergw-bench reads LUN 0 ($RIOS commands)"
+else
+	RIOS=
+	fail "isergw-bench reads" "$(tail -n 2 "$T_DIR/bench-r.out")"
+fi
+counts_seen() {
+	metrics && [ "$(lat_count write 0)" = "$WIOS" ] && [ "$(lat_count read 0)" = "$RIOS" ]
+}
+if [ -n "$WIOS" ] && [ -n "$RIOS" ]; then
+	if wait_for 10 counts_seen; then
+		pass "write and read histogram counts equal the commands isergw-bench completed"
+	else
+		fail "histogram counts" "write $(lat_count write 0) want $WIOS, read $(lat_count read 0) want $RIOS"
+	fi
+fi
+check "the exposition's format and histogram invariants hold (after I/O)" $PROM "$T_DIR/metrics"
+check "_count equals the LUN's write_ops_total" test "$(lat_count write 0)" = \
+	"$(metric "isergw_lun_write_ops_total{target=\"$IQN\",lun=\"0\"}")"
+check "_count equals the LUN's read_ops_total" test "$(lat_count read 0)" = \
+	"$(metric "isergw_lun_read_ops_total{target=\"$IQN\",lun=\"0\"}")"
+check "the latency sums are positive" python3 -c "import sys; sys.exit(not (float('$(metric "isergw_lun_write_latency_seconds_sum{target=\"$IQN\",lun=\"0\"}")') > 0 and float('$(metric "isergw_lun_read_latency_seconds_sum{target=\"$IQN\",lun=\"0\"}")') > 0))"
+check "the +Inf bucket holds them all" test "$(metric "isergw_lun_write_latency_seconds_bucket{target=\"$IQN\",lun=\"0\",le=\"+Inf\"}")" = "$WIOS"
+check "the other LUN's histograms stay empty" test "$(lat_count write 1)" = 0 -a "$(lat_count read 1)" = 0
+
+# ---- bonds and RDMA ports from a sysfs fixture --------------------------------------------
+
+# The files the kernel shows for an active-backup bond bd0 (slaves bd0a active, bd0b backup)
+# with rxe0 on it, a plain NIC eth9, and a PCI RDMA device mlx5_0 whose port is down.
+SYS=$T_DIR/sys
+put() { mkdir -p "$(dirname "$SYS/$1")" && printf '%s\n' "$2" >"$SYS/$1"; }
+B=class/net/bd0
+put $B/address 02:00:00:00:0a:01
+put $B/bonding/mode "active-backup 1"
+put $B/bonding/fail_over_mac "active 1"
+put $B/bonding/miimon 50
+put $B/bonding/mii_status up
+put $B/bonding/active_slave bd0a
+put $B/bonding/primary ""
+put $B/bonding/slaves "bd0a bd0b"
+put $B/lower_bd0a/bonding_slave/state active
+put $B/lower_bd0a/bonding_slave/mii_status up
+put $B/lower_bd0a/bonding_slave/link_failure_count 0
+put $B/lower_bd0a/bonding_slave/perm_hwaddr 02:00:00:00:0a:01
+put $B/lower_bd0b/bonding_slave/state backup
+put $B/lower_bd0b/bonding_slave/mii_status up
+put $B/lower_bd0b/bonding_slave/link_failure_count 2
+put $B/lower_bd0b/bonding_slave/perm_hwaddr 02:00:00:00:0b:01
+put class/net/eth9/address 02:00:00:00:09:09
+put class/infiniband/rxe0/parent bd0
+put class/infiniband/rxe0/node_guid 0000:00ff:fe00:0a01
+put class/infiniband/rxe0/ports/1/state "4: ACTIVE"
+put class/infiniband/rxe0/ports/1/phys_state "5: LinkUp"
+put class/infiniband/rxe0/ports/1/link_layer Ethernet
+put class/infiniband/rxe0/ports/1/rate "10 Gb/sec (1X QDR)"
+put class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0 bd0
+mkdir -p "$SYS/class/infiniband/mlx5_0/device/net/ens1f0"
+put class/infiniband/mlx5_0/ports/1/state "1: DOWN"
+put class/infiniband/mlx5_0/ports/1/phys_state "3: Disabled"
+put class/infiniband/mlx5_0/ports/1/link_layer InfiniBand
+put class/infiniband/mlx5_0/ports/1/rate "100 Gb/sec (4X EDR)"
+
+agent_stop main
+# Tokens are read at start: the read-only one is made while the agent is down.
+READ=$("$AGENT" --state-dir "$STATE" --add-token monitor --role read 2>/dev/null)
+export ISERGW_SYSFS=$SYS
+agent_start 2 --listen "$T_HOST:$API_PORT"
+if ! t_wait_port "$AGENT_PID" "$API_PORT" 10; then
+	fail start "the agent did not restart with ISERGW_SYSFS"
+	t_end
+fi
+
+api GET /api/v1/bonds "" "$READ"
+expect "GET bonds (read token)" 200
+check "bd0 is the only bond (eth9 is not one)" test "$(jget "[b['name'] for b in j['bonds']]")" = "['bd0']"
+check "mode, fail_over_mac and the active slave come from sysfs" test \
+	"$(jget "(lambda b: (b['mode'], b['fail_over_mac'], b['active_slave'], b['miimon']))(j['bonds'][0])")" = \
+	"('active-backup', 'active', 'bd0a', 50)"
+check "each slave's state and link failures" test \
+	"$(jget "[(s['name'], s['state'], s['link_failure_count']) for s in j['bonds'][0]['slaves']]")" = \
+	"[('bd0a', 'active', 0), ('bd0b', 'backup', 2)]"
+check "failovers sum the link failures; rxe0 sits on the bond; no desired settings" test \
+	"$(jget "(lambda b: (b['failovers'], b['rdma_devices'], b['desired'], b['drift']))(j['bonds'][0])")" = \
+	"(2, ['rxe0'], None, None)"
+api GET /api/v1/rdma "" "$READ"
+expect "GET rdma" 200
+check "rxe0: port 1 ACTIVE on bd0 (its parent), Ethernet" test \
+	"$(jget "(lambda d: (d['name'], d['netdev'], d['ports'][0]['state'], d['ports'][0]['state_num'], d['ports'][0]['link_layer'], d['ports'][0]['netdev']))([d for d in j['devices'] if d['name']=='rxe0'][0])")" = \
+	"('rxe0', 'bd0', 'ACTIVE', 4, 'Ethernet', 'bd0')"
+check "mlx5_0: port 1 DOWN, its netdev from device/net" test \
+	"$(jget "(lambda d: (d['netdev'], d['ports'][0]['state'], d['ports'][0]['phys_state'], d['ports'][0]['rate']))([d for d in j['devices'] if d['name']=='mlx5_0'][0])")" = \
+	"('ens1f0', 'DOWN', 'Disabled', '100 Gb/sec (4X EDR)')"
+
+metrics
+check "metrics: bd0a is the active slave, bd0b not" test \
+	"$(metric 'isergw_bond_active_slave{bond="bd0",slave="bd0a"}') $(metric 'isergw_bond_active_slave{bond="bd0",slave="bd0b"}')" = "1 0"
+check "metrics: bond failovers and RDMA port states" test \
+	"$(metric 'isergw_bond_failovers_total{bond="bd0"}') $(metric 'isergw_rdma_port_state{device="rxe0",port="1",netdev="bd0"}') $(metric 'isergw_rdma_port_state{device="mlx5_0",port="1",netdev="ens1f0"}')" = "2 4 1"
+check "the exposition's invariants hold with bond metrics" $PROM "$T_DIR/metrics"
+
+# A failover, as the kernel would show it: bd0a lost its link, bd0b took over.
+put $B/bonding/active_slave bd0b
+put $B/lower_bd0a/bonding_slave/state backup
+put $B/lower_bd0a/bonding_slave/mii_status down
+put $B/lower_bd0a/bonding_slave/link_failure_count 1
+put $B/lower_bd0b/bonding_slave/state active
+api GET /api/v1/bonds/bd0
+expect "GET bonds/bd0" 200
+check "after the failover GET shows bd0b active and bd0a down" test \
+	"$(jget "(j['active_slave'], [(s['name'], s['state'], s['mii_status']) for s in j['slaves']], j['failovers'])")" = \
+	"('bd0b', [('bd0a', 'backup', 'down'), ('bd0b', 'active', 'up')], 3)"
+failed_over() {
+	metrics && [ "$(metric 'isergw_bond_active_slave{bond="bd0",slave="bd0b"}')" = 1 ] &&
+		[ "$(metric 'isergw_bond_failovers_total{bond="bd0"}')" = 3 ]
+}
+check "metrics follow the failover (read at most once a second)" wait_for 5 failed_over
+
+# Desired settings: stored, compared, reported as drift, never applied.
+api PUT /api/v1/bonds/bd0 '{"mode":"active-backup","fail_over_mac":"active","slaves":["bd0b","bd0a"],"primary":"bd0a"}'
+expect "PUT bonds/bd0 desired settings" 200
+check "drift: only the primary differs (slaves compared as a set)" test \
+	"$(jget "[(d['field'], d['desired'], d['actual']) for d in j['drift']]")" = "[('primary', 'bd0a', '')]"
+check "the host's bond was not touched" test "$(cat "$SYS/$B/bonding/primary")" = ""
+metrics
+check "metrics: isergw_bond_drift 1" test "$(metric 'isergw_bond_drift{bond="bd0"}')" = 1
+put $B/bonding/primary bd0a
+api GET /api/v1/bonds/bd0
+check "once the host matches, the drift is empty" test "$(jget "(j['drift'], j['desired']['primary'])")" = "([], 'bd0a')"
+put $B/bonding/fail_over_mac "follow 2"
+api GET /api/v1/bonds/bd0
+check "fail_over_mac=follow under RDMA: drift and a warning" test \
+	"$(jget "([d['field'] for d in j['drift']], len(j.get('warnings', [])))")" = "(['fail_over_mac'], 1)"
+put $B/bonding/fail_over_mac "active 1"
+cp "$STATE/net.json" "$T_DIR/net.before"
+api PUT /api/v1/bonds/bd0 '{"mode":"fast","fail_over_mac":"sometimes","slaves":["bd0a","a/b"],"primary":"bd0c","speed":1}'
+expect "PUT bonds/bd0 with five mistakes" 422 invalid
+check "  ... lists every error with its field" test \
+	"$(jget "sorted(e['field'] for e in j['errors'])")" = "['fail_over_mac', 'mode', 'primary', 'slaves[1]', 'speed']"
+check "  ... and stores nothing" cmp "$STATE/net.json" "$T_DIR/net.before"
+api PUT /api/v1/bonds/bd0 '{"mode":"active-backup"' 
+expect "PUT bonds/bd0 malformed JSON" 400 malformed_json
+api PUT /api/v1/bonds/bd0 '{"name":"bd1"}'
+expect "PUT bonds/bd0 naming another bond" 422 invalid
+api PUT /api/v1/bonds/bd0 '{"mode":"active-backup"}' "$READ"
+expect "PUT bonds/bd0 with a read-only token" 403 forbidden
+CODE=$(curl -s --path-as-is -o "$T_DIR/body" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$URL/api/v1/bonds/..")
+expect "GET bonds/.. (not an interface name)" 400 bad_request
+api GET /api/v1/bonds/bd7
+expect "GET an unknown bond" 404 not_found
+api PUT /api/v1/bonds/bd7 '{"mode":"active-backup","fail_over_mac":"active","slaves":["bd7a","bd7b"]}'
+expect "PUT desired settings of a bond the host lacks" 200
+check "  ... reported missing, drift on its name" test "$(jget "(j['present'], j['drift'][0]['field'])")" = "(False, 'name')"
+api GET /api/v1/bonds
+check "the list shows both bonds" test "$(jget "[(b['name'], b['present']) for b in j['bonds']]")" = "[('bd0', True), ('bd7', False)]"
+api DELETE /api/v1/bonds/bd7
+expect "DELETE bonds/bd7 (forget desired)" 204
+api DELETE /api/v1/bonds/bd7
+expect "DELETE bonds/bd7 again" 404 not_found
+
+cli() { "$CTL" --url "$URL" --state-dir "$STATE" "$@"; }
+check "isergwctl bond list shows bd0, bd0b active, in sync" bash -c \
+	"'$CTL' --url '$URL' --state-dir '$STATE' bond list | grep -E '^bd0 +active-backup +active +bd0b +bd0a,bd0b\\* +3 +rxe0 +in sync'"
+check "isergwctl rdma list shows rxe0 on bd0 and mlx5_0 down" bash -c \
+	"out=\$('$CTL' --url '$URL' --state-dir '$STATE' rdma list) && echo \"\$out\" | grep -E '^rxe0 +1 +ACTIVE .* bd0\$' && echo \"\$out\" | grep -E '^mlx5_0 +1 +DOWN'"
+check "isergwctl bond set stores a desired change" bash -c \
+	"'$CTL' --url '$URL' --state-dir '$STATE' bond set bd0 primary=bd0b | grep -q 'drift: primary'"
+check "isergwctl --json bond show is the API's JSON" bash -c \
+	"'$CTL' --url '$URL' --state-dir '$STATE' --json bond show bd0 | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"desired\"][\"primary\"] == \"bd0b\"'"
+cli bond set bd0 mode=fast >/dev/null 2>&1
+check "isergwctl bond set with a bad mode exits 1" test $? = 1
+check "isergwctl bond forget" bash -c "'$CTL' --url '$URL' --state-dir '$STATE' bond forget bd0"
+
+agent_stop bonds
+
+# ---- HTTPS --------------------------------------------------------------------------------
+
+if ! t_need openssl; then
+	skip tls "needs openssl"
+	t_end
+fi
+TLS_PORT=$(t_free_port)
+CERT=$T_DIR/cert.pem
+KEY=$T_DIR/key.pem
+REMOTE=192.0.2.1	# TEST-NET-1, only ever inside the agent's own network namespace
+if ! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+	-subj /CN=isergw-test -addext "subjectAltName=IP:127.0.0.1,IP:$REMOTE" \
+	-keyout "$KEY" -out "$CERT" >"$T_DIR/openssl.out" 2>&1; then
+	fail tls "openssl could not make a certificate: $(tail -n 2 "$T_DIR/openssl.out")"
+	t_end
+fi
+TURL=https://$T_HOST:$TLS_PORT
+agent_start tls --listen "$T_HOST:$TLS_PORT" --tls-cert "$CERT" --tls-key "$KEY"
+if ! t_wait_port "$AGENT_PID" "$TLS_PORT" 10; then
+	fail tls "the agent did not start with TLS: $(tail -n 3 "$T_DIR/agent.tls.log")"
+	t_end
+fi
+check "the agent says it serves https" grep -q "listening on $T_HOST:$TLS_PORT (https)" "$T_DIR/agent.tls.log"
+CODE=$(curl -s --cacert "$CERT" -o "$T_DIR/body" -w '%{http_code}' "$TURL/api/v1/health")
+expect "curl --cacert: GET health over HTTPS" 200
+CODE=$(curl -s --cacert "$CERT" -o "$T_DIR/body" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$TURL/api/v1/targets")
+expect "curl --cacert: GET targets with a token over HTTPS" 200
+check "  ... lists the target" test "$(jget "j['targets'][0]['name']")" = "$IQN"
+curl -s -o /dev/null "$TURL/api/v1/health" 2>/dev/null
+check "curl without the CA refuses the self-signed certificate (exit 60)" test $? = 60
+CODE=$(curl -s -m 5 -o "$T_DIR/body" -w '%{http_code}' "http://$T_HOST:$TLS_PORT/api/v1/health" 2>/dev/null)
+check "plain HTTP to the TLS port gets no HTTP answer" test "$CODE" = 000
+check "  ... and the agent still serves HTTPS after it" bash -c \
+	"curl -sf --cacert '$CERT' '$TURL/api/v1/health' >/dev/null"
+tcli() { "$CTL" --url "$TURL" --state-dir "$STATE" "$@"; }
+check "isergwctl --cacert target list over HTTPS" bash -c \
+	"'$CTL' --url '$TURL' --state-dir '$STATE' --cacert '$CERT' target list | grep -q '$IQN'"
+check "isergwctl --cacert bond list over HTTPS" tcli --cacert "$CERT" bond list
+tcli target list >/dev/null 2>&1
+check "isergwctl without --cacert fails the certificate check (exit 3)" test $? = 3
+check "isergwctl --insecure skips the check" tcli --insecure health
+agent_stop tls
+
+# Loopback only unless TLS and --allow-remote both say otherwise. Refused starts bind nothing.
+refused() {
+	local tag=$1 want=$2
+	shift 2
+	timeout 20 "$AGENT" --state-dir "$STATE" "$@" >"$T_DIR/agent.$tag.log" 2>&1
+	local rc=$?
+	[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "$want" "$T_DIR/agent.$tag.log"
+}
+check "a non-loopback address without TLS is refused" \
+	refused r1 "without TLS" --listen "$REMOTE:$TLS_PORT"
+check "  ... also with --allow-remote" \
+	refused r2 "without TLS" --listen "$REMOTE:$TLS_PORT" --allow-remote
+check "a non-loopback address with TLS but no --allow-remote is refused" \
+	refused r3 "add --allow-remote" --listen "$REMOTE:$TLS_PORT" --tls-cert "$CERT" --tls-key "$KEY"
+check "0.0.0.0 (every address) is refused without --allow-remote" \
+	refused r4 "add --allow-remote" --listen "0.0.0.0:$TLS_PORT" --tls-cert "$CERT" --tls-key "$KEY"
+if t_need unshare nsenter ip; then
+	# Its own network namespace (gone with it), $REMOTE on its lo (this kernel may lack the
+	# dummy module): an address the agent must treat as remote, reachable from nowhere else.
+	AGENT_WRAP=(unshare -n sh -c "ip link set lo up && ip addr add $REMOTE/32 dev lo && \
+		exec \"\$0\" \"\$@\"")
+	agent_start remote --listen "$REMOTE:$TLS_PORT" --tls-cert "$CERT" --tls-key "$KEY" \
+		--allow-remote
+	AGENT_WRAP=()
+	remote_up() {
+		nsenter -t "$AGENT_PID" -n curl -sf -m 5 --cacert "$CERT" \
+			"https://$REMOTE:$TLS_PORT/api/v1/health" >/dev/null
+	}
+	check "TLS and --allow-remote serve a non-loopback address" wait_for 10 remote_up
+	agent_stop remote
+else
+	skip "remote listen" "needs unshare, nsenter and ip"
+fi
+t_end
