@@ -283,7 +283,7 @@ void bs_shutdown(struct bs *bs)
 
 json_t *bs_status(struct bs *bs)
 {
-	return bs->ops->status ? bs->ops->status(bs) : NULL;
+	return bs && bs->ops->status ? bs->ops->status(bs) : NULL;
 }
 
 /* Configuration of the whole backstore object */
