@@ -151,6 +151,81 @@ static const char sample_maps[] =
 "   }]\n"
 "}\n";
 
+/* Captured: "multipathd show maps json" of multipath-tools 0.9.4 in the VM rig's Debian 12 guest
+ * (tests/vm/guest/suite-dm-mpath.sh keeps it in build/vm/run/share/logs/dm-mpath/), over tgtd
+ * reached through two portals, no_path_retry queue. */
+static const char captured_maps[] =
+"{\n"
+"   \"major_version\": 0,\n"
+"   \"minor_version\": 1,\n"
+"   \"maps\": [{\n"
+"      \"name\" : \"mpatha\",\n"
+"      \"uuid\" : \"3600000000000000000000000a0000001\",\n"
+"      \"sysfs\" : \"dm-0\",\n"
+"      \"failback\" : \"-\",\n"
+"      \"queueing\" : \"on\",\n"
+"      \"paths\" : 2,\n"
+"      \"write_prot\" : \"rw\",\n"
+"      \"dm_st\" : \"active\",\n"
+"      \"features\" : \"1 queue_if_no_path\",\n"
+"      \"hwhandler\" : \"0\",\n"
+"      \"action\" : \"create\",\n"
+"      \"path_faults\" : 0,\n"
+"      \"vend\" : \"IET\",\n"
+"      \"prod\" : \"VIRTUAL-DISK\",\n"
+"      \"rev\" : \"0001\",\n"
+"      \"switch_grp\" : 0,\n"
+"      \"map_loads\" : 1,\n"
+"      \"total_q_time\" : 0,\n"
+"      \"q_timeouts\" : 0,\n"
+"      \"path_groups\": [{\n"
+"         \"selector\" : \"service-time 0\",\n"
+"         \"pri\" : 1,\n"
+"         \"dm_st\" : \"active\",\n"
+"         \"marginal_st\" : \"normal\",\n"
+"         \"group\" : 1,\n"
+"         \"paths\": [{\n"
+"            \"dev\" : \"sda\",\n"
+"            \"dev_t\" : \"8:0\",\n"
+"            \"dm_st\" : \"active\",\n"
+"            \"dev_st\" : \"running\",\n"
+"            \"chk_st\" : \"ready\",\n"
+"            \"checker\" : \"tur\",\n"
+"            \"pri\" : 1,\n"
+"            \"host_wwnn\" : \"[undef]\",\n"
+"            \"target_wwnn\" : \"iqn.2026-11.org.isergw:vm-mpath-be\",\n"
+"            \"host_wwpn\" : \"[undef]\",\n"
+"            \"target_wwpn\" : \"[undef]\",\n"
+"            \"host_adapter\" : \"10.200.6.1\",\n"
+"            \"lun_hex\" : \"0x0001000000000000\",\n"
+"            \"marginal_st\" : \"normal\"\n"
+"         }]\n"
+"      },{\n"
+"         \"selector\" : \"service-time 0\",\n"
+"         \"pri\" : 1,\n"
+"         \"dm_st\" : \"enabled\",\n"
+"         \"marginal_st\" : \"normal\",\n"
+"         \"group\" : 2,\n"
+"         \"paths\": [{\n"
+"            \"dev\" : \"sdb\",\n"
+"            \"dev_t\" : \"8:16\",\n"
+"            \"dm_st\" : \"active\",\n"
+"            \"dev_st\" : \"running\",\n"
+"            \"chk_st\" : \"ready\",\n"
+"            \"checker\" : \"tur\",\n"
+"            \"pri\" : 1,\n"
+"            \"host_wwnn\" : \"[undef]\",\n"
+"            \"target_wwnn\" : \"iqn.2026-11.org.isergw:vm-mpath-be\",\n"
+"            \"host_wwpn\" : \"[undef]\",\n"
+"            \"target_wwpn\" : \"[undef]\",\n"
+"            \"host_adapter\" : \"10.200.6.1\",\n"
+"            \"lun_hex\" : \"0x0001000000000000\",\n"
+"            \"marginal_st\" : \"normal\"\n"
+"         }]\n"
+"      }]\n"
+"   }]\n"
+"}\n";
+
 static const char *pstr(const json_t *st, size_t i, const char *key)
 {
 	return json_string_value(json_object_get(json_array_get(json_object_get(st, "paths"), i),
@@ -179,6 +254,25 @@ Test(mp_dm, a_healthy_map_and_its_paths)
 	cr_assert_str_eq(pstr(st, 1, "state"), "active");
 	cr_assert_eq(json_integer_value(json_object_get(json_array_get(
 		json_object_get(st, "paths"), 0), "priority")), 50);
+	json_decref(st);
+}
+
+Test(mp_dm, a_reply_captured_from_a_real_multipathd)
+{
+	const char *err = NULL;
+	json_t *st = mp_dm_parse(captured_maps, sizeof(captured_maps), "mpatha", &err);
+
+	cr_assert_not_null(st, "%s", err);
+	cr_assert_str_eq(json_string_value(json_object_get(st, "state")), "ready");
+	cr_assert_str_eq(json_string_value(json_object_get(st, "queueing")), "on");
+	cr_assert_str_eq(json_string_value(json_object_get(st, "sysfs")), "dm-0");
+	cr_assert_eq(json_array_size(json_object_get(st, "paths")), 2);
+	cr_assert_str_eq(pstr(st, 0, "dev"), "sda");
+	cr_assert_str_eq(pstr(st, 1, "dev"), "sdb");
+	cr_assert_str_eq(pstr(st, 1, "group_state"), "enabled");
+	cr_assert_eq(json_integer_value(json_object_get(json_array_get(
+		json_object_get(st, "paths"), 1), "group")), 2);
+	cr_assert_not_null(json_object_get(st, "warning"), "queue_if_no_path with queueing on");
 	json_decref(st);
 }
 
