@@ -74,6 +74,137 @@ static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t
 	}
 }
 
+/* ---- backstore status: remote LUN paths, dm-multipath maps ---------------------------- */
+
+/* One sample NAME{target,lun[,path]} VALUE. */
+static void bs_sample(struct gw_buf *b, const char *name, const char *target, const json_t *l,
+		      const char *path, long long v)
+{
+	gw_buf_printf(b, "%s{target=\"", name);
+	label(b, target);
+	gw_buf_printf(b, "\",lun=\"%lld\"", (long long)json_integer_value(json_object_get(l, "lun")));
+	if (path) {
+		gw_buf_append(b, ",path=\"", 7);
+		label(b, path);
+		gw_buf_append(b, "\"", 1);
+	}
+	gw_buf_printf(b, "} %lld\n", v);
+}
+
+static const char *const path_counters[][3] = {
+    {"failovers", "isergw_path_failovers_total",
+     "I/Os moved off the path to another one after it failed them."},
+    {"errors", "isergw_path_errors_total", "Transport and path errors seen on the path."},
+    {"ios", "isergw_path_ios_total", "I/Os completed on the path."},
+    {"logins", "isergw_path_logins_total", "Logins of the path."},
+};
+
+/* A path's name in labels: its URL (remote LUNs, credentials removed by the gateway) or its
+ * device (dm-multipath). */
+static const char *path_name(const json_t *p)
+{
+	const char *n = json_string_value(json_object_get(p, "url"));
+
+	return n ? n : json_string_value(json_object_get(p, "dev"));
+}
+
+static void path_metrics(struct gw_buf *b, const json_t *targets)
+{
+	json_t *t, *l, *p, *paths;
+	size_t i, j, k, c;
+	const char *tn;
+
+	head(b, "isergw_lun_state", "gauge",
+	     "1 for the backstore's current state (label state), per LUN with a live status.");
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			const char *st = json_string_value(
+			    json_object_get(json_object_get(l, "status"), "state"));
+
+			if (!st)
+				continue;
+			gw_buf_printf(b, "isergw_lun_state{target=\"");
+			label(b, tn);
+			gw_buf_printf(b, "\",lun=\"%lld\",state=\"",
+				      (long long)json_integer_value(json_object_get(l, "lun")));
+			label(b, st);
+			gw_buf_append(b, "\"} 1\n", 5);
+		}
+	}
+	head(b, "isergw_lun_failovers_total", "counter",
+	     "I/Os of the LUN re-driven on another path.");
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			json_t *v = json_object_get(json_object_get(l, "status"), "failovers");
+
+			if (json_is_integer(v))
+				bs_sample(b, "isergw_lun_failovers_total", tn, l, NULL,
+					  (long long)json_integer_value(v));
+		}
+	}
+	head(b, "isergw_lun_queued", "gauge", "I/Os of the LUN waiting for a usable path.");
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			json_t *v = json_object_get(json_object_get(l, "status"), "queued");
+
+			if (json_is_integer(v))
+				bs_sample(b, "isergw_lun_queued", tn, l, NULL,
+					  (long long)json_integer_value(v));
+		}
+	}
+	head(b, "isergw_path_up", "gauge",
+	     "1 when the back-end path is usable (remote: active; dm-multipath: active and ready).");
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			paths = json_object_get(json_object_get(l, "status"), "paths");
+			json_array_foreach(paths, k, p) {
+				json_t *up = json_object_get(p, "up");
+				const char *st = json_string_value(json_object_get(p, "state"));
+
+				bs_sample(b, "isergw_path_up", tn, l, path_name(p),
+					  json_is_boolean(up) ? json_is_true(up) :
+					  st && !strcmp(st, "active"));
+			}
+		}
+	}
+	for (c = 0; c < GW_ARRAY_SIZE(path_counters); c++) {
+		head(b, path_counters[c][1], "counter", path_counters[c][2]);
+		json_array_foreach(targets, i, t) {
+			tn = json_string_value(json_object_get(t, "name"));
+			json_array_foreach(json_object_get(t, "luns"), j, l) {
+				paths = json_object_get(json_object_get(l, "status"), "paths");
+				json_array_foreach(paths, k, p) {
+					json_t *v = json_object_get(p, path_counters[c][0]);
+
+					if (json_is_integer(v))
+						bs_sample(b, path_counters[c][1], tn, l,
+							  path_name(p),
+							  (long long)json_integer_value(v));
+				}
+			}
+		}
+	}
+	head(b, "isergw_path_latency_microseconds", "gauge",
+	     "Moving average of the path's I/O service time.");
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			paths = json_object_get(json_object_get(l, "status"), "paths");
+			json_array_foreach(paths, k, p) {
+				json_t *v = json_object_get(p, "latency_us");
+
+				if (json_is_integer(v))
+					bs_sample(b, "isergw_path_latency_microseconds", tn, l,
+						  path_name(p), (long long)json_integer_value(v));
+			}
+		}
+	}
+}
+
 char *api_metrics_text(struct api_agent *ag, size_t *len)
 {
 	const json_t *st = ag->gw_state;
@@ -118,6 +249,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 		}
 	}
 	api_metrics_latency(&b, st);
+	path_metrics(&b, json_object_get(st, "targets"));
 	*len = b.len;
 	return gw_buf_steal(&b);
 }

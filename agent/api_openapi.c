@@ -41,6 +41,32 @@ static void add_prop(json_t *schema, const char *key, json_t *s)
 	json_object_set_new(json_object_get(schema, "properties"), key, s);
 }
 
+/* A LUN's read-only live status (GET only; ignored when sent back): the backstore's own
+ * report, docs/CONTROL.md. Remote LUNs list their iSCSI paths, block backstores on a
+ * dm-multipath map the map's paths. */
+static json_t *lun_status_schema(void)
+{
+	json_t *path = json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s},"
+		" s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}}",
+		"type", "object", "properties",
+		"url", "type", "string", "dev", "type", "string", "state", "type", "string",
+		"group", "type", "integer", "priority", "type", "integer",
+		"alua_state", "type", "string", "in_use", "type", "boolean",
+		"errors", "type", "integer", "failovers", "type", "integer",
+		"latency_us", "type", "integer", "last_error", "type", "string",
+		"dm_st", "type", "string", "chk_st", "type", "string", "up", "type", "boolean");
+
+	return json_pack("{s:s, s:b, s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s},"
+			 " s:{s:s}, s:{s:s, s:o}}}",
+			 "type", "object", "readOnly", 1, "description",
+			 "live backstore state from the gateway; absent while it is unreachable",
+			 "properties", "state", "type", "string", "failovers", "type", "integer",
+			 "queued", "type", "integer", "map", "type", "string",
+			 "warning", "type", "string", "identity", "type", "string",
+			 "paths", "type", "array", "items", path);
+}
+
 static json_t *schemas(void)
 {
 	json_t *sc = json_object(), *o;
@@ -55,6 +81,7 @@ static json_t *schemas(void)
 	json_object_set_new(sc, "Acl", o);
 	o = table(scsi_lu_conf_keys);
 	add_prop(o, "backstore", ref("Backstore"));
+	add_prop(o, "status", lun_status_schema());
 	json_object_set_new(sc, "Lun", o);
 	o = table(isc_discovery_conf_keys);
 	add_prop(o, "chap", ref("Chap"));

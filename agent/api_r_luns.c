@@ -32,9 +32,30 @@ static int lun_param(struct api_req *r, uint64_t *lun)
 	return 0;
 }
 
+/* The LUN's live backstore status from the gateway's last state answer (docs/CONTROL.md), or
+ * NULL while the gateway is away or does not serve the LUN (yet). Borrowed. */
+static json_t *lun_live_status(struct api_agent *ag, const char *target, uint64_t lun)
+{
+	json_t *t, *l;
+	size_t i, j;
+
+	if (!ag->gwc_on || !ag->gwc.connected)
+		return NULL;
+	json_array_foreach(json_object_get(ag->gw_state, "targets"), i, t) {
+		const char *name = json_string_value(json_object_get(t, "name"));
+
+		if (!name || strcmp(name, target))
+			continue;
+		json_array_foreach(json_object_get(t, "luns"), j, l)
+			if (json_integer_value(json_object_get(l, "lun")) == (json_int_t)lun)
+				return json_object_get(l, "status");
+	}
+	return NULL;
+}
+
 int api_h_lun_get(struct api_req *r)
 {
-	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL);
+	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL), *o, *st;
 	uint64_t lun;
 	ssize_t i;
 
@@ -47,8 +68,12 @@ int api_h_lun_get(struct api_req *r)
 		return 0;
 	}
 	api_reply_etag(r);
-	api_reply_json(r, 200, json_deep_copy(json_array_get(json_object_get(t, "luns"),
-							     (size_t)i)));
+	o = json_deep_copy(json_array_get(json_object_get(t, "luns"), (size_t)i));
+	/* Read-only: the configuration plus what the gateway says about it now. */
+	st = lun_live_status(r->ag, r->params[0], lun);
+	if (o && st)
+		json_object_set_new(o, "status", json_deep_copy(st));
+	api_reply_json(r, 200, o);
 	return 0;
 }
 
@@ -61,6 +86,8 @@ int api_h_lun_create(struct api_req *r)
 
 	if (!body)
 		return 0;
+	/* "status" is what a GET adds; a body read, edited and sent back may carry it. */
+	json_object_del(body, "status");
 	cfg = api_write_begin(r);
 	if (!cfg)
 		goto out;
@@ -112,6 +139,7 @@ int api_h_lun_put(struct api_req *r)
 		goto out;
 	}
 	json_object_set_new(body, "lun", json_integer((json_int_t)lun));
+	json_object_del(body, "status");
 	cfg = api_write_begin(r);
 	if (!cfg)
 		goto out;

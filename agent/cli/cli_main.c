@@ -30,6 +30,7 @@ static void usage(FILE *f)
 "  health | version | metrics | events | openapi\n"
 "  target list | show IQN | create IQN [k=v..] | set IQN k=v.. | delete IQN\n"
 "  lun list IQN | show IQN LUN | create IQN [LUN] k=v.. | set IQN LUN k=v.. | delete IQN LUN\n"
+"      | paths IQN LUN (back-end paths and their live state)\n"
 "  acl list IQN | show IQN INITIATOR | add IQN INITIATOR [k=v..] | set IQN INITIATOR k=v..\n"
 "      | delete IQN INITIATOR\n"
 "  portal list | show NAME | create NAME [k=v..] | set NAME k=v.. | delete NAME\n"
@@ -298,6 +299,69 @@ static int cmd_target(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
+/* lun paths IQN LUN: the LUN's back-end paths from its live status (remote paths, or the
+ * paths of a dm-multipath map under a block backstore). */
+static int lun_paths(struct cli *c, const char *path)
+{
+	static const char *const cols[] = { "PATH", "STATE", "GROUP", "PRIO", "ALUA", "IN-USE",
+					    "ERRORS", "FAILOVERS", "LAST-ERROR" };
+	static const char *const f[] = { "url", "state", "group", "priority", "alua_state",
+					 "in_use", "errors", "failovers", "last_error" };
+	struct cli_table t;
+	json_t *j, *st, *p;
+	size_t i, k;
+	int rc = call(c, "GET", path, NULL, &j, NULL);
+
+	if (rc)
+		return rc;
+	st = json_object_get(j, "status");
+	if (c->json) {
+		cli_print_json(st ? st : json_null());
+		json_decref(j);
+		return CLI_OK;
+	}
+	if (!st) {
+		fprintf(stderr, "isergwctl: no live status for this LUN (gateway away, or the "
+			"backstore has none)\n");
+		json_decref(j);
+		return CLI_EAPI;
+	}
+	printf("state: %s", json_string_value(json_object_get(st, "state")) ?: "-");
+	if (json_string_value(json_object_get(st, "map")))
+		printf("  map: %s", json_string_value(json_object_get(st, "map")));
+	if (json_is_integer(json_object_get(st, "failovers")))
+		printf("  failovers: %lld",
+		       (long long)json_integer_value(json_object_get(st, "failovers")));
+	if (json_string_value(json_object_get(st, "warning")))
+		printf("\nwarning: %s", json_string_value(json_object_get(st, "warning")));
+	printf("\n");
+	cli_table_init(&t, cols, 9);
+	json_array_foreach(json_object_get(st, "paths"), i, p) {
+		char *cell[9] = { 0 };
+
+		for (k = 0; k < 9; k++) {
+			json_t *v = json_object_get(p, f[k]);
+
+			/* dm-multipath paths: device, dm state, checker state. */
+			if (!v && k == 0)
+				v = json_object_get(p, "dev");
+			if (!v && k == 4)
+				v = json_object_get(p, "dm_st");
+			if (!v && k == 8)
+				v = json_object_get(p, "chk_st");
+			cell[k] = v && !json_is_null(v) ? cli_cell(v) : NULL;
+		}
+		cli_table_add(&t, cell[0], cell[1], cell[2], cell[3], cell[4], cell[5], cell[6],
+			      cell[7], cell[8]);
+		for (k = 0; k < 9; k++)
+			free(cell[k]);
+	}
+	cli_table_print(&t);
+	cli_table_fini(&t);
+	json_decref(j);
+	return CLI_OK;
+}
+
 static int cmd_lun(struct cli *c, int argc, char **argv)
 {
 	static const char *const cols[] = { "LUN", "TYPE", "SIZE", "PATH", "BLOCK", "PRODUCT" };
@@ -325,6 +389,8 @@ static int cmd_lun(struct cli *c, int argc, char **argv)
 		path = pathf(API "/targets/", argv[1], "/luns/", argv[2]);
 		if (!strcmp(argv[0], "show"))
 			rc = show(c, path);
+		else if (!strcmp(argv[0], "paths"))
+			rc = lun_paths(c, path);
 		else if (!strcmp(argv[0], "set"))
 			rc = set_obj(c, path, argc - 3, argv + 3);
 		else if (!strcmp(argv[0], "delete"))

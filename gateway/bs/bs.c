@@ -299,7 +299,7 @@ int bs_map(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent)
 
 json_t *bs_status(struct bs *bs)
 {
-	return bs->ops->status ? bs->ops->status(bs) : NULL;
+	return bs && bs->ops->status ? bs->ops->status(bs) : NULL;
 }
 
 /* Configuration of the whole backstore object */

@@ -27,6 +27,7 @@
 #include "bs.h"
 #include "bs_priv.h"
 #include "gw_log.h"
+#include "mp_dm.h"
 
 #define BS_FILE_ZEROES (1u << 20)	/* zero buffer for WRITE ZEROES without fallocate */
 #define BS_FILE_IOV_WIN 64		/* iovec entries handed to one preadv/pwritev */
@@ -52,6 +53,7 @@ struct bs_file {
 	bool nowait_read;		/* try RWF_NOWAIT on the loop thread first */
 	bool nowait_write;
 	uint64_t inline_ios;		/* served inline from the page cache */
+	struct mp_dm *dm;		/* the device is a dm-multipath map: multipathd's view */
 };
 
 /* A worker's bounce buffer, grown on demand and kept for the thread's life. */
@@ -586,6 +588,35 @@ static int bs_file_start_workers(struct bs *bs, struct bs_file *f)
 	return rc;
 }
 
+/* A dm-multipath map underneath: show its paths from multipathd. Never fatal: the I/O path
+ * does not depend on it. */
+static void bs_file_watch_dm(struct bs *bs, struct bs_file *f, dev_t rdev)
+{
+	char name[128];
+	int r = mp_dm_probe("/sys", rdev, name, sizeof(name));
+
+	if (r <= 0) {
+		if (r < 0)
+			gw_dbg("bs", "%s: cannot tell whether it is a dm-multipath map: %s",
+			       bs->conf.path, strerror(-r));
+		return;
+	}
+	r = mp_dm_create(bs->loop, bs->conf.path, name, NULL, 5000, &f->dm);
+	if (r < 0)
+		gw_warn("bs", "%s: dm-multipath map %s: cannot watch it: %s", bs->conf.path, name,
+			strerror(-r));
+	else
+		gw_info("bs", "%s: dm-multipath map %s: its state comes from multipathd",
+			bs->conf.path, name);
+}
+
+static json_t *bs_file_status(struct bs *bs)
+{
+	struct bs_file *f = bs->priv;
+
+	return f && f->dm ? mp_dm_status(f->dm) : NULL;
+}
+
 static int bs_file_open(struct bs *bs)
 {
 	struct bs_file *f;
@@ -657,6 +688,8 @@ static int bs_file_open(struct bs *bs)
 	rc = bs_file_start_workers(bs, f);
 	if (rc < 0)
 		goto fail;
+	if (f->is_block)
+		bs_file_watch_dm(bs, f, st.st_rdev);
 	bs->priv = f;
 	gw_info("bs", "%s: %s, %llu bytes, block %u%s%s%s, %u threads", bs->conf.path,
 		f->is_block ? "block device" : "file", (unsigned long long)bs->size,
@@ -674,6 +707,8 @@ static void bs_file_close(struct bs *bs)
 
 	if (!f)
 		return;
+	mp_dm_destroy(f->dm);
+	f->dm = NULL;
 	bs_file_stop_workers(f);
 	/* I/O finished but not yet handed to the loop: the owner drained, so only stragglers
 	 * of a shutdown; complete them so nobody waits forever. */
@@ -718,4 +753,5 @@ const struct bs_ops bs_file_ops = {
 	.close = bs_file_close,
 	.submit = bs_file_submit,
 	.map = bs_file_map,
+	.status = bs_file_status,
 };

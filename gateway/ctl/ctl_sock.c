@@ -71,8 +71,8 @@ static json_t *dump_target(const struct isc_target_conf *t, bool mask)
 	for (i = 0; i < t->nluns; i++) {
 		json_t *e = gw_conf_to_json(scsi_lu_conf_keys, &t->luns[i].lu, mask);
 
-		json_object_set_new(e, "backstore", gw_conf_to_json(bs_conf_keys, &t->luns[i].bs,
-								    mask));
+		/* bs_conf_to_json: a remote backstore's policies and paths come with it. */
+		json_object_set_new(e, "backstore", bs_conf_to_json(&t->luns[i].bs, mask));
 		json_array_append_new(a, e);
 	}
 	json_object_set_new(o, "luns", a);

@@ -538,10 +538,11 @@ json_t *isc_gw_state(struct isc_gw *gw)
 
 		for (i = 0; i < t->nstats; i++) {
 			const struct isc_lun_stats *st = &t->stats[i];
+			json_t *lo, *bst;
 
 			if (!scsi_dev_find_lu(t->dev, st->lun))
 				continue;
-			json_array_append_new(luns, json_pack(
+			lo = json_pack(
 				"{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}",
 				"lun", (json_int_t)st->lun, "read_ops", (json_int_t)st->read_ops,
 				"write_ops", (json_int_t)st->write_ops,
@@ -549,11 +550,16 @@ json_t *isc_gw_state(struct isc_gw *gw)
 				"read_bytes", (json_int_t)st->read_bytes,
 				"write_bytes", (json_int_t)st->write_bytes,
 				"errors", (json_int_t)st->errors,
-				"removing", isc_target_lun_blocked(t, st->lun)));
-			json_object_set_new(json_array_get(luns, json_array_size(luns) - 1),
-					    "read_latency", isc_state_hist(&st->read_lat));
-			json_object_set_new(json_array_get(luns, json_array_size(luns) - 1),
-					    "write_latency", isc_state_hist(&st->write_lat));
+				"removing", isc_target_lun_blocked(t, st->lun));
+			json_object_set_new(lo, "read_latency", isc_state_hist(&st->read_lat));
+			json_object_set_new(lo, "write_latency", isc_state_hist(&st->write_lat));
+			/* The backstore's own live state (remote: paths; block: dm-multipath). */
+			bst = bs_status(scsi_dev_lu_bs(t->dev, st->lun));
+			if (lo && bst)
+				json_object_set_new(lo, "status", bst);
+			else
+				json_decref(bst);
+			json_array_append_new(luns, lo);
 		}
 		gw_list_for_each_entry(s, &t->sessions, tnode)
 			n++;

@@ -914,6 +914,28 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 	return 0;
 }
 
+/* libiscsi URLs may carry "user%password@": status and metrics show the user only. */
+json_t *mp_url_public(const char *url)
+{
+	const char *host = strstr(url, "://"), *at, *slash, *pct;
+	char *s;
+	json_t *j;
+
+	if (!host)
+		return json_string(url);
+	host += 3;
+	slash = strchr(host, '/');
+	at = memchr(host, '@', slash ? (size_t)(slash - host) : strlen(host));
+	pct = at ? memchr(host, '%', (size_t)(at - host)) : NULL;
+	if (!pct)
+		return json_string(url);
+	if (asprintf(&s, "%.*s%s", (int)(pct - url), url, at) < 0)
+		return NULL;
+	j = json_string(s);
+	free(s);
+	return j;
+}
+
 json_t *mp_path_status(const struct mp_path *p, uint64_t now)
 {
 	const struct mp_lun *lun = p->lun;
@@ -921,7 +943,7 @@ json_t *mp_path_status(const struct mp_path *p, uint64_t now)
 
 	if (!o)
 		return NULL;
-	json_object_set_new(o, "url", json_string(p->url));
+	json_object_set_new(o, "url", mp_url_public(p->url));
 	json_object_set_new(o, "state", json_string(mp_path_state_name(p->state)));
 	json_object_set_new(o, "state_for_ms", json_integer((json_int_t)(now - p->state_since_ms)));
 	json_object_set_new(o, "group", json_integer(mp_path_rank(lun, p)));

@@ -178,6 +178,7 @@ void mp_path_fail(struct mp_path *p, const char *fmt, ...) __attribute__((format
 /* Sends io on p; < 0: not sent (p was failed), the caller re-dispatches. */
 int mp_path_send(struct mp_path *p, struct mp_io *io);
 json_t *mp_path_status(const struct mp_path *p, uint64_t now_ms);
+json_t *mp_url_public(const char *url);
 
 /* mp_lun.c, for the paths */
 void mp_lun_path_changed(struct mp_lun *lun, struct mp_path *p);

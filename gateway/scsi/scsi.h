@@ -197,6 +197,8 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 /* -ENOENT, or -EBUSY while commands are in flight on it. On success the LU's bs is destroyed. */
 int scsi_dev_del_lu(struct scsi_dev *dev, uint64_t lun);
 struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun);
+/* The backstore behind a LUN (for its status), or NULL. */
+struct bs *scsi_dev_lu_bs(struct scsi_dev *dev, uint64_t lun);
 /* Sets a capacity-changed unit attention after the backstore grew or shrank. */
 void scsi_lu_capacity_changed(struct scsi_lu *lu);
 /* Every LU's backstore has settled its start-up logins (bs_settled). */

@@ -344,6 +344,13 @@ struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun)
 	return NULL;
 }
 
+struct bs *scsi_dev_lu_bs(struct scsi_dev *dev, uint64_t lun)
+{
+	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
+
+	return lu ? lu->bs : NULL;
+}
+
 static void scsi_luns_changed(struct scsi_dev *dev, uint64_t lun)
 {
 	struct scsi_itn *itn;

@@ -171,6 +171,116 @@ mp_paths_active() {
 	return 1
 }
 
+# mp_gw_status NAME SECONDS JQ-FILTER: polls the gateway's control socket (op "state") until
+# the remote LUN's status passes JQ-FILTER; it is left in $MP_GW_ST ($T_DIR/state.NAME.json).
+mp_gw_status() {
+	local i
+	MP_GW_ST=$T_DIR/state.$1.json
+	for i in $(seq 1 $(($2 * 10))); do
+		gw_ctl "$CTL_SOCK" '{"op":"state"}' 2>/dev/null |
+			jq '.targets[0].luns[0].status' >"$MP_GW_ST" 2>/dev/null
+		jq -e "$3" "$MP_GW_ST" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- the agent in front of the gateway: REST status, metrics, isergwctl -------------------
+
+AGENT=$T_BUILD/isergw-agent
+CTL=$T_BUILD/isergwctl
+AGENT_PID=
+MP_LUN_API=/api/v1/targets/iqn.2026-11.org.isergw:mpath-gw/luns/0
+
+# mp_agent_start: an agent on the gateway's control socket; it adopts the running configuration.
+mp_agent_start() {
+	if [ ! -x "$AGENT" ] || [ ! -x "$CTL" ] || ! command -v curl >/dev/null; then
+		skip "agent status" "no $AGENT, $CTL or curl"
+		return
+	fi
+	API_PORT=$(t_free_port)
+	API_URL=http://127.0.0.1:$API_PORT
+	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		t_daemon_start agent agent "$T_DIR/agent.log" "$AGENT" --state-dir "$T_DIR/agent" \
+		--listen "127.0.0.1:$API_PORT" --gateway-socket "$CTL_SOCK"
+	AGENT_PID=$T_LAST_PID
+	if ! t_wait_port "$AGENT_PID" "$API_PORT" 10; then
+		fail "agent start" "$(tail -n 3 "$T_DIR/agent.log" | tr '\n' ' ')"
+		AGENT_PID=
+		return
+	fi
+	ADMIN=$(cat "$T_DIR/agent/admin.token")
+}
+
+# mp_api PATH OUT: GET with the admin token.
+mp_api() {
+	curl -s -o "$2" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$API_URL$1"
+}
+
+# mp_agent_wait SECONDS JQ-FILTER: until the LUN's REST status passes the filter.
+mp_agent_wait() {
+	local i
+	for i in $(seq 1 $(($1 * 5))); do
+		mp_api "$MP_LUN_API" "$T_DIR/lun.json" >/dev/null
+		jq -e "$2" "$T_DIR/lun.json" >/dev/null 2>&1 && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+mp_metric() {
+	grep "^$1{" "$T_DIR/metrics.txt" | grep -F "$2" | awk '{print $2}' | head -n 1
+}
+
+# While B2 is dead: GET of the LUN, /metrics and isergwctl all show the cut path down.
+mp_agent_cut() {
+	local up
+	[ -n "$AGENT_PID" ] || return 0
+	if mp_agent_wait 3 '.status.paths[1].state != "active" and .status.paths[1].last_error != ""
+			and .backstore.type == "remote"'; then
+		pass "REST: GET of the LUN carries its status, path 2 down: $(jq -r \
+			.status.paths[1].last_error "$T_DIR/lun.json")"
+	else
+		fail "REST LUN status during the cut" "$(head -c 400 "$T_DIR/lun.json")"
+	fi
+	mp_api /metrics "$T_DIR/metrics.txt" >/dev/null
+	up=$(mp_metric isergw_path_up "10.202.2.2")
+	if [ "$up" = 0 ] && [ "$(mp_metric isergw_path_up "10.202.1.2")" = 1 ]; then
+		pass "metrics: isergw_path_up 0 for the cut path, 1 for the other"
+	else
+		fail "metrics path_up" "$(grep isergw_path_up "$T_DIR/metrics.txt" | tr '\n' ' ')"
+	fi
+	"$CTL" --url "$API_URL" --token-file "$T_DIR/agent/admin.token" lun paths \
+		iqn.2026-11.org.isergw:mpath-gw 0 >"$T_DIR/ctl-paths.txt" 2>&1
+	if grep -q "10.202.2.2.* down " "$T_DIR/ctl-paths.txt" &&
+		grep -q "10.202.1.2.* active " "$T_DIR/ctl-paths.txt"; then
+		pass "isergwctl lun paths: one path down, one active"
+	else
+		fail "isergwctl lun paths" "$(tr '\n' '|' <"$T_DIR/ctl-paths.txt" | head -c 400)"
+	fi
+}
+
+# After the restore: active again in REST and metrics; failovers counted on the cut path.
+mp_agent_restored() {
+	local fo
+	[ -n "$AGENT_PID" ] || return 0
+	if mp_agent_wait 5 '.status.state == "ready" and .status.paths[1].state == "active"'; then
+		pass "REST: path 2 active again after the restore"
+	else
+		fail "REST LUN status after restore" "$(head -c 400 "$T_DIR/lun.json")"
+	fi
+	mp_api /metrics "$T_DIR/metrics.txt" >/dev/null
+	fo=$(mp_metric isergw_path_failovers_total "10.202.2.2")
+	if [ "$(mp_metric isergw_path_up "10.202.2.2")" = 1 ] && [ "${fo:-0}" -gt 0 ] &&
+		grep -q '^isergw_lun_state{.*state="ready"} 1' "$T_DIR/metrics.txt"; then
+		pass "metrics after restore: path up, isergw_path_failovers_total $fo, LUN ready"
+	else
+		fail "metrics after restore" "$(grep -E 'isergw_(path|lun_state)' "$T_DIR/metrics.txt" |
+			tr '\n' ' ' | head -c 600)"
+	fi
+}
+
 mp_val() {
 	sed -n "s/.*$1=\([0-9]*\).*/\1/p" "$MP_OUT" | tail -n 1
 }
@@ -314,12 +424,15 @@ mp_result "all paths down 4 s with queue: I/O resumed, every byte verified" \
 # 7. The real gateway: isergwd in ns GW re-exports B's LUN; isergw-verify is the host, on the
 #    gateway's loopback, while B's second tgtd is killed and restarted.
 if [ -x "$T_BUILD/isergwd" ] && [ -x "$T_TOOLS/isergw-verify" ]; then
+	CTL_SOCK=$T_DIR/ctl.sock
 	cat >"$T_DIR/gw.json" <<EOF
-{ "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": 3260 } ],
+{ "gateway": { "control_socket": "$CTL_SOCK" },
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": 3260 } ],
   "targets": [ { "name": "iqn.2026-11.org.isergw:mpath-gw", "portals": ["tcp0"],
     "allow_any_initiator": true,
     "luns": [ { "lun": 0, "backstore": { "type": "remote", "block_size": 512,
-      "path_grouping_policy": "multibus", "polling_interval": 1, "reconnect_delay_ms": 200,
+      "path_grouping_policy": "multibus", "path_selector": "round-robin",
+      "polling_interval": 1, "reconnect_delay_ms": 200,
       "reconnect_max_ms": 2000, "login_timeout": 2,
       "paths": [ { "url": "$URL_B1" }, { "url": "$URL_B2" } ] } } ] } ] }
 EOF
@@ -332,13 +445,36 @@ EOF
 		grep -q 'main: ready' "$T_DIR/gw.log" && break
 		sleep 0.1
 	done
+	# Both paths logged in before the cut, as the control socket tells.
+	if mp_gw_status before 10 '.state == "ready" and
+			([.paths[] | select(.state == "active")] | length == 2)'; then
+		pass "control socket: the remote LUN ready, both paths active"
+	else
+		fail "status before the cut" "$(jq -c . "$MP_GW_ST" 2>/dev/null | head -c 600)"
+	fi
+	mp_agent_start
+	GW_URL=iscsi://127.0.0.1:3260/iqn.2026-11.org.isergw:mpath-gw/0
 	ip netns exec "$NS_GW" "$T_TOOLS/isergw-verify" -q -n 4000 -m 256K -S 128M \
-		"iscsi://127.0.0.1:3260/iqn.2026-11.org.isergw:mpath-gw/0" >"$T_DIR/verify.log" 2>&1 &
+		"$GW_URL" >"$T_DIR/verify.log" 2>&1 &
 	VPID=$!
+	# Reads at QD 32 beside it, spread round-robin, so the killed path has I/O in flight to
+	# fail over.
+	ip netns exec "$NS_GW" "$T_TOOLS/isergw-bench" -q 32 -b 4096 -t 6 \
+		"$GW_URL" >"$T_DIR/bench-cut.log" 2>&1 &
+	BPID=$!
 	sleep 1
 	kill -KILL "$TGT_B2" 2>/dev/null
 	t_stop_pid "$TGT_B2" 2
-	sleep 3
+	# While it is dead: the control socket shows path 2 down with its last error, the other
+	# still active, and the LUN's I/O failed over.
+	if mp_gw_status cut 3 '.paths[1].state != "active" and .paths[1].last_error != "" and
+			.paths[0].state == "active" and .failovers > 0 and .paths[1].failovers > 0'; then
+		pass "control socket while the path is cut: $(jq -c '{state, failovers,
+			path2: (.paths[1] | {state, errors, failovers, last_error})}' "$MP_GW_ST")"
+	else
+		fail "status of a cut path" "$(jq -c . "$MP_GW_ST" 2>/dev/null | head -c 600)"
+	fi
+	mp_agent_cut
 	mp_tgtd b2 "$NS_B" "$IQN_B" "$T_SHM/b.img" mpath-b 10.202.2.2:3260 || fail tgtd-b2 "restart"
 	TGT_B2=$MP_LAST_TGT
 	if wait "$VPID"; then
@@ -346,6 +482,16 @@ EOF
 	else
 		fail "isergwd remote LUN under isergw-verify" "$(tail -n 3 "$T_DIR/verify.log" | tr '\n' ' ')"
 	fi
+	wait "$BPID" || fail "isergw-bench through the cut" "$(tail -n 2 "$T_DIR/bench-cut.log")"
+	if mp_gw_status restored 10 '.state == "ready" and .paths[1].state == "active" and
+			.paths[1].logins >= 2 and .paths[1].last_error == ""'; then
+		pass "control socket after restore: path 2 active again, logins $(jq .paths[1].logins \
+			"$MP_GW_ST")"
+	else
+		fail "status after restore" "$(jq -c . "$MP_GW_ST" 2>/dev/null | head -c 600)"
+	fi
+	mp_agent_restored
+	[ -n "${AGENT_PID:-}" ] && t_stop_pid "$AGENT_PID" 5
 	gw_stop "$GW_PID"
 else
 	skip "isergwd remote LUN" "no isergwd or isergw-verify in $T_BUILD"

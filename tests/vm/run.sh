@@ -33,7 +33,7 @@ esac
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
 VM_MEM=${VM_MEM:-2G}
 VM_CPUS=${VM_CPUS:-2}
-ALL_SUITES="rxe kernel-tcp bond tgt-iser"
+ALL_SUITES="rxe kernel-tcp bond tgt-iser dm-mpath"
 T0=$SECONDS
 
 say() {
@@ -59,6 +59,7 @@ suite_budget() {
 	kernel-tcp) echo 420 ;;
 	bond) echo 180 ;;
 	tgt-iser) echo 360 ;;
+	dm-mpath) echo 360 ;;
 	*) echo 300 ;;
 	esac
 }

@@ -126,6 +126,46 @@ Test(ctl_sock, apply_adds_a_lun_live_and_state_shows_it)
 	json_decref(r);
 }
 
+/* A remote LUN: "config" gives back its paths (the agent adopts a running gateway from it),
+ * "state" its live status, with the password in a path URL removed. */
+Test(ctl_sock, a_remote_lun_shows_its_paths_in_config_and_status)
+{
+	json_t *cfg = js(cfg_text), *req, *r, *l, *st;
+	json_t *luns = json_object_get(json_array_get(json_object_get(cfg, "targets"), 0), "luns");
+	const char *url;
+
+	json_array_append_new(luns, js("{\"lun\": 5, \"backstore\": {\"type\": \"remote\","
+				       " \"block_size\": 512, \"paths\": [{\"url\": "
+				       "\"iscsi://gw%s3cret@127.0.0.1:1/iqn.2026-11.test:x/0\"}]}}"));
+	req = json_pack("{s:s, s:o}", "op", "apply", "config", cfg);
+	r = ctl_sock_handle(cs, req);
+	cr_assert(json_is_true(json_object_get(r, "ok")), "%s",
+		  json_string_value(json_object_get(r, "message")));
+	json_decref(r);
+	json_decref(req);
+
+	r = ask("{\"op\": \"config\"}");
+	l = json_array_get(json_object_get(json_array_get(json_object_get(json_object_get(
+		r, "config"), "targets"), 0), "luns"), 1);
+	cr_assert_eq(json_integer_value(json_object_get(l, "lun")), 5);
+	cr_assert_eq(json_array_size(json_object_get(json_object_get(l, "backstore"), "paths")),
+		     1, "the remote backstore's paths are part of the running configuration");
+	json_decref(r);
+
+	r = ask("{\"op\": \"state\"}");
+	luns = json_object_get(json_array_get(json_object_get(r, "targets"), 0), "luns");
+	cr_assert_eq(json_array_size(luns), 2);
+	cr_assert_null(json_object_get(json_array_get(luns, 0), "status"), "ram: no live status");
+	st = json_object_get(json_array_get(luns, 1), "status");
+	cr_assert_not_null(st, "remote: live status");
+	cr_assert_str_eq(json_string_value(json_object_get(st, "state")), "becoming-ready");
+	cr_assert_eq(json_array_size(json_object_get(st, "paths")), 1);
+	url = json_string_value(json_object_get(json_array_get(json_object_get(st, "paths"), 0),
+						"url"));
+	cr_assert_str_eq(url, "iscsi://gw@127.0.0.1:1/iqn.2026-11.test:x/0");
+	json_decref(r);
+}
+
 Test(ctl_sock, an_invalid_apply_lists_every_error_and_changes_nothing)
 {
 	json_t *r = ask("{\"op\": \"apply\", \"config\": {\"portals\": [], \"targets\": "
