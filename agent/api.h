@@ -40,6 +40,7 @@ struct api_conf {
 	const char *tls_key;
 	size_t body_max;
 	unsigned int poll_ms;		/* gateway state refresh */
+	const char *webui_dir;		/* the dashboard's files, NULL/"": none */
 };
 
 struct api_agent {
@@ -108,7 +109,7 @@ const struct api_route *api_route_match(const struct api_route *tbl, const char 
 
 /* ---- requests and replies (api_http.c) ------------------------------------------------- */
 
-#define API_MAX_HEADERS 4
+#define API_MAX_HEADERS 8
 
 struct api_req {
 	struct api_agent *ag;
@@ -229,6 +230,22 @@ void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur
 /* Prometheus text exposition of the cached state (malloc'ed). */
 char *api_metrics_text(struct api_agent *ag, size_t *len);
 json_t *api_openapi_build(const struct api_route *tbl, const char *version);
+
+/* ---- the dashboard's static files (api_static.c) ------------------------------------- */
+
+#ifndef API_WEBUI_DIR
+#define API_WEBUI_DIR "/usr/share/isergw/webui"
+#endif
+
+/* True when path (no query) is the dashboard's: "/" or "/ui/...". */
+bool api_static_path(const char *path);
+/* Serves a dashboard path from conf.webui_dir (reply set, true); false: not a static path. */
+bool api_static_serve(struct api_req *r, const char *path);
+/* The file under root a dashboard path names, resolved (malloc'ed into *file). -ENOENT when
+ * missing, a segment is "."/".."/hidden, or the resolved file lies outside root. */
+int api_static_resolve(const char *root, const char *path, char **file);
+/* Content-Type by file name extension. */
+const char *api_static_type(const char *name);
 
 /* ---- the agent (api_agent.c) ----------------------------------------------------------- */
 

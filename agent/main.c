@@ -4,6 +4,7 @@
  *
  *   isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]
  *                [--tls-cert FILE --tls-key FILE] [--body-max BYTES] [--debug LIST]
+ *                [--webui-dir DIR]
  *   isergw-agent --state-dir DIR --add-token NAME [--role admin|read]
  */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <systemd/sd-daemon.h>
 
 #include "api.h"
@@ -26,13 +28,15 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]\n"
 		"                    [--tls-cert FILE --tls-key FILE] [--body-max BYTES]\n"
-		"                    [--debug LIST]\n"
+		"                    [--webui-dir DIR] [--debug LIST]\n"
 		"       isergw-agent --state-dir DIR --add-token NAME [--role admin|read]\n"
 		"  --state-dir DIR        desired configuration, tokens (created 0700)\n"
 		"  --listen ADDR:PORT     HTTP(S) address (default 127.0.0.1:8080)\n"
 		"  --gateway-socket PATH  the gateway's control socket (none: store only)\n"
 		"  --tls-cert/--tls-key   PEM files: serve HTTPS\n"
 		"  --body-max BYTES       largest request body (default 1048576)\n"
+		"  --webui-dir DIR        the dashboard's files, served at / (default "
+		API_WEBUI_DIR "; \"\": none)\n"
 		"  --add-token NAME       create a token, print it once, and exit\n");
 }
 
@@ -83,18 +87,19 @@ int main(int argc, char **argv)
 		{ "debug", required_argument, NULL, 'd' },
 		{ "add-token", required_argument, NULL, 'a' },
 		{ "role", required_argument, NULL, 'r' },
+		{ "webui-dir", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const int sigs[] = { SIGINT, SIGTERM };
-	struct api_conf conf = { .listen = "127.0.0.1:8080" };
+	struct api_conf conf = { .listen = "127.0.0.1:8080", .webui_dir = API_WEBUI_DIR };
 	const char *token_name = NULL, *role = "admin";
 	struct api_agent ag;
 	struct gw_signal sig;
 	int c, r;
 
 	gw_log_set_ident("isergw-agent");
-	while ((c = getopt_long(argc, argv, "s:l:g:C:K:b:d:a:r:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:l:g:C:K:b:d:a:r:w:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': conf.state_dir = optarg; break;
 		case 'l': conf.listen = optarg; break;
@@ -110,6 +115,7 @@ int main(int argc, char **argv)
 			break;
 		case 'a': token_name = optarg; break;
 		case 'r': role = optarg; break;
+		case 'w': conf.webui_dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -133,6 +139,12 @@ int main(int argc, char **argv)
 		gw_loop_fini(&loop);
 		return 1;
 	}
+	if (conf.webui_dir && *conf.webui_dir && access(conf.webui_dir, R_OK | X_OK) < 0)
+		gw_warn("agent", "no dashboard: --webui-dir %s: %s", conf.webui_dir,
+			strerror(errno));
+	else if (conf.webui_dir && *conf.webui_dir)
+		gw_info("agent", "dashboard at %s://%s/ from %s", conf.tls_cert ? "https" : "http",
+			conf.listen, conf.webui_dir);
 	sd_notify(0, "READY=1\nSTATUS=serving");
 	r = gw_loop_run(&loop);
 	sd_notify(0, "STOPPING=1");
