@@ -50,6 +50,7 @@ struct api_conf {
 	const char *gateway_id;
 	unsigned int port_group;
 	unsigned int lease_ttl;
+	const char *webui_dir;		/* the dashboard's files, NULL/"": none */
 };
 
 struct api_cluster;
@@ -124,7 +125,7 @@ const struct api_route *api_route_match(const struct api_route *tbl, const char 
 
 /* ---- requests and replies (api_http.c) ------------------------------------------------- */
 
-#define API_MAX_HEADERS 4
+#define API_MAX_HEADERS 8
 
 struct api_req {
 	struct api_agent *ag;
@@ -247,6 +248,22 @@ char *api_metrics_text(struct api_agent *ag, size_t *len);
 json_t *api_openapi_build(const struct api_route *tbl, const char *version);
 /* Per-LUN read/write latency histograms from a gateway "state" answer (api_metrics_lat.c). */
 void api_metrics_latency(struct gw_buf *b, const json_t *state);
+
+/* ---- the dashboard's static files (api_static.c) ------------------------------------- */
+
+#ifndef API_WEBUI_DIR
+#define API_WEBUI_DIR "/usr/share/isergw/webui"
+#endif
+
+/* True when path (no query) is the dashboard's: "/" or "/ui/...". */
+bool api_static_path(const char *path);
+/* Serves a dashboard path from conf.webui_dir (reply set, true); false: not a static path. */
+bool api_static_serve(struct api_req *r, const char *path);
+/* The file under root a dashboard path names, resolved (malloc'ed into *file). -ENOENT when
+ * missing, a segment is "."/".."/hidden, or the resolved file lies outside root. */
+int api_static_resolve(const char *root, const char *path, char **file);
+/* Content-Type by file name extension. */
+const char *api_static_type(const char *name);
 
 /* ---- the agent (api_agent.c) ----------------------------------------------------------- */
 

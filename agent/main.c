@@ -4,7 +4,7 @@
  *
  *   isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]
  *                [--tls-cert FILE --tls-key FILE [--allow-remote]] [--body-max BYTES]
- *                [--debug LIST]
+ *                [--debug LIST] [--webui-dir DIR]
  *                [--store etcd --etcd-endpoints URL[,URL] --cluster-prefix /isergw/NAME
  *                 --gateway-id NAME --port-group N [--lease-ttl SECONDS]]
  *   isergw-agent --state-dir DIR --add-token NAME [--role admin|read]
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <systemd/sd-daemon.h>
 
 #include "api.h"
@@ -30,7 +31,9 @@ static void usage(FILE *f)
 		"usage: isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]\n"
 		"                    [--tls-cert FILE --tls-key FILE [--allow-remote]]\n"
 		"                    [--body-max BYTES]\n"
-		"                    [--debug LIST]\n"
+		"                    [--webui-dir DIR] [--debug LIST]\n"
+		"                    [--store etcd --etcd-endpoints URLS --cluster-prefix KEY\n"
+		"                     --gateway-id NAME --port-group N [--lease-ttl SECONDS]]\n"
 		"       isergw-agent --state-dir DIR --add-token NAME [--role admin|read]\n"
 		"  --state-dir DIR        desired configuration, tokens (created 0700)\n"
 		"  --listen ADDR:PORT     HTTP(S) address (default 127.0.0.1:8080)\n"
@@ -38,6 +41,8 @@ static void usage(FILE *f)
 		"  --tls-cert/--tls-key   PEM files: serve HTTPS\n"
 		"  --allow-remote         listen on a non-loopback address (HTTPS only)\n"
 		"  --body-max BYTES       largest request body (default 1048576)\n"
+		"  --webui-dir DIR        the dashboard's files, served at / (default "
+		API_WEBUI_DIR "; \"\": none)\n"
 		"  --add-token NAME       create a token, print it once, and exit\n"
 		"  --store file|etcd      where the desired configuration lives (default file)\n"
 		"  --etcd-endpoints URLS  etcd v3 JSON gateway, http://127.0.0.1:2379[,...]\n"
@@ -134,6 +139,7 @@ int main(int argc, char **argv)
 		{ "add-token", required_argument, NULL, 'a' },
 		{ "role", required_argument, NULL, 'r' },
 		{ "allow-remote", no_argument, NULL, 'R' },
+		{ "webui-dir", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "store", required_argument, NULL, 1001 },
 		{ "etcd-endpoints", required_argument, NULL, 1002 },
@@ -144,14 +150,14 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	static const int sigs[] = { SIGINT, SIGTERM };
-	struct api_conf conf = { .listen = "127.0.0.1:8080" };
+	struct api_conf conf = { .listen = "127.0.0.1:8080", .webui_dir = API_WEBUI_DIR };
 	const char *token_name = NULL, *role = "admin";
 	struct api_agent ag;
 	struct gw_signal sig;
 	int c, r;
 
 	gw_log_set_ident("isergw-agent");
-	while ((c = getopt_long(argc, argv, "s:l:g:C:K:b:d:a:r:Rh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:l:g:C:K:b:d:a:r:Rw:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': conf.state_dir = optarg; break;
 		case 'l': conf.listen = optarg; break;
@@ -168,6 +174,7 @@ int main(int argc, char **argv)
 		case 'a': token_name = optarg; break;
 		case 'r': role = optarg; break;
 		case 'R': conf.allow_remote = true; break;
+		case 'w': conf.webui_dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case 1001: conf.store = optarg; break;
 		case 1002: conf.etcd_endpoints = optarg; break;
@@ -199,6 +206,12 @@ int main(int argc, char **argv)
 		gw_loop_fini(&loop);
 		return 1;
 	}
+	if (conf.webui_dir && *conf.webui_dir && access(conf.webui_dir, R_OK | X_OK) < 0)
+		gw_warn("agent", "no dashboard: --webui-dir %s: %s", conf.webui_dir,
+			strerror(errno));
+	else if (conf.webui_dir && *conf.webui_dir)
+		gw_info("agent", "dashboard at %s://%s/ from %s", conf.tls_cert ? "https" : "http",
+			conf.listen, conf.webui_dir);
 	sd_notify(0, "READY=1\nSTATUS=serving");
 	r = gw_loop_run(&loop);
 	sd_notify(0, "STOPPING=1");

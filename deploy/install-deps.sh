@@ -12,7 +12,8 @@ libssl3 rdma-core ibverbs-providers"
 TEST="libcriterion-dev libiscsi-bin tgt curl iproute2 iptables procps psmisc
 clang libclang-rt-14-dev rpm cpio
 qemu-system-x86 busybox-static kmod open-iscsi ibverbs-utils rdmacm-utils e2fsprogs
-etcd-server openssl wrk util-linux multipath-tools jq"
+etcd-server openssl wrk util-linux multipath-tools jq
+chromium chromium-driver nodejs"
 
 what=${1:-all}
 case "$what" in
@@ -31,6 +32,10 @@ for p in $want; do
 	*) missing="$missing $p" ;;
 	esac
 done
+# npm installs the browser suite's playwright-core; a nodejs from elsewhere may bundle it.
+case "$what" in
+test | all) command -v npm >/dev/null 2>&1 || missing="$missing npm" ;;
+esac
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,6 +1,7 @@
 # Test suites. `make test` is the sum of the named parts below, each of which runs alone:
 #   make test-unit         Criterion unit tests (tests/unit/<module>/test_*.c)
 #   make test-integration  real daemons against real peers on loopback (tests/integration/)
+#   make test-browser      the dashboard in headless Chromium against real daemons (tests/browser/)
 #   make test-sanitize     unit + integration again, built with ASan+UBSan
 #   make fuzz-regress      every libFuzzer target over its seed corpus (make fuzz runs them longer)
 #   make bench             isergwd against tgtd side by side (tests/bench/), then wrk against
@@ -12,7 +13,7 @@ UNIT_SRC := $(foreach f,$(call rwildcard,tests/unit,*.c),$(if $(filter test_%,$(
 UNIT_BIN := $(patsubst %.c,$(BUILD)/%,$(UNIT_SRC))
 UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(call rwildcard,tests/unit,*.c))
 
-.PHONY: test test-build test-unit test-integration test-sanitize bench soak run
+.PHONY: test test-build test-unit test-integration test-sanitize bench soak run test-browser
 
 # Every unit test binary links the whole engine; a test that includes a .c file to reach its
 # static functions overrides that object, as the linker only pulls archive members it needs.
@@ -45,6 +46,7 @@ test: deps
 	@$(MAKE) --no-print-directory test-build
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-integration
+	@$(MAKE) --no-print-directory test-browser
 	@$(MAKE) --no-print-directory test-sanitize
 	@$(MAKE) --no-print-directory fuzz-regress
 	@$(MAKE) --no-print-directory test-vm
@@ -54,6 +56,22 @@ test-unit: test-build
 
 test-integration: all $(TOOL_BIN)
 	@BUILD=$(BUILD) tests/integration/run.sh
+
+# playwright-core, pinned by tests/browser/package-lock.json, comes from the npm registry into
+# build/browser (no browser download: the suite drives Debian's /usr/bin/chromium). Without npm
+# or the registry the suite still runs and reports itself skipped, saying why.
+BROWSER_NODE := build/browser/node_modules/playwright-core/package.json
+
+$(BROWSER_NODE): tests/browser/package.json tests/browser/package-lock.json
+	@mkdir -p build/browser
+	cp tests/browser/package.json tests/browser/package-lock.json build/browser/
+	cd build/browser && npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
+
+test-browser: all $(TOOL_BIN)
+	@command -v npm >/dev/null 2>&1 && $(MAKE) --no-print-directory $(BROWSER_NODE) || \
+		echo "test-browser: playwright-core could not be installed (npm ci)"
+	@BUILD=$(BUILD) tests/browser/run.sh
 
 test-sanitize:
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined test-build

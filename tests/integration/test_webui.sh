@@ -1,0 +1,182 @@
+#!/bin/bash
+# The agent's static file server for the dashboard (agent/api_static.c), over HTTP with curl:
+# the page and its files with their content types, ETag / Last-Modified revalidation, HEAD,
+# and nothing outside --webui-dir: "..", encoded "..", hidden files, and symlinks out of the
+# folder are all 404, while the API beside it keeps needing its token.
+#
+#   tests/integration/test_webui.sh        (BUILD=build|build/san)
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+
+t_begin webui
+if [ "$TARGET" != isergwd ]; then
+	skip webui "the dashboard is served by isergw-agent, which drives isergwd only"
+	t_end
+fi
+AGENT=$T_BUILD/isergw-agent
+if [ ! -x "$AGENT" ]; then
+	skip webui "no $AGENT"
+	t_end
+fi
+if ! t_need curl; then
+	skip webui "needs curl"
+	t_end
+fi
+
+API_PORT=$(t_free_port)
+URL=http://$T_HOST:$API_PORT
+# A copy of webui/ with traps around it: a secret beside the folder, links out of it (relative,
+# absolute, to a sibling folder whose name starts like the root's), a link inside it, a hidden
+# file and a subfolder.
+ROOT=$T_DIR/www/webui
+mkdir -p "$ROOT/img" "$T_DIR/www/webui-old"
+cp "$T_ROOT"/webui/* "$ROOT/"
+echo "TOP-SECRET" >"$T_DIR/www/secret.txt"
+echo "OLD-SECRET" >"$T_DIR/www/webui-old/old.js"
+echo "HIDDEN" >"$ROOT/.htpasswd"
+echo "<svg xmlns='http://www.w3.org/2000/svg'/>" >"$ROOT/img/logo.svg"
+ln -s ../secret.txt "$ROOT/rel.txt"
+ln -s "$T_DIR/www/secret.txt" "$ROOT/abs.txt"
+ln -s ../webui-old/old.js "$ROOT/sib.js"
+ln -s /etc/passwd "$ROOT/passwd"
+ln -s app.js "$ROOT/alias.js"
+
+agent_start() {
+	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		t_daemon_start agent agent "$T_DIR/agent.$1.log" \
+		"$AGENT" --state-dir "$T_DIR/state" --listen "$T_HOST:$API_PORT" "${@:2}"
+	AGENT_PID=$T_LAST_PID
+	t_wait_port "$AGENT_PID" "$API_PORT" 15
+}
+
+# agent_stop: SIGTERM gives exit 0; any sanitizer report fails the suite.
+agent_stop() {
+	local f
+	t_stop_pid "$AGENT_PID" 10
+	if [ "$T_STOP_KILLED" = 1 ] || [ "$T_STOP_RC" -ne 0 ]; then
+		fail "agent-stop" "isergw-agent exited with status $T_STOP_RC (killed: $T_STOP_KILLED)"
+	else
+		pass "agent-stop"
+	fi
+	for f in "$T_DIR"/san/*; do
+		[ -e "$f" ] || continue
+		fail "sanitizer" "report $f:"
+		head -n 40 "$f" | sed 's/^/    /'
+		mv "$f" "$f.seen"
+	done
+}
+
+# get PATH [CURL ARGS...]: sets CODE and TYPE; body in $T_DIR/body, headers in $T_DIR/hdr.
+get() {
+	local p=$1
+	shift
+	local out
+	# curl leaves the output file alone when no body comes (304, HEAD).
+	rm -f "$T_DIR/body"
+	out=$(curl -s --path-as-is -o "$T_DIR/body" -D "$T_DIR/hdr" \
+		-w '%{http_code} %{content_type}' "$@" "$URL$p" 2>/dev/null)
+	CODE=${out%% *}
+	TYPE=${out#* }
+}
+
+hdr() {
+	sed -n "s/^$1: //Ip" "$T_DIR/hdr" | tr -d '\r' | head -n 1
+}
+
+# served NAME PATH FILE TYPE: 200, the file's exact bytes, and its content type.
+served() {
+	get "$2"
+	if [ "$CODE" != 200 ]; then
+		fail "$1" "HTTP $CODE for $2"
+	elif ! cmp -s "$T_DIR/body" "$3"; then
+		fail "$1" "the body of $2 is not $3"
+	elif [ "${TYPE%%;*}" != "$4" ]; then
+		fail "$1" "Content-Type $TYPE, want $4"
+	else
+		pass "$1"
+	fi
+}
+
+# refused NAME PATH: 404 and none of the secrets in the answer.
+refused() {
+	get "$2"
+	if [ "$CODE" != 404 ]; then
+		fail "$1" "HTTP $CODE for $2, want 404"
+	elif grep -q 'SECRET\|HIDDEN\|root:' "$T_DIR/body"; then
+		fail "$1" "404 but the body leaks a file: $(head -c 100 "$T_DIR/body")"
+	else
+		pass "$1"
+	fi
+}
+
+if ! agent_start 1 --webui-dir "$ROOT"; then
+	fail start "the agent did not start: $(tail -n 5 "$T_DIR/agent.1.log" | tr '\n' ' ')"
+	t_end
+fi
+TOKEN=$(cat "$T_DIR/state/admin.token")
+
+served "GET / is the dashboard page" / "$ROOT/index.html" text/html
+served "GET /ui/ is the page too" /ui/ "$ROOT/index.html" text/html
+served "GET /ui/app.js (text/javascript)" /ui/app.js "$ROOT/app.js" text/javascript
+served "GET /ui/style.css (text/css)" /ui/style.css "$ROOT/style.css" text/css
+served "GET /ui/img/logo.svg (a subfolder, image/svg+xml)" /ui/img/logo.svg "$ROOT/img/logo.svg" \
+	image/svg+xml
+served "a symlink inside the folder is followed" /ui/alias.js "$ROOT/app.js" text/javascript
+
+get /
+check "the page needs no token, and carries no-cache, nosniff and a CSP" \
+	test "$(hdr Cache-Control)" = no-cache -a "$(hdr X-Content-Type-Options)" = nosniff \
+	-a -n "$(hdr Content-Security-Policy)" -a -n "$(hdr Last-Modified)"
+
+get /ui/app.js
+ETAG=$(hdr ETag)
+get /ui/app.js -H "If-None-Match: $ETAG"
+check "If-None-Match with the ETag gives 304 and no body" \
+	test -n "$ETAG" -a "$CODE" = 304 -a ! -s "$T_DIR/body"
+get /ui/app.js -H 'If-None-Match: "0-0"'
+check "a stale ETag gets the file again" test "$CODE" = 200 -a -s "$T_DIR/body"
+# curl -I writes the headers where the body would go: the script's text must not be there.
+get /ui/app.js -I
+check "HEAD gives the headers (Content-Length of the file) and no body" \
+	test "$CODE" = 200 -a "$(hdr Content-Length)" = "$(stat -c %s "$ROOT/app.js")" -a \
+	"$(grep -c "use strict" "$T_DIR/body")" = 0
+get /ui/app.js -X POST -d x
+check "POST to a file is 405 with Allow: GET, HEAD" test "$CODE" = 405 -a "$(hdr Allow)" = "GET, HEAD"
+
+refused "../ out of the folder" /ui/../secret.txt
+refused "../ from a subfolder" /ui/img/../../secret.txt
+refused "percent-encoded .." /ui/%2e%2e/secret.txt
+refused "percent-encoded slash and .." /ui/..%2fsecret.txt
+refused "./ segment" /ui/./app.js
+refused "empty segment" /ui//app.js
+refused "a hidden file" /ui/.htpasswd
+refused "a relative symlink out of the folder" /ui/rel.txt
+refused "an absolute symlink out of the folder" /ui/abs.txt
+refused "a symlink to a sibling folder named like the root" /ui/sib.js
+refused "a symlink to /etc/passwd" /ui/passwd
+refused "a folder" /ui/img/
+refused "a missing file" /ui/nope.js
+refused "an absolute path in the URL" //etc/passwd
+
+get /api/v1/targets
+check "the API beside the files still needs a token (401)" test "$CODE" = 401
+get /api/v1/targets -H "Authorization: Bearer $TOKEN"
+check "and answers with one" test "$CODE" = 200
+get /metrics
+check "/metrics is not a file (401)" test "$CODE" = 401
+agent_stop
+
+# Without the folder: a clear 404 naming it, and the API unaffected.
+if agent_start 2 --webui-dir "$T_DIR/missing"; then
+	get /
+	check "a missing --webui-dir: GET / is 404 naming the folder" \
+		grep -q "no dashboard in $T_DIR/missing" "$T_DIR/body"
+	check "and the agent's log says so at start" grep -q "no dashboard" "$T_DIR/agent.2.log"
+	get /api/v1/health
+	check "the API still answers" test "$CODE" = 200
+	agent_stop
+else
+	fail "start without the folder" "$(tail -n 5 "$T_DIR/agent.2.log" | tr '\n' ' ')"
+fi
+t_end
