@@ -11,14 +11,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <iscsi/iscsi.h>
 
 #include "gw_log.h"
 #include "mp_priv.h"
 
 #define MP_TICK_MS 100
 
+struct mp_grave {
+	struct mp_grave *next;
+	struct iscsi_context *ctx;
+	uint64_t at_ms;
+};
+
+/* One command's worth of a READ or WRITE larger than the LUN's max_io (or whose iovec holds
+ * more than its length: libiscsi's iSER copies whole iovecs into its buffers). */
+struct mp_part {
+	struct mp_io io;
+	struct mp_io *whole;
+	struct iovec iov[];
+};
+
 static void mp_lun_defer_fn(struct gw_defer *d);
 static void mp_lun_tick_fn(struct gw_timer *t);
+static void mp_lun_flush_graves(struct mp_lun *lun);
 
 void mp_io_set_sense(struct mp_io *io, uint8_t key, uint8_t asc, uint8_t ascq)
 {
@@ -230,6 +248,18 @@ void mp_lun_path_changed(struct mp_lun *lun, struct mp_path *p)
 	mp_lun_kick(lun);
 }
 
+/* A usable path of the group in use exists, and every one is at its in-flight cap. */
+static bool mp_lun_group_full(const struct mp_lun *lun)
+{
+	for (size_t i = 0; i < lun->npaths; i++) {
+		const struct mp_path *p = &lun->paths[i];
+
+		if (mp_path_usable(p) && mp_path_rank(lun, p) == lun->cur_rank)
+			return true;
+	}
+	return false;
+}
+
 static void mp_lun_dispatch(struct mp_lun *lun, struct mp_io *io)
 {
 	if (lun->stopping || lun->state == MP_LUN_FAILING) {
@@ -252,6 +282,11 @@ static void mp_lun_dispatch(struct mp_lun *lun, struct mp_io *io)
 			return;
 		}
 	}
+	/* Paths at their cap: a completion kicks the defer, which tries again. */
+	if (lun->cur_rank != INT_MAX && mp_lun_group_full(lun)) {
+		gw_list_add_tail(&lun->busyq, &io->node);
+		return;
+	}
 	gw_list_add_tail(&lun->waitq, &io->node);
 }
 
@@ -261,6 +296,7 @@ static void mp_lun_defer_fn(struct gw_defer *d)
 	struct gw_list batch;
 
 	gw_list_init(&batch);
+	mp_lun_splice(&batch, &lun->busyq);
 	mp_lun_splice(&batch, &lun->dispatchq);
 	while (!gw_list_empty(&batch)) {
 		struct mp_io *io = gw_list_first_entry(&batch, struct mp_io, node);
@@ -290,6 +326,13 @@ static void mp_lun_tick_fn(struct gw_timer *t)
 
 	for (size_t i = 0; i < lun->npaths; i++)
 		mp_path_tick(&lun->paths[i], now);
+	while (lun->graves && lun->graves->at_ms <= now) {
+		struct mp_grave *g = lun->graves;
+
+		lun->graves = g->next;
+		iscsi_destroy_context(g->ctx);
+		free(g);
+	}
 	gw_list_for_each_entry_safe(io, tmp, &lun->retryq, node) {
 		if (io->retry_at_ms <= now) {
 			gw_list_del(&io->node);
@@ -357,6 +400,7 @@ int mp_lun_create(struct gw_loop *loop, const struct mp_conf *conf, uint32_t blo
 	gw_list_init(&lun->retryq);
 	gw_list_init(&lun->dispatchq);
 	gw_list_init(&lun->doneq);
+	gw_list_init(&lun->busyq);
 	gw_defer_init(&lun->defer, mp_lun_defer_fn);
 	lun->paths = calloc(conf->npaths, sizeof(*lun->paths));
 	if (!lun->paths) {
@@ -373,7 +417,12 @@ int mp_lun_create(struct gw_loop *loop, const struct mp_conf *conf, uint32_t blo
 		if (rc < 0)
 			goto fail;
 		lun->npaths++;
+		if (lun->paths[i].max_xfer && (!lun->max_io || lun->paths[i].max_xfer < lun->max_io))
+			lun->max_io = lun->paths[i].max_xfer;
 	}
+	/* Whole blocks per command. */
+	if (lun->max_io && block_size)
+		lun->max_io -= lun->max_io % block_size;
 	snprintf(lun->name, sizeof(lun->name), "%s/%d", lun->paths[0].target,
 		 lun->paths[0].lun_nr);
 	rc = gw_timer_init(&lun->tick, loop, mp_lun_tick_fn);
@@ -416,18 +465,70 @@ void mp_lun_destroy(struct mp_lun *lun)
 	gw_defer_cancel(&lun->defer);
 	for (size_t i = 0; i < lun->npaths; i++)
 		mp_path_fini(&lun->paths[i]);
+	mp_lun_flush_graves(lun);
 	free(lun->paths);
 	mp_conf_free(&lun->conf);
 	free(lun);
 }
 
-int mp_lun_submit(struct mp_lun *lun, struct mp_io *io)
+void mp_lun_bury(struct mp_lun *lun, struct iscsi_context *ctx)
 {
-	if (lun->destroying)
-		return -ESHUTDOWN;
-	if (!io->done || (lun->block_size && (io->offset % lun->block_size ||
-					      io->len % lun->block_size)))
-		return -EINVAL;
+	struct mp_grave *g = calloc(1, sizeof(*g)), **pp = &lun->graves;
+
+	if (!g) {
+		/* Better a context leaked than one freed under its thread. */
+		gw_warn_rl(MP_LOG, "%s: out of memory: an iSER context is leaked", lun->name);
+		return;
+	}
+	g->ctx = ctx;
+	g->at_ms = gw_now_ms() + MP_ISER_GRAVE_MS;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = g;
+}
+
+int mp_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len, struct iovec *out)
+{
+	int n = 0;
+
+	for (int i = 0; i < cnt && len; i++) {
+		uint64_t l = iov[i].iov_len, take;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		take = l - off < len ? l - off : len;
+		if (out) {
+			out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
+			out[n].iov_len = (size_t)take;
+		}
+		n++;
+		len -= take;
+		off = 0;
+	}
+	return len ? -EINVAL : n;
+}
+
+static void mp_part_done(struct mp_io *pio)
+{
+	struct mp_part *part = gw_container_of(pio, struct mp_part, io);
+	struct mp_io *whole = part->whole;
+
+	/* The host sees the first failure of any part (a READ's data is then not valid). */
+	if (pio->result && !whole->result) {
+		whole->result = pio->result;
+		whole->status = pio->status;
+		whole->sense_len = pio->sense_len;
+		memcpy(whole->sense, pio->sense, sizeof(whole->sense));
+	}
+	free(part);
+	if (--whole->parts_left == 0)
+		mp_lun_complete(whole->lun, whole);
+}
+
+static void mp_io_reset(struct mp_lun *lun, struct mp_io *io)
+{
 	io->lun = lun;
 	io->path = NULL;
 	io->last_path = NULL;
@@ -438,6 +539,95 @@ int mp_lun_submit(struct mp_lun *lun, struct mp_io *io)
 	io->sense_len = 0;
 	io->retries = 0;
 	io->redrives = 0;
+	io->parts_left = 0;
+	io->start_ms = gw_now_ms();
+}
+
+/* Every part is built before any is queued: a failure returns with nothing sent and done
+ * never called, by the async rule. */
+static int mp_lun_split(struct mp_lun *lun, struct mp_io *io)
+{
+	uint64_t step = lun->max_io && lun->max_io < io->len ? lun->max_io : io->len;
+	size_t n = (size_t)((io->len + step - 1) / step);
+	struct mp_part **parts = calloc(n, sizeof(*parts));
+
+	if (!parts)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = i * step, len = io->len - off < step ? io->len - off : step;
+		int cnt = mp_iov_slice(io->iov, io->iovcnt, off, len, NULL);
+		struct mp_part *part;
+
+		if (cnt < 0) {
+			for (size_t j = 0; j < i; j++)
+				free(parts[j]);
+			free(parts);
+			return -EINVAL;
+		}
+		part = calloc(1, sizeof(*part) + (size_t)cnt * sizeof(struct iovec));
+		if (!part) {
+			for (size_t j = 0; j < i; j++)
+				free(parts[j]);
+			free(parts);
+			return -ENOMEM;
+		}
+		mp_iov_slice(io->iov, io->iovcnt, off, len, part->iov);
+		part->whole = io;
+		part->io.op = io->op;
+		part->io.offset = io->offset + off;
+		part->io.len = len;
+		part->io.iov = part->iov;
+		part->io.iovcnt = cnt;
+		part->io.fua = io->fua;
+		part->io.done = mp_part_done;
+		part->io.priv = part;
+		parts[i] = part;
+	}
+	mp_io_reset(lun, io);
+	io->parts_left = (uint32_t)n;
+	lun->inflight++;
+	for (size_t i = 0; i < n; i++) {
+		struct mp_io *pio = &parts[i]->io;
+
+		mp_io_reset(lun, pio);
+		lun->inflight++;
+		gw_list_add_tail(&lun->dispatchq, &pio->node);
+	}
+	free(parts);
+	mp_lun_kick(lun);
+	return 0;
+}
+
+static uint64_t mp_iov_bytes(const struct iovec *iov, int cnt)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < cnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+int mp_lun_submit(struct mp_lun *lun, struct mp_io *io)
+{
+	if (lun->destroying)
+		return -ESHUTDOWN;
+	if (!io->done || (lun->block_size && (io->offset % lun->block_size ||
+					      io->len % lun->block_size)))
+		return -EINVAL;
+	if (lun->max_io && (io->op == MP_READ || io->op == MP_WRITE) && io->len &&
+	    (io->len > lun->max_io || mp_iov_bytes(io->iov, io->iovcnt) != io->len))
+		return mp_lun_split(lun, io);
+	io->lun = lun;
+	io->path = NULL;
+	io->last_path = NULL;
+	io->task = NULL;
+	io->buf = NULL;
+	io->result = 0;
+	io->status = 0;
+	io->sense_len = 0;
+	io->retries = 0;
+	io->redrives = 0;
+	io->parts_left = 0;
 	io->start_ms = gw_now_ms();
 	lun->inflight++;
 	gw_list_add_tail(&lun->dispatchq, &io->node);
@@ -458,6 +648,25 @@ void mp_lun_shutdown(struct mp_lun *lun)
 	mp_lun_fail_list(lun, &lun->waitq);
 	mp_lun_fail_list(lun, &lun->retryq);
 	mp_lun_kick(lun);
+}
+
+/* At destroy: the graves' delay is waited out (at most MP_ISER_GRAVE_MS, once). */
+static void mp_lun_flush_graves(struct mp_lun *lun)
+{
+	uint64_t now = gw_now_ms(), last = 0;
+
+	for (struct mp_grave *g = lun->graves; g; g = g->next)
+		if (g->at_ms > last)
+			last = g->at_ms;
+	if (last > now)
+		usleep((useconds_t)((last - now) * 1000));
+	while (lun->graves) {
+		struct mp_grave *g = lun->graves;
+
+		lun->graves = g->next;
+		iscsi_destroy_context(g->ctx);
+		free(g);
+	}
 }
 
 bool mp_lun_settled(const struct mp_lun *lun)

@@ -12,7 +12,9 @@
  * one of its own callbacks), its commands come back CANCELLED and are re-driven by the LUN,
  * and a fresh context logs in after a capped, jittered exponential backoff.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
@@ -75,6 +78,10 @@ int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
 	p->initiator = strdup(ini);
 	p->lun_nr = u->lun;
 	p->iser = strncmp(pc->url, "iser://", 7) == 0;
+	if (p->iser) {
+		p->max_xfer = MP_ISER_MAX_XFER;
+		p->max_inflight = MP_ISER_MAX_INFLIGHT;
+	}
 	if (pc->chap.user && pc->chap.user[0]) {
 		p->chap.user = strdup(pc->chap.user);
 		p->chap.secret = strdup(pc->chap.secret ? pc->chap.secret : "");
@@ -100,17 +107,29 @@ static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 {
 	struct mp_io *io, *t;
 
-	struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
-	int fd = iscsi_get_fd(ctx);
+	if (p->iser) {
+		/* libiscsi 1.19 frees an iSER context without closing its connection (it only
+		 * disconnects contexts with a socket), which leaves its connection manager thread
+		 * waiting on freed memory: disconnect first, cancel the commands (their callbacks
+		 * hand the I/O back), and free the context later, once that thread is gone. */
+		if (p->iser_cm)
+			iscsi_disconnect(ctx);
+		p->iser_cm = false;
+		iscsi_scsi_cancel_all_tasks(ctx);
+		mp_lun_bury(p->lun, ctx);
+	} else {
+		struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
+		int fd = iscsi_get_fd(ctx);
 
-	/* Reset, not close: data still in the send queue (a write we are about to re-drive on
-	 * another path) must never reach the target later, when a silent path wakes up, and
-	 * overwrite newer data. SO_LINGER 0 makes close() drop it and send RST. */
-	if (fd >= 0)
-		setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close));
-	/* Callbacks run from here with SCSI_STATUS_CANCELLED; they see a context that is not
-	 * the path's any more and hand their I/O back to the LUN. */
-	iscsi_destroy_context(ctx);
+		/* Reset, not close: data still in the send queue (a write we are about to re-drive
+		 * on another path) must never reach the target later, when a silent path wakes up,
+		 * and overwrite newer data. SO_LINGER 0 makes close() drop it and send RST. */
+		if (fd >= 0)
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close));
+		/* Callbacks run from here with SCSI_STATUS_CANCELLED; they see a context that is
+		 * not the path's any more and hand their I/O back to the LUN. */
+		iscsi_destroy_context(ctx);
+	}
 	gw_list_for_each_entry_safe(io, t, &p->inflight, node) {
 		/* Not called back (libiscsi skips callbacks of a context never logged in). */
 		gw_list_del(&io->node);
@@ -515,6 +534,48 @@ static void mp_path_connect_cb(struct iscsi_context *iscsi, int status, void *da
 		mp_path_fail(p, "cannot start the login: %s", iscsi_get_error(iscsi));
 }
 
+/*
+ * libiscsi 1.19 allocates its iSER connection state with malloc and reads several fields
+ * (its descriptor list, buffers, thread) before it ever writes them: on recycled heap memory
+ * it follows garbage pointers. glibc's M_PERTURB set to 0xff makes malloc hand out zeroed
+ * memory (it fills new blocks with the byte xor 0xff), here for this one call.
+ */
+static int mp_iser_init_transport(struct iscsi_context *ctx)
+{
+	const char *env = getenv("MALLOC_PERTURB_");
+	int rc;
+
+	mallopt(M_PERTURB, 0xff);
+	rc = iscsi_init_transport(ctx, ISER_TRANSPORT);
+	mallopt(M_PERTURB, env ? atoi(env) : 0);
+	return rc;
+}
+
+/* After a failed iSER connect: did libiscsi get as far as its rdma_cm id? (Its disconnect
+ * dereferences that id unchecked.) It does when the portal is a numeric address, so that no
+ * name lookup could fail first, and the rdma_cm device is there. */
+static bool mp_iser_cm_created(const struct mp_path *p)
+{
+	char host[128];
+	const char *s = p->portal, *e;
+	unsigned char a[16];
+
+	if (*s == '[') {
+		e = strchr(++s, ']');
+	} else {
+		e = strrchr(s, ':');
+		if (!e)
+			e = s + strlen(s);
+	}
+	if (!e || (size_t)(e - s) >= sizeof(host))
+		return false;
+	memcpy(host, s, (size_t)(e - s));
+	host[e - s] = 0;
+	if (inet_pton(AF_INET, host, a) != 1 && inet_pton(AF_INET6, host, a) != 1)
+		return false;
+	return access("/dev/infiniband/rdma_cm", R_OK | W_OK) == 0;
+}
+
 static void mp_path_connect(struct mp_path *p, uint64_t now)
 {
 	struct mp_lun *lun = p->lun;
@@ -536,7 +597,7 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 	}
 	p->ctx = ctx;
 	mp_path_set_state(p, MP_PATH_CONNECTING, NULL);
-	if (p->iser && iscsi_init_transport(ctx, ISER_TRANSPORT) != 0) {
+	if (p->iser && mp_iser_init_transport(ctx) != 0) {
 		mp_path_fail(p, "iSER transport unavailable (needs RDMA hardware and a libiscsi "
 			     "built with iSER): %s", iscsi_get_error(ctx));
 		return;
@@ -555,10 +616,16 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 		mp_path_fail(p, "mutual CHAP: %s", iscsi_get_error(ctx));
 		return;
 	}
+	/* Over iSER this returns only once the RDMA connection is up or has failed: libiscsi
+	 * 1.19 waits for its connection manager thread (see TROUBLESHOOTING.md). */
 	if (iscsi_connect_async(ctx, p->portal, mp_path_connect_cb, p) != 0) {
+		if (p->iser)
+			p->iser_cm = mp_iser_cm_created(p);
 		mp_path_fail(p, "connect to %s: %s", p->portal, iscsi_get_error(ctx));
 		return;
 	}
+	if (p->iser)
+		p->iser_cm = true;
 	mp_path_sync_watch(p);
 }
 
@@ -960,6 +1027,10 @@ json_t *mp_path_status(const struct mp_path *p, uint64_t now)
 	json_object_set_new(o, "failovers", json_integer((json_int_t)p->failovers));
 	json_object_set_new(o, "logins", json_integer(p->logins));
 	json_object_set_new(o, "latency_us", json_integer((json_int_t)p->lat_ewma_us));
+	if (p->max_xfer)
+		json_object_set_new(o, "max_transfer_bytes", json_integer(p->max_xfer));
+	if (p->max_inflight)
+		json_object_set_new(o, "max_inflight", json_integer(p->max_inflight));
 	json_object_set_new(o, "last_error", json_string(p->last_error));
 	if (p->state == MP_PATH_DOWN || p->state == MP_PATH_REFUSED)
 		json_object_set_new(o, "next_login_in_ms",

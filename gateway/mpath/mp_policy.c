@@ -166,6 +166,11 @@ bool mp_path_usable(const struct mp_path *p)
 	return p->state == MP_PATH_ACTIVE;
 }
 
+bool mp_path_has_room(const struct mp_path *p)
+{
+	return !p->max_inflight || p->nr_inflight < p->max_inflight;
+}
+
 int mp_best_rank(const struct mp_lun *lun)
 {
 	int best = INT_MAX;
@@ -239,7 +244,7 @@ struct mp_path *mp_select(struct mp_lun *lun, int rank, uint64_t len, const stru
 		struct mp_path *last = lun->rr_path;
 		size_t start = last ? last->idx + 1 : 0;
 
-		if (last && last != avoid && mp_path_usable(last) &&
+		if (last && last != avoid && mp_path_usable(last) && mp_path_has_room(last) &&
 		    mp_path_rank(lun, last) == rank && lun->rr_used < lun->conf.rr_min_io_rq) {
 			lun->rr_used++;
 			return last;
@@ -247,7 +252,8 @@ struct mp_path *mp_select(struct mp_lun *lun, int rank, uint64_t len, const stru
 		for (size_t k = 0; k < n; k++) {
 			struct mp_path *p = &lun->paths[(start + k) % n];
 
-			if (!mp_path_usable(p) || mp_path_rank(lun, p) != rank)
+			if (!mp_path_usable(p) || !mp_path_has_room(p) ||
+			    mp_path_rank(lun, p) != rank)
 				continue;
 			if (p == avoid) {
 				fallback = p;
@@ -267,7 +273,7 @@ struct mp_path *mp_select(struct mp_lun *lun, int rank, uint64_t len, const stru
 	for (size_t i = 0; i < n; i++) {
 		struct mp_path *p = &lun->paths[i];
 
-		if (!mp_path_usable(p) || mp_path_rank(lun, p) != rank)
+		if (!mp_path_usable(p) || !mp_path_has_room(p) || mp_path_rank(lun, p) != rank)
 			continue;
 		if (p == avoid) {
 			fallback = p;

@@ -13,6 +13,7 @@
 #include "mp.h"
 
 struct iscsi_context;
+struct mp_grave;
 
 enum mp_path_state {
 	MP_PATH_DOWN,		/* no session; next login at next_attempt_ms */
@@ -36,6 +37,20 @@ enum mp_probe_step {
 #define MP_PRIO_ANO 10
 #define MP_PRIO_OTHER 1
 
+/*
+ * libiscsi 1.19's iSER transport (see docs/TROUBLESHOOTING.md, "Back ends over iSER"): every
+ * command's data goes through one of 256 pre-registered 256 KiB buffers of the connection, a
+ * larger command fails after it was queued and is then freed twice, and running out of
+ * buffers dereferences NULL. An iSER path therefore never carries more than MP_ISER_MAX_XFER
+ * bytes per command nor more than MP_ISER_MAX_INFLIGHT commands at once (far below 256, and
+ * inside tgt's and LIO's default command windows, which libiscsi's iSER does not honour).
+ */
+#define MP_ISER_MAX_XFER (256u * 1024u)
+#define MP_ISER_MAX_INFLIGHT 32u
+/* A disconnected iSER context is freed this long after its connection: libiscsi's connection
+ * manager thread may still be finishing with it. */
+#define MP_ISER_GRAVE_MS 500u
+
 struct mp_path {
 	struct mp_lun *lun;
 	unsigned int idx;		/* configuration order */
@@ -44,6 +59,9 @@ struct mp_path {
 	char *target;
 	int lun_nr;
 	bool iser;
+	bool iser_cm;			/* libiscsi created its rdma_cm id: disconnect before destroy */
+	uint32_t max_xfer;		/* bytes per command, 0: no limit */
+	uint32_t max_inflight;		/* commands in flight, 0: no limit */
 	char *initiator;
 	struct mp_chap_conf chap;
 
@@ -123,6 +141,9 @@ struct mp_lun {
 	struct gw_list retryq;		/* delayed retries, retry_at_ms */
 	struct gw_list dispatchq;	/* to (re)dispatch from the defer */
 	struct gw_list doneq;		/* finished, done runs from the defer */
+	struct gw_list busyq;		/* every usable path of the group at its in-flight cap */
+	uint64_t max_io;		/* READ/WRITE split into commands of this many bytes, 0: no */
+	struct mp_grave *graves;	/* iSER contexts to destroy once their threads are done */
 	struct gw_defer defer;
 	struct gw_timer tick;
 	uint64_t inflight;		/* submitted and not completed */
@@ -151,6 +172,8 @@ uint8_t mp_alua_prio(int alua_state);
 /* Lower is better; by the grouping policy. */
 int mp_path_rank(const struct mp_lun *lun, const struct mp_path *p);
 bool mp_path_usable(const struct mp_path *p);
+/* Below its in-flight cap (a usable path at its cap gets new I/O later, not elsewhere). */
+bool mp_path_has_room(const struct mp_path *p);
 /* Best rank among usable paths, INT_MAX if none. */
 int mp_best_rank(const struct mp_lun *lun);
 /* A usable path of group `rank` by the LUN's selector; `avoid` is taken only if it is the
@@ -189,6 +212,11 @@ void mp_lun_capacity(struct mp_lun *lun, uint64_t size);
 /* Identity of a new path against the LUN's: 0, or -EMEDIUMTYPE with msg filled. */
 int mp_lun_check_identity(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len);
 void mp_io_set_sense(struct mp_io *io, uint8_t key, uint8_t asc, uint8_t ascq);
+/* Destroys ctx (already disconnected) MP_ISER_GRAVE_MS from now, from the LUN's tick. */
+void mp_lun_bury(struct mp_lun *lun, struct iscsi_context *ctx);
+/* The part of iov[0..cnt) covering bytes [off, off + len): entries written to out (when not
+ * NULL), their number returned; -EINVAL when iov holds fewer than off + len bytes. */
+int mp_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len, struct iovec *out);
 
 /* mp_scsi.c: CDBs and parsing of what the back end returns */
 /* VPD 0x83: the LU's best designator as "naa.<hex>" / "eui.<hex>" / "t10.<text>" / "name.<text>"

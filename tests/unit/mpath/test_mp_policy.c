@@ -231,3 +231,29 @@ Test(mp_select, retry_avoids_the_last_path_unless_alone)
 	mp_update_group(&lun, 0);
 	cr_assert_eq(mp_select(&lun, lun.cur_rank, 512, &paths[0]), &paths[0]);
 }
+
+/* iSER paths have an in-flight cap (libiscsi 1.19 runs out of buffers beyond it): a full path
+ * is passed over while another of the group has room, and nothing is chosen when all are full
+ * (the I/O then waits for a completion instead of failing over). */
+Test(mp_select, full_paths_are_passed_over)
+{
+	int sels[] = { MP_SEL_ROUND_ROBIN, MP_SEL_QUEUE_LENGTH, MP_SEL_SERVICE_TIME };
+
+	for (size_t s = 0; s < 3; s++) {
+		fake_lun(2, MP_PG_MULTIBUS, sels[s]);
+		mp_update_group(&lun, 0);
+		paths[0].max_inflight = 2;
+		paths[1].max_inflight = 2;
+		paths[0].nr_inflight = 2;
+		paths[1].nr_inflight = 1;
+		for (int i = 0; i < 3; i++)
+			cr_assert_eq(mp_select(&lun, lun.cur_rank, 4096, NULL), &paths[1],
+				     "selector %d round %d", sels[s], i);
+		paths[1].nr_inflight = 2;
+		cr_assert_null(mp_select(&lun, lun.cur_rank, 4096, NULL), "selector %d", sels[s]);
+		cr_assert(!mp_path_has_room(&paths[0]));
+		paths[0].max_inflight = 0;
+		cr_assert(mp_path_has_room(&paths[0]), "0 means no cap");
+		cr_assert_eq(mp_select(&lun, lun.cur_rank, 4096, NULL), &paths[0]);
+	}
+}
