@@ -247,6 +247,11 @@ int api_static_resolve(const char *root, const char *path, char **file);
 /* Content-Type by file name extension. */
 const char *api_static_type(const char *name);
 
+/* ---- live state for readers (api_live.c) --------------------------------------------- */
+
+/* {"listening": true|false|null, "bound"?, "reason"?} of a portal, from the polled state. */
+json_t *api_live_portal(struct api_agent *ag, const char *name);
+
 /* ---- the agent (api_agent.c) ----------------------------------------------------------- */
 
 int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_conf *conf);

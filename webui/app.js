@@ -433,7 +433,8 @@
 			} else {
 				cell = el('span', {}, state(st.listening === undefined ? null : st.listening,
 					'listening', 'not listening', 'unknown'),
-				st.reason || st.error ? el('span', { class: 'muted' }, ': ' + (st.reason || st.error)) : null);
+				st.reason || st.error ? el('span', { class: 'muted' }, ': ' + (st.reason || st.error)) :
+					st.bound ? el('span', { class: 'muted' }, ' on ' + st.bound) : null);
 			}
 			return el('tr', { 'data-portal': p.name },
 				el('td', {}, p.name),

@@ -149,8 +149,12 @@ try {
 		await page.locator('#health-config', { hasText: 'in sync' }).waitFor({ timeout: WAIT });
 	});
 
-	await step('portals: the configured portal is listed', async () => {
-		await page.locator('#portals tr[data-portal="tcp0"]').waitFor({ timeout: WAIT });
+	await step('portals: the configured portal is listed as listening', async () => {
+		const row = page.locator('#portals tr[data-portal="tcp0"]');
+		await row.filter({ hasText: 'listening' }).waitFor({ timeout: WAIT });
+		const text = await row.textContent();
+		if (text.includes('not listening') || !text.includes(`127.0.0.1:${process.env.DASH_GW_PORT}`))
+			throw new Error(`portal row reads "${text}"`);
 	});
 
 	await cmd('io-start');

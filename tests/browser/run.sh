@@ -117,7 +117,7 @@ do_cmd() {
 }
 
 t_log "browser: dashboard at $URL/, Chromium $("$CHROMIUM" --version 2>/dev/null | awk '{ print $2 }')"
-export DASH_URL=$URL DASH_READ=$READ DASH_IQN=$IQN DASH_DIR=$T_DIR CHROMIUM
+export DASH_URL=$URL DASH_READ=$READ DASH_IQN=$IQN DASH_DIR=$T_DIR DASH_GW_PORT=$GW_PORT CHROMIUM
 export PW_DIR=$NODE_DIR
 saw_end=0
 while IFS= read -r line; do

@@ -18,8 +18,8 @@ if [ ! -x "$AGENT" ]; then
 	skip webui "no $AGENT"
 	t_end
 fi
-if ! t_need curl; then
-	skip webui "needs curl"
+if ! t_need curl python3; then
+	skip webui "needs curl and python3"
 	t_end
 fi
 
@@ -165,6 +165,17 @@ get /api/v1/targets -H "Authorization: Bearer $TOKEN"
 check "and answers with one" test "$CODE" = 200
 get /metrics
 check "/metrics is not a file (401)" test "$CODE" = 401
+# Portal status for the dashboard: without a gateway the agent says it cannot know, and why.
+curl -s -o /dev/null -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+	--data-binary "{\"name\":\"tcp0\",\"address\":\"$T_HOST\",\"port\":3260}" \
+	"$URL/api/v1/portals"
+get /api/v1/portals -H "Authorization: Bearer $TOKEN"
+check "GET /portals: status listening null, with the reason, without a gateway" \
+	python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['portals'][0]['status']; \
+sys.exit(not (p['listening'] is None and '--gateway-socket' in p['reason']))" "$T_DIR/body"
+get /api/v1/portals/tcp0 -H "Authorization: Bearer $TOKEN"
+check "GET /portals/NAME has no status (it round-trips through PUT)" \
+	python3 -c "import json,sys; sys.exit('status' in json.load(open(sys.argv[1])))" "$T_DIR/body"
 agent_stop
 
 # Without the folder: a clear 404 naming it, and the API unaffected.
