@@ -21,6 +21,7 @@
 	let stream = null;		// AbortController of the running events stream
 	let streamRetry = null;
 	let streamDelay = 1000;
+	let loginAttempt = 0;		// a newer sign-in (or sign-out) cancels older retries
 
 	// ---- small helpers ---------------------------------------------------------------
 
@@ -125,6 +126,7 @@
 	// ---- login -----------------------------------------------------------------------
 
 	function showLogin(message) {
+		loginAttempt++;
 		stopAll();
 		token = '';
 		sessionStorage.removeItem(TOKEN_KEY);
@@ -139,6 +141,7 @@
 	}
 
 	async function login(candidate) {
+		const attempt = ++loginAttempt;
 		token = candidate.trim();
 		const err = $('login-error');
 		try {
@@ -155,9 +158,17 @@
 			if (e instanceof AuthError) {
 				showLogin(e.message);
 			} else {
+				// The agent is away (restarting?): keep trying this token until it answers
+				// or someone signs in with another.
 				token = '';
+				$('login').hidden = false;
 				err.hidden = false;
-				err.textContent = 'The agent could not be reached: ' + e.message;
+				err.textContent = `The agent could not be reached (${e.message}); ` +
+					'trying again…';
+				setTimeout(() => {
+					if (attempt === loginAttempt)
+						login(candidate);
+				}, PERIOD_MS);
 			}
 		}
 	}
@@ -213,8 +224,13 @@
 				get(API + '/targets'), get(API + '/portals'),
 				get('/metrics', true),
 			]);
-			const details = await Promise.all(targets.targets.map((t) =>
-				get(API + '/targets/' + encodeURIComponent(t.name))));
+			// A target deleted between the list and its details is simply gone.
+			const details = (await Promise.all(targets.targets.map((t) =>
+				get(API + '/targets/' + encodeURIComponent(t.name)).catch((e) => {
+					if (e instanceof HttpError && e.status === 404)
+						return null;
+					throw e;
+				})))).filter((t) => t);
 			let sessions = null, sessErr = null;
 			try {
 				sessions = (await get(API + '/sessions')).sessions;
@@ -236,11 +252,14 @@
 				showLogin(e.message);
 				return;
 			}
-			banner(`The agent is not answering (${e.message}); retrying every ` +
+			banner((e instanceof HttpError ? `The agent answered an error (${e.message})` :
+				`The agent is not answering (${e.message})`) + '; retrying every ' +
 				`${PERIOD_MS / 1000} s. The figures below are from ${clock()}` +
 				' or earlier.');
-			$('summary').textContent = '\u2716 agent unreachable';
-			$('health-agent').replaceChildren(state(false, '', 'unreachable'));
+			if (!(e instanceof HttpError)) {
+				$('summary').textContent = '\u2716 agent unreachable';
+				$('health-agent').replaceChildren(state(false, '', 'unreachable'));
+			}
 		}
 		polling = false;
 		if (!token)
