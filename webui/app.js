@@ -231,6 +231,7 @@
 						return null;
 					throw e;
 				})))).filter((t) => t);
+			await remoteStatus(details);
 			let sessions = null, sessErr = null;
 			try {
 				sessions = (await get(API + '/sessions')).sessions;
@@ -266,6 +267,25 @@
 			return;
 		schedulePoll(pollAgain ? 0 : PERIOD_MS);
 		pollAgain = false;
+	}
+
+	// LUNs on remote storage (any backstore but the local kinds) may carry a `status` with
+	// their paths in the LUN's own GET; the target's GET may not include it.
+	const LOCAL = ['file', 'block', 'ram', 'null'];
+	async function remoteStatus(targets) {
+		const want = [];
+		for (const t of targets)
+			for (const l of t.luns || [])
+				if (!l.status && l.backstore && !LOCAL.includes(l.backstore.type))
+					want.push([t, l]);
+		await Promise.all(want.map(([t, l]) =>
+			get(`${API}/targets/${encodeURIComponent(t.name)}/luns/${l.lun}`).then((full) => {
+				if (full && full.status)
+					l.status = full.status;
+			}, (e) => {
+				if (e instanceof AuthError)
+					throw e;
+			})));
 	}
 
 	// Prometheus text: name{labels} value. Only the per-LUN counters are kept.
