@@ -239,8 +239,8 @@ json_t *api_openapi_build(const struct api_route *tbl, const char *version);
 
 /* True when path (no query) is the dashboard's: "/" or "/ui/...". */
 bool api_static_path(const char *path);
-/* Serves a dashboard path from conf.webui_dir (reply set, true); false: not a static path. */
-bool api_static_serve(struct api_req *r, const char *path);
+/* Serves the request's path from conf.webui_dir (reply set, true); false: not a static path. */
+bool api_static_serve(struct api_req *r);
 /* The file under root a dashboard path names, resolved (malloc'ed into *file). -ENOENT when
  * missing, a segment is "."/".."/hidden, or the resolved file lies outside root. */
 int api_static_resolve(const char *root, const char *path, char **file);

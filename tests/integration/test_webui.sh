@@ -40,6 +40,12 @@ ln -s "$T_DIR/www/secret.txt" "$ROOT/abs.txt"
 ln -s ../webui-old/old.js "$ROOT/sib.js"
 ln -s /etc/passwd "$ROOT/passwd"
 ln -s app.js "$ROOT/alias.js"
+# A file whose URL path is exactly 1023 bytes: a longer request must never be cut down to it.
+LONG_DIR=$(printf 'd%.0s' $(seq 1 200))
+LONG_REL=$LONG_DIR/$LONG_DIR/$LONG_DIR/$LONG_DIR/$LONG_DIR
+LONG_REL=$LONG_REL/$(printf 'x%.0s' $(seq 1 $((1023 - 4 - ${#LONG_REL} - 1))))
+mkdir -p "$ROOT/$(dirname "$LONG_REL")"
+echo "LONG" >"$ROOT/$LONG_REL"
 
 agent_start() {
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
@@ -157,6 +163,8 @@ refused "a symlink to a sibling folder named like the root" /ui/sib.js
 refused "a symlink to /etc/passwd" /ui/passwd
 refused "a folder" /ui/img/
 refused "a missing file" /ui/nope.js
+served "a 1023-byte path is served" "/ui/$LONG_REL" "$ROOT/$LONG_REL" application/octet-stream
+refused "a longer path is not cut down to it" "/ui/${LONG_REL}zz"
 refused "an absolute path in the URL" //etc/passwd
 
 get /api/v1/targets
