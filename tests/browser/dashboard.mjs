@@ -158,19 +158,23 @@ try {
 	});
 
 	await cmd('io-start');
-	await step('I/O from isergw-bench makes the LUN\'s read IOPS and MB/s non-zero', async () => {
-		const iops = lunRow(0).locator('[data-metric="read_iops"]');
-		const mbps = lunRow(0).locator('[data-metric="read_mbps"]');
-		const end = Date.now() + 2 * WAIT;
-		let last = '';
-		while (Date.now() < end) {
-			if ((await number(iops)) > 0 && (await number(mbps)) > 0)
-				return;
-			last = `${await iops.textContent()} IOPS, ${await mbps.textContent()} MB/s`;
-			await sleep(250);
-		}
-		throw new Error(`still ${last}`);
-	});
+	await step('I/O from isergw-bench makes the LUN\'s read and write IOPS and MB/s non-zero',
+		async () => {
+			const cells = ['read_iops', 'read_mbps', 'write_iops', 'write_mbps'].map((m) =>
+				lunRow(0).locator(`[data-metric="${m}"]`));
+			const end = Date.now() + 2 * WAIT;
+			let last = '';
+			while (Date.now() < end) {
+				const v = [];
+				for (const c of cells)
+					v.push(await number(c));
+				if (v.every((x) => x > 0))
+					return;
+				last = `read ${v[0]} IOPS ${v[1]} MB/s, write ${v[2]} IOPS ${v[3]} MB/s`;
+				await sleep(250);
+			}
+			throw new Error(`still ${last}`);
+		});
 
 	await step('the bench session appears while it is logged in', async () => {
 		const row = page.locator('#sessions tbody tr',
@@ -179,16 +183,16 @@ try {
 		const text = await row.textContent();
 		if (!text.includes(IQN) || !text.includes('tcp') || !text.includes('127.0.0.1'))
 			throw new Error(`session row reads "${text}"`);
-		await page.locator('#events li[data-type="session"]', { hasText: 'login' })
-			.waitFor({ timeout: WAIT });
+		await page.locator('#events li[data-type="session"]',
+			{ hasText: 'login iqn.2026-11.org.isergw:bench ' }).waitFor({ timeout: WAIT });
 	});
 
 	await cmd('io-stop');
-	await step('the session goes away after logout', async () => {
-		await page.locator('#sessions tbody tr', { hasText: 'iqn.2026-11.org.isergw:bench' })
-			.waitFor({ state: 'detached', timeout: WAIT });
-		await page.locator('#events li[data-type="session"]', { hasText: 'logout' })
-			.waitFor({ timeout: WAIT });
+	await step('the sessions go away after logout', async () => {
+		await page.locator('#sessions tbody tr[data-tsih]')
+			.first().waitFor({ state: 'detached', timeout: WAIT });
+		await page.locator('#events li[data-type="session"]',
+			{ hasText: 'logout iqn.2026-11.org.isergw:bench ' }).waitFor({ timeout: WAIT });
 	});
 
 	await page.evaluate(() => { window.__sameDocument = true; });

@@ -92,13 +92,20 @@ do_cmd() {
 	local rc=0
 	case "$1" in
 	io-start)
-		# Reads for as long as the page needs to see them; stopped by io-stop.
-		t_daemon_start bench bench "$T_DIR/bench.log" \
+		# A reader and a writer (own initiator names) for as long as the page needs to see
+		# them; stopped by io-stop.
+		t_daemon_start bench bench "$T_DIR/bench-read.log" \
 			"$BENCH" -q 4 -b 4096 -t 600 "iscsi://$T_HOST:$GW_PORT/$IQN/0"
 		BENCH_PID=$T_LAST_PID
+		t_daemon_start bench bench "$T_DIR/bench-write.log" \
+			"$BENCH" -w -q 2 -b 65536 -t 600 -i "$IQN-writer" \
+			"iscsi://$T_HOST:$GW_PORT/$IQN/0"
+		BENCH_PID="$BENCH_PID $T_LAST_PID"
 		;;
 	io-stop)
-		[ -n "$BENCH_PID" ] && t_stop_pid "$BENCH_PID" 5
+		for p in $BENCH_PID; do
+			t_stop_pid "$p" 5
+		done
 		BENCH_PID=
 		;;
 	add-lun)
@@ -138,6 +145,8 @@ while IFS= read -r line; do
 done < <(timeout -k 10 300 node "$T_ROOT/tests/browser/dashboard.mjs" 2>&1)
 [ "$saw_end" = 1 ] || fail "page script" "ended early (see the lines above)"
 
-[ -n "$BENCH_PID" ] && t_stop_pid "$BENCH_PID" 5
+for p in $BENCH_PID; do
+	t_stop_pid "$p" 5
+done
 agent_stop
 t_end
