@@ -253,6 +253,23 @@ try {
 		await page.reload();
 		await page.getByLabel('API token').waitFor({ state: 'visible', timeout: WAIT });
 	});
+
+	await step('a token withdrawn while signed in brings the login box back with the API error',
+		async () => {
+			await page.getByLabel('API token').fill(READ);
+			await page.getByRole('button', { name: 'Sign in' }).click();
+			await lunRow(0).waitFor({ timeout: WAIT });
+			await cmd('revoke-read');
+			const err = page.locator('#login-error');
+			await err.waitFor({ state: 'visible', timeout: 2 * WAIT });
+			const text = await err.textContent();
+			if (!text.includes('a valid bearer token is required'))
+				throw new Error(`login error reads "${text}"`);
+			if (await page.locator('#dash').isVisible())
+				throw new Error('the dashboard is still shown');
+			if (await page.evaluate(() => sessionStorage.getItem('isergw.token')))
+				throw new Error('the refused token is still kept');
+		});
 } catch (e) {
 	await failed('page script', e.message || e);
 } finally {

@@ -118,6 +118,18 @@ do_cmd() {
 		agent_stop
 		agent_start 2 || rc=1
 		;;
+	revoke-read)
+		# An operator withdraws the dashboard's token: edit the list while the agent is down.
+		agent_stop
+		python3 - "$STATE/tokens.json" <<'EOP' || rc=1
+import json, sys
+p = sys.argv[1]
+j = json.load(open(p))
+j["tokens"] = [t for t in j["tokens"] if t["name"] != "wallscreen"]
+json.dump(j, open(p, "w"))
+EOP
+		agent_start 3 || rc=1
+		;;
 	*) rc=2 ;;
 	esac
 	echo "$rc" >"$T_DIR/cmd.$1.done"
