@@ -232,6 +232,35 @@ try {
 			throw new Error(`${unnamed} control(s) without a name`);
 	});
 
+	// Chromium logs the 503s of /sessions while the gateway is away as console errors: the
+	// console check above is done before this.
+	await cmd('gateway-stop');
+	await step('a stopped gateway reads "not connected", with an event, sessions unknown',
+		async () => {
+			await page.locator('#health-gateway', { hasText: 'not connected' })
+				.waitFor({ timeout: WAIT });
+			await page.locator('#events li[data-type="gateway"]', { hasText: 'disconnected' })
+				.waitFor({ timeout: WAIT });
+			await page.locator('#sessions-note', { hasText: 'Sessions unknown' })
+				.waitFor({ timeout: WAIT });
+			await page.locator('#portals tr[data-portal="tcp0"]',
+				{ hasText: 'the gateway is not connected' }).waitFor({ timeout: WAIT });
+			const top = await page.locator('#summary').textContent();
+			if (!top.includes('gateway NOT connected'))
+				throw new Error(`top line reads "${top}"`);
+		});
+	await cmd('gateway-start');
+	await step('the gateway back: connected, in sync again, the added LUN re-applied',
+		async () => {
+			await page.locator('#events li[data-type="gateway"]', { hasText: 'gateway connected' })
+				.waitFor({ timeout: 2 * WAIT });
+			await page.locator('#health-config', { hasText: 'in sync' })
+				.waitFor({ timeout: 2 * WAIT });
+			await page.locator('#portals tr[data-portal="tcp0"]', { hasText: '\u2714 listening' })
+				.waitFor({ timeout: WAIT });
+			await lunRow(1).waitFor({ timeout: WAIT });
+		});
+
 	const hellos = await page.locator('#events li[data-type="hello"]').count();
 	await cmd('restart-agent');
 	await step('after the agent restarts the page reconnects by itself', async () => {

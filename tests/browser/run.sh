@@ -114,6 +114,12 @@ do_cmd() {
 			--data-binary '{"lun": 1, "backstore": {"type": "ram", "size": "64M"}}' \
 			"$URL/api/v1/targets/$IQN/luns" || rc=1
 		;;
+	gateway-stop)
+		gw_stop "$T_GW_PID"
+		;;
+	gateway-start)
+		gw_start "$T_DIR/gateway.json" "$T_DIR/gateway.2.log" "$GW_PORT" || rc=1
+		;;
 	restart-agent)
 		agent_stop
 		agent_start 2 || rc=1
