@@ -247,6 +247,8 @@
 			renderSessions(sessions, sessErr);
 			renderPortals(portals.portals || []);
 			$('summary').textContent = summaryLine(health, details, sessions);
+			// A tab or a wall screen's title bar says it too.
+			document.title = (health.status === 'ok' ? '\u2714' : '\u26a0') + ' isergw dashboard';
 		} catch (e) {
 			polling = false;
 			if (e instanceof AuthError) {
@@ -258,6 +260,7 @@
 				`${PERIOD_MS / 1000} s. The figures below are from ${clock()}` +
 				' or earlier.');
 			if (!(e instanceof HttpError)) {
+				document.title = '\u2716 isergw dashboard';
 				$('summary').textContent = '\u2716 agent unreachable';
 				$('health-agent').replaceChildren(state(false, '', 'unreachable'));
 			}
@@ -412,7 +415,7 @@
 				el('caption', { class: 'sr-only' }, 'LUNs of ' + t.name),
 				el('thead', {}, el('tr', {},
 					...['LUN', 'Size', 'Backstore', 'Read IOPS', 'Write IOPS', 'Read MB/s',
-						'Write MB/s', 'Errors', 'Paths / status'].map((c, i) =>
+						'Write MB/s', 'Errors (total)', 'Paths / status'].map((c, i) =>
 						el('th', { scope: 'col', class: i >= 3 && i <= 7 ? 'num' : undefined }, c)))));
 			const body = el('tbody');
 			const luns = t.luns || [];
