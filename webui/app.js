@@ -22,6 +22,7 @@
 	let streamRetry = null;
 	let streamDelay = 1000;
 	let loginAttempt = 0;		// a newer sign-in (or sign-out) cancels older retries
+	let lastOk = 0;			// Date.now() of the last complete refresh
 
 	// ---- small helpers ---------------------------------------------------------------
 
@@ -249,6 +250,7 @@
 			$('summary').textContent = summaryLine(health, details, sessions);
 			// A tab or a wall screen's title bar says it too.
 			document.title = (health.status === 'ok' ? '\u2714' : '\u26a0') + ' isergw dashboard';
+			lastOk = Date.now();
 		} catch (e) {
 			polling = false;
 			if (e instanceof AuthError) {
@@ -257,8 +259,8 @@
 			}
 			banner((e instanceof HttpError ? `The agent answered an error (${e.message})` :
 				`The agent is not answering (${e.message})`) + '; retrying every ' +
-				`${PERIOD_MS / 1000} s. The figures below are from ${clock()}` +
-				' or earlier.');
+				`${PERIOD_MS / 1000} s. ` + (lastOk ?
+					`The figures below are from ${clock(lastOk)}.` : 'No figures yet.'));
 			if (!(e instanceof HttpError)) {
 				document.title = '\u2716 isergw dashboard';
 				$('summary').textContent = '\u2716 agent unreachable';

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The dashboard as an operator sees it, in headless Chromium. Started by tests/browser/run.sh,
-// which owns the daemons: "CMD name" asks it to act (I/O, add a LUN, restart the agent) and
+// which owns the daemons: "CMD name" asks it to act (I/O, add a LUN, stop or start a daemon) and
 // DASH_DIR/cmd.name.done carries its answer. Prints "PASS|FAIL|SKIP name: why" lines and "END".
 // Every check waits for its condition (bounded); none measures time.
 import { createRequire } from 'node:module';
@@ -262,7 +262,19 @@ try {
 		});
 
 	const hellos = await page.locator('#events li[data-type="hello"]').count();
-	await cmd('restart-agent');
+	await cmd('agent-stop');
+	await step('the agent stopped: a warning over the last figures, the stream reconnecting',
+		async () => {
+			await page.locator('#banner', { hasText: 'The agent is not answering' })
+				.waitFor({ timeout: WAIT });
+			await page.locator('#events-state', { hasText: 'reconnecting' })
+				.waitFor({ timeout: WAIT });
+			await page.locator('#summary', { hasText: 'agent unreachable' })
+				.waitFor({ timeout: WAIT });
+			// The last figures stay.
+			await lunRow(1).waitFor({ timeout: WAIT });
+		});
+	await cmd('agent-start');
 	await step('after the agent restarts the page reconnects by itself', async () => {
 		await page.locator('#events li[data-type="hello"]').nth(hellos)
 			.waitFor({ timeout: 2 * WAIT });

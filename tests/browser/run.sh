@@ -2,8 +2,8 @@
 # `make test-browser`: the dashboard (webui/) in headless Chromium against a real isergwd and
 # isergw-agent on loopback. dashboard.mjs drives the browser (playwright-core, Debian's
 # /usr/bin/chromium, no browser download); this script owns the daemons and the peers: when
-# the page script prints "CMD NAME" it starts I/O, adds a LUN through the API or restarts the
-# agent, then answers through $T_DIR/cmd.NAME.done. Result lines ("PASS|FAIL|SKIP name: why")
+# the page script prints "CMD NAME" it starts I/O, adds a LUN through the API, stops or starts
+# the gateway or the agent, then answers through $T_DIR/cmd.NAME.done. Result lines ("PASS|FAIL|SKIP name: why")
 # become the suite's counts; it ends with "browser: N passed, N failed, N skipped".
 #
 #   tests/browser/run.sh            (BUILD=build|build/san; CHROMIUM=/usr/bin/chromium)
@@ -120,8 +120,10 @@ do_cmd() {
 	gateway-start)
 		gw_start "$T_DIR/gateway.json" "$T_DIR/gateway.2.log" "$GW_PORT" || rc=1
 		;;
-	restart-agent)
+	agent-stop)
 		agent_stop
+		;;
+	agent-start)
 		agent_start 2 || rc=1
 		;;
 	revoke-read)
