@@ -3,8 +3,9 @@
 # isergw-agent on loopback. dashboard.mjs drives the browser (playwright-core, Debian's
 # /usr/bin/chromium, no browser download); this script owns the daemons and the peers: when
 # the page script prints "CMD NAME" it starts I/O, adds a LUN through the API, stops or starts
-# the gateway or the agent, then answers through $T_DIR/cmd.NAME.done. Result lines ("PASS|FAIL|SKIP name: why")
-# become the suite's counts; it ends with "browser: N passed, N failed, N skipped".
+# the gateway or the agent, then answers through $T_DIR/cmd.NAME.done. Result lines
+# ("PASS|FAIL|SKIP name: why") become the suite's counts; it ends with
+# "browser: N passed, N failed, N skipped".
 #
 #   tests/browser/run.sh            (BUILD=build|build/san; CHROMIUM=/usr/bin/chromium)
 # Screenshots of failed steps are kept in the run folder ($T_DIR, printed at the start).
@@ -57,7 +58,7 @@ EOC
 
 agent_start() {
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
 		t_daemon_start agent agent "$T_DIR/agent.$1.log" \
 		"$AGENT" --state-dir "$STATE" --listen "$T_HOST:$API_PORT" --gateway-socket "$SOCK" \
 		--webui-dir "$T_ROOT/webui"
@@ -143,7 +144,7 @@ EOP
 	echo "$rc" >"$T_DIR/cmd.$1.done"
 }
 
-t_log "browser: dashboard at $URL/, Chromium $("$CHROMIUM" --version 2>/dev/null | awk '{ print $2 }')"
+t_log "browser: dashboard at $URL/, $("$CHROMIUM" --version 2>/dev/null | awk '{ print $1, $2 }')"
 export DASH_URL=$URL DASH_READ=$READ DASH_IQN=$IQN DASH_DIR=$T_DIR DASH_GW_PORT=$GW_PORT CHROMIUM
 export PW_DIR=$NODE_DIR
 saw_end=0

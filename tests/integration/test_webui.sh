@@ -49,7 +49,7 @@ echo "LONG" >"$ROOT/$LONG_REL"
 
 agent_start() {
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
 		t_daemon_start agent agent "$T_DIR/agent.$1.log" \
 		"$AGENT" --state-dir "$T_DIR/state" --listen "$T_HOST:$API_PORT" "${@:2}"
 	AGENT_PID=$T_LAST_PID
@@ -148,7 +148,8 @@ check "HEAD gives the headers (Content-Length of the file) and no body" \
 	test "$CODE" = 200 -a "$(hdr Content-Length)" = "$(stat -c %s "$ROOT/app.js")" -a \
 	"$(grep -c "use strict" "$T_DIR/body")" = 0
 get /ui/app.js -X POST -d x
-check "POST to a file is 405 with Allow: GET, HEAD" test "$CODE" = 405 -a "$(hdr Allow)" = "GET, HEAD"
+check "POST to a file is 405 with Allow: GET, HEAD" \
+	test "$CODE" = 405 -a "$(hdr Allow)" = "GET, HEAD"
 
 refused "../ out of the folder" /ui/../secret.txt
 refused "../ from a subfolder" /ui/img/../../secret.txt
