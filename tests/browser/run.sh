@@ -141,7 +141,9 @@ EOP
 		;;
 	*) rc=2 ;;
 	esac
-	echo "$rc" >"$T_DIR/cmd.$1.done"
+	# Written whole, then renamed: the page script must never read a half-written answer.
+	echo "$rc" >"$T_DIR/cmd.$1.tmp"
+	mv "$T_DIR/cmd.$1.tmp" "$T_DIR/cmd.$1.done"
 }
 
 t_log "browser: dashboard at $URL/, $("$CHROMIUM" --version 2>/dev/null | awk '{ print $1, $2 }')"
