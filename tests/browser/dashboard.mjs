@@ -90,6 +90,11 @@ try {
 			consoleErrors.push({ text: m.text(), url: m.location().url || '' });
 	});
 	page.on('pageerror', (e) => pageErrors.push(e.message));
+	// Everything the page loads must come from the agent: nothing fetched from elsewhere.
+	const foreign = [];
+	page.on('request', (r) => {
+		if (!r.url().startsWith(URL + '/') && !r.url().startsWith('data:')) foreign.push(r.url());
+	});
 
 	await step('the page loads without a token and asks for one', async () => {
 		const resp = await page.goto(URL + '/');
@@ -237,8 +242,9 @@ try {
 		},
 	);
 
-	await step('no console errors or uncaught exceptions', async () => {
+	await step('no console errors, uncaught exceptions or requests to elsewhere', async () => {
 		const all = consoleErrors.map((c) => `${c.text} (${c.url})`).concat(pageErrors);
+		if (foreign.length) all.push('requests to elsewhere: ' + foreign.join(' '));
 		if (all.length) throw new Error(all.join(' | '));
 	});
 
