@@ -257,13 +257,18 @@ void api_metrics_latency(struct gw_buf *b, const json_t *state);
 
 /* True when path (no query) is the dashboard's: "/" or "/ui/...". */
 bool api_static_path(const char *path);
-/* Serves a dashboard path from conf.webui_dir (reply set, true); false: not a static path. */
-bool api_static_serve(struct api_req *r, const char *path);
+/* Serves the request's path from conf.webui_dir (reply set, true); false: not a static path. */
+bool api_static_serve(struct api_req *r);
 /* The file under root a dashboard path names, resolved (malloc'ed into *file). -ENOENT when
  * missing, a segment is "."/".."/hidden, or the resolved file lies outside root. */
 int api_static_resolve(const char *root, const char *path, char **file);
 /* Content-Type by file name extension. */
 const char *api_static_type(const char *name);
+
+/* ---- live state for readers (api_live.c) --------------------------------------------- */
+
+/* {"listening": true|false|null, "bound"?, "reason"?} of a portal, from the polled state. */
+json_t *api_live_portal(struct api_agent *ag, const char *name);
 
 /* ---- the agent (api_agent.c) ----------------------------------------------------------- */
 

@@ -363,7 +363,7 @@ static void dispatch(struct api_req *r)
 		snprintf(path, sizeof(path), "%.*s", q ? (int)(q - r->url) : (int)strlen(r->url),
 			 r->url);
 		/* The dashboard's files (api_static.c) need no token. */
-		if (api_static_serve(r, path))
+		if (api_static_serve(r))
 			return;
 		/* A trailing slash names the same resource. */
 		if (strlen(path) > 1 && path[strlen(path) - 1] == '/')

@@ -100,7 +100,14 @@ static json_t *schemas(void)
 	json_object_set_new(sc, "TargetList", list_of("targets", "Target"));
 	json_object_set_new(sc, "LunList", list_of("luns", "Lun"));
 	json_object_set_new(sc, "AclList", list_of("acls", "Acl"));
-	json_object_set_new(sc, "PortalList", list_of("portals", "Portal"));
+	/* A listed portal also carries its live status (api_live.c), read-only. */
+	o = table(isc_portal_conf_keys);
+	add_prop(o, "status", json_pack(
+		"{s:s, s:b, s:{s:{s:s, s:b}, s:{s:s}, s:{s:s}}}", "type", "object", "readOnly", 1,
+		"properties", "listening", "type", "boolean", "nullable", 1, "bound", "type", "string",
+		"reason", "type", "string"));
+	json_object_set_new(sc, "PortalListed", o);
+	json_object_set_new(sc, "PortalList", list_of("portals", "PortalListed"));
 	json_object_set_new(sc, "Session", json_pack(
 		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object",
 		"properties", "tsih", "type", "integer", "target", "type", "string", "initiator",

@@ -13,10 +13,15 @@
 
 int api_h_portals_list(struct api_req *r)
 {
-	json_t *p = json_object_get(r->ag->store->config, "portals");
+	json_t *p = json_deep_copy(json_object_get(r->ag->store->config, "portals")), *e;
+	size_t i;
 
+	/* Each with its live "status" (api_live.c), which a PUT of the portal must not carry. */
+	json_array_foreach(p, i, e)
+		json_object_set_new(e, "status", api_live_portal(r->ag, json_string_value(
+							json_object_get(e, "name"))));
 	api_reply_etag(r);
-	api_reply_json(r, 200, json_pack("{s:O}", "portals", p ? p : json_array()));
+	api_reply_json(r, 200, json_pack("{s:o}", "portals", p ? p : json_array()));
 	return 0;
 }
 

@@ -184,26 +184,30 @@ static bool etag_matches(const char *inm, const char *etag)
 	return false;
 }
 
-bool api_static_serve(struct api_req *r, const char *path)
+bool api_static_serve(struct api_req *r)
 {
 	const char *root = r->ag->conf.webui_dir;
-	char *file = NULL, *data = NULL, etag[64], lm[64];
+	char *path, *file = NULL, *data = NULL, etag[64], lm[64];
 	size_t len = 0;
 	struct stat st;
 	struct tm tm;
 	int rc;
 
-	if (!api_static_path(path))
+	/* The whole path, never a truncated copy: a cut name could name another file. */
+	path = strndup(r->url, strcspn(r->url, "?"));
+	if (!path || !api_static_path(path)) {
+		free(path);
 		return false;
+	}
 	if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD")) {
 		api_reply_header(r, "Allow", "GET, HEAD");
 		api_reply_err(r, API_E_METHOD, NULL, "the dashboard's files are GET only");
-		return true;
+		goto out;
 	}
 	if (!root || !*root) {
 		api_reply_err(r, API_E_NOT_FOUND, NULL,
 			      "no dashboard: the agent runs without --webui-dir");
-		return true;
+		goto out;
 	}
 	rc = api_static_resolve(root, path, &file);
 	if (!rc)
@@ -246,5 +250,6 @@ bool api_static_serve(struct api_req *r, const char *path)
 out:
 	free(data);
 	free(file);
+	free(path);
 	return true;
 }

@@ -45,8 +45,15 @@ done
 if [ -x "$BUILD/isergw-agent" ]; then
 	# The agent keeps its desired configuration and tokens in its own folder; on its first
 	# start it adopts the gateway's running configuration.
+	# A read-only token for the dashboard, made once (before the agent holds the token list).
+	if [ ! -s "$STATE/agent/dashboard.token" ]; then
+		mkdir -p -m 0700 "$STATE/agent"
+		(umask 077 && "$BUILD/isergw-agent" --state-dir "$STATE/agent" \
+			--add-token dashboard --role read >"$STATE/agent/dashboard.token") ||
+			rm -f "$STATE/agent/dashboard.token"
+	fi
 	"$BUILD/isergw-agent" --state-dir "$STATE/agent" --listen 127.0.0.1:8080 \
-		--gateway-socket "$SOCK" &
+		--gateway-socket "$SOCK" --webui-dir "$PWD/webui" &
 	agent_pid=$!
 fi
 
@@ -59,6 +66,9 @@ isergw demo is running (Ctrl-C stops it):
 MSG
 if [ -n "$agent_pid" ]; then
 	echo "  agent        pid $agent_pid, REST API at http://127.0.0.1:8080/api/v1/ (docs/REST.md)"
+	echo "  dashboard    http://127.0.0.1:8080/"
+	[ -s "$STATE/agent/dashboard.token" ] &&
+		echo "               sign in with the read-only token in $STATE/agent/dashboard.token"
 	echo "  admin token  $STATE/agent/admin.token (first start; keep it, or add more with"
 	echo "               isergw-agent --state-dir $STATE/agent --add-token NAME)"
 else

@@ -20,6 +20,8 @@ install: all
 	install -D -m 0600 deploy/isergwd.json $(DESTDIR)/etc/isergw/isergwd.json
 	install -d -m 0755 $(DESTDIR)/var/lib/isergw
 	install -D -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/isergw/README.md
+	install -d -m 0755 $(DESTDIR)$(PREFIX)/share/isergw/webui
+	install -m 0644 $(wildcard webui/*.html webui/*.css webui/*.js) $(DESTDIR)$(PREFIX)/share/isergw/webui/
 	install -d -m 0755 $(DESTDIR)$(PREFIX)/share/doc/isergw/docs
 	install -m 0644 $(wildcard docs/*.md) $(DESTDIR)$(PREFIX)/share/doc/isergw/docs/
 

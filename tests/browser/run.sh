@@ -2,9 +2,10 @@
 # `make test-browser`: the dashboard (webui/) in headless Chromium against a real isergwd and
 # isergw-agent on loopback. dashboard.mjs drives the browser (playwright-core, Debian's
 # /usr/bin/chromium, no browser download); this script owns the daemons and the peers: when
-# the page script prints "CMD NAME" it starts I/O, adds a LUN through the API or restarts the
-# agent, then answers through $T_DIR/cmd.NAME.done. Result lines ("PASS|FAIL|SKIP name: why")
-# become the suite's counts; it ends with "browser: N passed, N failed, N skipped".
+# the page script prints "CMD NAME" it starts I/O, adds a LUN through the API, stops or starts
+# the gateway or the agent, then answers through $T_DIR/cmd.NAME.done. Result lines
+# ("PASS|FAIL|SKIP name: why") become the suite's counts; it ends with
+# "browser: N passed, N failed, N skipped".
 #
 #   tests/browser/run.sh            (BUILD=build|build/san; CHROMIUM=/usr/bin/chromium)
 # Screenshots of failed steps are kept in the run folder ($T_DIR, printed at the start).
@@ -57,7 +58,7 @@ EOC
 
 agent_start() {
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
 		t_daemon_start agent agent "$T_DIR/agent.$1.log" \
 		"$AGENT" --state-dir "$STATE" --listen "$T_HOST:$API_PORT" --gateway-socket "$SOCK" \
 		--webui-dir "$T_ROOT/webui"
@@ -92,13 +93,20 @@ do_cmd() {
 	local rc=0
 	case "$1" in
 	io-start)
-		# Reads for as long as the page needs to see them; stopped by io-stop.
-		t_daemon_start bench bench "$T_DIR/bench.log" \
+		# A reader and a writer (own initiator names) for as long as the page needs to see
+		# them; stopped by io-stop.
+		t_daemon_start bench bench "$T_DIR/bench-read.log" \
 			"$BENCH" -q 4 -b 4096 -t 600 "iscsi://$T_HOST:$GW_PORT/$IQN/0"
 		BENCH_PID=$T_LAST_PID
+		t_daemon_start bench bench "$T_DIR/bench-write.log" \
+			"$BENCH" -w -q 2 -b 65536 -t 600 -i "$IQN-writer" \
+			"iscsi://$T_HOST:$GW_PORT/$IQN/0"
+		BENCH_PID="$BENCH_PID $T_LAST_PID"
 		;;
 	io-stop)
-		[ -n "$BENCH_PID" ] && t_stop_pid "$BENCH_PID" 5
+		for p in $BENCH_PID; do
+			t_stop_pid "$p" 5
+		done
 		BENCH_PID=
 		;;
 	add-lun)
@@ -107,17 +115,39 @@ do_cmd() {
 			--data-binary '{"lun": 1, "backstore": {"type": "ram", "size": "64M"}}' \
 			"$URL/api/v1/targets/$IQN/luns" || rc=1
 		;;
-	restart-agent)
+	gateway-stop)
+		gw_stop "$T_GW_PID"
+		;;
+	gateway-start)
+		gw_start "$T_DIR/gateway.json" "$T_DIR/gateway.2.log" "$GW_PORT" || rc=1
+		;;
+	agent-stop)
 		agent_stop
+		;;
+	agent-start)
 		agent_start 2 || rc=1
+		;;
+	revoke-read)
+		# An operator withdraws the dashboard's token: edit the list while the agent is down.
+		agent_stop
+		python3 - "$STATE/tokens.json" <<'EOP' || rc=1
+import json, sys
+p = sys.argv[1]
+j = json.load(open(p))
+j["tokens"] = [t for t in j["tokens"] if t["name"] != "wallscreen"]
+json.dump(j, open(p, "w"))
+EOP
+		agent_start 3 || rc=1
 		;;
 	*) rc=2 ;;
 	esac
-	echo "$rc" >"$T_DIR/cmd.$1.done"
+	# Written whole, then renamed: the page script must never read a half-written answer.
+	echo "$rc" >"$T_DIR/cmd.$1.tmp"
+	mv "$T_DIR/cmd.$1.tmp" "$T_DIR/cmd.$1.done"
 }
 
-t_log "browser: dashboard at $URL/, Chromium $("$CHROMIUM" --version 2>/dev/null | awk '{ print $2 }')"
-export DASH_URL=$URL DASH_READ=$READ DASH_IQN=$IQN DASH_DIR=$T_DIR CHROMIUM
+t_log "browser: dashboard at $URL/, $("$CHROMIUM" --version 2>/dev/null | awk '{ print $1, $2 }')"
+export DASH_URL=$URL DASH_READ=$READ DASH_IQN=$IQN DASH_DIR=$T_DIR DASH_GW_PORT=$GW_PORT CHROMIUM
 export PW_DIR=$NODE_DIR
 saw_end=0
 while IFS= read -r line; do
@@ -138,6 +168,8 @@ while IFS= read -r line; do
 done < <(timeout -k 10 300 node "$T_ROOT/tests/browser/dashboard.mjs" 2>&1)
 [ "$saw_end" = 1 ] || fail "page script" "ended early (see the lines above)"
 
-[ -n "$BENCH_PID" ] && t_stop_pid "$BENCH_PID" 5
+for p in $BENCH_PID; do
+	t_stop_pid "$p" 5
+done
 agent_stop
 t_end

@@ -29,7 +29,8 @@ if [ -n "$deb" ]; then
 	for f in ./usr/sbin/isergwd ./usr/sbin/isergw-agent ./usr/bin/isergwctl \
 		./lib/systemd/system/isergwd.service ./lib/systemd/system/isergw-agent.service \
 		./etc/isergw/isergwd.json \
-		./usr/share/doc/isergw/README.md; do
+		./usr/share/doc/isergw/README.md \
+		./usr/share/isergw/webui/index.html ./usr/share/isergw/webui/app.js; do
 		printf '%s\n' "$files" | grep -q " $f\$" || miss="$miss $f"
 	done
 	[ -z "$miss" ] && pass "deb holds the programs, unit, config and docs" ||
@@ -67,6 +68,8 @@ if [ -n "$rpmf" ]; then
 		pass "rpm marks the config as a config file" || fail "rpm configfiles" "missing"
 	mkdir -p "$T_DIR/rpm"
 	(cd "$T_DIR/rpm" && rpm2cpio "$T_ROOT/$rpmf" | cpio -idm --quiet)
+	check "rpm holds the dashboard in /usr/share/isergw/webui" \
+		test -s "$T_DIR/rpm/usr/share/isergw/webui/index.html"
 	check "rpm's isergwd accepts its config" \
 		"$T_DIR/rpm/usr/sbin/isergwd" --check --config "$T_DIR/rpm/etc/isergw/isergwd.json"
 else

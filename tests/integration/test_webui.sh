@@ -18,8 +18,8 @@ if [ ! -x "$AGENT" ]; then
 	skip webui "no $AGENT"
 	t_end
 fi
-if ! t_need curl; then
-	skip webui "needs curl"
+if ! t_need curl python3; then
+	skip webui "needs curl and python3"
 	t_end
 fi
 
@@ -40,10 +40,16 @@ ln -s "$T_DIR/www/secret.txt" "$ROOT/abs.txt"
 ln -s ../webui-old/old.js "$ROOT/sib.js"
 ln -s /etc/passwd "$ROOT/passwd"
 ln -s app.js "$ROOT/alias.js"
+# A file whose URL path is exactly 1023 bytes: a longer request must never be cut down to it.
+LONG_DIR=$(printf 'd%.0s' $(seq 1 200))
+LONG_REL=$LONG_DIR/$LONG_DIR/$LONG_DIR/$LONG_DIR/$LONG_DIR
+LONG_REL=$LONG_REL/$(printf 'x%.0s' $(seq 1 $((1023 - 4 - ${#LONG_REL} - 1))))
+mkdir -p "$ROOT/$(dirname "$LONG_REL")"
+echo "LONG" >"$ROOT/$LONG_REL"
 
 agent_start() {
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
 		t_daemon_start agent agent "$T_DIR/agent.$1.log" \
 		"$AGENT" --state-dir "$T_DIR/state" --listen "$T_HOST:$API_PORT" "${@:2}"
 	AGENT_PID=$T_LAST_PID
@@ -142,7 +148,8 @@ check "HEAD gives the headers (Content-Length of the file) and no body" \
 	test "$CODE" = 200 -a "$(hdr Content-Length)" = "$(stat -c %s "$ROOT/app.js")" -a \
 	"$(grep -c "use strict" "$T_DIR/body")" = 0
 get /ui/app.js -X POST -d x
-check "POST to a file is 405 with Allow: GET, HEAD" test "$CODE" = 405 -a "$(hdr Allow)" = "GET, HEAD"
+check "POST to a file is 405 with Allow: GET, HEAD" \
+	test "$CODE" = 405 -a "$(hdr Allow)" = "GET, HEAD"
 
 refused "../ out of the folder" /ui/../secret.txt
 refused "../ from a subfolder" /ui/img/../../secret.txt
@@ -157,6 +164,8 @@ refused "a symlink to a sibling folder named like the root" /ui/sib.js
 refused "a symlink to /etc/passwd" /ui/passwd
 refused "a folder" /ui/img/
 refused "a missing file" /ui/nope.js
+served "a 1023-byte path is served" "/ui/$LONG_REL" "$ROOT/$LONG_REL" application/octet-stream
+refused "a longer path is not cut down to it" "/ui/${LONG_REL}zz"
 refused "an absolute path in the URL" //etc/passwd
 
 get /api/v1/targets
@@ -165,6 +174,17 @@ get /api/v1/targets -H "Authorization: Bearer $TOKEN"
 check "and answers with one" test "$CODE" = 200
 get /metrics
 check "/metrics is not a file (401)" test "$CODE" = 401
+# Portal status for the dashboard: without a gateway the agent says it cannot know, and why.
+curl -s -o /dev/null -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+	--data-binary "{\"name\":\"tcp0\",\"address\":\"$T_HOST\",\"port\":3260}" \
+	"$URL/api/v1/portals"
+get /api/v1/portals -H "Authorization: Bearer $TOKEN"
+check "GET /portals: status listening null, with the reason, without a gateway" \
+	python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['portals'][0]['status']; \
+sys.exit(not (p['listening'] is None and '--gateway-socket' in p['reason']))" "$T_DIR/body"
+get /api/v1/portals/tcp0 -H "Authorization: Bearer $TOKEN"
+check "GET /portals/NAME has no status (it round-trips through PUT)" \
+	python3 -c "import json,sys; sys.exit('status' in json.load(open(sys.argv[1])))" "$T_DIR/body"
 agent_stop
 
 # Without the folder: a clear 404 naming it, and the API unaffected.
