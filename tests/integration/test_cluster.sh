@@ -139,7 +139,8 @@ writer_count() {
 	sed -n "s/.*writes_$1=\([0-9]*\).*/\1/p" "$T_DIR/writer.log" | tail -n 1
 }
 
-# reap PID SECONDS: prints the exit status of a child of this shell, or "timeout" (killed).
+# reap PID SECONDS: REAP_RC = the exit status of a child of this shell, or "timeout" (then
+# it is killed). Not in a $(...): a subshell cannot wait for its parent's children.
 reap() {
 	local i=0
 	while t_alive "$1"; do
@@ -147,13 +148,13 @@ reap() {
 		if [ "$i" -gt $(($2 * 10)) ]; then
 			kill -KILL "$1" 2>/dev/null
 			wait "$1" 2>/dev/null
-			echo timeout
+			REAP_RC=timeout
 			return
 		fi
 		sleep 0.1
 	done
 	wait "$1" 2>/dev/null
-	echo $?
+	REAP_RC=$?
 }
 
 writes_grow_on_b() {
@@ -204,7 +205,8 @@ check "agent B sees both members too" wait_for 10 members_are B gw-A,gw-B
 	--etcd-endpoints "$ETCD_URL" --cluster-prefix "$PREFIX" --gateway-id gw-X \
 	--port-group 1 >"$T_DIR/agent-X.log" 2>&1 &
 XPID=$!
-xrc=$(reap "$XPID" 10)
+reap "$XPID" 10
+xrc=$REAP_RC
 check "a member claiming a taken port group is refused" \
 	bash -c "[ '$xrc' != 0 ] && [ '$xrc' != timeout ] && grep -q 'already belongs to member gw-A' '$T_DIR/agent-X.log'"
 
@@ -258,7 +260,8 @@ fi
 check "group 1 (the dead gateway) is reported unavailable" grep -qx 'group 1 unavailable ports 1' "$T_DIR/info"
 check "the client's writes continue through B" wait_for 20 writes_grow_on_b "$((${B_BEFORE:-0} + 50))"
 touch "$STOP"
-wrc=$(reap "$WRITER" 60)
+reap "$WRITER" 60
+wrc=$REAP_RC
 check "every block written through either path verifies ($(grep '^verify:' "$T_DIR/writer.log"))" \
 	bash -c "[ '$wrc' = 0 ] && grep -q ', 0 mismatches' '$T_DIR/writer.log'"
 t_log "  $(tail -n 1 "$T_DIR/writer.log")"
@@ -277,8 +280,8 @@ if etcd_start 2; then
 else
 	fail "etcd restart" "$(tail -n 5 "$T_DIR/etcd.2.log" | tr '\n' ' ')"
 fi
-check "etcd back: changes work again" wait_for 15 bash -c \
-	"curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer $TOK_B' -H 'Content-Type: application/json' --data-binary '{\"name\":\"$IQN-2\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}' http://$T_HOST:$API_PORT_B/api/v1/targets | grep -qx 201"
+check "etcd back: changes work again (a target whose portals default to the gateway's)" wait_for 15 bash -c \
+	"curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer $TOK_B' -H 'Content-Type: application/json' --data-binary '{\"name\":\"$IQN-2\",\"allow_any_initiator\":true}' http://$T_HOST:$API_PORT_B/api/v1/targets | grep -qx 201"
 
 # ---- the killed member rejoins ------------------------------------------------------------
 
