@@ -259,7 +259,7 @@ check "the client writes through A (the active/optimized path)" \
 	wait_for 20 bash -c "[ \"\$(sed -n 's/.*writes_a=\([0-9]*\).*/\1/p' '$T_DIR/writer.log' | tail -n 1)\" -gt 50 ]"
 B_BEFORE=$(writer_count b)
 kill -KILL "$GW_A" "$AG_A" 2>/dev/null
-wait "$GW_A" "$AG_A" 2>/dev/null
+{ wait "$GW_A" "$AG_A"; } 2>/dev/null	# no "Killed" job notice
 t_forget "$GW_A"
 t_forget "$AG_A"
 KILLED_AT=$(date +%s%N)
