@@ -35,7 +35,9 @@ static void usage(FILE *f)
 		"  --gateway-socket PATH  the gateway's control socket (none: store only)\n"
 		"  --tls-cert/--tls-key   PEM files: serve HTTPS\n"
 		"  --body-max BYTES       largest request body (default 1048576)\n"
-		"  --add-token NAME       create a token, print it once, and exit\n"
+		"  --add-token NAME       create a token, print it once, and exit\n");
+	/* A cluster of gateways (docs/CLUSTER.md). */
+	fprintf(f,
 		"  --store file|etcd      where the desired configuration lives (default file)\n"
 		"  --etcd-endpoints URLS  etcd v3 JSON gateway, http://127.0.0.1:2379[,...]\n"
 		"  --cluster-prefix KEY   the cluster's etcd key prefix, /isergw/NAME\n"
