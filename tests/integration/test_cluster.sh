@@ -342,4 +342,14 @@ check "the stored configuration holds exactly the acknowledged writes (${stored:
 	test "${stored:-} " = "$ok"
 check "both gateways run the same generation afterwards" wait_for 15 same_generation
 
+# ---- a clean stop ---------------------------------------------------------------------------
+
+t_stop_pid "$AG_A" 10
+check "agent A exits 0 on SIGTERM (status $T_STOP_RC)" test "$T_STOP_RC" = 0 -a "$T_STOP_KILLED" = 0
+check "agent A revoked its lease on the way out" grep -q 'member gw-A left' "$T_DIR"/agent-A.*.log
+check "agent B sees gw-A gone" wait_for 10 members_are B gw-B
+check "and LUN 0 active/optimized on B again" wait_for 10 state_is "$URL_B" 2 ao
+t_stop_pid "$AG_B" 10
+check "agent B exits 0 on SIGTERM (status $T_STOP_RC)" test "$T_STOP_RC" = 0 -a "$T_STOP_KILLED" = 0
+
 t_end
