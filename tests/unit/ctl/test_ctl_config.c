@@ -221,4 +221,16 @@ Test(ctl_config, cluster_groups_parse_and_are_checked)
 	cr_expect(has_error(&errs, "targets[0].luns[0].alua_group", NULL), "%s",
 		  gw_errlist_join(&errs));
 	gw_errlist_fini(&errs);
+
+	/* An LU's group must be one of the cluster's. */
+	gw_errlist_init(&errs);
+	cr_assert_neq(parse("{ \"portals\": [ { \"name\": \"p\" } ],"
+			    "  \"cluster\": { \"groups\": [ { \"id\": 1 } ] },"
+			    "  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"],"
+			    "    \"luns\": [ { \"lun\": 0, \"alua_group\": 3,"
+			    "                 \"backstore\": { \"type\": \"ram\" } } ] } ] }", &cfg, &errs),
+		      0);
+	cr_expect(has_error(&errs, "targets[0].luns[0].alua_group", "cluster.groups"), "%s",
+		  gw_errlist_join(&errs));
+	gw_errlist_fini(&errs);
 }
