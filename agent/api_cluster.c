@@ -303,7 +303,8 @@ static void cl_tick(struct gw_timer *t)
 	int r;
 
 	r = c->lease ? cl_keepalive(c) : cl_register(c);
-	if (!r) {
+	/* Not under a write: its compare-and-swap must compare the revision it started from. */
+	if (!r && !ag->write_busy) {
 		r = api_store_refresh(ag->store);
 		if (r > 0) {
 			gw_info("cluster", "configuration generation %llu from etcd",

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_etcd.h"
 
 static json_t *cfg_targets(const struct api_req *r)
 {
@@ -67,20 +68,23 @@ int api_h_target_get(struct api_req *r)
 	return 0;
 }
 
-static void set_default_portals(json_t *t, json_t *cfg)
+static void set_default_portals(struct api_agent *ag, json_t *t, json_t *cfg)
 {
-	json_t *names, *p;
+	json_t *names, *p, *eff;
 	size_t i;
 
 	if (json_object_get(t, "portals"))
 		return;
+	/* In a cluster the portals are the gateway's own (docs/CLUSTER.md). */
+	eff = api_cluster_gw_config(ag, cfg);
 	names = json_array();
-	json_array_foreach(json_object_get(cfg, "portals"), i, p) {
+	json_array_foreach(json_object_get(eff ? eff : cfg, "portals"), i, p) {
 		json_t *n = json_object_get(p, "name");
 
 		if (json_is_string(n))
 			json_array_append(names, n);
 	}
+	json_decref(eff);
 	json_object_set_new(t, "portals", names);
 }
 
@@ -110,7 +114,7 @@ int api_h_target_create(struct api_req *r)
 		json_decref(cfg);
 		return 0;
 	}
-	set_default_portals(body, cfg);
+	set_default_portals(r->ag, body, cfg);
 	snprintf(prefix, sizeof(prefix), "targets[%zu]", json_array_size(arr));
 	snprintf(loc, sizeof(loc), API_PREFIX "/targets/%s", name);
 	api_reply_header(r, "Location", loc);
@@ -154,7 +158,7 @@ int api_h_target_put(struct api_req *r)
 		json_object_set(body, "luns", json_object_get(old, "luns"));
 	if (!json_object_get(body, "initiators") && json_object_get(old, "initiators"))
 		json_object_set(body, "initiators", json_object_get(old, "initiators"));
-	set_default_portals(body, cfg);
+	set_default_portals(r->ag, body, cfg);
 	json_array_set(arr, (size_t)i, body);
 	snprintf(prefix, sizeof(prefix), "targets[%zd]", i);
 	return api_write_finish(r, cfg, 200, api_conf_mask_steal(body), prefix);

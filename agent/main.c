@@ -43,7 +43,9 @@ static void usage(FILE *f)
 		"  --body-max BYTES       largest request body (default 1048576)\n"
 		"  --webui-dir DIR        the dashboard's files, served at / (default "
 		API_WEBUI_DIR "; \"\": none)\n"
-		"  --add-token NAME       create a token, print it once, and exit\n"
+		"  --add-token NAME       create a token, print it once, and exit\n");
+	/* A cluster of gateways (docs/CLUSTER.md). */
+	fprintf(f,
 		"  --store file|etcd      where the desired configuration lives (default file)\n"
 		"  --etcd-endpoints URLS  etcd v3 JSON gateway, http://127.0.0.1:2379[,...]\n"
 		"  --cluster-prefix KEY   the cluster's etcd key prefix, /isergw/NAME\n"

@@ -208,6 +208,17 @@ int isc_gw_conf_check(const struct isc_gw_conf *c, struct gw_errlist *errs)
 			gw_errlist_add(errs, path, "%u is not one of cluster.groups[].id",
 				       c->targets[i].tpgt);
 		}
+		for (k = 0; k < c->targets[i].nluns; k++) {
+			uint32_t g = c->targets[i].luns[k].lu.alua_group;
+
+			for (j = 0; g && j < c->ngroups && c->groups[j].id != g; j++)
+				;
+			if (g && j == c->ngroups) {
+				snprintf(path, sizeof(path), "targets[%zu].luns[%zu].alua_group", i,
+					 k);
+				gw_errlist_add(errs, path, "%u is not one of cluster.groups[].id", g);
+			}
+		}
 	}
 
 	for (i = 0; i < c->nportals; i++) {

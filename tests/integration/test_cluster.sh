@@ -120,6 +120,18 @@ members_are() {
 	[ "$CODE" = 200 ] && [ "$(jget "','.join(sorted(j['members']))")" = "$2" ]
 }
 
+# same_generation: both agents' gateways are in sync with one and the same generation.
+same_generation() {
+	local ga gb
+	api A GET /api/v1/health
+	[ "$(jget "j['gateway']['in_sync']")" = True ] || return 1
+	ga=$(jget "j['generation']")
+	api B GET /api/v1/health
+	[ "$(jget "j['gateway']['in_sync']")" = True ] || return 1
+	gb=$(jget "j['generation']")
+	[ -n "$ga" ] && [ "$ga" = "$gb" ]
+}
+
 # info URL: isergw-alua info into $T_DIR/info.
 info() {
 	"$ALUA" info "$1" >"$T_DIR/info" 2>&1
@@ -139,7 +151,8 @@ writer_count() {
 	sed -n "s/.*writes_$1=\([0-9]*\).*/\1/p" "$T_DIR/writer.log" | tail -n 1
 }
 
-# reap PID SECONDS: prints the exit status of a child of this shell, or "timeout" (killed).
+# reap PID SECONDS: REAP_RC = the exit status of a child of this shell, or "timeout" (then
+# it is killed). Not in a $(...): a subshell cannot wait for its parent's children.
 reap() {
 	local i=0
 	while t_alive "$1"; do
@@ -147,13 +160,13 @@ reap() {
 		if [ "$i" -gt $(($2 * 10)) ]; then
 			kill -KILL "$1" 2>/dev/null
 			wait "$1" 2>/dev/null
-			echo timeout
+			REAP_RC=timeout
 			return
 		fi
 		sleep 0.1
 	done
 	wait "$1" 2>/dev/null
-	echo $?
+	REAP_RC=$?
 }
 
 writes_grow_on_b() {
@@ -204,7 +217,8 @@ check "agent B sees both members too" wait_for 10 members_are B gw-A,gw-B
 	--etcd-endpoints "$ETCD_URL" --cluster-prefix "$PREFIX" --gateway-id gw-X \
 	--port-group 1 >"$T_DIR/agent-X.log" 2>&1 &
 XPID=$!
-xrc=$(reap "$XPID" 10)
+reap "$XPID" 10
+xrc=$REAP_RC
 check "a member claiming a taken port group is refused" \
 	bash -c "[ '$xrc' != 0 ] && [ '$xrc' != timeout ] && grep -q 'already belongs to member gw-A' '$T_DIR/agent-X.log'"
 
@@ -245,7 +259,7 @@ check "the client writes through A (the active/optimized path)" \
 	wait_for 20 bash -c "[ \"\$(sed -n 's/.*writes_a=\([0-9]*\).*/\1/p' '$T_DIR/writer.log' | tail -n 1)\" -gt 50 ]"
 B_BEFORE=$(writer_count b)
 kill -KILL "$GW_A" "$AG_A" 2>/dev/null
-wait "$GW_A" "$AG_A" 2>/dev/null
+{ wait "$GW_A" "$AG_A"; } 2>/dev/null	# no "Killed" job notice
 t_forget "$GW_A"
 t_forget "$AG_A"
 KILLED_AT=$(date +%s%N)
@@ -258,10 +272,13 @@ fi
 check "group 1 (the dead gateway) is reported unavailable" grep -qx 'group 1 unavailable ports 1' "$T_DIR/info"
 check "the client's writes continue through B" wait_for 20 writes_grow_on_b "$((${B_BEFORE:-0} + 50))"
 touch "$STOP"
-wrc=$(reap "$WRITER" 60)
+reap "$WRITER" 60
+wrc=$REAP_RC
 check "every block written through either path verifies ($(grep '^verify:' "$T_DIR/writer.log"))" \
 	bash -c "[ '$wrc' = 0 ] && grep -q ', 0 mismatches' '$T_DIR/writer.log'"
 t_log "  $(tail -n 1 "$T_DIR/writer.log")"
+check "the client's session on B got ASYMMETRIC ACCESS STATE CHANGED (2A/06) at the failover" \
+	grep -q '^path B: ASYMMETRIC ACCESS STATE CHANGED' "$T_DIR/writer.log"
 
 # ---- etcd away and back -------------------------------------------------------------------
 
@@ -277,8 +294,8 @@ if etcd_start 2; then
 else
 	fail "etcd restart" "$(tail -n 5 "$T_DIR/etcd.2.log" | tr '\n' ' ')"
 fi
-check "etcd back: changes work again" wait_for 15 bash -c \
-	"curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer $TOK_B' -H 'Content-Type: application/json' --data-binary '{\"name\":\"$IQN-2\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}' http://$T_HOST:$API_PORT_B/api/v1/targets | grep -qx 201"
+check "etcd back: changes work again (a target whose portals default to the gateway's)" wait_for 15 bash -c \
+	"curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer $TOK_B' -H 'Content-Type: application/json' --data-binary '{\"name\":\"$IQN-2\",\"allow_any_initiator\":true}' http://$T_HOST:$API_PORT_B/api/v1/targets | grep -qx 201"
 
 # ---- the killed member rejoins ------------------------------------------------------------
 
@@ -303,5 +320,36 @@ check "gateway A serves the LUN added through agent B" \
 api A GET /api/v1/targets
 check "agent A lists both targets (the one added through B while it was dead)" \
 	test "$(jget "len(j['targets'])")" = 2
+
+# Writes racing through both agents: each is acknowledged (201) or refused as stale (412), and
+# the configuration ends up with exactly the acknowledged ones: no lost update.
+for i in 1 2 3 4 5 6 7 8; do
+	if [ $((i % 2)) = 0 ]; then port=$API_PORT_A tok=$TOK_A; else port=$API_PORT_B tok=$TOK_B; fi
+	curl -s -m 20 -o /dev/null -w '%{http_code}\n' -X POST -H "Authorization: Bearer $tok" \
+		-H 'Content-Type: application/json' \
+		--data-binary "{\"name\":\"$IQN-race$i\",\"allow_any_initiator\":true}" \
+		"http://$T_HOST:$port/api/v1/targets" >"$T_DIR/race.$i" 2>&1 &
+done
+wait_for 30 bash -c "[ \$(cat '$T_DIR'/race.* | grep -c .) = 8 ]"
+ok=$(grep -l '^201$' "$T_DIR"/race.* | sed 's/.*race\.//' | sort -n | tr '\n' ' ')
+others=$(grep -hv '^201$\|^412$' "$T_DIR"/race.* | tr '\n' ' ')
+check "racing writes through both agents are answered 201 or 412 (201: ${ok:-none})" \
+	test -z "$others" -a -n "$ok"
+sleep $((TTL))	# both agents have re-read etcd
+api B GET /api/v1/targets
+stored=$(jget "' '.join(sorted([t['name'].rsplit('race', 1)[1] for t in j['targets'] if 'race' in t['name']], key=int))")
+check "the stored configuration holds exactly the acknowledged writes (${stored:-none})" \
+	test "${stored:-} " = "$ok"
+check "both gateways run the same generation afterwards" wait_for 15 same_generation
+
+# ---- a clean stop ---------------------------------------------------------------------------
+
+t_stop_pid "$AG_A" 10
+check "agent A exits 0 on SIGTERM (status $T_STOP_RC)" test "$T_STOP_RC" = 0 -a "$T_STOP_KILLED" = 0
+check "agent A revoked its lease on the way out" grep -q 'member gw-A left' "$T_DIR"/agent-A.*.log
+check "agent B sees gw-A gone" wait_for 10 members_are B gw-B
+check "and LUN 0 active/optimized on B again" wait_for 10 state_is "$URL_B" 2 ao
+t_stop_pid "$AG_B" 10
+check "agent B exits 0 on SIGTERM (status $T_STOP_RC)" test "$T_STOP_RC" = 0 -a "$T_STOP_KILLED" = 0
 
 t_end

@@ -273,6 +273,7 @@ struct writer {
 	uint32_t next_gen;
 	uint64_t seed;
 	uint64_t writes[2], errors, switches;
+	uint64_t ua_alua;		/* ASYMMETRIC ACCESS STATE CHANGED (2A/06) seen on writes */
 	unsigned char *buf;
 };
 
@@ -387,6 +388,11 @@ static int write_one(struct writer *w, uint64_t lba, uint64_t deadline_base)
 			return 0;
 		}
 		if (task_ua(t) == 1) {
+			/* libiscsi keeps ASC and ASCQ together in sense.ascq. */
+			if (t->sense.ascq == 0x2a06) {
+				w->ua_alua++;
+				printf("path %c: ASYMMETRIC ACCESS STATE CHANGED\n", p->name);
+			}
 			scsi_free_scsi_task(t);
 			choose(w, "unit attention");
 			continue;
@@ -537,8 +543,8 @@ static int cmd_writer(int argc, char **argv)
 			r = 4;
 	}
 	printf("writer: writes_a=%" PRIu64 " writes_b=%" PRIu64 " errors=%" PRIu64
-	       " switches=%" PRIu64 " path=%c exit=%d\n", w.writes[0], w.writes[1], w.errors,
-	       w.switches, w.p[w.cur].name, r);
+	       " switches=%" PRIu64 " ua_alua=%" PRIu64 " path=%c exit=%d\n", w.writes[0],
+	       w.writes[1], w.errors, w.switches, w.ua_alua, w.p[w.cur].name, r);
 	for (int i = 0; i < 2; i++)
 		if (w.p[i].iscsi) {
 			iscsi_logout_sync(w.p[i].iscsi);

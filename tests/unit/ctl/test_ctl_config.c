@@ -180,3 +180,57 @@ Test(ctl_config, json_syntax_error_names_line_and_column)
 	gw_errlist_fini(&errs);
 	unlink(path);
 }
+
+Test(ctl_config, cluster_groups_parse_and_are_checked)
+{
+	static const char good[] =
+		"{ \"portals\": [ { \"name\": \"p\" } ],"
+		"  \"cluster\": { \"groups\": [ { \"id\": 1, \"name\": \"gw-a\" },"
+		"                               { \"id\": 2, \"state\": \"unavailable\" } ] },"
+		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"tpgt\": 2, \"portals\": [\"p\"],"
+		"                 \"luns\": [ { \"lun\": 0, \"owner\": \"gw-a\", \"alua_group\": 1,"
+		"                              \"backstore\": { \"type\": \"ram\" } } ] } ] }";
+	static const char bad[] =
+		"{ \"portals\": [ { \"name\": \"p\" } ],"
+		"  \"cluster\": { \"groups\": [ { \"id\": 1 }, { \"id\": 1, \"state\": \"asleep\" },"
+		"                               { \"id\": 0 } ], \"leader\": \"x\" },"
+		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"tpgt\": 5, \"portals\": [\"p\"],"
+		"                 \"luns\": [ { \"lun\": 0, \"alua_group\": 70000,"
+		"                              \"backstore\": { \"type\": \"ram\" } } ] } ] }";
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse(good, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_assert_eq(cfg.isc->ngroups, 2);
+	cr_expect_str_eq(cfg.isc->groups[0].name, "gw-a");
+	cr_expect_eq(cfg.isc->groups[0].state, SCSI_ALUA_AO, "default: active/optimized");
+	cr_expect_eq(cfg.isc->groups[1].state, SCSI_ALUA_UNAVAILABLE);
+	cr_expect_eq(cfg.isc->targets[0].luns[0].lu.alua_group, 1);
+	cr_expect_str_eq(cfg.isc->targets[0].luns[0].lu.owner, "gw-a");
+	ctl_config_free(&cfg);
+
+	cr_assert_neq(parse(bad, &cfg, &errs), 0);
+	cr_expect(has_error(&errs, "cluster", "leader"), "%s", gw_errlist_join(&errs));
+	cr_expect(has_error(&errs, "cluster.groups[1].state", NULL), "%s", gw_errlist_join(&errs));
+	cr_expect(has_error(&errs, "cluster.groups[2].id", NULL), "%s", gw_errlist_join(&errs));
+	cr_expect(has_error(&errs, "cluster.groups[1].id", "already"), "%s",
+		  gw_errlist_join(&errs));
+	cr_expect(has_error(&errs, "targets[0].tpgt", "cluster.groups"), "%s",
+		  gw_errlist_join(&errs));
+	cr_expect(has_error(&errs, "targets[0].luns[0].alua_group", NULL), "%s",
+		  gw_errlist_join(&errs));
+	gw_errlist_fini(&errs);
+
+	/* An LU's group must be one of the cluster's. */
+	gw_errlist_init(&errs);
+	cr_assert_neq(parse("{ \"portals\": [ { \"name\": \"p\" } ],"
+			    "  \"cluster\": { \"groups\": [ { \"id\": 1 } ] },"
+			    "  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"],"
+			    "    \"luns\": [ { \"lun\": 0, \"alua_group\": 3,"
+			    "                 \"backstore\": { \"type\": \"ram\" } } ] } ] }", &cfg, &errs),
+		      0);
+	cr_expect(has_error(&errs, "targets[0].luns[0].alua_group", "cluster.groups"), "%s",
+		  gw_errlist_join(&errs));
+	gw_errlist_fini(&errs);
+}

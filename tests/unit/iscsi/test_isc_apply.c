@@ -220,3 +220,64 @@ Test(isc_apply, drop_session_by_tsih)
 	cr_expect_eq(isc_gw_drop_session(H.gw, s->tsih), 0);
 	cr_expect(C->closed);
 }
+
+/* A cluster configuration: groups 1 (this gateway) and 2, LUN 0 owned by group owner. */
+static const char *cluster_text(unsigned int owner, const char *state2)
+{
+	static char buf[2048];
+
+	snprintf(buf, sizeof(buf),
+		 "{ \"portals\": [ { \"name\": \"p0\", \"address\": \"127.0.0.1\", \"port\": 3260 } ],"
+		 "  \"cluster\": { \"groups\": [ { \"id\": 1 }, { \"id\": 2, \"state\": \"%s\" } ] },"
+		 "  \"targets\": [ { \"name\": \"" H_TARGET "\", \"portals\": [\"p0\"],"
+		 "    \"initiators\": [ " ACL_HOST1 " ],"
+		 "    \"params\": { \"queue_depth\": 4, \"nop_interval\": 0, \"nop_timeout\": 0,"
+		 "                  \"FirstBurstLength\": 8192, \"MaxBurstLength\": 16384 },"
+		 "    \"luns\": [ { \"lun\": 0, \"alua_group\": %u, \"owner\": \"gw-%u\","
+		 "                \"backstore\": { \"type\": \"ram\", \"size\": \"4M\" } } ] } ] }",
+		 state2, owner, owner);
+	return buf;
+}
+
+Test(isc_apply, cluster_ownership_changes_live)
+{
+	struct gw_errlist errs;
+	struct isc_target *t;
+	struct scsi_lu *lu;
+	struct fake_conn *c2;
+	uint16_t st;
+
+	gw_errlist_init(&errs);
+	/* Joining a cluster renumbers the ports: the target is a new one. */
+	cr_assert_eq(apply(cluster_text(1, "active/optimized"), &errs), 0, "%s",
+		     gw_errlist_join(&errs));
+	fake_dmv_settle(&H.loop);
+	cr_expect(C->closed, "the old target's session ends");
+	t = target(H_TARGET);
+	cr_assert_eq(scsi_dev_alua_state(t->dev, 0, 1), SCSI_ALUA_AO);
+	cr_assert_eq(scsi_dev_alua_state(t->dev, 0, 2), SCSI_ALUA_ANO);
+	c2 = h_connect(&H);
+	h_login(&H, c2, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	h_clear_ua(&H, c2);
+	lu = scsi_dev_find_lu(t->dev, 0);
+
+	/* The owner moves to group 2: nothing is re-created, the session stays. */
+	cr_assert_eq(apply(cluster_text(2, "active/optimized"), &errs), 0, "%s",
+		     gw_errlist_join(&errs));
+	cr_expect_eq(target(H_TARGET), t, "the same target");
+	cr_expect_eq(scsi_dev_find_lu(t->dev, 0), lu, "the same LU");
+	cr_expect_eq(scsi_dev_alua_state(t->dev, 0, 1), SCSI_ALUA_ANO);
+	cr_expect_eq(scsi_dev_alua_state(t->dev, 0, 2), SCSI_ALUA_AO);
+	fake_dmv_settle(&H.loop);
+	cr_expect_not(c2->closed, "the session is undisturbed");
+
+	/* Group 2's gateway is gone and the LU comes back here. */
+	cr_assert_eq(apply(cluster_text(1, "unavailable"), &errs), 0);
+	cr_expect_eq(scsi_dev_alua_state(t->dev, 0, 1), SCSI_ALUA_AO);
+	cr_expect_eq(scsi_dev_alua_state(t->dev, 0, 2), SCSI_ALUA_UNAVAILABLE);
+	cr_expect_eq(scsi_dev_find_lu(t->dev, 0), lu);
+	fake_dmv_settle(&H.loop);
+	cr_expect_not(c2->closed);
+	gw_errlist_fini(&errs);
+}
