@@ -48,6 +48,7 @@ api() {
 	local m=$1 p=$2 body=${3:-} tok=${4:-$ADMIN} args=()
 	[ "$tok" != - ] && args+=(-H "Authorization: Bearer $tok")
 	[ -n "$body" ] && args+=(-H "Content-Type: application/json" --data-binary "$body")
+	[ -n "${IF_MATCH:-}" ] && args+=(-H "If-Match: $IF_MATCH")
 	CODE=$(curl -s -o "$T_DIR/body" -D "$T_DIR/hdr" -w '%{http_code}' -X "$m" "${args[@]}" \
 		"${API_URL:-$URL}$p" 2>/dev/null)
 }
@@ -114,7 +115,7 @@ if ! gw_start "$GWCONF" "$T_DIR/gateway.log" "$GW_PORT"; then
 	fail start "the gateway did not start"
 	t_end
 fi
-agent_start 1 --listen "$T_HOST:$API_PORT"
+agent_start 1 --listen "$T_HOST:$API_PORT" --debug all
 if ! t_wait_port "$AGENT_PID" "$API_PORT" 10; then
 	fail start "the agent did not start"
 	tail -n 20 "$T_DIR/agent.1.log"
@@ -167,6 +168,50 @@ check "_count equals the LUN's read_ops_total" test "$(lat_count read 0)" = \
 check "the latency sums are positive" python3 -c "import sys; sys.exit(not (float('$(metric "isergw_lun_write_latency_seconds_sum{target=\"$IQN\",lun=\"0\"}")') > 0 and float('$(metric "isergw_lun_read_latency_seconds_sum{target=\"$IQN\",lun=\"0\"}")') > 0))"
 check "the +Inf bucket holds them all" test "$(metric "isergw_lun_write_latency_seconds_bucket{target=\"$IQN\",lun=\"0\",le=\"+Inf\"}")" = "$WIOS"
 check "the other LUN's histograms stay empty" test "$(lat_count write 1)" = 0 -a "$(lat_count read 1)" = 0
+
+# ---- secrets: write-only, masked everywhere, in no log even at debug level ----------------
+
+api GET /api/v1/config
+G=$(sed -n 's/^ETag: "\([0-9]*\)".*/\1/Ip' "$T_DIR/hdr" | tr -d '\r')
+python3 -c "import json; j=json.load(open('$T_DIR/body')); j.setdefault('gateway', {})['log_debug']='all'; print(json.dumps(j))" >"$T_DIR/debug.json"
+IF_MATCH=$G api PUT /api/v1/config "$(cat "$T_DIR/debug.json")"
+expect "PUT config: the gateway logs at debug level" 200
+SECRET=ops-chap-secret-4711
+MSECRET=ops-mutual-secret-0815
+DSECRET=ops-discovery-secret-99
+api PUT /api/v1/discovery "{\"auth\":\"chap\",\"chap\":{\"user\":\"disc\",\"secret\":\"$DSECRET\"}}"
+expect "PUT discovery with a CHAP secret" 200
+api POST /api/v1/targets/$IQN/acls "{\"name\":\"$T_INI1\",\"chap\":{\"user\":\"host1\",\"secret\":\"$SECRET\",\"mutual_user\":\"gw1\",\"mutual_secret\":\"$MSECRET\"}}"
+expect "POST an ACL with mutual CHAP" 201
+check "the POST answer masks both secrets" test "$(jget "(j['chap']['secret'], j['chap']['mutual_secret'])")" = "('****', '****')"
+api PUT /api/v1/targets/$IQN "{\"allow_any_initiator\":false,\"portals\":[\"tcp0\"]}"
+expect "PUT target: listed initiators only" 200
+if [ -x "$T_TOOLS/isergw-verify" ]; then
+	check "the initiator logs in with mutual CHAP" "$T_TOOLS/isergw-verify" -q -n 2 \
+		-S 1048576 -i "$T_INI1" -u host1 -p "$SECRET" -U gw1 -P "$MSECRET" -N "$LURL"
+	check "a wrong secret is refused" bash -c "! '$T_TOOLS/isergw-verify' -q -n 1 -S 1048576 \
+		-i '$T_INI1' -u host1 -p wrong-secret-000 -U gw1 -P '$MSECRET' -N '$LURL'"
+fi
+for p in "/api/v1/targets/$IQN/acls/$T_INI1" "/api/v1/targets/$IQN/acls" "/api/v1/targets/$IQN" \
+	/api/v1/targets /api/v1/discovery /api/v1/config; do
+	api GET "$p"
+	if [ "$CODE" = 200 ] && ! grep -q -e "$SECRET" -e "$MSECRET" -e "$DSECRET" "$T_DIR/body"; then
+		pass "GET $p shows no secret"
+	else
+		fail "GET $p" "HTTP $CODE or a secret in the answer"
+	fi
+done
+check "isergwctl acl show masks the secrets" bash -c "'$CTL' --url '$URL' --state-dir '$STATE' \
+	acl show '$IQN' '$T_INI1' | grep -q '\\*\\*\\*\\*' && ! '$CTL' --url '$URL' --state-dir '$STATE' \
+	acl show '$IQN' '$T_INI1' | grep -q '$SECRET'"
+check "the agent logged at debug level" grep -q "GET /api/v1/config" "$T_DIR/agent.1.log"
+check "the gateway logged at debug level (login keys)" grep -q "<- SessionType=Normal" "$T_DIR/gateway.log"
+check "no secret in the agent's log, debug included" bash -c \
+	"! grep -q -e '$SECRET' -e '$MSECRET' -e '$DSECRET' -e '$ADMIN' '$T_DIR/agent.1.log'"
+check "no secret in the gateway's log, debug included" bash -c \
+	"! grep -q -e '$SECRET' -e '$MSECRET' -e '$DSECRET' '$T_DIR/gateway.log'"
+check "the secrets are stored (the store owns them, mode 0600)" bash -c \
+	"grep -q '$SECRET' '$STATE/config.json' && test \"\$(stat -c %a '$STATE/config.json')\" = 600"
 
 # ---- bonds and RDMA ports from a sysfs fixture --------------------------------------------
 
