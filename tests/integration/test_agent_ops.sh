@@ -169,6 +169,18 @@ check "the latency sums are positive" python3 -c "import sys; sys.exit(not (floa
 check "the +Inf bucket holds them all" test "$(metric "isergw_lun_write_latency_seconds_bucket{target=\"$IQN\",lun=\"0\",le=\"+Inf\"}")" = "$WIOS"
 check "the other LUN's histograms stay empty" test "$(lat_count write 1)" = 0 -a "$(lat_count read 1)" = 0
 
+# Prometheus asks for gzip: the same exposition, compressed.
+curl -s -o "$T_DIR/metrics.gz" -D "$T_DIR/hdr.gz" -H "Accept-Encoding: gzip" \
+	-H "Authorization: Bearer $ADMIN" "$URL/metrics"
+check "Accept-Encoding: gzip gets Content-Encoding: gzip" grep -qi "^Content-Encoding: gzip" "$T_DIR/hdr.gz"
+check "  ... which gunzips to a valid exposition with the same histograms" bash -c \
+	"gzip -dc '$T_DIR/metrics.gz' >'$T_DIR/metrics.unz' && $PROM '$T_DIR/metrics.unz' >/dev/null &&
+	 test \"\$($PROM '$T_DIR/metrics.unz' 'isergw_lun_write_latency_seconds_count{target=\"$IQN\",lun=\"0\"}')\" = '$WIOS' &&
+	 test \$(stat -c %s '$T_DIR/metrics.gz') -lt \$(stat -c %s '$T_DIR/metrics.unz')"
+curl -s -o "$T_DIR/metrics.q0" -D "$T_DIR/hdr.q0" -H "Accept-Encoding: gzip;q=0, identity" \
+	-H "Authorization: Bearer $ADMIN" "$URL/metrics"
+check "gzip;q=0 gets plain text" bash -c "! grep -qi '^Content-Encoding' '$T_DIR/hdr.q0' && $PROM '$T_DIR/metrics.q0'"
+
 # ---- secrets: write-only, masked everywhere, in no log even at debug level ----------------
 
 api GET /api/v1/config
