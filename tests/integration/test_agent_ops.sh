@@ -449,6 +449,25 @@ else
 fi
 
 agent_stop bonds
+# A damaged net.json stops the start with the file and place named, and is left as it was.
+cp "$STATE/net.json" "$T_DIR/net.good"
+printf '{"bonds": [ {"name": "bd0",\n' >"$STATE/net.json"
+cp "$STATE/net.json" "$T_DIR/net.bad"
+if timeout 20 "$AGENT" --state-dir "$STATE" --listen "$T_HOST:$API_PORT" >"$T_DIR/agent.badnet.log" 2>&1; then
+	fail "damaged net.json" "the agent started"
+elif grep -q "net.json: line" "$T_DIR/agent.badnet.log" && cmp -s "$STATE/net.json" "$T_DIR/net.bad"; then
+	pass "a damaged net.json stops the start, named with its line, and is kept"
+else
+	fail "damaged net.json" "$(tail -n 2 "$T_DIR/agent.badnet.log")"
+fi
+printf '{"bonds": [ {"name": "bd0", "mode": "fast"} ] }\n' >"$STATE/net.json"
+if ! timeout 20 "$AGENT" --state-dir "$STATE" --listen "$T_HOST:$API_PORT" >"$T_DIR/agent.badnet2.log" 2>&1 &&
+	grep -q "bonds\[0\]: mode" "$T_DIR/agent.badnet2.log"; then
+	pass "an invalid desired bond in net.json stops the start, named"
+else
+	fail "invalid net.json" "$(tail -n 2 "$T_DIR/agent.badnet2.log")"
+fi
+cp "$T_DIR/net.good" "$STATE/net.json"
 
 # ---- HTTPS --------------------------------------------------------------------------------
 
