@@ -300,7 +300,11 @@ check "metrics: bond failovers and RDMA port states" test \
 	"$(metric 'isergw_bond_failovers_total{bond="bd0"}') $(metric 'isergw_rdma_port_state{device="rxe0",port="1",netdev="bd0"}') $(metric 'isergw_rdma_port_state{device="mlx5_0",port="1",netdev="ens1f0"}')" = "2 4 1"
 check "the exposition's invariants hold with bond metrics" $PROM "$T_DIR/metrics"
 
-# A failover, as the kernel would show it: bd0a lost its link, bd0b took over.
+# A failover, as the kernel would show it: bd0a lost its link, bd0b took over. The agent reads
+# sysfs every second and tells the event stream.
+curl -s -N -H "Authorization: Bearer $READ" "$URL/api/v1/events" >"$T_DIR/events.out" 2>&1 &
+EV=$!
+sleep 0.5
 put $B/bonding/active_slave bd0b
 put $B/lower_bd0a/bonding_slave/state backup
 put $B/lower_bd0a/bonding_slave/mii_status down
@@ -316,6 +320,25 @@ failed_over() {
 		[ "$(metric 'isergw_bond_failovers_total{bond="bd0"}')" = 3 ]
 }
 check "metrics follow the failover (read at most once a second)" wait_for 5 failed_over
+put class/infiniband/rxe0/ports/1/state "1: DOWN"
+events_seen() {
+	grep -q '^event: bond' "$T_DIR/events.out" && grep -q '^event: rdma' "$T_DIR/events.out"
+}
+wait_for 5 events_seen
+kill "$EV" 2>/dev/null
+wait "$EV" 2>/dev/null
+put class/infiniband/rxe0/ports/1/state "4: ACTIVE"
+check "the event stream reports the failover (bd0a -> bd0b) and the port going down" python3 -c "
+import json, sys
+ev = {}
+kind = None
+for line in open('$T_DIR/events.out'):
+    if line.startswith('event: '): kind = line[7:].strip()
+    elif line.startswith('data: ') and kind in ('bond', 'rdma'): ev[kind] = json.loads(line[6:])
+b, r = ev['bond'], ev['rdma']
+assert (b['bond'], b['active_slave'], b['previous'], b['failovers']) == ('bd0', 'bd0b', 'bd0a', 3), b
+assert (r['device'], r['port'], r['state'], r['previous'], r['netdev']) == ('rxe0', 1, 'DOWN', 'ACTIVE', 'bd0'), r
+"
 
 # Desired settings: stored, compared, reported as drift, never applied.
 api PUT /api/v1/bonds/bd0 '{"mode":"active-backup","fail_over_mac":"active","slaves":["bd0b","bd0a"],"primary":"bd0a"}'
