@@ -240,6 +240,9 @@ json_t *api_openapi_build(const struct api_route *tbl, const char *version);
  * Accept-Encoding value takes gzip (api_gzip.c). */
 char *api_gzip(const char *in, size_t len, size_t *out_len);
 bool api_accepts_gzip(const char *accept_encoding);
+/* A label value, escaped; the # HELP and # TYPE lines of a family (api_prom.c). */
+void api_prom_label(struct gw_buf *b, const char *v);
+void api_prom_head(struct gw_buf *b, const char *name, const char *type, const char *help);
 /* Per-LUN read/write latency histograms from a gateway "state" answer (api_metrics_lat.c). */
 void api_metrics_latency(struct gw_buf *b, const json_t *state);
 

@@ -492,23 +492,6 @@ int api_h_rdma_list(struct api_req *r)
 
 /* ---- metrics ----------------------------------------------------------------------------- */
 
-static void label(struct gw_buf *b, const char *v)
-{
-	for (; v && *v; v++) {
-		if (*v == '\\' || *v == '"')
-			gw_buf_printf(b, "\\%c", *v);
-		else if (*v == '\n')
-			gw_buf_append(b, "\\n", 2);
-		else
-			gw_buf_append(b, v, 1);
-	}
-}
-
-static void head(struct gw_buf *b, const char *name, const char *type, const char *help)
-{
-	gw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 {
 	struct api_net *n = &ag->net;
@@ -519,15 +502,15 @@ void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 	/* The poll keeps it fresh; a loop too busy to run it still gets sysfs read here. */
 	if (!n->bonds || now - n->read_ms >= 2000)
 		net_refresh(ag);
-	head(b, "isergw_bond_up", "gauge", "1 when the bond's MII status is up.");
+	api_prom_head(b, "isergw_bond_up", "gauge", "1 when the bond's MII status is up.");
 	json_array_foreach(n->bonds, i, bond) {
 		const char *ms = json_string_value(json_object_get(bond, "mii_status"));
 
 		gw_buf_append(b, "isergw_bond_up{bond=\"", 21);
-		label(b, json_string_value(json_object_get(bond, "name")));
+		api_prom_label(b, json_string_value(json_object_get(bond, "name")));
 		gw_buf_printf(b, "\"} %d\n", ms && !strcmp(ms, "up"));
 	}
-	head(b, "isergw_bond_active_slave", "gauge",
+	api_prom_head(b, "isergw_bond_active_slave", "gauge",
 	     "1 for the bond's active slave, 0 for its other slaves.");
 	json_array_foreach(n->bonds, i, bond) {
 		const char *act = json_string_value(json_object_get(bond, "active_slave"));
@@ -536,22 +519,22 @@ void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 			const char *sn = json_string_value(json_object_get(s, "name"));
 
 			gw_buf_append(b, "isergw_bond_active_slave{bond=\"", 31);
-			label(b, json_string_value(json_object_get(bond, "name")));
+			api_prom_label(b, json_string_value(json_object_get(bond, "name")));
 			gw_buf_append(b, "\",slave=\"", 9);
-			label(b, sn);
+			api_prom_label(b, sn);
 			gw_buf_printf(b, "\"} %d\n", act && sn && !strcmp(act, sn));
 		}
 	}
-	head(b, "isergw_bond_failovers_total", "counter",
+	api_prom_head(b, "isergw_bond_failovers_total", "counter",
 	     "Link failures of the bond's slaves (sum of link_failure_count): each one on the "
 	     "active slave is a failover.");
 	json_array_foreach(n->bonds, i, bond) {
 		gw_buf_append(b, "isergw_bond_failovers_total{bond=\"", 34);
-		label(b, json_string_value(json_object_get(bond, "name")));
+		api_prom_label(b, json_string_value(json_object_get(bond, "name")));
 		gw_buf_printf(b, "\"} %lld\n",
 			      (long long)json_integer_value(json_object_get(bond, "failovers")));
 	}
-	head(b, "isergw_bond_drift", "gauge",
+	api_prom_head(b, "isergw_bond_drift", "gauge",
 	     "1 when a bond with desired settings differs from them (or is missing).");
 	json_array_foreach(json_object_get(n->desired, "bonds"), i, p) {
 		const char *name = json_string_value(json_object_get(p, "name"));
@@ -559,19 +542,19 @@ void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 		json_t *d = api_bond_drift(p, k >= 0 ? json_array_get(n->bonds, k) : NULL);
 
 		gw_buf_append(b, "isergw_bond_drift{bond=\"", 24);
-		label(b, name);
+		api_prom_label(b, name);
 		gw_buf_printf(b, "\"} %d\n", json_array_size(d) > 0);
 		json_decref(d);
 	}
-	head(b, "isergw_rdma_port_state", "gauge",
+	api_prom_head(b, "isergw_rdma_port_state", "gauge",
 	     "RDMA port state as the kernel numbers it (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE).");
 	json_array_foreach(n->rdma, i, dev) {
 		json_array_foreach(json_object_get(dev, "ports"), j, p) {
 			gw_buf_append(b, "isergw_rdma_port_state{device=\"", 31);
-			label(b, json_string_value(json_object_get(dev, "name")));
+			api_prom_label(b, json_string_value(json_object_get(dev, "name")));
 			gw_buf_printf(b, "\",port=\"%lld\",netdev=\"",
 				      (long long)json_integer_value(json_object_get(p, "port")));
-			label(b, json_string_value(json_object_get(p, "netdev")));
+			api_prom_label(b, json_string_value(json_object_get(p, "netdev")));
 			gw_buf_printf(b, "\"} %lld\n",
 				      (long long)json_integer_value(json_object_get(p, "state_num")));
 		}
