@@ -177,6 +177,9 @@ check "  ... which gunzips to a valid exposition with the same histograms" bash 
 	"gzip -dc '$T_DIR/metrics.gz' >'$T_DIR/metrics.unz' && $PROM '$T_DIR/metrics.unz' >/dev/null &&
 	 test \"\$($PROM '$T_DIR/metrics.unz' 'isergw_lun_write_latency_seconds_count{target=\"$IQN\",lun=\"0\"}')\" = '$WIOS' &&
 	 test \$(stat -c %s '$T_DIR/metrics.gz') -lt \$(stat -c %s '$T_DIR/metrics.unz')"
+check "isergwctl metrics (gzip on the wire) prints the same histograms" bash -c \
+	"'$CTL' --url '$URL' --state-dir '$STATE' metrics >'$T_DIR/metrics.cli' &&
+	 test \"\$($PROM '$T_DIR/metrics.cli' 'isergw_lun_read_latency_seconds_count{target=\"$IQN\",lun=\"0\"}')\" = '$RIOS'"
 curl -s -o "$T_DIR/metrics.q0" -D "$T_DIR/hdr.q0" -H "Accept-Encoding: gzip;q=0, identity" \
 	-H "Authorization: Bearer $ADMIN" "$URL/metrics"
 check "gzip;q=0 gets plain text" bash -c "! grep -qi '^Content-Encoding' '$T_DIR/hdr.q0' && $PROM '$T_DIR/metrics.q0'"
