@@ -1,9 +1,11 @@
 #!/bin/bash
 # The agent's operator endpoints against the real gateway: per-LUN latency histograms in
 # /metrics after real I/O (counts equal the commands the client completed; the text format's
-# invariants hold), bond and RDMA port status from a sysfs fixture tree (ISERGW_SYSFS) with the
-# desired settings and their drift, and HTTPS: a self-signed certificate served, plain HTTP
-# refused, the CLI with --cacert, and non-loopback listening only when asked for.
+# invariants hold; gzip for scrapers that ask), secrets masked in every answer and absent from
+# both daemons' debug logs, bond and RDMA port status from a sysfs fixture tree (ISERGW_SYSFS)
+# with desired settings, drift and events, every API operation covered by isergwctl, and
+# HTTPS: a self-signed certificate served, plain HTTP refused, the CLI with --cacert, and
+# non-loopback listening only with TLS and --allow-remote.
 #
 #   tests/integration/test_agent_ops.sh        (BUILD=build|build/san)
 set -u
