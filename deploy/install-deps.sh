@@ -12,7 +12,7 @@ libssl3 rdma-core ibverbs-providers zlib1g"
 TEST="libcriterion-dev libiscsi-bin tgt curl iproute2 iptables procps psmisc
 clang libclang-rt-14-dev rpm cpio
 qemu-system-x86 busybox-static kmod open-iscsi ibverbs-utils rdmacm-utils e2fsprogs
-openssl wrk util-linux"
+openssl wrk util-linux python3"
 
 what=${1:-all}
 case "$what" in
