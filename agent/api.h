@@ -81,6 +81,7 @@ struct api_agent {
 	json_t *openapi;
 	struct api_net net;		/* bonds and RDMA ports */
 	struct api_rcache metrics_cache;	/* GET /metrics */
+	struct api_rcache metrics_gz;		/* GET /metrics, gzip'ed */
 	struct api_rcache targets_cache;	/* GET /api/v1/targets */
 	uint64_t started_ms;
 	uint64_t requests;
@@ -246,6 +247,13 @@ void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur
 /* Prometheus text exposition of the cached state (malloc'ed). */
 char *api_metrics_text(struct api_agent *ag, size_t *len);
 json_t *api_openapi_build(const struct api_route *tbl, const char *version);
+/* gzip (Content-Encoding) of len bytes (malloc'ed, *out_len), NULL on failure; whether an
+ * Accept-Encoding value takes gzip (api_gzip.c). */
+char *api_gzip(const char *in, size_t len, size_t *out_len);
+bool api_accepts_gzip(const char *accept_encoding);
+/* A label value, escaped; the # HELP and # TYPE lines of a family (api_prom.c). */
+void api_prom_label(struct gw_buf *b, const char *v);
+void api_prom_head(struct gw_buf *b, const char *name, const char *type, const char *help);
 /* Per-LUN read/write latency histograms from a gateway "state" answer (api_metrics_lat.c). */
 void api_metrics_latency(struct gw_buf *b, const json_t *state);
 

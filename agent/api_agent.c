@@ -209,6 +209,7 @@ void api_agent_fini(struct api_agent *ag)
 	free(ag->apply_error);
 	api_net_fini(ag);
 	api_rcache_fini(&ag->metrics_cache);
+	api_rcache_fini(&ag->metrics_gz);
 	api_rcache_fini(&ag->targets_cache);
 	api_auth_close(&ag->auth);
 	api_store_destroy(ag->store);

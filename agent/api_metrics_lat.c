@@ -9,23 +9,11 @@
 #include "api.h"
 #include "gw_hist.h"
 
-static void label(struct gw_buf *b, const char *v)
-{
-	for (; v && *v; v++) {
-		if (*v == '\\' || *v == '"')
-			gw_buf_printf(b, "\\%c", *v);
-		else if (*v == '\n')
-			gw_buf_append(b, "\\n", 2);
-		else
-			gw_buf_append(b, v, 1);
-	}
-}
-
 static void series(struct gw_buf *b, const char *name, const char *suffix, const char *target,
 		   long long lun)
 {
 	gw_buf_printf(b, "%s%s{target=\"", name, suffix);
-	label(b, target);
+	api_prom_label(b, target);
 	gw_buf_printf(b, "\",lun=\"%lld\"", lun);
 }
 

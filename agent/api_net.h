@@ -10,9 +10,11 @@
 #define API_NET_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gw_buf.h"
+#include "gw_loop.h"
 
 struct api_agent;
 struct gw_errlist;
@@ -20,9 +22,12 @@ struct gw_errlist;
 struct api_net {
 	char *path;			/* STATE_DIR/net.json */
 	json_t *desired;		/* {"bonds":[{name, mode, fail_over_mac, slaves, primary}]} */
-	/* What /metrics shows, read at most once a second so scrapes never pile on sysfs. */
+	/* Read every second (and what /metrics shows, so scrapes never pile on sysfs); a change
+	 * of active slave or of an RDMA port's state is a "bond" / "rdma" event. */
 	json_t *bonds, *rdma;
 	uint64_t read_ms;
+	struct gw_timer poll;
+	bool poll_on;
 };
 
 /* Loads STATE_DIR/net.json (a missing file is no desired settings). 0 or -errno (-EINVAL: a

@@ -29,12 +29,88 @@ static bool in_list(const char *s, const char *const *l)
 
 /* ---- desired settings -------------------------------------------------------------------- */
 
+static const char *str(const json_t *o, const char *k)
+{
+	return json_string_value(json_object_get(o, k));
+}
+
+static bool same(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/* Reads sysfs again and reports what changed since the last read as events. */
+static void net_refresh(struct api_agent *ag)
+{
+	struct api_net *n = &ag->net;
+	const char *root = api_sysfs_root();
+	json_t *bonds = api_sysfs_bonds(root), *rdma = api_sysfs_rdma(root), *b, *d, *p;
+	size_t i, j;
+
+	if (n->bonds) {
+		json_array_foreach(bonds, i, b) {
+			ssize_t k = api_conf_find(n->bonds, "name", str(b, "name"));
+			const char *was = k >= 0 ? str(json_array_get(n->bonds, k), "active_slave")
+						 : NULL;
+
+			if (k >= 0 && !same(was, str(b, "active_slave")))
+				api_event(ag, "bond", json_pack(
+					"{s:s, s:s?, s:s?, s:O}", "bond", str(b, "name"),
+					"active_slave", str(b, "active_slave"), "previous", was,
+					"failovers", json_object_get(b, "failovers")));
+		}
+	}
+	if (n->rdma) {
+		json_array_foreach(rdma, i, d) {
+			ssize_t k = api_conf_find(n->rdma, "name", str(d, "name"));
+			json_t *old = k >= 0 ? json_object_get(json_array_get(n->rdma, k), "ports")
+					     : NULL;
+
+			json_array_foreach(json_object_get(d, "ports"), j, p) {
+				const char *was = str(json_array_get(old, j), "state");
+
+				if (old && j < json_array_size(old) && !same(was, str(p, "state")))
+					api_event(ag, "rdma", json_pack(
+						"{s:s, s:O, s:s?, s:s?, s:O}", "device", str(d, "name"),
+						"port", json_object_get(p, "port"), "state",
+						str(p, "state"), "previous", was, "netdev",
+						json_object_get(p, "netdev")));
+			}
+		}
+	}
+	json_decref(n->bonds);
+	json_decref(n->rdma);
+	n->bonds = bonds;
+	n->rdma = rdma;
+	n->read_ms = gw_now_ms();
+}
+
+static void on_net_poll(struct gw_timer *t)
+{
+	struct api_net *n = gw_container_of(t, struct api_net, poll);
+
+	net_refresh(gw_container_of(n, struct api_agent, net));
+}
+
+static int net_poll_start(struct api_agent *ag)
+{
+	struct api_net *n = &ag->net;
+	int r = gw_timer_init(&n->poll, ag->loop, on_net_poll);
+
+	if (r)
+		return r;
+	n->poll_on = true;
+	net_refresh(ag);
+	return gw_timer_arm(&n->poll, 1000, 1000);
+}
+
 int api_net_init(struct api_agent *ag)
 {
 	struct api_net *n = &ag->net;
 	json_error_t je;
 	json_t *bond;
 	size_t i;
+	int r;
 
 	memset(n, 0, sizeof(*n));
 	if (asprintf(&n->path, "%s/net.json", ag->conf.state_dir) < 0) {
@@ -49,7 +125,11 @@ int api_net_init(struct api_agent *ag)
 			goto bad;
 		}
 		n->desired = json_pack("{s:[]}", "bonds");
-		return n->desired ? 0 : -ENOMEM;
+		if (!n->desired) {
+			api_net_fini(ag);
+			return -ENOMEM;
+		}
+		goto poll;
 	}
 	if (!json_is_array(json_object_get(n->desired, "bonds"))) {
 		gw_err("agent", "%s: \"bonds\" must be an array", n->path);
@@ -71,7 +151,11 @@ int api_net_init(struct api_agent *ag)
 		}
 		gw_errlist_fini(&errs);
 	}
-	return 0;
+poll:
+	r = net_poll_start(ag);
+	if (r)
+		api_net_fini(ag);
+	return r;
 bad:
 	api_net_fini(ag);
 	return -EINVAL;
@@ -81,6 +165,8 @@ void api_net_fini(struct api_agent *ag)
 {
 	struct api_net *n = &ag->net;
 
+	if (n->poll_on)
+		gw_timer_fini(&n->poll);
 	json_decref(n->desired);
 	json_decref(n->bonds);
 	json_decref(n->rdma);
@@ -406,23 +492,6 @@ int api_h_rdma_list(struct api_req *r)
 
 /* ---- metrics ----------------------------------------------------------------------------- */
 
-static void label(struct gw_buf *b, const char *v)
-{
-	for (; v && *v; v++) {
-		if (*v == '\\' || *v == '"')
-			gw_buf_printf(b, "\\%c", *v);
-		else if (*v == '\n')
-			gw_buf_append(b, "\\n", 2);
-		else
-			gw_buf_append(b, v, 1);
-	}
-}
-
-static void head(struct gw_buf *b, const char *name, const char *type, const char *help)
-{
-	gw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 {
 	struct api_net *n = &ag->net;
@@ -430,22 +499,18 @@ void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 	json_t *bond, *s, *dev, *p;
 	size_t i, j;
 
-	if (!n->bonds || now - n->read_ms >= 1000) {
-		json_decref(n->bonds);
-		json_decref(n->rdma);
-		n->bonds = api_sysfs_bonds(api_sysfs_root());
-		n->rdma = api_sysfs_rdma(api_sysfs_root());
-		n->read_ms = now;
-	}
-	head(b, "isergw_bond_up", "gauge", "1 when the bond's MII status is up.");
+	/* The poll keeps it fresh; a loop too busy to run it still gets sysfs read here. */
+	if (!n->bonds || now - n->read_ms >= 2000)
+		net_refresh(ag);
+	api_prom_head(b, "isergw_bond_up", "gauge", "1 when the bond's MII status is up.");
 	json_array_foreach(n->bonds, i, bond) {
 		const char *ms = json_string_value(json_object_get(bond, "mii_status"));
 
 		gw_buf_append(b, "isergw_bond_up{bond=\"", 21);
-		label(b, json_string_value(json_object_get(bond, "name")));
+		api_prom_label(b, json_string_value(json_object_get(bond, "name")));
 		gw_buf_printf(b, "\"} %d\n", ms && !strcmp(ms, "up"));
 	}
-	head(b, "isergw_bond_active_slave", "gauge",
+	api_prom_head(b, "isergw_bond_active_slave", "gauge",
 	     "1 for the bond's active slave, 0 for its other slaves.");
 	json_array_foreach(n->bonds, i, bond) {
 		const char *act = json_string_value(json_object_get(bond, "active_slave"));
@@ -454,22 +519,22 @@ void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 			const char *sn = json_string_value(json_object_get(s, "name"));
 
 			gw_buf_append(b, "isergw_bond_active_slave{bond=\"", 31);
-			label(b, json_string_value(json_object_get(bond, "name")));
+			api_prom_label(b, json_string_value(json_object_get(bond, "name")));
 			gw_buf_append(b, "\",slave=\"", 9);
-			label(b, sn);
+			api_prom_label(b, sn);
 			gw_buf_printf(b, "\"} %d\n", act && sn && !strcmp(act, sn));
 		}
 	}
-	head(b, "isergw_bond_failovers_total", "counter",
+	api_prom_head(b, "isergw_bond_failovers_total", "counter",
 	     "Link failures of the bond's slaves (sum of link_failure_count): each one on the "
 	     "active slave is a failover.");
 	json_array_foreach(n->bonds, i, bond) {
 		gw_buf_append(b, "isergw_bond_failovers_total{bond=\"", 34);
-		label(b, json_string_value(json_object_get(bond, "name")));
+		api_prom_label(b, json_string_value(json_object_get(bond, "name")));
 		gw_buf_printf(b, "\"} %lld\n",
 			      (long long)json_integer_value(json_object_get(bond, "failovers")));
 	}
-	head(b, "isergw_bond_drift", "gauge",
+	api_prom_head(b, "isergw_bond_drift", "gauge",
 	     "1 when a bond with desired settings differs from them (or is missing).");
 	json_array_foreach(json_object_get(n->desired, "bonds"), i, p) {
 		const char *name = json_string_value(json_object_get(p, "name"));
@@ -477,19 +542,19 @@ void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 		json_t *d = api_bond_drift(p, k >= 0 ? json_array_get(n->bonds, k) : NULL);
 
 		gw_buf_append(b, "isergw_bond_drift{bond=\"", 24);
-		label(b, name);
+		api_prom_label(b, name);
 		gw_buf_printf(b, "\"} %d\n", json_array_size(d) > 0);
 		json_decref(d);
 	}
-	head(b, "isergw_rdma_port_state", "gauge",
+	api_prom_head(b, "isergw_rdma_port_state", "gauge",
 	     "RDMA port state as the kernel numbers it (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE).");
 	json_array_foreach(n->rdma, i, dev) {
 		json_array_foreach(json_object_get(dev, "ports"), j, p) {
 			gw_buf_append(b, "isergw_rdma_port_state{device=\"", 31);
-			label(b, json_string_value(json_object_get(dev, "name")));
+			api_prom_label(b, json_string_value(json_object_get(dev, "name")));
 			gw_buf_printf(b, "\",port=\"%lld\",netdev=\"",
 				      (long long)json_integer_value(json_object_get(p, "port")));
-			label(b, json_string_value(json_object_get(p, "netdev")));
+			api_prom_label(b, json_string_value(json_object_get(p, "netdev")));
 			gw_buf_printf(b, "\"} %lld\n",
 				      (long long)json_integer_value(json_object_get(p, "state_num")));
 		}

@@ -56,9 +56,37 @@ int api_h_metrics(struct api_req *r)
 		ag->gw_state_ms, ag->store->generation, ag->applied_generation,
 		(uint64_t)(ag->gwc_on && ag->gwc.connected),
 	};
-	size_t len = 0;
-	char *text = api_rcache_get(&ag->metrics_cache, key, 1000, now, &len);
+	size_t len = 0, zlen = 0;
+	char *text;
 
+	if (api_accepts_gzip(api_req_header(r, "Accept-Encoding"))) {
+		text = api_rcache_get(&ag->metrics_gz, key, 1000, now, &len);
+		if (!text) {
+			char *plain = api_rcache_get(&ag->metrics_cache, key, 1000, now, &len);
+
+			if (!plain) {
+				plain = api_metrics_text(ag, &len);
+				if (!plain)
+					return -ENOMEM;
+				api_rcache_put(&ag->metrics_cache, key, plain, len, now);
+			}
+			text = api_gzip(plain, len, &zlen);
+			if (!text) {
+				/* No gzip after all: the plain text is an answer too. */
+				api_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
+					       plain, len);
+				return 0;
+			}
+			free(plain);
+			len = zlen;
+			api_rcache_put(&ag->metrics_gz, key, text, len, now);
+		}
+		api_reply_header(r, "Content-Encoding", "gzip");
+		api_reply_header(r, "Vary", "Accept-Encoding");
+		api_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+		return 0;
+	}
+	text = api_rcache_get(&ag->metrics_cache, key, 1000, now, &len);
 	if (!text) {
 		text = api_metrics_text(ag, &len);
 		if (!text)

@@ -4,8 +4,9 @@
 # The agent drives a real gateway holding AGENT_BENCH_TARGETS targets (one null LUN each, plus
 # a RAM LUN that a libiscsi client reads and writes for the whole run), so GET /api/v1/targets
 # serializes a real list and /metrics carries every LUN's counters and latency histograms.
-# wrk (2 threads, 64 connections, --latency) then measures GET /api/v1/targets, GET /metrics,
-# and, as the floor of the HTTP path itself, GET /api/v1/health (no token, a small answer).
+# wrk (2 threads, 64 connections, --latency) then measures GET /api/v1/targets, GET /metrics
+# (plain, and gzip'ed as Prometheus asks for it), and, as the floor of the HTTP path itself,
+# GET /api/v1/health (no token, a small answer).
 # Nothing is pinned: the agent, the gateway, wrk and the I/O client share the machine's CPUs,
 # as they would on a 2-core appliance. The goal (issue 6) is over 20,000 requests/s with a p99
 # under 10 ms on 2 cores; the script reports it and fails only when a run errs (non-2xx
@@ -83,17 +84,18 @@ pass "provisioned $NTARGETS targets through the API"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 IO_PID=
 if [ "$IO" = 1 ]; then
-	# One client across the three runs: QD 8 random 4 KiB reads, timed to end with them.
-	"$BENCH" -q 8 -b 4096 -t $((SECS * 3 + 3)) "iscsi://$T_HOST:$GW_PORT/$IQN/0" \
+	# One client across the four runs: QD 8 random 4 KiB reads, timed to end with them.
+	"$BENCH" -q 8 -b 4096 -t $((SECS * 4 + 4)) "iscsi://$T_HOST:$GW_PORT/$IQN/0" \
 		>"$T_DIR/io.out" 2>&1 &
 	IO_PID=$!
 	sleep 1
 fi
 
-# wrk_run NAME PATH [HEADER]: prints "req/s p50_ms p99_ms"; "-" on failure.
+# wrk_run NAME PATH [HEADER [HEADER2]]: prints "req/s p50_ms p99_ms"; "-" on failure.
 wrk_run() {
-	local name=$1 path=$2 hdr=${3:-} out=$T_DIR/wrk.$1.out args=()
+	local name=$1 path=$2 hdr=${3:-} hdr2=${4:-} out=$T_DIR/wrk.$1.out args=()
 	[ -n "$hdr" ] && args=(-H "$hdr")
+	[ -n "$hdr2" ] && args+=(-H "$hdr2")
 	if ! wrk -t "$THREADS" -c "$CONNS" -d "${SECS}s" --latency "${args[@]}" "$URL$path" \
 		>"$out" 2>&1; then
 		echo "- - -"
@@ -122,17 +124,18 @@ TABLE=$T_DIR/table.md
 	echo "| request | requests/s | p50 ms | p99 ms | goal (>20,000/s, p99 <10 ms) |"
 	echo "| --- | ---: | ---: | ---: | --- |"
 } >"$TABLE"
-for spec in "targets|/api/v1/targets|$AUTH" "metrics|/metrics|$AUTH" "health|/api/v1/health|"; do
-	IFS='|' read -r name path hdr <<<"$spec"
-	read -r rps p50 p99 <<<"$(wrk_run "$name" "$path" "$hdr")"
+for spec in "targets|/api/v1/targets|$AUTH|" "metrics|/metrics|$AUTH|" \
+	"metrics-gzip|/metrics|$AUTH|Accept-Encoding: gzip" "health|/api/v1/health||"; do
+	IFS='|' read -r name path hdr hdr2 <<<"$spec"
+	read -r rps p50 p99 <<<"$(wrk_run "$name" "$path" "$hdr" "$hdr2")"
 	if [ "$rps" = - ]; then
 		fail "$name" "wrk failed or saw errors: $(tail -n 3 "$T_DIR/wrk.$name.out" | tr '\n' ' ')"
-		echo "| GET $path | - | - | - | - |" >>"$TABLE"
+		echo "| GET $path${hdr2:+ ($hdr2)} | - | - | - | - |" >>"$TABLE"
 		continue
 	fi
 	goal=$(awk -v r="$rps" -v p="$p99" 'BEGIN { print (r > 20000 && p < 10) ? "met" : "not met" }')
-	echo "| GET $path | $rps | $p50 | $p99 | $goal |" >>"$TABLE"
-	pass "GET $path: $rps requests/s, p99 $p99 ms ($goal)"
+	echo "| GET $path${hdr2:+ ($hdr2)} | $rps | $p50 | $p99 | $goal |" >>"$TABLE"
+	pass "GET $path${hdr2:+ ($hdr2)}: $rps requests/s, p99 $p99 ms ($goal)"
 done
 
 IO_LINE="no I/O load (AGENT_BENCH_IO=0)"

@@ -122,6 +122,14 @@ sleep 1
 timeout 60 rping -c -a "$ADDR" -p 7176 -C 100000 -S 1024 >"$VM_WORK/rping-c.long.log" 2>&1 &
 lcli=$!
 sleep 1
+EV_PID=
+if [ "$AGENT_OK" = 1 ]; then
+	# The agent's event stream, across the failover.
+	curl -s -N -m 60 -H "Authorization: Bearer $(cat "$VM_WORK/agent/admin.token")" \
+		"http://127.0.0.1:$AGENT_PORT/api/v1/events" >"$VM_WORK/events.out" 2>&1 &
+	EV_PID=$!
+	vm_on_exit "kill $EV_PID 2>/dev/null"
+fi
 # Carrier loss on the active slave, as a pulled cable: its peer end goes down.
 t0=$(date +%s%N)
 run ip link set "$act0-p" down
@@ -165,8 +173,25 @@ if [ "$AGENT_OK" = 1 ]; then
 	else
 		fail agent-failover "GET /api/v1/bonds/$BOND after the failover: $got, want $want"
 	fi
-	# /metrics reads sysfs at most once a second.
+	# The agent reads sysfs every second: the event and /metrics follow within about one.
 	sleep 1.2
+	kill "$EV_PID" 2>/dev/null
+	wait "$EV_PID" 2>/dev/null
+	got=$(python3 -c "
+import json
+kind, ev = None, []
+for line in open('$VM_WORK/events.out'):
+    if line.startswith('event: '): kind = line[7:].strip()
+    elif line.startswith('data: ') and kind == 'bond':
+        b = json.loads(line[6:]); ev.append((b['bond'], b['previous'], b['active_slave']))
+# The bond may pass through no active slave between two reads: first from act0, last to act1.
+print(ev and (ev[0][0], ev[0][1], ev[-1][2]))
+" 2>&1 | tail -n 1)
+	if [ "$got" = "('$BOND', '$act0', '$act1')" ]; then
+		pass agent-event "event: bond $got"
+	else
+		fail agent-event "no bond event $act0 -> $act1 on the stream: $got $(tail -c 300 "$VM_WORK/events.out")"
+	fi
 	got=$(agent_get /metrics | grep -E "^isergw_bond_active_slave\\{bond=\"$BOND\",slave=\"$act1\"\\} 1\$|^isergw_rdma_port_state\\{device=\"rxebd\",port=\"1\",netdev=\"$BOND\"\\} 4\$" | wc -l)
 	if [ "$got" = 2 ]; then
 		pass agent-metrics "isergw_bond_active_slave names $act1; rxebd port ACTIVE"
