@@ -37,6 +37,7 @@ static void usage(FILE *f)
 "  discovery show | set k=v..\n"
 "  session list | drop TSIH\n"
 "  bond list | show NAME | set NAME k=v.. | forget NAME      rdma list\n"
+"  cluster show (members, port groups and LU owners; agents with --store etcd)\n"
 "  config export [FILE] | import FILE [--dry-run] | validate FILE\n"
 "  raw METHOD PATH [JSON | @FILE]\n"
 "k=v: dotted keys nest (backstore.size=1G); true/false/integers/[a,b] are typed;\n"
@@ -613,6 +614,11 @@ static int run(struct cli *c, int argc, char **argv, bool dry)
 		return cli_cmd_bond(c, argc, argv);
 	if (!strcmp(cmd, "rdma"))
 		return cli_cmd_rdma(c, argc, argv);
+	if (!strcmp(cmd, "cluster")) {
+		if (argc >= 1 && !strcmp(argv[0], "show"))
+			return show(c, API "/cluster");
+		return CLI_EUSAGE;
+	}
 	if (!strcmp(cmd, "config"))
 		return cmd_config(c, argc, argv, dry);
 	if (!strcmp(cmd, "raw"))

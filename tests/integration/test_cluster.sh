@@ -249,6 +249,11 @@ check "through B: the same states (owner gw-A)" \
 	bash -c "grep -qx 'group 1 ao ports 1' '$T_DIR/info-B' && grep -qx 'group 2 ano ports 2' '$T_DIR/info-B'"
 api B GET /api/v1/cluster
 check "agent B names gw-A the owner of LUN 0" test "$(jget "j['owners'][0]['owner']")" = gw-A
+ISERGW_TOKEN=$TOK_B timeout 20 "$T_BUILD/isergwctl" --url "http://$T_HOST:$API_PORT_B" --json \
+	cluster show >"$T_DIR/cli-cluster.json" 2>&1
+check "isergwctl cluster show through agent B names the same owner" \
+	python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(j['owners'][0]['owner'] != 'gw-A')" \
+	"$T_DIR/cli-cluster.json"
 
 # ---- failover under a writing client ------------------------------------------------------
 
