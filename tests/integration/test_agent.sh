@@ -251,7 +251,12 @@ if t_need iscsi-perf; then
 	TSIH=$(jget "[s['tsih'] for s in j['sessions'] if s['initiator']=='$T_INI2'][0]")
 	api GET /metrics "" "$READ"
 	expect "GET /metrics (read token)" 200
-	check "metrics count the session" grep -q "isergw_sessions{target=\"$IQN\",transport=\"tcp\"} [1-9]" "$T_DIR/body"
+	# /metrics follows the gateway state poll and may be up to a second old (docs/REST.md).
+	metrics_have_session() {
+		api GET /metrics "" "$READ"
+		grep -q "isergw_sessions{target=\"$IQN\",transport=\"tcp\"} [1-9]" "$T_DIR/body"
+	}
+	check "metrics count the session" wait_for 5 metrics_have_session
 	check "metrics count LUN writes" grep -Eq "isergw_lun_write_ops_total\\{target=\"$IQN\",lun=\"0\"\\} [1-9]" "$T_DIR/body"
 	api DELETE /api/v1/sessions/$TSIH
 	expect "DELETE session" 204
