@@ -62,6 +62,7 @@ test-sanitize:
 bench: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
 	@BUILD=$(BUILD) tests/bench/run.sh
+	@BUILD=$(BUILD) tests/bench/mpath.sh
 
 soak: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
