@@ -20,13 +20,16 @@
 #    of direct IOPS at 4 KiB QD 32 and 90% of direct MiB/s at 512 KiB.
 #
 # Environment: BUILD; BENCH_SECS (seconds per proxy run [10]), BENCH_RUNS (runs per proxy row
-# and side, and per cut kind [2]), BENCH_MPATH_OUT (Markdown [$BUILD/bench-mpath.md]).
+# and side, and per cut kind [2]), BENCH_MPATH_OUT (Markdown [$BUILD/bench-mpath.md]),
+# BENCH_MPATH_PARTS (a subset of "cut boot proxy" [all]), BENCH_PERF=1 (perf record -g of the
+# gateway during the proxy rows, into the run folder).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/mpath.sh"
 
 BENCH_SECS=${BENCH_SECS:-10}
 BENCH_RUNS=${BENCH_RUNS:-2}
+PARTS=" ${BENCH_MPATH_PARTS:-cut boot proxy} "
 OUT=${BENCH_MPATH_OUT:-$T_BUILD/bench-mpath.md}
 BENCH=$T_TOOLS/isergw-bench
 GWD=$T_BUILD/isergwd
@@ -158,7 +161,9 @@ echo "| cut | run | stall (max gap) ms | slowest I/O ms | I/Os | errors | goal |
 echo "| --- | ---: | ---: | ---: | ---: | ---: | --- |" >>"$TABLE_CUT"
 gw_conf "$T_DIR/cut.json" "$(remote_lun 0 '"path_grouping_policy": "failover",' \
 	"$URL_B1" "$URL_B2")"
-if gw_up cut "$T_DIR/cut.json"; then
+if [[ $PARTS != *" cut "* ]]; then
+	:
+elif gw_up cut "$T_DIR/cut.json"; then
 	for kind in reset silent; do
 		goal=1000
 		[ "$kind" = silent ] && goal=3000
@@ -209,6 +214,7 @@ fi
 echo "| unreachable back ends | ready after ms | stop took ms |" >"$TABLE_BOOT"
 echo "| ---: | ---: | ---: |" >>"$TABLE_BOOT"
 for n in 1 16; do
+	[[ $PARTS == *" boot "* ]] || break
 	luns=""
 	for i in $(seq 1 "$n"); do
 		[ -n "$luns" ] && luns="$luns, "
@@ -230,7 +236,14 @@ done
 echo "| workload | direct IOPS | direct MiB/s | via gateway IOPS | via gateway MiB/s | gateway/direct | goal |" >"$TABLE_PROXY"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | --- |" >>"$TABLE_PROXY"
 gw_conf "$T_DIR/proxy.json" "$(remote_lun 0 "" "$URL_B1")"
-if gw_up proxy "$T_DIR/proxy.json"; then
+if [[ $PARTS != *" proxy "* ]]; then
+	:
+elif gw_up proxy "$T_DIR/proxy.json"; then
+	if [ "${BENCH_PERF:-0}" = 1 ]; then
+		perf record -g -o "$T_DIR/perf.data" -p "$(pgrep -P "$GW_PID" -x isergwd ||
+			echo "$GW_PID")" >"$T_DIR/perf.log" 2>&1 &
+		PERF_PID=$!
+	fi
 	# name args goal-ratio metric
 	while read -r name args goal metric; do
 		[ -n "$name" ] || continue
@@ -273,6 +286,10 @@ if gw_up proxy "$T_DIR/proxy.json"; then
 		randwrite-4k-qd32 -q,32,-b,4096,-w - iops
 		seqwrite-512k-qd8 -q,8,-b,524288,-s,-w - mibps
 	EOF
+	if [ -n "${PERF_PID:-}" ]; then
+		kill -INT "$PERF_PID"
+		wait "$PERF_PID"
+	fi
 	gw_down
 else
 	fail "proxy bench" "the gateway did not get ready: $(tail -n 3 "$T_DIR/gw-proxy.log")"
