@@ -115,7 +115,7 @@ gw_up() {
 	GW_PID=$T_LAST_PID
 	READY_MS=
 	for i in $(seq 1 1200); do
-		if grep -q 'main: ready' "$log"; then
+		if grep -q 'main: ready' "$log" 2>/dev/null; then
 			READY_MS=$((($(date +%s%N) - t0) / 1000000))
 			return 0
 		fi
