@@ -80,7 +80,9 @@ test-sanitize:
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
-	@BUILD=$(BUILD) tests/bench/run.sh; rc=$$?; BUILD=$(BUILD) tests/bench/agent.sh && exit $$rc
+	@rc=0; BUILD=$(BUILD) tests/bench/run.sh || rc=1; \
+	BUILD=$(BUILD) tests/bench/mpath.sh || rc=1; \
+	BUILD=$(BUILD) tests/bench/agent.sh || rc=1; exit $$rc
 
 soak: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)

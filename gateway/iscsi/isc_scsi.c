@@ -20,6 +20,24 @@
 
 static void isc_task_scsi_done(struct scsi_cmd *cmd);
 static void isc_task_xfer_done(struct dmv_task *dt, int status);
+
+/* The ATTR field (RFC 7143 11.3.1.1): 0 untagged, 1 simple, 2 ordered, 3 head of queue,
+ * 4 ACA. Untagged and reserved values run as simple. (Casting the field to the enum made
+ * every simple command ordered: commands ran one at a time, which only showed once a
+ * backstore took longer than a loop round, as remote LUNs do.) */
+static enum scsi_task_attr isc_task_attr(uint8_t flags)
+{
+	switch (flags & ISC_FL_ATTR) {
+	case 2:
+		return SCSI_ATTR_ORDERED;
+	case 3:
+		return SCSI_ATTR_HEAD_OF_QUEUE;
+	case 4:
+		return SCSI_ATTR_ACA;
+	default:
+		return SCSI_ATTR_SIMPLE;
+	}
+}
 static void isc_scsi_fail(struct isc_task *t, uint8_t key, uint8_t asc, uint8_t ascq);
 
 struct isc_task *isc_task_alloc(struct isc_conn *c)
@@ -426,9 +444,7 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 	t->read = bhs[1] & ISC_FL_R;
 	t->write = bhs[1] & ISC_FL_W;
 	t->lun = scsi_lun_decode(bhs + 8);
-	t->cmd.attr = (enum scsi_task_attr)(bhs[1] & ISC_FL_ATTR);
-	if (t->cmd.attr > SCSI_ATTR_ACA)
-		t->cmd.attr = SCSI_ATTR_SIMPLE;
+	t->cmd.attr = isc_task_attr(bhs[1]);
 	memcpy(t->cmd.cdb, bhs + 32, 16);
 	t->cmd.cdb_len = 16;
 	if (pdu->ahs_len >= 4 && pdu->ahs[2] == 1) {

@@ -19,6 +19,7 @@
 #
 # Environment: as tests/lib/common.sh; MP_SECS scales the I/O phases (default 12 s).
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/mpath.sh"
 
 t_begin mpath
 
@@ -28,15 +29,6 @@ SFX=$$
 NS_GW=mpgw$SFX NS_A=mpbea$SFX NS_B=mpbeb$SFX NS_BH=mpbh$SFX
 IQN_A=iqn.2026-11.org.isergw:mpath-a
 IQN_B=iqn.2026-11.org.isergw:mpath-b
-NS_MADE=()
-
-mp_cleanup_ns() {
-	local ns
-	for ns in "${NS_MADE[@]}"; do
-		ip netns del "$ns" 2>/dev/null
-	done
-	NS_MADE=()
-}
 trap 'mp_rc=$?; t_stop_all; mp_cleanup_ns; ( exit $mp_rc ); t_exit_trap' EXIT
 
 if [ "$(id -u)" != 0 ] || ! t_need ip iptables tgtd tgtadm; then
@@ -54,19 +46,6 @@ fi
 NS_MADE+=("$NS_GW")
 
 # ---- the network --------------------------------------------------------------------------
-
-# mp_link GW-IF GW-ADDR NS NS-IF NS-ADDR...: a veth pair between ns GW and NS.
-mp_link() {
-	local gif=$1 gaddr=$2 ns=$3 nif=$4 a
-	shift 4
-	ip link add "$gif$SFX" netns "$NS_GW" type veth peer name "$nif$SFX" netns "$ns" || return 1
-	ip -n "$NS_GW" addr add "$gaddr/24" dev "$gif$SFX" || return 1
-	ip -n "$NS_GW" link set "$gif$SFX" up || return 1
-	for a in "$@"; do
-		ip -n "$ns" addr add "$a/24" dev "$nif$SFX" || return 1
-	done
-	ip -n "$ns" link set "$nif$SFX" up
-}
 
 mp_net() {
 	local ns i bh=()
@@ -87,37 +66,6 @@ mp_net() {
 }
 
 # ---- back ends ----------------------------------------------------------------------------
-
-MP_TGT_PIDS=()
-
-# mp_tgtd NAME NS IQN BACKING SCSI_ID PORTAL...: a tgtd in NS serving BACKING as LUN 1.
-mp_tgtd() {
-	local name=$1 ns=$2 iqn=$3 backing=$4 sid=$5 ctl p i
-	shift 5
-	ctl=$(t_free_port) || return 1
-	ctl=$((ctl % 1000 + 2000))
-	t_daemon_start "tgtd-$name" tgtd "$T_DIR/tgtd-$name.log" \
-		ip netns exec "$ns" tgtd -f -C "$ctl" --iscsi "portal=$1"
-	T_PID_CTL[$T_LAST_PID]=$ctl
-	MP_LAST_TGT=$T_LAST_PID
-	for i in $(seq 1 50); do
-		timeout 5 tgtadm -C "$ctl" --op show --mode sys >/dev/null 2>&1 && break
-		sleep 0.1
-	done
-	{
-		shift
-		for p in "$@"; do
-			tgtadm -C "$ctl" --lld iscsi --op new --mode portal --param "portal=$p" ||
-				return 1
-		done
-		tgtadm -C "$ctl" --lld iscsi --op new --mode target --tid 1 -T "$iqn" &&
-			tgtadm -C "$ctl" --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 \
-				-b "$backing" &&
-			tgtadm -C "$ctl" --lld iscsi --op update --mode logicalunit --tid 1 --lun 1 \
-				--params "scsi_id=$sid,scsi_sn=$sid" &&
-			tgtadm -C "$ctl" --lld iscsi --op bind --mode target --tid 1 -I ALL
-	} >>"$T_DIR/tgtadm-$name.log" 2>&1
-}
 
 # ---- the harness --------------------------------------------------------------------------
 

@@ -46,6 +46,8 @@ struct bench {
 	int inflight;
 	uint64_t ios, errors, busy;
 	double lat_sum;
+	/* Failover benches: the slowest I/O and the longest time without any completion. */
+	double lat_max, gap_max, last_done;
 	int reported;
 };
 
@@ -122,6 +124,11 @@ static void complete_cb(struct iscsi_context *iscsi, int status, void *command_d
 	} else {
 		b->ios++;
 		b->lat_sum += t - s->t0;
+		if (t - s->t0 > b->lat_max)
+			b->lat_max = t - s->t0;
+		if (b->last_done && t - b->last_done > b->gap_max)
+			b->gap_max = t - b->last_done;
+		b->last_done = t;
 	}
 	if (task)
 		scsi_free_scsi_task(task);
@@ -156,7 +163,8 @@ static void usage(void)
 		"  -S BYTES     span of the LUN used from LBA 0 [whole LUN]\n"
 		"  -i NAME      initiator name [iqn.2026-11.org.isergw:bench]\n"
 		"  -d           HeaderDigest=CRC32C\n"
-		"prints: bench: OP PATTERN bs=N qd=N seconds=S ios=N iops=X mibps=Y lat_us=Z errors=N busy=N\n");
+		"prints: bench: OP PATTERN bs=N qd=N seconds=S ios=N iops=X mibps=Y lat_us=Z max_lat_us=M\n"
+		"        max_gap_us=G errors=N busy=N (G: the longest time without a completion)\n");
 }
 
 int main(int argc, char **argv)
@@ -285,11 +293,12 @@ int main(int argc, char **argv)
 	}
 	t1 = now();
 	printf("bench: %s %s bs=%u qd=%d seconds=%.2f ios=%" PRIu64 " iops=%.0f mibps=%.1f "
-	       "lat_us=%.1f errors=%" PRIu64 " busy=%" PRIu64 "\n",
+	       "lat_us=%.1f max_lat_us=%.0f max_gap_us=%.0f errors=%" PRIu64 " busy=%" PRIu64 "\n",
 	       b.write ? "write" : "read", b.sequential ? "seq" : "rand", b.io_bytes, qd, t1 - t0,
 	       b.ios, (double)b.ios / (t1 - t0),
 	       (double)b.ios * b.io_bytes / 1048576.0 / (t1 - t0),
-	       b.ios ? b.lat_sum / (double)b.ios * 1e6 : 0.0, b.errors, b.busy);
+	       b.ios ? b.lat_sum / (double)b.ios * 1e6 : 0.0, b.lat_max * 1e6, b.gap_max * 1e6,
+	       b.errors, b.busy);
 	if (rc == 0 && b.errors)
 		rc = 1;
 

@@ -1,0 +1,321 @@
+#!/bin/bash
+# `make bench`, multipath rows: what a host sees of the gateway's remote LUNs, with the
+# remote backstore's default settings, in network namespaces the script builds:
+#
+#   ns GW (gateway + host client) --veth--> ns BE: tgtd b1 on 10.212.1.2, tgtd b2 on 10.212.2.2,
+#                                             one file, one identity: two paths to one LUN
+#                                 --veth--> ns BH: 16 addresses 10.213.0.2-17, all TCP dropped
+#
+# 1. Stall on a path cut. The gateway exports the LUN over both paths with
+#    path_grouping_policy failover (one path carries all I/O, so every I/O in flight is caught
+#    by the cut); isergw-bench reads 4 KiB at QD 8 through it while the active path is cut:
+#    "reset" (tgtd b1 killed: its sockets close) or "silent" (iptables DROP on b1's link). The
+#    stall is the longest time without any completion at the host (max_gap: from the last I/O
+#    before the cut to the first one completed on the other path); the slowest single I/O is
+#    shown too. Zero errors are required. Goal: under 1 s (reset) and 3 s (silent).
+# 2. Start-up: isergwd with 1 and with 16 remote LUNs whose only path is black-holed, from exec
+#    to "main: ready" (portals open, READY=1), and its stop.
+# 3. Proxy cost: the host reading (and writing) through the gateway (host -> gateway -> tgtd b1,
+#    one path) against the host reading tgtd b1 directly, same run, alternating order. Goal: 80%
+#    of direct IOPS at 4 KiB QD 32 and 90% of direct MiB/s at 512 KiB.
+#
+# Environment: BUILD; BENCH_SECS (seconds per proxy run [10]), BENCH_RUNS (runs per proxy row
+# and side, and per cut kind [2]), BENCH_MPATH_OUT (Markdown [$BUILD/bench-mpath.md]),
+# BENCH_MPATH_PARTS (a subset of "cut boot proxy" [all]), BENCH_PERF=1 (perf record -g of the
+# gateway during the proxy rows, into the run folder).
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/mpath.sh"
+
+BENCH_SECS=${BENCH_SECS:-10}
+BENCH_RUNS=${BENCH_RUNS:-2}
+PARTS=" ${BENCH_MPATH_PARTS:-cut boot proxy} "
+OUT=${BENCH_MPATH_OUT:-$T_BUILD/bench-mpath.md}
+BENCH=$T_TOOLS/isergw-bench
+GWD=$T_BUILD/isergwd
+TARGET=isergwd
+
+t_begin bench-mpath
+SFX=$$
+NS_GW=mbgw$SFX NS_B=mbbe$SFX NS_BH=mbbh$SFX
+IQN_B=iqn.2026-11.org.isergw:bench-be
+GW_IQN=iqn.2026-11.org.isergw:bench-gw
+URL_B1=iscsi://10.212.1.2:3260/$IQN_B/1
+URL_B2=iscsi://10.212.2.2:3260/$IQN_B/1
+GW_URL=iscsi://127.0.0.1:3260/$GW_IQN/0
+trap 'mb_rc=$?; t_stop_all; mp_cleanup_ns; ( exit $mb_rc ); t_exit_trap' EXIT
+
+if [ "$(id -u)" != 0 ] || ! t_need ip iptables tgtd tgtadm; then
+	skip bench-mpath "needs root, ip, iptables and tgt"
+	t_end
+fi
+if [ ! -x "$BENCH" ] || [ ! -x "$GWD" ]; then
+	fail build "$BENCH or $GWD is missing"
+	t_end
+fi
+if ! ip netns add "$NS_GW" 2>/dev/null; then
+	skip bench-mpath "cannot create network namespaces here"
+	t_end
+fi
+NS_MADE+=("$NS_GW")
+
+mb_net() {
+	local ns i bh=()
+	for ns in "$NS_B" "$NS_BH"; do
+		ip netns add "$ns" || return 1
+		NS_MADE+=("$ns")
+		ip -n "$ns" link set lo up || return 1
+	done
+	ip -n "$NS_GW" link set lo up || return 1
+	mp_link gB1 10.212.1.1 "$NS_B" bB1 10.212.1.2 || return 1
+	mp_link gB2 10.212.2.1 "$NS_B" bB2 10.212.2.2 || return 1
+	for i in $(seq 2 17); do bh+=("10.213.0.$i"); done
+	mp_link gH 10.213.0.1 "$NS_BH" bH "${bh[@]}" || return 1
+	ip netns exec "$NS_BH" iptables -A INPUT -p tcp -j DROP
+}
+
+if ! mb_net >"$T_DIR/net.log" 2>&1; then
+	fail network "$(tail -n 3 "$T_DIR/net.log" | tr '\n' ' ')"
+	t_end
+fi
+t_log "bench-mpath: filling a 512 MiB back-end LUN in /dev/shm with random data"
+dd if=/dev/urandom of="$T_SHM/be.img" bs=4M count=128 status=none
+mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/be.img" bench-be 10.212.1.2:3260 || fail tgtd-b1 setup
+TGT_B1=$MP_LAST_TGT
+mp_tgtd b2 "$NS_B" "$IQN_B" "$T_SHM/be.img" bench-be 10.212.2.2:3260 || fail tgtd-b2 setup
+
+# ---- the gateway ----------------------------------------------------------------------------
+
+# gw_conf FILE LUNS-JSON: one target on 127.0.0.1:3260 in ns GW with the given LUNs.
+gw_conf() {
+	cat >"$1" <<EOF
+{ "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": 3260 } ],
+  "targets": [ { "name": "$GW_IQN", "portals": ["tcp0"], "allow_any_initiator": true,
+    "luns": [ $2 ] } ] }
+EOF
+}
+
+# remote_lun LUN POLICY-JSON URL...: a remote LUN with the defaults but for POLICY-JSON.
+remote_lun() {
+	local lun=$1 pol=$2 u paths="" sep=""
+	shift 2
+	for u in "$@"; do
+		paths="$paths$sep{ \"url\": \"$u\" }"
+		sep=", "
+	done
+	printf '{ "lun": %s, "backstore": { "type": "remote", "block_size": 512, %s "paths": [ %s ] } }' \
+		"$lun" "$pol" "$paths"
+}
+
+# gw_up NAME CONF: isergwd in ns GW; sets GW_PID and READY_MS (exec to "main: ready").
+gw_up() {
+	local log=$T_DIR/gw-$1.log t0 i
+	t0=$(date +%s%N)
+	t_daemon_start "isergwd-$1" isergwd "$log" ip netns exec "$NS_GW" "$GWD" --config "$2"
+	GW_PID=$T_LAST_PID
+	READY_MS=
+	for i in $(seq 1 1200); do
+		if grep -q 'main: ready' "$log" 2>/dev/null; then
+			READY_MS=$((($(date +%s%N) - t0) / 1000000))
+			return 0
+		fi
+		t_alive "$GW_PID" || break
+		sleep 0.025
+	done
+	return 1
+}
+
+# gw_down: SIGTERM; sets STOP_MS.
+gw_down() {
+	local t0
+	t0=$(date +%s%N)
+	gw_stop "$GW_PID" >/dev/null
+	STOP_MS=$((($(date +%s%N) - t0) / 1000000))
+}
+
+# bench_run URL ARGS...: one isergw-bench run in ns GW; prints its result line.
+bench_run() {
+	local url=$1
+	shift
+	timeout -k 5 $((BENCH_SECS + 60)) ip netns exec "$NS_GW" "$BENCH" "$@" "$url" 2>&1 |
+		grep '^bench:' | tail -n 1
+}
+
+field() {
+	sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"
+}
+
+median() {
+	[ $# -eq 0 ] && echo - && return
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+	END { printf "%.0f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+TABLE_CUT=$T_DIR/cut.md
+TABLE_BOOT=$T_DIR/boot.md
+TABLE_PROXY=$T_DIR/proxy.md
+
+# ---- 1. stall on a path cut -----------------------------------------------------------------
+
+echo "| cut | run | stall (max gap) ms | slowest I/O ms | I/Os | errors | goal |" >"$TABLE_CUT"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | --- |" >>"$TABLE_CUT"
+gw_conf "$T_DIR/cut.json" "$(remote_lun 0 '"path_grouping_policy": "failover",' \
+	"$URL_B1" "$URL_B2")"
+if [[ $PARTS != *" cut "* ]]; then
+	:
+elif gw_up cut "$T_DIR/cut.json"; then
+	for kind in reset silent; do
+		goal=1000
+		[ "$kind" = silent ] && goal=3000
+		for run in $(seq 1 "$BENCH_RUNS"); do
+			# Both paths up and the failover group back on path 1 (failback immediate).
+			sleep 3
+			bench_run "$GW_URL" -q 8 -b 4096 -t 8 >"$T_DIR/cut-$kind-$run.out" &
+			bpid=$!
+			sleep 3
+			if [ "$kind" = reset ]; then
+				kill -KILL "$TGT_B1" 2>/dev/null
+				t_stop_pid "$TGT_B1" 2
+			else
+				ip netns exec "$NS_B" iptables -A INPUT -i "bB1$SFX" -j DROP
+			fi
+			wait "$bpid"
+			if [ "$kind" = reset ]; then
+				mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/be.img" bench-be 10.212.1.2:3260 ||
+					fail tgtd-b1 restart
+				TGT_B1=$MP_LAST_TGT
+			else
+				ip netns exec "$NS_B" iptables -D INPUT -i "bB1$SFX" -j DROP
+			fi
+			line=$(cat "$T_DIR/cut-$kind-$run.out")
+			gap=$(field max_gap_us "$line")
+			lat=$(field max_lat_us "$line")
+			errs=$(field errors "$line")
+			ios=$(field ios "$line")
+			if [ -z "$gap" ] || [ "${errs:-1}" != 0 ]; then
+				fail "cut $kind run $run" "${line:-no result}"
+				continue
+			fi
+			gap=$((${gap%.*} / 1000))
+			lat=$((${lat%.*} / 1000))
+			met="met"
+			[ "$gap" -ge "$goal" ] && met="missed"
+			echo "| $kind | $run | $gap | $lat | $ios | 0 | < $goal ms: $met |" >>"$TABLE_CUT"
+			pass "cut $kind run $run: stall $gap ms, slowest I/O $lat ms, 0 errors (goal < $goal ms: $met)"
+		done
+	done
+	gw_down
+else
+	fail "cut bench" "the gateway did not get ready: $(tail -n 3 "$T_DIR/gw-cut.log")"
+fi
+
+# ---- 2. start-up with unreachable back ends -------------------------------------------------
+
+echo "| unreachable back ends | ready after ms | stop took ms |" >"$TABLE_BOOT"
+echo "| ---: | ---: | ---: |" >>"$TABLE_BOOT"
+for n in 1 16; do
+	[[ $PARTS == *" boot "* ]] || break
+	luns=""
+	for i in $(seq 1 "$n"); do
+		[ -n "$luns" ] && luns="$luns, "
+		luns="$luns$(remote_lun $((i - 1)) "" \
+			"iscsi://10.213.0.$((i + 1)):3260/iqn.2026-11.org.isergw:hole/0")"
+	done
+	gw_conf "$T_DIR/boot-$n.json" "$luns"
+	if gw_up "boot-$n" "$T_DIR/boot-$n.json"; then
+		gw_down
+		echo "| $n | $READY_MS | $STOP_MS |" >>"$TABLE_BOOT"
+		pass "start-up with $n black-holed back ends: ready after $READY_MS ms, stopped in $STOP_MS ms"
+	else
+		fail "start-up with $n black-holed back ends" "not ready: $(tail -n 2 "$T_DIR/gw-boot-$n.log")"
+	fi
+done
+
+# ---- 3. proxy cost ----------------------------------------------------------------------------
+
+echo "| workload | direct IOPS | direct MiB/s | via gateway IOPS | via gateway MiB/s | gateway/direct | goal |" >"$TABLE_PROXY"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | --- |" >>"$TABLE_PROXY"
+gw_conf "$T_DIR/proxy.json" "$(remote_lun 0 "" "$URL_B1")"
+if [[ $PARTS != *" proxy "* ]]; then
+	:
+elif gw_up proxy "$T_DIR/proxy.json"; then
+	if [ "${BENCH_PERF:-0}" = 1 ]; then
+		perf record -g -o "$T_DIR/perf.data" -p "$(pgrep -P "$GW_PID" -x isergwd ||
+			echo "$GW_PID")" >"$T_DIR/perf.log" 2>&1 &
+		PERF_PID=$!
+	fi
+	# name args goal-ratio metric
+	while read -r name args goal metric; do
+		[ -n "$name" ] || continue
+		declare -a D=() G=()
+		for run in $(seq 1 "$BENCH_RUNS"); do
+			order="D G"
+			[ $((run % 2)) -eq 0 ] && order="G D"
+			for side in $order; do
+				url=$URL_B1
+				[ "$side" = G ] && url=$GW_URL
+				# shellcheck disable=SC2086
+				line=$(bench_run "$url" ${args//,/ } -t "$BENCH_SECS")
+				echo "$side $line" >>"$T_DIR/proxy-$name.out"
+				v=$(field "$metric" "$line")
+				if [ -z "$v" ] || [ "$(field errors "$line")" != 0 ]; then
+					fail "proxy $name $side" "${line:-no result}"
+					continue
+				fi
+				if [ "$side" = D ]; then D+=("$v"); else G+=("$v"); fi
+			done
+		done
+		[ ${#D[@]} -gt 0 ] && [ ${#G[@]} -gt 0 ] || continue
+		dm=$(median "${D[@]}")
+		gm=$(median "${G[@]}")
+		ratio=$(awk -v g="$gm" -v d="$dm" 'BEGIN { printf "%.2f\n", (d > 0 ? g / d : 0) }')
+		met=$(awk -v r="$ratio" -v g="$goal" 'BEGIN {
+			if (g == "-") print "-"; else printf("%s: %s\n", g "x", (r + 0 >= g + 0 ? "met" : "missed")) }')
+		di=$(grep '^D ' "$T_DIR/proxy-$name.out" | tail -n 1)
+		gi=$(grep '^G ' "$T_DIR/proxy-$name.out" | tail -n 1)
+		if [ "$metric" = iops ]; then
+			echo "| $name | $dm | $(field mibps "$di") | $gm | $(field mibps "$gi") | $ratio | $met |" >>"$TABLE_PROXY"
+		else
+			echo "| $name | $(field iops "$di") | $dm | $(field iops "$gi") | $gm | $ratio | $met |" >>"$TABLE_PROXY"
+		fi
+		pass "proxy $name: gateway/direct $metric $ratio ($gm / $dm)"
+		unset D G
+	done <<-EOF
+		randread-4k-qd32 -q,32,-b,4096 0.8 iops
+		seqread-512k-qd8 -q,8,-b,524288,-s 0.9 mibps
+		randwrite-4k-qd32 -q,32,-b,4096,-w - iops
+		seqwrite-512k-qd8 -q,8,-b,524288,-s,-w - mibps
+	EOF
+	if [ -n "${PERF_PID:-}" ]; then
+		kill -INT "$PERF_PID"
+		wait "$PERF_PID"
+	fi
+	gw_down
+else
+	fail "proxy bench" "the gateway did not get ready: $(tail -n 3 "$T_DIR/gw-proxy.log")"
+fi
+
+mkdir -p "$(dirname "$OUT")"
+{
+	echo "Measured $(date -u +%Y-%m-%d) on $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)," \
+		"$(nproc) CPUs, kernel $(uname -r); no CPU pinning. Remote backstore defaults."
+	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_RUNS=$BENCH_RUNS tests/bench/mpath.sh\` (part of \`make bench\`)"
+	echo
+	echo "Stall on a path cut (isergw-bench 4 KiB reads, QD 8, through the gateway, failover policy):"
+	echo
+	cat "$TABLE_CUT"
+	echo
+	echo "Start-up with black-holed back ends (login_timeout 5 s x initial_login_retry_max 2):"
+	echo
+	cat "$TABLE_BOOT"
+	echo
+	echo "Proxy cost (isergw-bench in the gateway's namespace; direct: to tgtd over the veth;"
+	echo "via gateway: to isergwd on loopback, which reaches the same tgtd over the same veth):"
+	echo
+	cat "$TABLE_PROXY"
+} >"$OUT"
+t_log ""
+cat "$OUT"
+t_log ""
+t_log "bench-mpath: tables written to $OUT"
+t_end
