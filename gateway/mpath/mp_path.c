@@ -32,6 +32,7 @@
 
 static void mp_path_watch_fn(struct gw_watch *w, uint32_t events);
 static void mp_path_teardown_fn(struct gw_defer *d);
+static void mp_path_flush_fn(struct gw_defer *d);
 
 static void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const char *why)
 {
@@ -60,6 +61,7 @@ int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
 	gw_list_init(&p->inflight);
 	gw_watch_init(&p->w, lun->loop, -1, mp_path_watch_fn);
 	gw_defer_init(&p->teardown, mp_path_teardown_fn);
+	gw_defer_init(&p->flush, mp_path_flush_fn);
 
 	/* libiscsi parses its own URLs (portal, target, LUN, user%password@); a throwaway
 	 * context carries the error text. */
@@ -163,6 +165,7 @@ void mp_path_fini(struct mp_path *p)
 {
 	gw_watch_stop(&p->w);
 	gw_defer_cancel(&p->teardown);
+	gw_defer_cancel(&p->flush);
 	if (p->dying) {
 		mp_path_destroy_ctx(p, p->dying);
 		p->dying = NULL;
@@ -288,6 +291,20 @@ static void mp_path_watch_fn(struct gw_watch *w, uint32_t events)
 		return;
 	}
 	mp_path_sync_watch(p);
+}
+
+/*
+ * The commands a loop round queued on a TCP path are written together at its end, straight
+ * away: the socket is nearly always writable, so the watch stays at EPOLLIN and each command
+ * is spared two epoll_ctl calls and a loop round trip. What the socket does not take waits for
+ * EPOLLOUT as before (mp_path_sync_watch). iSER contexts keep libiscsi's own event handling.
+ */
+static void mp_path_flush_fn(struct gw_defer *d)
+{
+	struct mp_path *p = gw_container_of(d, struct mp_path, flush);
+
+	if (p->ctx && p->w.fd >= 0)
+		mp_path_watch_fn(&p->w, EPOLLOUT);
 }
 
 /* Control commands: the probe at login and the checker. */
@@ -977,7 +994,10 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 		return -EIO;
 	}
 	p->ios++;
-	mp_path_sync_watch(p);
+	if (p->iser)
+		mp_path_sync_watch(p);
+	else
+		gw_defer_queue(p->lun->loop, &p->flush);
 	return 0;
 }
 

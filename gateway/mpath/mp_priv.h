@@ -69,6 +69,7 @@ struct mp_path {
 	struct iscsi_context *ctx;
 	struct gw_watch w;
 	struct gw_defer teardown;
+	struct gw_defer flush;		/* writes the commands queued this loop round */
 	struct iscsi_context *dying;	/* context to destroy from the teardown defer */
 
 	struct gw_list inflight;	/* struct mp_io */
