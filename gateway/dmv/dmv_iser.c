@@ -942,6 +942,7 @@ static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok)
 	struct iser_xfer *x = ch->x;
 	struct dmv_task *t = x->t;
 	uint32_t off = ch->off, len = ch->len;
+	bool fire = false;
 
 	ic->rdma_inflight--;
 	if (x->read)
@@ -961,14 +962,17 @@ static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok)
 		t->received += len;
 		if (t->getting && t->received == t->len && !t->nr2t && t->unsol_done) {
 			t->getting = false;
-			t->done(t, 0);	/* iser_task_done detaches x */
+			fire = true;
 		}
 	} else if (ok && t && !x->read && !x->rsp_pending && !x->rsp && !x->inflight &&
 		   x->next == x->end && t->putting) {
 		t->putting = false;
-		t->done(t, 0);
+		fire = true;
 	}
-	iser_xfer_maybe_free(x);
+	if (fire)
+		t->done(t, 0);	/* iser_task_done detaches and frees x */
+	else
+		iser_xfer_maybe_free(x);
 	if (ic->state == IC_UP && !ic->base.lost)
 		gw_defer_queue(ic->base.loop, &ic->kick);
 }
