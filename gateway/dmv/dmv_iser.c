@@ -1039,6 +1039,7 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	enum isc_bhs_verdict v;
 	const char *why;
 	struct isc_pdu *pdu;
+	bool no_imm = false;
 
 	if (iser_hdr_parse(buf, n, &h)) {
 		gw_warn_rl("dmv", "%s: %u-byte message without an iSER header", ic->base.peer, n);
@@ -1066,6 +1067,16 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	}
 	ahs_len = isc_bhs_ahs_len(bhs);
 	dsl = isc_bhs_dsl(bhs);
+	if ((uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + ahs_len + dsl > n &&
+	    isc_bhs_opcode(bhs) == ISC_OP_SCSI_CMD && (h.flags & ISER_WSV) &&
+	    ISER_HDR_LEN + ISC_BHS_LEN + ahs_len == n) {
+		/* libiscsi 1.19 announces immediate data it never puts in the Send, with the write
+		 * VA at the start of its buffer: take it all by RDMA Read instead. */
+		gw_warn_rl("dmv", "%s: SCSI Command announces %u bytes of immediate data the "
+			   "Send does not carry: fetching them by RDMA Read", ic->base.peer, dsl);
+		dsl = 0;
+		no_imm = true;
+	}
 	if ((uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + ahs_len + dsl > n) {
 		gw_warn_rl("dmv", "%s: %s claims %u + %u bytes, the message has %u: dropping the "
 			   "connection", ic->base.peer, isc_opcode_name(isc_bhs_opcode(bhs)),
@@ -1104,6 +1115,8 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	if (!pdu)
 		return -ENOMEM;
 	memcpy(pdu->bhs, bhs, ISC_BHS_LEN);
+	if (no_imm)
+		isc_put24(pdu->bhs, 5, 0);
 	if ((ahs_len && isc_pdu_alloc_ahs(pdu, ahs_len)) ||
 	    (dsl && isc_pdu_alloc_data(pdu, dsl))) {
 		isc_pdu_put(pdu);

@@ -559,8 +559,10 @@ Test(param, iser_max_outstanding_unexpected_pdus_range)
 	conf_defaults(&t.conf);
 	t_open_iser(&t, 8192);
 	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
-			 "MaxOutstandingUnexpectedPDUs=1"), 0);
+			 "MaxOutstandingUnexpectedPDUs=1\0InitialR2T=No"), 0);
 	assert_ans(&t, "MaxOutstandingUnexpectedPDUs", "Reject");
+	/* Write data beyond the immediate data comes by RDMA Read, not unsolicited Sends. */
+	assert_ans(&t, "InitialR2T", "Yes");
 	t_close(&t);
 
 	conf_defaults(&t.conf);
