@@ -6,6 +6,8 @@
  * own event channel (the id is migrated off the listener's) and completion channel, all
  * non-blocking.
  *
+ * The wire formats and the STag table live in dmv_iser_wire.c.
+ *
  * Memory: nothing is registered on the I/O path. Each connection registers its receive and send
  * buffers when it is accepted (fixed-size slots: iSER header + BHS + AHS + an 8 KiB data
  * segment); each RDMA device (per portal) has one protection domain and a pool of registered
@@ -32,181 +34,8 @@
 #include <rdma/rdma_cma.h>
 
 #include "dmv.h"
+#include "dmv_iser.h"
 #include "gw_log.h"
-
-/* ---------------------------------------------------------------------------------------- */
-/* Wire formats (RFC 7145 §9 and §5.1.3), kept free of verbs so unit tests reach them */
-
-#define ISER_HDR_LEN		28
-#define ISER_OP_CTRL		0x1	/* iSCSI control-type PDU follows */
-#define ISER_OP_HELLO		0x2
-#define ISER_OP_HELLO_REPLY	0x3
-#define ISER_WSV		0x08	/* write STag valid */
-#define ISER_RSV		0x04	/* read STag valid */
-#define ISER_HELLO_REJ		0x01	/* HelloReply: reject */
-#define ISER_VERSION		1
-
-/* iSER CM private data (RFC 7145 §5.1.3 / Linux iser_cm_hdr): flags byte + 3 reserved. */
-#define ISER_CM_HDR_LEN		4
-#define ISER_CM_ZBVA_NOT_SUP	0x80
-#define ISER_CM_SEND_W_INV_NOT_SUP	0x40
-
-struct iser_hdr {
-	uint8_t opcode;			/* high nibble of the flags byte */
-	uint8_t flags;			/* low nibble: WSV, RSV (Hello: version bits elsewhere) */
-	uint32_t write_stag;
-	uint64_t write_va;
-	uint32_t read_stag;
-	uint64_t read_va;
-	uint8_t raw[4];			/* bytes 0..3 as received (Hello carries versions there) */
-};
-
-static uint64_t iser_get64(const uint8_t *b)
-{
-	return (uint64_t)isc_get32(b, 0) << 32 | isc_get32(b, 4);
-}
-
-/* Parses the 28-byte iSER header at b (len bytes available). 0 or -EPROTO. */
-static int iser_hdr_parse(const uint8_t *b, size_t len, struct iser_hdr *h)
-{
-	if (len < ISER_HDR_LEN)
-		return -EPROTO;
-	memcpy(h->raw, b, 4);
-	h->opcode = b[0] >> 4;
-	h->flags = b[0] & 0x0f;
-	h->write_stag = isc_get32(b, 4);
-	h->write_va = iser_get64(b + 8);
-	h->read_stag = isc_get32(b, 16);
-	h->read_va = iser_get64(b + 20);
-	return 0;
-}
-
-/* Builds the header of a target-to-initiator control PDU: no STags (RFC 7145 §9.2). */
-static void iser_hdr_build_ctrl(uint8_t *b)
-{
-	memset(b, 0, ISER_HDR_LEN);
-	b[0] = ISER_OP_CTRL << 4;
-}
-
-/* HelloReply (RFC 7145 §9.4): version 1 only; reject when the Hello's range misses it. */
-static void iser_hdr_build_hello_reply(uint8_t *b, const struct iser_hdr *hello, uint16_t ord)
-{
-	uint8_t maxver = hello->raw[1] >> 4, minver = hello->raw[1] & 0x0f;
-	bool ok = minver <= ISER_VERSION && maxver >= ISER_VERSION;
-
-	memset(b, 0, ISER_HDR_LEN);
-	b[0] = (uint8_t)(ISER_OP_HELLO_REPLY << 4 | (ok ? 0 : ISER_HELLO_REJ));
-	b[1] = ISER_VERSION << 4 | (ok ? ISER_VERSION : 0);
-	isc_put16(b, 2, ord);
-}
-
-struct iser_cm_info {
-	bool have_hdr;			/* the initiator sent the iSER CM header */
-	bool zbva_not_sup;
-	bool send_inv_not_sup;
-};
-
-static void iser_cm_parse(const void *pd, size_t len, struct iser_cm_info *ci)
-{
-	const uint8_t *b = pd;
-
-	memset(ci, 0, sizeof(*ci));
-	if (!pd || len < ISER_CM_HDR_LEN) {
-		/* Without the header nothing says the peer can take Send with Invalidate. */
-		ci->send_inv_not_sup = true;
-		return;
-	}
-	ci->have_hdr = true;
-	ci->zbva_not_sup = b[0] & ISER_CM_ZBVA_NOT_SUP;
-	ci->send_inv_not_sup = b[0] & ISER_CM_SEND_W_INV_NOT_SUP;
-}
-
-/* The target's CM private data: it never uses zero-based VAs (it takes the initiator's VAs as
- * given), and says whether it will invalidate the initiator's STags with its responses. */
-static void iser_cm_build(uint8_t *b, bool use_send_inv)
-{
-	memset(b, 0, ISER_CM_HDR_LEN);
-	b[0] = ISER_CM_ZBVA_NOT_SUP | (use_send_inv ? 0 : ISER_CM_SEND_W_INV_NOT_SUP);
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Per-command STags: what a SCSI Command's iSER header said, by ITT, until its response */
-
-#define ISER_TAGS	4096		/* > any command window the gateway grants */
-
-struct iser_tag {
-	uint32_t itt;
-	bool used;
-	bool rsv, wsv;
-	uint32_t read_stag, write_stag;
-	uint64_t read_va, write_va;
-};
-
-struct iser_tags {
-	struct iser_tag *slot;		/* ISER_TAGS entries, open addressing */
-	uint32_t n;
-};
-
-static uint32_t iser_tag_hash(uint32_t itt)
-{
-	return (itt * 2654435761u) & (ISER_TAGS - 1);
-}
-
-static struct iser_tag *iser_tag_find(struct iser_tags *tt, uint32_t itt)
-{
-	uint32_t i = iser_tag_hash(itt), k;
-
-	for (k = 0; k < ISER_TAGS; k++, i = (i + 1) & (ISER_TAGS - 1)) {
-		if (!tt->slot[i].used)
-			return NULL;
-		if (tt->slot[i].itt == itt)
-			return &tt->slot[i];
-	}
-	return NULL;
-}
-
-/* Records (or replaces) itt's STags. -ENOSPC when the table is full. */
-static int iser_tag_set(struct iser_tags *tt, const struct iser_tag *v)
-{
-	uint32_t i = iser_tag_hash(v->itt), k;
-
-	for (k = 0; k < ISER_TAGS; k++, i = (i + 1) & (ISER_TAGS - 1)) {
-		if (tt->slot[i].used && tt->slot[i].itt != v->itt)
-			continue;
-		if (!tt->slot[i].used)
-			tt->n++;
-		tt->slot[i] = *v;
-		tt->slot[i].used = true;
-		return 0;
-	}
-	return -ENOSPC;
-}
-
-/* Removes itt, shifting later entries of its probe run back (no tombstones). */
-static void iser_tag_del(struct iser_tags *tt, uint32_t itt)
-{
-	struct iser_tag *e = iser_tag_find(tt, itt);
-	uint32_t i, j, h, k;
-
-	if (!e)
-		return;
-	i = (uint32_t)(e - tt->slot);
-	tt->n--;
-	j = i;
-	/* A full table has no empty slot to stop at: one lap at most. */
-	for (k = 1; k < ISER_TAGS; k++) {
-		j = (j + 1) & (ISER_TAGS - 1);
-		if (!tt->slot[j].used)
-			break;
-		h = iser_tag_hash(tt->slot[j].itt);
-		/* Entry j may move to the hole at i if its home is not in (i, j]. */
-		if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
-			tt->slot[i] = tt->slot[j];
-			i = j;
-		}
-	}
-	tt->slot[i].used = false;
-}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Objects */
@@ -340,7 +169,7 @@ struct iser_conn {
 	struct gw_list xfers;
 	struct gw_list waitq;		/* xfers waiting for a chunk or RDMA credit */
 	struct gw_list dnode;		/* dev's waiters */
-	struct iser_tags tags;
+	struct dmv_iser_tags tags;
 };
 
 struct iser_portal {
@@ -568,7 +397,7 @@ static int iser_tx_post(struct iser_conn *ic, struct iser_tx *tx, struct isc_pdu
 	struct ibv_send_wr wr;
 	uint8_t *p = tx->buf;
 	uint32_t len = ISER_HDR_LEN + ISC_BHS_LEN + pdu->ahs_len + pdu->data_len;
-	struct iser_tag *tag = NULL;
+	struct dmv_iser_tag *tag = NULL;
 
 	if (len > ISER_SLOT_LEN) {
 		gw_err_rl("dmv", "%s: %s with a %u-byte data segment does not fit a send buffer",
@@ -576,7 +405,7 @@ static int iser_tx_post(struct iser_conn *ic, struct iser_tx *tx, struct isc_pdu
 			  pdu->data_len);
 		return -EMSGSIZE;
 	}
-	iser_hdr_build_ctrl(p);
+	dmv_iser_hdr_build_ctrl(p);
 	memcpy(p + ISER_HDR_LEN, pdu->bhs, ISC_BHS_LEN);
 	if (pdu->ahs_len)
 		memcpy(p + ISER_HDR_LEN + ISC_BHS_LEN, pdu->ahs, pdu->ahs_len);
@@ -594,7 +423,7 @@ static int iser_tx_post(struct iser_conn *ic, struct iser_tx *tx, struct isc_pdu
 	if (isc_bhs_opcode(pdu->bhs) == ISC_OP_SCSI_RSP) {
 		/* The command is over: its STags go, and with Send with Invalidate the
 		 * initiator's registration of them too (RFC 7145 §7.3.4). */
-		tag = iser_tag_find(&ic->tags, isc_bhs_itt(pdu->bhs));
+		tag = dmv_iser_tag_find(&ic->tags, isc_bhs_itt(pdu->bhs));
 		if (tag && ic->use_send_inv && (tag->rsv || tag->wsv)) {
 			wr.opcode = IBV_WR_SEND_WITH_INV;
 			wr.invalidate_rkey = tag->rsv ? tag->read_stag : tag->write_stag;
@@ -604,7 +433,7 @@ static int iser_tx_post(struct iser_conn *ic, struct iser_tx *tx, struct isc_pdu
 		return -EIO;
 	ic->tx_busy++;
 	if (tag)
-		iser_tag_del(&ic->tags, tag->itt);
+		dmv_iser_tag_del(&ic->tags, tag->itt);
 	tx->pdu = pdu;
 	ic->base.tx_bytes += len;
 	return 0;
@@ -649,7 +478,7 @@ static int iser_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)
 	return iser_queue(gw_container_of(c, struct iser_conn, base), pdu);
 }
 
-static void iser_send_hello_reply(struct iser_conn *ic, const struct iser_hdr *hello)
+static void iser_send_hello_reply(struct iser_conn *ic, const struct dmv_iser_hdr *hello)
 {
 	struct iser_tx *tx;
 	struct ibv_sge sge;
@@ -660,7 +489,7 @@ static void iser_send_hello_reply(struct iser_conn *ic, const struct iser_hdr *h
 		return;
 	}
 	tx = gw_list_first_entry(&ic->tx_free, struct iser_tx, node);
-	iser_hdr_build_hello_reply(tx->buf, hello, (uint16_t)ic->max_reads);
+	dmv_iser_hdr_build_hello_reply(tx->buf, hello, (uint16_t)ic->max_reads);
 	memset(&wr, 0, sizeof(wr));
 	sge.addr = (uintptr_t)tx->buf;
 	sge.length = ISER_HDR_LEN;
@@ -847,7 +676,7 @@ static void iser_xfer_start(struct iser_conn *ic, struct iser_xfer *x)
 static int iser_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 {
 	struct iser_conn *ic = gw_container_of(t->conn, struct iser_conn, base);
-	struct iser_tag *tag;
+	struct dmv_iser_tag *tag;
 	struct iser_xfer *x;
 
 	if (ic->base.closed || ic->base.lost || ic->state != IC_UP) {
@@ -858,7 +687,7 @@ static int iser_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 		len = t->len;
 	if (!len && !rsp)
 		return -EINVAL;
-	tag = iser_tag_find(&ic->tags, t->itt);
+	tag = dmv_iser_tag_find(&ic->tags, t->itt);
 	if (len && (!tag || !tag->rsv)) {
 		gw_warn_rl("dmv", "%s: ITT 0x%x: %u bytes to send but the command carried no "
 			   "read STag", ic->base.peer, t->itt, len);
@@ -886,7 +715,7 @@ static int iser_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 static int iser_get_data(struct dmv_task *t)
 {
 	struct iser_conn *ic = gw_container_of(t->conn, struct iser_conn, base);
-	struct iser_tag *tag;
+	struct dmv_iser_tag *tag;
 	struct iser_xfer *x;
 
 	if (ic->base.closed || ic->base.lost || ic->state != IC_UP)
@@ -898,7 +727,7 @@ static int iser_get_data(struct dmv_task *t)
 		dmv_task_get_start(t);
 		return 0;
 	}
-	tag = iser_tag_find(&ic->tags, t->itt);
+	tag = dmv_iser_tag_find(&ic->tags, t->itt);
 	if (!tag || !tag->wsv) {
 		gw_warn_rl("dmv", "%s: ITT 0x%x: %u bytes to fetch but the command carried no "
 			   "write STag", ic->base.peer, t->itt, t->len - t->sol_next);
@@ -933,7 +762,7 @@ static void iser_task_abort(struct dmv_task *t)
 	if (x && x->read)
 		iser_xfer_detach(x);
 	if (!putting)
-		iser_tag_del(&ic->tags, t->itt);
+		dmv_iser_tag_del(&ic->tags, t->itt);
 }
 
 /* A chunk's RDMA operation completed (or was flushed). */
@@ -1011,9 +840,9 @@ static int iser_post_recv(struct iser_conn *ic, struct iser_rx *rx)
 	return 0;
 }
 
-static void iser_record_tags(struct iser_conn *ic, const struct iser_hdr *h, const uint8_t *bhs)
+static void iser_record_tags(struct iser_conn *ic, const struct dmv_iser_hdr *h, const uint8_t *bhs)
 {
-	struct iser_tag tag = {
+	struct dmv_iser_tag tag = {
 		.itt = isc_bhs_itt(bhs),
 		.rsv = h->flags & ISER_RSV, .wsv = h->flags & ISER_WSV,
 		.read_stag = h->read_stag, .read_va = h->read_va,
@@ -1021,10 +850,10 @@ static void iser_record_tags(struct iser_conn *ic, const struct iser_hdr *h, con
 	};
 
 	if (!tag.rsv && !tag.wsv) {
-		iser_tag_del(&ic->tags, tag.itt);
+		dmv_iser_tag_del(&ic->tags, tag.itt);
 		return;
 	}
-	if (iser_tag_set(&ic->tags, &tag))
+	if (dmv_iser_tag_set(&ic->tags, &tag))
 		gw_err_rl("dmv", "%s: ITT 0x%x: no room for its STags (%u commands open)",
 			  ic->base.peer, tag.itt, ic->tags.n);
 }
@@ -1032,7 +861,7 @@ static void iser_record_tags(struct iser_conn *ic, const struct iser_hdr *h, con
 /* One received Send. 0, or -errno to drop the connection. */
 static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 {
-	struct iser_hdr h;
+	struct dmv_iser_hdr h;
 	const uint8_t *bhs, *ahs, *data;
 	uint32_t ahs_len, dsl;
 	uint8_t reason = 0;
@@ -1041,7 +870,7 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	struct isc_pdu *pdu;
 	bool no_imm = false;
 
-	if (iser_hdr_parse(buf, n, &h)) {
+	if (dmv_iser_hdr_parse(buf, n, &h)) {
 		gw_warn_rl("dmv", "%s: %u-byte message without an iSER header", ic->base.peer, n);
 		return -EPROTO;
 	}
@@ -1476,7 +1305,7 @@ static void iser_conn_cm_event(struct gw_watch *w, uint32_t events)
  * the request is accepted. Returns 0 (the id is owned by the connection from then on) or
  * -errno, in which case the caller rejects and destroys the id. */
 static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
-			    const struct rdma_conn_param *req, const struct iser_cm_info *ci)
+			    const struct rdma_conn_param *req, const struct dmv_iser_cm_info *ci)
 {
 	struct iser_conn *ic = calloc(1, sizeof(*ic));
 	struct ibv_qp_init_attr qa;
@@ -1610,7 +1439,7 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 	if (!ic->max_reads)
 		ic->max_reads = 1;
 	ic->use_send_inv = ci->have_hdr && !ci->send_inv_not_sup;
-	iser_cm_build(pd_out, ic->use_send_inv);
+	dmv_iser_cm_build(pd_out, ic->use_send_inv);
 	memset(&cp, 0, sizeof(cp));
 	cp.initiator_depth = (uint8_t)ic->max_reads;
 	cp.responder_resources = req->initiator_depth;
@@ -1735,11 +1564,11 @@ static void iser_connect_request(struct iser_portal *ip, struct rdma_cm_event *e
 {
 	struct rdma_cm_id *id = ev->id;
 	struct rdma_conn_param req = ev->param.conn;
-	struct iser_cm_info ci;
+	struct dmv_iser_cm_info ci;
 	char peer[80];
 	int r;
 
-	iser_cm_parse(ev->param.conn.private_data, ev->param.conn.private_data_len, &ci);
+	dmv_iser_cm_parse(ev->param.conn.private_data, ev->param.conn.private_data_len, &ci);
 	req.private_data = NULL;
 	req.private_data_len = 0;
 	/* rdma_migrate_id waits for the id's events to be acknowledged: ack first. */

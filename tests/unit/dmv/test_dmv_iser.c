@@ -16,9 +16,9 @@ Test(dmv_iser, parses_the_iser_header_big_endian)
 		0xaa, 0xbb, 0xcc, 0xdd,			/* read STag */
 		0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88,	/* read VA */
 	};
-	struct iser_hdr h;
+	struct dmv_iser_hdr h;
 
-	cr_assert_eq(iser_hdr_parse(b, sizeof(b), &h), 0);
+	cr_assert_eq(dmv_iser_hdr_parse(b, sizeof(b), &h), 0);
 	cr_assert_eq(h.opcode, ISER_OP_CTRL);
 	cr_assert_eq(h.flags, ISER_WSV | ISER_RSV);
 	cr_assert_eq(h.write_stag, 0x11223344u);
@@ -26,7 +26,7 @@ Test(dmv_iser, parses_the_iser_header_big_endian)
 	cr_assert_eq(h.read_stag, 0xaabbccddu);
 	cr_assert_eq(h.read_va, 0xffeeddccbbaa9988ull);
 	/* A Send shorter than the header is not iSER. */
-	cr_assert_eq(iser_hdr_parse(b, ISER_HDR_LEN - 1, &h), -EPROTO);
+	cr_assert_eq(dmv_iser_hdr_parse(b, ISER_HDR_LEN - 1, &h), -EPROTO);
 }
 
 Test(dmv_iser, target_control_header_carries_no_stags)
@@ -35,7 +35,7 @@ Test(dmv_iser, target_control_header_carries_no_stags)
 	size_t i;
 
 	memset(b, 0xa5, sizeof(b));
-	iser_hdr_build_ctrl(b);
+	dmv_iser_hdr_build_ctrl(b);
 	cr_assert_eq(b[0], 0x10);
 	for (i = 1; i < sizeof(b); i++)
 		cr_assert_eq(b[i], 0, "byte %zu", i);
@@ -44,18 +44,18 @@ Test(dmv_iser, target_control_header_carries_no_stags)
 Test(dmv_iser, hello_reply_accepts_version_1_and_rejects_others)
 {
 	uint8_t in[ISER_HDR_LEN] = { 0x20, 0x21 }, out[ISER_HDR_LEN];	/* max 2, min 1 */
-	struct iser_hdr h;
+	struct dmv_iser_hdr h;
 
-	cr_assert_eq(iser_hdr_parse(in, sizeof(in), &h), 0);
+	cr_assert_eq(dmv_iser_hdr_parse(in, sizeof(in), &h), 0);
 	cr_assert_eq(h.opcode, ISER_OP_HELLO);
-	iser_hdr_build_hello_reply(out, &h, 16);
+	dmv_iser_hdr_build_hello_reply(out, &h, 16);
 	cr_assert_eq(out[0], 0x30, "HelloReply without the reject bit");
 	cr_assert_eq(out[1], 0x11, "max version 1, current version 1");
 	cr_assert_eq(isc_get16(out, 2), 16, "ORD");
 
 	in[1] = 0x22;	/* versions 2..2 only */
-	cr_assert_eq(iser_hdr_parse(in, sizeof(in), &h), 0);
-	iser_hdr_build_hello_reply(out, &h, 4);
+	cr_assert_eq(dmv_iser_hdr_parse(in, sizeof(in), &h), 0);
+	dmv_iser_hdr_build_hello_reply(out, &h, 4);
 	cr_assert_eq(out[0], 0x31, "rejected");
 	cr_assert_eq(out[1] >> 4, 1, "still says which version it has");
 }
@@ -65,19 +65,19 @@ Test(dmv_iser, cm_private_data_from_linux_and_others)
 	static const uint8_t linux_hdr[4] = { 0xc0, 0, 0, 0 };	/* ZBVA + SEND_W_INV not sup */
 	static const uint8_t inv_ok[4] = { 0x80, 0, 0, 0 };
 	static const uint8_t longer[8] = { 0x40, 0, 0, 0, 1, 2, 3, 4 };
-	struct iser_cm_info ci;
+	struct dmv_iser_cm_info ci;
 
-	iser_cm_parse(linux_hdr, sizeof(linux_hdr), &ci);
+	dmv_iser_cm_parse(linux_hdr, sizeof(linux_hdr), &ci);
 	cr_assert(ci.have_hdr && ci.zbva_not_sup && ci.send_inv_not_sup);
-	iser_cm_parse(inv_ok, sizeof(inv_ok), &ci);
+	dmv_iser_cm_parse(inv_ok, sizeof(inv_ok), &ci);
 	cr_assert(ci.have_hdr && ci.zbva_not_sup);
 	cr_assert_not(ci.send_inv_not_sup, "the initiator takes Send with Invalidate");
-	iser_cm_parse(longer, sizeof(longer), &ci);
+	dmv_iser_cm_parse(longer, sizeof(longer), &ci);
 	cr_assert(ci.have_hdr && !ci.zbva_not_sup && ci.send_inv_not_sup);
 	/* Nothing, or too little: no header, and no Send with Invalidate either. */
-	iser_cm_parse(NULL, 0, &ci);
+	dmv_iser_cm_parse(NULL, 0, &ci);
 	cr_assert(!ci.have_hdr && ci.send_inv_not_sup);
-	iser_cm_parse(linux_hdr, 3, &ci);
+	dmv_iser_cm_parse(linux_hdr, 3, &ci);
 	cr_assert(!ci.have_hdr && ci.send_inv_not_sup);
 }
 
@@ -85,10 +85,10 @@ Test(dmv_iser, target_cm_private_data)
 {
 	uint8_t b[ISER_CM_HDR_LEN];
 
-	iser_cm_build(b, true);
+	dmv_iser_cm_build(b, true);
 	cr_assert_eq(b[0], 0x80);
 	cr_assert(!b[1] && !b[2] && !b[3]);
-	iser_cm_build(b, false);
+	dmv_iser_cm_build(b, false);
 	cr_assert_eq(b[0], 0xc0);
 }
 
@@ -96,7 +96,7 @@ Test(dmv_iser, target_cm_private_data)
  * with ITTs chosen to collide, must always find exactly what was recorded. */
 Test(dmv_iser, stag_table_matches_a_reference)
 {
-	struct iser_tags tt = { .slot = calloc(ISER_TAGS, sizeof(struct iser_tag)) };
+	struct dmv_iser_tags tt = { .slot = calloc(ISER_TAGS, sizeof(struct dmv_iser_tag)) };
 	enum { N = 3000 };
 	static bool live[N];
 	static uint32_t stag[N];
@@ -104,7 +104,7 @@ Test(dmv_iser, stag_table_matches_a_reference)
 
 	cr_assert_not_null(tt.slot);
 	for (k = 0; k < 200000; k++) {
-		struct iser_tag v = { 0 };
+		struct dmv_iser_tag v = { 0 };
 
 		seed = seed * 1103515245 + 12345;
 		i = (seed >> 8) % N;
@@ -114,20 +114,20 @@ Test(dmv_iser, stag_table_matches_a_reference)
 		if ((seed >> 4) & 3) {
 			v.rsv = true;
 			v.read_stag = seed;
-			cr_assert_eq(iser_tag_set(&tt, &v), 0);
+			cr_assert_eq(dmv_iser_tag_set(&tt, &v), 0);
 			if (!live[i])
 				nlive++;
 			live[i] = true;
 			stag[i] = seed;
 		} else {
-			iser_tag_del(&tt, v.itt);
+			dmv_iser_tag_del(&tt, v.itt);
 			if (live[i])
 				nlive--;
 			live[i] = false;
 		}
 		if (k % 9973 == 0) {
 			for (i = 0; i < N; i++) {
-				struct iser_tag *e = iser_tag_find(&tt, (i & 1) ? i * ISER_TAGS : i);
+				struct dmv_iser_tag *e = dmv_iser_tag_find(&tt, (i & 1) ? i * ISER_TAGS : i);
 
 				if (live[i]) {
 					cr_assert_not_null(e, "ITT of %u lost", i);
@@ -144,23 +144,23 @@ Test(dmv_iser, stag_table_matches_a_reference)
 
 Test(dmv_iser, stag_table_full_says_so)
 {
-	struct iser_tags tt = { .slot = calloc(ISER_TAGS, sizeof(struct iser_tag)) };
-	struct iser_tag v = { .wsv = true };
+	struct dmv_iser_tags tt = { .slot = calloc(ISER_TAGS, sizeof(struct dmv_iser_tag)) };
+	struct dmv_iser_tag v = { .wsv = true };
 	uint32_t i;
 
 	for (i = 0; i < ISER_TAGS; i++) {
 		v.itt = i;
-		cr_assert_eq(iser_tag_set(&tt, &v), 0);
+		cr_assert_eq(dmv_iser_tag_set(&tt, &v), 0);
 	}
 	v.itt = ISER_TAGS;
-	cr_assert_eq(iser_tag_set(&tt, &v), -ENOSPC);
+	cr_assert_eq(dmv_iser_tag_set(&tt, &v), -ENOSPC);
 	v.itt = 7;	/* replacing an existing one still works */
 	v.write_stag = 99;
-	cr_assert_eq(iser_tag_set(&tt, &v), 0);
-	cr_assert_eq(iser_tag_find(&tt, 7)->write_stag, 99);
-	iser_tag_del(&tt, 3);
+	cr_assert_eq(dmv_iser_tag_set(&tt, &v), 0);
+	cr_assert_eq(dmv_iser_tag_find(&tt, 7)->write_stag, 99);
+	dmv_iser_tag_del(&tt, 3);
 	v.itt = ISER_TAGS;
-	cr_assert_eq(iser_tag_set(&tt, &v), 0, "room again after a delete");
+	cr_assert_eq(dmv_iser_tag_set(&tt, &v), 0, "room again after a delete");
 	free(tt.slot);
 }
 
