@@ -75,7 +75,7 @@ int main(int argc, char **argv)
 	static const int sigs[] = { SIGINT, SIGTERM };
 	const char *config = NULL, *state_dir = NULL, *debug = NULL, *ctl_path = NULL;
 	char *ctl_conf_path = NULL;
-	struct ctl_gateway_conf ctl_gconf = { NULL, NULL };
+	struct ctl_gateway_conf ctl_gconf = { NULL, NULL, 0 };
 	struct ctl_sock *ctl = NULL;
 	char *state_config = NULL, *dbg = NULL;
 	struct isc_gw *gw = NULL;
@@ -163,6 +163,8 @@ int main(int argc, char **argv)
 	r = isc_gw_create(&loop, cfg.isc, &gw, &errs);
 	cfg.isc = NULL;		/* the gw owns it now, on success and failure */
 	/* The control socket starts once the gateway serves; keep what it needs. */
+	if (!r)
+		gw->data_mem_max = cfg.gateway.data_memory;
 	ctl_gconf.log_debug = cfg.gateway.log_debug;
 	cfg.gateway.log_debug = NULL;
 	if (cfg.gateway.control_socket && *cfg.gateway.control_socket)

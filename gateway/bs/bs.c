@@ -281,6 +281,22 @@ void bs_shutdown(struct bs *bs)
 		bs->ops->shutdown(bs);
 }
 
+int bs_map(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent)
+{
+	int r;
+
+	*extent = len;
+	if (!bs->ops->map || !len)
+		return BS_MAPPED;
+	r = bs->ops->map(bs, off, len, extent);
+	if (r < 0 || *extent == 0 || *extent > len) {
+		/* Not knowing is never an error: the blocks are reported as mapped. */
+		*extent = len;
+		return BS_MAPPED;
+	}
+	return r;
+}
+
 json_t *bs_status(struct bs *bs)
 {
 	return bs->ops->status ? bs->ops->status(bs) : NULL;

@@ -98,6 +98,8 @@ struct bs_ops {
 	bool (*settled)(struct bs *bs);
 	void (*shutdown)(struct bs *bs);
 	json_t *(*status)(struct bs *bs);
+	/* Allocation of [off, off + len): see bs_map. Called on the loop thread; must be cheap. */
+	int (*map)(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent);
 };
 
 struct bs {
@@ -141,6 +143,13 @@ void bs_event(struct bs *bs, enum bs_event ev);
 bool bs_settled(struct bs *bs);
 /* Shutdown: stop queueing, fail what waits, drain in flight within a bound (remote). */
 void bs_shutdown(struct bs *bs);
+/*
+ * Thin provisioning: whether the bytes at off are allocated (BS_MAPPED) or a hole that reads
+ * as zeroes (BS_DEALLOCATED), and in *extent how many bytes from off (at most len) share that
+ * state. Backstores that cannot tell report everything mapped, as SBC allows.
+ */
+enum { BS_MAPPED = 0, BS_DEALLOCATED = 1 };
+int bs_map(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent);
 /* Live state for the control socket (remote: paths, policies, counters), or NULL. */
 json_t *bs_status(struct bs *bs);
 

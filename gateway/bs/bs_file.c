@@ -682,9 +682,40 @@ static void bs_file_close(struct bs *bs)
 	bs->priv = NULL;
 }
 
+/*
+ * Holes of a sparse file, from SEEK_DATA/SEEK_HOLE (tmpfs, ext4, xfs, btrfs answer from their
+ * extent maps without reading data). Block devices have no holes to report.
+ */
+static int bs_file_map(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent)
+{
+	struct bs_file *f = bs->priv;
+	off_t data, hole;
+
+	if (f->is_block)
+		return BS_MAPPED;
+	data = lseek(f->fd, (off_t)off, SEEK_DATA);
+	if (data < 0) {
+		if (errno != ENXIO)
+			return -errno;
+		/* No data from off to the end of the file: all of it reads as zeroes. */
+		*extent = len;
+		return BS_DEALLOCATED;
+	}
+	if ((uint64_t)data > off) {
+		*extent = (uint64_t)data - off < len ? (uint64_t)data - off : len;
+		return BS_DEALLOCATED;
+	}
+	hole = lseek(f->fd, (off_t)off, SEEK_HOLE);
+	if (hole < 0)
+		return -errno;
+	*extent = (uint64_t)hole - off < len ? (uint64_t)hole - off : len;
+	return BS_MAPPED;
+}
+
 const struct bs_ops bs_file_ops = {
 	.name = "file",
 	.open = bs_file_open,
 	.close = bs_file_close,
 	.submit = bs_file_submit,
+	.map = bs_file_map,
 };

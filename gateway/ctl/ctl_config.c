@@ -23,6 +23,11 @@ const struct gw_conf_key ctl_gateway_conf_keys[] = {
 	{ .name = "control_socket", .type = GW_CONF_STR,
 	  .offset = offsetof(struct ctl_gateway_conf, control_socket), .min = 0, .max = 107,
 	  .def = "", .help = "Unix socket for the agent; empty: none." },
+	{ .name = "data_memory", .type = GW_CONF_SIZE,
+	  .offset = offsetof(struct ctl_gateway_conf, data_memory), .min = 64ull << 20,
+	  .max = 1ull << 40, .def = "1G",
+	  .help = "Memory for command data buffers, all sessions together. A command that "
+		  "would need more is answered TASK SET FULL, which initiators retry." },
 	GW_CONF_END,
 };
 

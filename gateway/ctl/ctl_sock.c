@@ -196,9 +196,23 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 		cs->gconf.log_debug = c.gateway.log_debug;
 		c.gateway.log_debug = NULL;
 	}
+	if (c.gateway.data_memory != cs->gw->data_mem_max) {
+		gw_info("ctl", "data memory limit %llu MiB (was %llu MiB)",
+			(unsigned long long)(c.gateway.data_memory >> 20),
+			(unsigned long long)(cs->gw->data_mem_max >> 20));
+		cs->gw->data_mem_max = c.gateway.data_memory;
+	}
 	ctl_config_free(&c);
 	cs->applies++;
 	return json_pack("{s:b}", "ok", 1);
+}
+
+static json_t *op_config(struct ctl_sock *cs)
+{
+	/* The data memory limit lives in the gateway object, which apply updates. */
+	cs->gconf.data_memory = cs->gw->data_mem_max;
+	return json_pack("{s:b, s:o}", "ok", 1, "config",
+			 ctl_config_dump(cs->gw->conf, &cs->gconf, false));
 }
 
 static json_t *op_drop(struct ctl_sock *cs, const json_t *req)
@@ -226,8 +240,7 @@ json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req)
 	else if (!strcmp(op, "state"))
 		reply = state_json(s);
 	else if (!strcmp(op, "config"))
-		reply = json_pack("{s:b, s:o}", "ok", 1, "config",
-				  ctl_config_dump(s->gw->conf, &s->gconf, false));
+		reply = op_config(s);
 	else if (!strcmp(op, "drop_session"))
 		reply = op_drop(s, req);
 	else if (!strcmp(op, "ping"))

@@ -57,6 +57,47 @@ uint32_t dmv_conn_next_ttt(struct dmv_conn *c)
 	return ttt;
 }
 
+struct isc_pdu *dmv_r2t_next(struct dmv_task *t, bool *nopdu)
+{
+	const struct dmv_conn_params *p = &t->conn->params;
+	uint32_t max_r2t = p->max_outstanding_r2t ? p->max_outstanding_r2t : 1;
+	uint32_t mbl = p->max_burst_length ? p->max_burst_length : 262144;
+	struct isc_pdu *pdu;
+	struct dmv_r2t *r;
+	uint32_t n;
+
+	if (max_r2t > DMV_R2T_MAX)
+		max_r2t = DMV_R2T_MAX;
+	if (!t->getting || t->aborted || t->nr2t >= max_r2t || t->sol_next >= t->len)
+		return NULL;
+	pdu = isc_pdu_get(t->conn->pool);
+	if (!pdu) {
+		if (nopdu)
+			*nopdu = true;
+		return NULL;
+	}
+	n = t->len - t->sol_next;
+	if (n > mbl)
+		n = mbl;
+	r = &t->r2t[t->nr2t++];
+	r->ttt = dmv_conn_next_ttt(t->conn);
+	r->off = t->sol_next;
+	r->len = n;
+	r->recv = 0;
+	r->datasn = 0;
+	t->sol_next += n;
+	pdu->bhs[0] = ISC_OP_R2T;
+	pdu->bhs[1] = ISC_FL_F;
+	memcpy(pdu->bhs + 8, t->lun, 8);
+	isc_put32(pdu->bhs, 16, t->itt);
+	isc_put32(pdu->bhs, 20, r->ttt);
+	t->conn->cb->stamp(t->conn, pdu->bhs);
+	isc_put32(pdu->bhs, 36, t->r2tsn++);
+	isc_put32(pdu->bhs, 40, r->off);
+	isc_put32(pdu->bhs, 44, r->len);
+	return pdu;
+}
+
 static void dmv_task_deferred_done(struct gw_defer *d)
 {
 	struct dmv_task *t = gw_container_of(d, struct dmv_task, defer);

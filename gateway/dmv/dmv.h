@@ -267,6 +267,12 @@ int dmv_dataout_end(struct dmv_conn *c, struct dmv_task *t, const uint8_t *bhs);
 void dmv_task_get_start(struct dmv_task *t);
 /* Frees R2T slots and cancels the deferred completion. */
 void dmv_task_forget(struct dmv_task *t);
+/*
+ * The next R2T a task needs (TCP), built and stamped, its slot in t->r2t taken: NULL when none
+ * is due (all data solicited, the MaxOutstandingR2T window full, the task not getting data) or
+ * when the PDU pool is empty (then *nopdu, if given, is set).
+ */
+struct isc_pdu *dmv_r2t_next(struct dmv_task *t, bool *nopdu);
 /* A TTT for this connection (never 0xffffffff). */
 uint32_t dmv_conn_next_ttt(struct dmv_conn *c);
 

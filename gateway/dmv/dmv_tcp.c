@@ -350,43 +350,15 @@ nomem:
 static void tcp_solicit(struct dmv_task *t)
 {
 	struct tcp_conn *tc = gw_container_of(t->conn, struct tcp_conn, base);
-	const struct dmv_conn_params *p = &tc->base.params;
-	uint32_t max_r2t = p->max_outstanding_r2t ? p->max_outstanding_r2t : 1;
-	uint32_t mbl = p->max_burst_length ? p->max_burst_length : 262144;
+	struct isc_pdu *pdu;
+	bool nopdu = false;
 
-	if (max_r2t > DMV_R2T_MAX)
-		max_r2t = DMV_R2T_MAX;
-	while (t->getting && !t->aborted && t->nr2t < max_r2t && t->sol_next < t->len) {
-		struct dmv_r2t *r = &t->r2t[t->nr2t];
-		struct isc_pdu *pdu = isc_pdu_get(tc->base.pool);
-		uint32_t n = t->len - t->sol_next;
-
-		if (!pdu) {
-			/* Retried when the next sequence completes; with none outstanding the
-			 * initiator times out and recovers, which beats failing the write. */
-			gw_err_rl("dmv", "%s: out of PDUs for R2T", tc->base.peer);
-			return;
-		}
-		if (n > mbl)
-			n = mbl;
-		r->ttt = dmv_conn_next_ttt(&tc->base);
-		r->off = t->sol_next;
-		r->len = n;
-		r->recv = 0;
-		r->datasn = 0;
-		t->nr2t++;
-		t->sol_next += n;
-		pdu->bhs[0] = ISC_OP_R2T;
-		pdu->bhs[1] = ISC_FL_F;
-		memcpy(pdu->bhs + 8, t->lun, 8);
-		isc_put32(pdu->bhs, 16, t->itt);
-		isc_put32(pdu->bhs, 20, r->ttt);
-		tc->base.cb->stamp(&tc->base, pdu->bhs);
-		isc_put32(pdu->bhs, 36, t->r2tsn++);
-		isc_put32(pdu->bhs, 40, r->off);
-		isc_put32(pdu->bhs, 44, r->len);
+	while ((pdu = dmv_r2t_next(t, &nopdu)))
 		tcp_queue(tc, pdu);
-	}
+	/* Retried when the next sequence completes; with none outstanding the initiator times
+	 * out and recovers, which beats failing the write. */
+	if (nopdu)
+		gw_err_rl("dmv", "%s: out of PDUs for R2T", tc->base.peer);
 }
 
 static int tcp_get_data(struct dmv_task *t)

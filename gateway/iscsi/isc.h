@@ -180,6 +180,7 @@ struct isc_task {
 	bool aborted;
 	bool read, write;
 	bool bad_cdb;			/* answered CHECK CONDITION without the SCSI core */
+	bool busy;			/* answered TASK SET FULL: no data memory for it */
 	struct isc_tmf *tmf;		/* TMF waiting for this task to end */
 	struct iovec iov;
 	uint8_t *buf;
@@ -264,6 +265,9 @@ struct isc_session {
 	uint64_t login_ms;		/* loop time of the login */
 };
 
+/* gateway.data_memory's default (ctl_config.c says "1G"). */
+#define ISC_DATA_MEM_DEFAULT	(1ull << 30)
+
 struct isc_gw {
 	struct gw_loop *loop;
 	struct isc_gw_conf *conf;	/* owned */
@@ -280,6 +284,9 @@ struct isc_gw {
 	struct gw_list dying_targets;	/* removed targets whose sessions still drain */
 	struct gw_timer lun_timer;	/* retries LUN removals that met commands in flight */
 	bool lun_timer_on;
+	/* Command data buffers (in tasks and in the task cache) against their budget. */
+	uint64_t data_mem, data_mem_max;
+	uint64_t task_set_full;		/* commands answered TASK SET FULL for want of it */
 };
 
 /* isc_target.c: the gateway object */

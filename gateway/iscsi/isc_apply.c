@@ -549,8 +549,10 @@ json_t *isc_gw_state(struct isc_gw *gw)
 	}
 	gw_list_for_each_entry(s, &gw->sessions, node)
 		json_array_append_new(sessions, isc_state_session(s));
-	return json_pack("{s:o, s:o, s:o, s:i}", "portals", portals, "targets", targets,
-			 "sessions", sessions, "connections", (int)gw->nconns);
+	return json_pack("{s:o, s:o, s:o, s:i, s:{s:I, s:I, s:I}}", "portals", portals, "targets",
+			 targets, "sessions", sessions, "connections", (int)gw->nconns,
+			 "data_memory", "used", (json_int_t)gw->data_mem, "limit",
+			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)gw->task_set_full);
 }
 
 int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih)

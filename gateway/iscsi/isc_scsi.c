@@ -51,20 +51,51 @@ struct isc_task *isc_task_alloc(struct isc_conn *c)
 	return t;
 }
 
+/* Releases a task's data buffer and its share of the budget. */
+static void isc_task_buf_drop(struct isc_gw *gw, struct isc_task *t)
+{
+	free(t->buf);
+	gw->data_mem -= t->buf_cap;
+	t->buf = NULL;
+	t->buf_cap = 0;
+}
+
+/* Idle buffers of recycled tasks go first when the budget runs short. */
+static void isc_task_cache_trim(struct isc_gw *gw, uint64_t need)
+{
+	struct isc_task *t;
+
+	gw_list_for_each_entry(t, &gw->task_free, cnode) {
+		if (gw->data_mem + need <= gw->data_mem_max)
+			return;
+		isc_task_buf_drop(gw, t);
+	}
+}
+
+/*
+ * A data buffer of at least len bytes for t, within the gateway's data memory budget:
+ * 0, -EBUSY when the budget is spent by commands in flight (the command is answered TASK SET
+ * FULL and the initiator retries it), -ENOMEM.
+ */
 static int isc_task_buf(struct isc_task *t, uint32_t len)
 {
+	struct isc_gw *gw = t->sess->gw;
 	void *p;
 
 	if (len <= t->buf_cap)
 		return 0;
-	free(t->buf);
-	t->buf = NULL;
-	t->buf_cap = 0;
+	isc_task_buf_drop(gw, t);
+	if (gw->data_mem_max && gw->data_mem + len > gw->data_mem_max) {
+		isc_task_cache_trim(gw, len);
+		if (gw->data_mem + len > gw->data_mem_max)
+			return -EBUSY;
+	}
 	/* Page-aligned, so O_DIRECT backstores can use it as it is. */
 	if (posix_memalign(&p, 4096, len))
 		return -ENOMEM;
 	t->buf = p;
 	t->buf_cap = len;
+	gw->data_mem += len;
 	return 0;
 }
 
@@ -91,16 +122,12 @@ void isc_task_free(struct isc_task *t)
 	s->ntasks--;
 	t->state = ISC_TS_DONE;
 	if (t->buf_cap > ISC_TASK_KEEP_BUF || gw->ntask_free >= ISC_TASK_FREE_MAX ||
-	    gw->stopping) {
-		free(t->buf);
-		t->buf = NULL;
-		t->buf_cap = 0;
-	}
+	    gw->stopping)
+		isc_task_buf_drop(gw, t);
 	if (gw->ntask_free < ISC_TASK_FREE_MAX && !gw->stopping) {
 		gw_list_add(&gw->task_free, &t->cnode);
 		gw->ntask_free++;
 	} else {
-		free(t->buf);
 		free(t);
 	}
 	if (tmf)
@@ -194,6 +221,13 @@ void isc_task_deliver(struct isc_task *t)
 	}
 	if (t->bad_cdb) {
 		isc_scsi_fail(t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+		return;
+	}
+	if (t->busy) {
+		t->state = ISC_TS_SCSI;
+		t->cmd.priv = t;
+		t->cmd.status = SCSI_TASK_SET_FULL;
+		isc_task_scsi_done(&t->cmd);
 		return;
 	}
 	if (!gw_list_empty(&t->sess->target->pending_luns) &&
@@ -349,7 +383,7 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 	uint32_t dsl = pdu->data_len, unsol_end;
 	bool bad_cdb = false;
 	struct isc_task *t;
-	int order = 1;
+	int order = 1, r = 0;
 
 	if (!imm) {
 		order = isc_session_check_cmdsn(s, cmdsn);
@@ -409,7 +443,14 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 		t->edtl = edtl = 0;
 	if (edtl > ISC_EDTL_MAX || (t->read && t->write))
 		bad_cdb = true;
-	else if (edtl && isc_task_buf(t, edtl)) {
+	else if (edtl && (r = isc_task_buf(t, edtl)) == -EBUSY) {
+		/* Like a bad CDB, answered in order and without data, but retried. */
+		t->busy = true;
+		s->gw->task_set_full++;
+		gw_warn_rl("iscsi", "%s: data memory (gateway.data_memory, %llu MiB) in use by "
+			   "commands in flight: TASK SET FULL", c->dc->peer,
+			   (unsigned long long)(s->gw->data_mem_max >> 20));
+	} else if (r) {
 		isc_task_free(t);
 		isc_conn_close(c, "out of memory for a data buffer");
 		return;
@@ -417,10 +458,10 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 	gw_list_add_tail(&c->tasks, &t->cnode);
 	c->ntasks++;
 	t->dt.buf = t->buf;
-	t->dt.len = bad_cdb ? 0 : edtl;
+	t->dt.len = bad_cdb || t->busy ? 0 : edtl;
 	t->dt.done = isc_task_xfer_done;
 	dmv_task_init(&t->dt, c->dc, itt, bhs + 8);
-	if (t->write && !bad_cdb) {
+	if (t->write && !bad_cdb && !t->busy) {
 		memcpy(t->buf, pdu->data, dsl);
 		if ((bhs[1] & ISC_FL_F) || p->initial_r2t)
 			unsol_end = dsl;
@@ -428,9 +469,9 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 			unsol_end = p->first_burst_length < edtl ? p->first_burst_length : edtl;
 		dmv_task_init_write(&t->dt, dsl, unsol_end);
 	}
-	if (bad_cdb) {
+	if (bad_cdb || t->busy) {
 		/* Answered in order like any command, without data. */
-		t->bad_cdb = true;
+		t->bad_cdb = bad_cdb;
 		t->read = t->write = false;
 		t->edtl = 0;
 	}

@@ -424,6 +424,7 @@ int isc_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw 
 	}
 	gw->loop = loop;
 	gw->conf = conf;
+	gw->data_mem_max = ISC_DATA_MEM_DEFAULT;
 	isc_pdu_pool_init(&gw->pdus, 0);
 	gw_list_init(&gw->task_free);
 	gw_list_init(&gw->portals);

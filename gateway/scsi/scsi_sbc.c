@@ -622,27 +622,65 @@ start:
 
 /* GET LBA STATUS */
 
+/* At most this many descriptors per answer: a host asks again from where the last one ended. */
+#define SCSI_LBA_STATUS_MAX 64
+
 int scsi_sbc_get_lba_status(struct scsi_cmd *cmd)
 {
 	const uint8_t *c = cmd->cdb;
 	struct scsi_lu *lu = cmd->lu;
 	uint64_t lba = scsi_get64(&c[2]);
 	uint32_t alloc = scsi_get32(&c[10]);
-	uint64_t n;
-	uint8_t b[24] = { 0 };
+	uint8_t b[8 + 16 * SCSI_LBA_STATUS_MAX] = { 0 };
+	uint32_t nd = 0, len;
 
 	if (lba >= lu->nblocks) {
 		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x21, 0x00);
 		return SCSI_CMD_DONE;
 	}
-	/* The backstores do not say which blocks are allocated: report the rest of the LU as
-	 * mapped, one descriptor (SBC allows reporting deallocated blocks as mapped). */
-	n = lu->nblocks - lba;
-	scsi_put32(b, 20);
-	scsi_put64(&b[8], lba);
-	scsi_put32(&b[16], n > 0xffffffffull ? 0xffffffffu : (uint32_t)n);
-	b[20] = 0x00;	/* mapped */
-	scsi_cmd_data_in(cmd, b, alloc < 24 ? alloc : 24);
+	/*
+	 * One descriptor per extent of the same provisioning status, from the LBA asked for to
+	 * the end of the LU or of the allocation length. A thick LU is one mapped extent. Holes
+	 * count in whole blocks only: a block partly allocated is mapped.
+	 */
+	while (lba < lu->nblocks && nd < SCSI_LBA_STATUS_MAX && 8 + 16 * (nd + 1) <= alloc) {
+		uint64_t left = lu->nblocks - lba, ext = left << lu->block_shift, n;
+		int st = lu->thin ? bs_map(lu->bs, lba << lu->block_shift, ext, &ext) : BS_MAPPED;
+		uint8_t *d = &b[8 + 16 * nd];
+
+		n = st == BS_DEALLOCATED ? ext >> lu->block_shift
+					 : (ext + (1u << lu->block_shift) - 1) >> lu->block_shift;
+		if (!n) {
+			st = BS_MAPPED;
+			n = 1;
+		}
+		if (n > left)
+			n = left;
+		if (n > 0xffffffffu)
+			n = 0xffffffffu;
+		/* Merge with the previous descriptor when the status is the same. */
+		if (nd && (b[8 + 16 * (nd - 1) + 12] & 0x0f) == (st == BS_DEALLOCATED ? 1 : 0) &&
+		    (uint64_t)scsi_get32(&b[8 + 16 * (nd - 1) + 8]) + n <= 0xffffffffu) {
+			d = &b[8 + 16 * (nd - 1)];
+			scsi_put32(&d[8], scsi_get32(&d[8]) + (uint32_t)n);
+			lba += n;
+			continue;
+		}
+		scsi_put64(d, lba);
+		scsi_put32(&d[8], (uint32_t)n);
+		d[12] = st == BS_DEALLOCATED ? 0x01 : 0x00;	/* deallocated : mapped */
+		nd++;
+		lba += n;
+	}
+	/* An allocation length too short for one descriptor still gets the header. */
+	len = 8 + 16 * (nd ? nd : 1);
+	if (!nd) {
+		scsi_put64(&b[8], lba);
+		scsi_put32(&b[16], lu->nblocks - lba > 0xffffffffull ? 0xffffffffu
+								 : (uint32_t)(lu->nblocks - lba));
+	}
+	scsi_put32(b, len - 4);
+	scsi_cmd_data_in(cmd, b, alloc < len ? alloc : len);
 	return SCSI_CMD_DONE;
 }
 

@@ -121,7 +121,7 @@ one_run() {
 		[ "$pat" = seq ] && args+=(-s)
 		timeout -k 5 $((BENCH_SECS + 40)) "${CLIENT[@]}" "$BENCH" "${args[@]}" "$url" >"$out" 2>&1 ||
 			true
-		iops=$(sed -n 's/^bench: .* iops=\([0-9]*\) .* errors=0$/\1/p' "$out")
+		iops=$(sed -n 's/^bench: .* iops=\([0-9]*\) .* errors=0\( .*\)\{0,1\}$/\1/p' "$out")
 	fi
 	t1=$(date +%s.%N)
 	c1=$(t_cpu_ticks "${PID[$which]}")

@@ -155,4 +155,42 @@ else
 	fail "mutual CHAP" "$TARGET did not start"
 fi
 
+# Target 4 (gateway only): more large writes in flight than gateway.data_memory holds. The
+# commands beyond it are answered TASK SET FULL, which initiators retry; nothing fails, the
+# connection stays, and the gateway's state counts them.
+if [ "$TARGET" = isergwd ]; then
+	tg_defaults
+	SOCK=$T_DIR/limit.sock
+	TG_GATEWAY="\"data_memory\": \"64M\", \"control_socket\": \"$SOCK\""
+	if target_start limit; then
+		timeout -k 5 60 "$T_TOOLS/isergw-bench" -i "$ADMITTED" -w -b 4M -q 32 -t 3 "$T_URL" \
+			>"$T_DIR/limit.out" 2>&1
+		rc=$?
+		busy=$(sed -n 's/^bench: .* errors=0 busy=\([0-9]*\)$/\1/p' "$T_DIR/limit.out")
+		if [ $rc -eq 0 ] && [ "${busy:-0}" -gt 0 ]; then
+			pass "128 MiB of writes in flight, 64 MiB data memory: $busy TASK SET FULL, retried, no error"
+		else
+			fail "data memory limit answers TASK SET FULL" \
+				"exit $rc, busy=${busy:-?}: $(tail -n 2 "$T_DIR/limit.out")"
+		fi
+		echo '{"op":"state"}' | timeout 5 python3 -c '
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(sys.stdin.buffer.read()); f = s.makefile()
+m = json.loads(f.readline())["data_memory"]
+print(m["used"], m["limit"], m["task_set_full"])' "$SOCK" >"$T_DIR/limit.state" 2>&1
+		read -r used limit tsf <"$T_DIR/limit.state"
+		if [ "${limit:-0}" = $((64 << 20)) ] && [ "${tsf:-0}" -gt 0 ] &&
+			[ "${used:-x}" -le "${limit:-0}" ] 2>/dev/null; then
+			pass "state: data memory $used of $limit bytes, $tsf TASK SET FULL"
+		else
+			fail "state reports the data memory" "$(cat "$T_DIR/limit.state")"
+		fi
+		check "after the flood: writes verified" verify -s 9 -n 40 "$T_URL"
+		target_stop
+	else
+		fail "data memory limit" "$TARGET did not start"
+	fi
+fi
+
 t_end

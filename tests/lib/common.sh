@@ -366,6 +366,7 @@ gw_stop() {
 #   TG_CHAP_USER TG_CHAP_SECRET TG_MUTUAL_USER TG_MUTUAL_SECRET   target CHAP (empty: none)
 #   TG_THIN        1 reports the LUN thin-provisioned (UNMAP, GET LBA STATUS)
 #   TG_BS          gateway backstore type: file (default) or ram
+#   TG_GATEWAY     members of the gateway's "gateway" object (JSON), e.g. "data_memory": "64M"
 tg_defaults() {
 	TG_IQN=iqn.2026-11.org.isergw:${T_SUITE:-test}
 	TG_SIZE=1G
@@ -377,6 +378,7 @@ tg_defaults() {
 	TG_MUTUAL_SECRET=
 	TG_THIN=1
 	TG_BS=file
+	TG_GATEWAY=
 }
 
 # to_bytes 1G -> 1073741824
@@ -404,6 +406,7 @@ gw_write_config() {
 	fi
 	cat >"$conf" <<EOF
 {
+  "gateway": { ${TG_GATEWAY:-} },
   "portals": [
     { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $port }
   ],

@@ -6,6 +6,8 @@
  * parse: IOPS, MiB/s and mean latency. iscsi-perf only reads (READ16, unaligned); this tool is
  * what measures writes and aligned reads for tests/bench/run.sh.
  *
+ * TASK SET FULL and BUSY are retried, as a host's SCSI layer does, and counted (busy=N).
+ *
  * Exit status: 0 no errors, 1 a command failed, 2 usage, 3 login failed, 4 connection lost.
  */
 #include <errno.h>
@@ -42,7 +44,7 @@ struct bench {
 	uint64_t rng;
 	double end;
 	int inflight;
-	uint64_t ios, errors;
+	uint64_t ios, errors, busy;
 	double lat_sum;
 	int reported;
 };
@@ -109,7 +111,9 @@ static void complete_cb(struct iscsi_context *iscsi, int status, void *command_d
 	double t = now();
 
 	b->inflight--;
-	if (status != SCSI_STATUS_GOOD) {
+	if (status == SCSI_STATUS_TASK_SET_FULL || status == SCSI_STATUS_BUSY) {
+		b->busy++;
+	} else if (status != SCSI_STATUS_GOOD) {
 		b->errors++;
 		if (!b->reported++)
 			fprintf(stderr, "bench: command failed: status 0x%02x sense %s ascq 0x%04x: %s\n",
@@ -152,7 +156,7 @@ static void usage(void)
 		"  -S BYTES     span of the LUN used from LBA 0 [whole LUN]\n"
 		"  -i NAME      initiator name [iqn.2026-11.org.isergw:bench]\n"
 		"  -d           HeaderDigest=CRC32C\n"
-		"prints: bench: OP PATTERN bs=N qd=N seconds=S ios=N iops=X mibps=Y lat_us=Z errors=N\n");
+		"prints: bench: OP PATTERN bs=N qd=N seconds=S ios=N iops=X mibps=Y lat_us=Z errors=N busy=N\n");
 }
 
 int main(int argc, char **argv)
@@ -281,11 +285,11 @@ int main(int argc, char **argv)
 	}
 	t1 = now();
 	printf("bench: %s %s bs=%u qd=%d seconds=%.2f ios=%" PRIu64 " iops=%.0f mibps=%.1f "
-	       "lat_us=%.1f errors=%" PRIu64 "\n",
+	       "lat_us=%.1f errors=%" PRIu64 " busy=%" PRIu64 "\n",
 	       b.write ? "write" : "read", b.sequential ? "seq" : "rand", b.io_bytes, qd, t1 - t0,
 	       b.ios, (double)b.ios / (t1 - t0),
 	       (double)b.ios * b.io_bytes / 1048576.0 / (t1 - t0),
-	       b.ios ? b.lat_sum / (double)b.ios * 1e6 : 0.0, b.errors);
+	       b.ios ? b.lat_sum / (double)b.ios * 1e6 : 0.0, b.errors, b.busy);
 	if (rc == 0 && b.errors)
 		rc = 1;
 

@@ -88,35 +88,10 @@ static int fake_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 static void fake_solicit(struct dmv_task *t)
 {
 	struct fake_conn *fc = fake_of(t->conn);
-	uint32_t mbl = fc->base.params.max_burst_length ? fc->base.params.max_burst_length : 262144;
-	uint32_t max = fc->base.params.max_outstanding_r2t;
+	struct isc_pdu *pdu;
 
-	if (!max)
-		max = 1;
-	if (max > DMV_R2T_MAX)
-		max = DMV_R2T_MAX;
-	while (t->getting && t->nr2t < max && t->sol_next < t->len) {
-		struct dmv_r2t *r = &t->r2t[t->nr2t++];
-		struct isc_pdu *pdu = isc_pdu_get(fc->base.pool);
-		uint32_t n = t->len - t->sol_next > mbl ? mbl : t->len - t->sol_next;
-
-		r->ttt = dmv_conn_next_ttt(&fc->base);
-		r->off = t->sol_next;
-		r->len = n;
-		r->recv = 0;
-		r->datasn = 0;
-		t->sol_next += n;
-		pdu->bhs[0] = ISC_OP_R2T;
-		pdu->bhs[1] = ISC_FL_F;
-		memcpy(pdu->bhs + 8, t->lun, 8);
-		isc_put32(pdu->bhs, 16, t->itt);
-		isc_put32(pdu->bhs, 20, r->ttt);
-		fc->base.cb->stamp(&fc->base, pdu->bhs);
-		isc_put32(pdu->bhs, 36, t->r2tsn++);
-		isc_put32(pdu->bhs, 40, r->off);
-		isc_put32(pdu->bhs, 44, r->len);
+	while ((pdu = dmv_r2t_next(t, NULL)))
 		fake_capture(fc, pdu);
-	}
 }
 
 static int fake_get_data(struct dmv_task *t)

@@ -2,6 +2,7 @@
 #include "scsi_test.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 static struct tenv e;
 
@@ -389,4 +390,72 @@ Test(scsi_sbc, read_flagged_as_write_moves_nothing)
 			      SCSI_DIR_WRITE), SCSI_GOOD);
 	cr_assert_eq(t.cmd.xfer_len, 0);
 	cr_assert_eq(b[0], 0xcd, "the transport's write buffer is not overwritten");
+}
+
+/* GET LBA STATUS of LBA 0 on lun: the first nd descriptors into d[] as {lba, n, status}. */
+static uint32_t lba_status(uint64_t lun, uint64_t d[][3], uint32_t max)
+{
+	uint8_t b[8 + 16 * 8];
+	struct tcmd t;
+	uint32_t n;
+
+	cr_assert_eq(tcmd_run(&e, &t, e.a, lun, CDB(0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+						   sizeof(b), 0, 0), b, sizeof(b), SCSI_DIR_READ),
+		     SCSI_GOOD);
+	n = (be32(b) - 4) / 16;
+	cr_assert_leq(n, max);
+	for (uint32_t i = 0; i < n; i++) {
+		d[i][0] = be64(b + 8 + 16 * i);
+		d[i][1] = be32(b + 16 + 16 * i);
+		d[i][2] = b[20 + 16 * i] & 0x0f;
+	}
+	return n;
+}
+
+Test(scsi_sbc, get_lba_status_reports_the_holes_of_a_sparse_file)
+{
+	char path[] = "/dev/shm/isergw-lbastatus-XXXXXX";
+	int fd = mkstemp(path);
+	struct bs_conf bc = { .type = BS_TYPE_FILE, .path = path, .size = NBLK * 512,
+			      .block_size = 512, .threads = 1 };
+	struct scsi_lu_conf lc = { .lun = 3, .write_cache = true, .thin = true };
+	static uint8_t w[8 * 512];
+	uint64_t d[8][3];
+	struct bs *bs = NULL;
+	struct tcmd t;
+	uint8_t um[24] = { 0, 22, 0, 16 };
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_eq(bs_create(&e.loop, &bc, &bs, &e.errs), 0);
+	cr_assert_eq(scsi_dev_add_lu(e.dev, &lc, bs, &e.errs), 0);
+	tenv_clear_ua(&e, e.a, 3);
+
+	cr_assert_eq(lba_status(3, d, 8), 1, "a new sparse file is one hole");
+	cr_assert_eq(d[0][0], 0);
+	cr_assert_eq(d[0][1], NBLK);
+	cr_assert_eq(d[0][2], 1, "deallocated");
+
+	memset(w, 0x5a, sizeof(w));
+	cr_assert_eq(write10(3, 64, 8, w, sizeof(w), &t), SCSI_GOOD);
+	cr_assert_eq(lba_status(3, d, 8), 3);
+	cr_assert_eq(d[0][0], 0);
+	cr_assert_eq(d[0][1], 64);
+	cr_assert_eq(d[0][2], 1);
+	cr_assert_eq(d[1][0], 64);
+	cr_assert_eq(d[1][1], 8);
+	cr_assert_eq(d[1][2], 0, "the written 4 KiB is mapped");
+	cr_assert_eq(d[2][0], 72);
+	cr_assert_eq(d[2][1], NBLK - 72);
+	cr_assert_eq(d[2][2], 1);
+
+	/* UNMAP the same 8 blocks: the file is one hole again. */
+	um[8 + 7] = 64;
+	um[8 + 11] = 8;
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 3, CDB(0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0), um,
+			      sizeof(um), SCSI_DIR_WRITE), SCSI_GOOD);
+	cr_assert_eq(lba_status(3, d, 8), 1);
+	cr_assert_eq(d[0][1], NBLK);
+	cr_assert_eq(d[0][2], 1);
+	unlink(path);
 }
