@@ -95,6 +95,7 @@ struct dmv_task {
 	uint8_t lun[8];			/* LUN field as received, echoed in R2T */
 	uint8_t *buf;			/* the task's data buffer */
 	uint32_t len;			/* its size: Expected Data Transfer Length */
+	void *buf_handle;		/* buf came from this transport's buf_get (else NULL) */
 	void (*done)(struct dmv_task *t, int status);
 
 	/* private: shared Data-Out bookkeeping (dmv.c) and transport state */
@@ -145,6 +146,15 @@ struct dmv_transport {
 	void (*solicit)(struct dmv_task *t);
 	int (*set_params)(struct dmv_conn *c, const struct dmv_conn_params *p);
 	void (*close)(struct dmv_conn *c);
+	/*
+	 * Optional (NULL: the iSCSI layer allocates task buffers itself): registered memory for a
+	 * task of len bytes, so data moves between the wire and the backstore without a copy.
+	 * NULL when nothing fits or the pool is short; *handle goes to buf_put, once, when the
+	 * task is freed, which may be after its connection is gone: the memory stays valid (and
+	 * registered) until then. The iSCSI layer stores the handle in dmv_task.buf_handle.
+	 */
+	void *(*buf_get)(struct dmv_conn *c, uint32_t len, void **handle);
+	void (*buf_put)(void *handle);
 	/* Largest data segment the transport can receive in one PDU after login (0: no limit of
 	 * its own). iSER posts fixed-size receive buffers, so it declares no more than this. */
 	uint32_t max_recv_dsl;
@@ -160,6 +170,9 @@ struct dmv_portal_res {
 	uint32_t bufs_in_use;
 	uint64_t reg_bytes;		/* bytes of registered memory */
 	uint64_t rdma_writes, rdma_reads;	/* RDMA operations completed */
+	uint32_t bufs_lent;		/* of bufs_in_use: task buffers handed out by buf_get */
+	uint64_t zcopy_ops, staged_ops;	/* RDMA operations posted on the task buffer itself,
+					 * or staged through a chunk with a copy */
 };
 
 struct dmv_portal {

@@ -11,10 +11,14 @@
  * Memory: nothing is registered on the I/O path. Each connection registers its receive and send
  * buffers when it is accepted (fixed-size slots: iSER header + BHS + AHS + an 8 KiB data
  * segment); each RDMA device (per portal) has one protection domain and a pool of registered
- * data chunks shared by its connections, grown when a connection arrives. Task data is staged
- * through those chunks with a copy, so any command up to the largest transfer the iSCSI layer
- * accepts moves in chunk-sized RDMA operations, at most ISER_RDMA_MAX in flight per connection
- * and RDMA Reads within the negotiated initiator depth.
+ * data chunks shared by its connections, grown when a connection arrives. A command of at most
+ * one chunk gets a chunk as its task buffer (buf_get: the iSCSI layer and the backstore work in
+ * registered memory), and its RDMA Write or Read runs on it in place, without a copy. Larger
+ * commands, and any command when the pool is down to its reserve, keep a plain buffer and are
+ * staged through chunks with a copy, so any transfer up to the largest the iSCSI layer accepts
+ * moves in chunk-sized RDMA operations. At most ISER_RDMA_MAX operations are in flight per
+ * connection, RDMA Reads within the negotiated initiator depth. A lent chunk keeps its device's
+ * registration alive until the task gives it back, even after its connection is gone.
  *
  * Teardown drains: the QP goes to the error state, every posted work request completes (flushed)
  * and only then are the QP, CQ, channels and memory released, so no completion ever lands in
@@ -46,7 +50,8 @@
 #define ISER_NRX	160		/* receive slots posted per connection */
 #define ISER_NTX	64		/* send slots per connection */
 #define ISER_CHUNK	(256u * 1024)	/* registered data chunk: one RDMA Read/Write at most */
-#define ISER_CHUNKS_PER_CONN	16	/* the device pool grows by this per connection */
+#define ISER_CHUNKS_PER_CONN	48	/* the device pool grows by this per connection */
+#define ISER_CHUNKS_RESERVE	16	/* never lent as task buffers: staging always progresses */
 #define ISER_RDMA_MAX	32		/* RDMA Writes + Reads in flight per connection */
 #define ISER_READS_MAX	16		/* cap on RDMA Reads in flight, whatever was negotiated */
 #define ISER_SQ_DEPTH	(ISER_NTX + ISER_RDMA_MAX + 4)
@@ -79,8 +84,11 @@ struct iser_dev;
 struct iser_chunk {
 	struct iser_wr wr;
 	struct gw_list node;		/* the device's free list */
+	struct iser_dev *dev;
 	uint8_t *mem;
 	uint32_t lkey;
+	bool lent;			/* a task's buffer (buf_get) until buf_put */
+	bool zc_busy;			/* an RDMA operation on it as a task buffer is in flight */
 	struct iser_xfer *x;		/* transfer it serves while in flight */
 	uint32_t off, len;		/* task buffer range */
 };
@@ -103,6 +111,7 @@ struct iser_dev {
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
 	int refs;			/* connections */
+	uint32_t lent;			/* chunks lent as task buffers: keep the device alive */
 	struct gw_list slabs;
 	struct gw_list free_chunks;
 	uint32_t nchunks, nfree;
@@ -253,6 +262,7 @@ static int iser_dev_grow(struct iser_dev *d, uint32_t n)
 		struct iser_chunk *ch = &s->chunks[i];
 
 		ch->wr.kind = WR_RDMA;
+		ch->dev = d;
 		ch->mem = (uint8_t *)s->mem + (size_t)i * ISER_CHUNK;
 		ch->lkey = s->mr->lkey;
 		gw_list_add_tail(&d->free_chunks, &ch->node);
@@ -322,7 +332,7 @@ found:
 	if (d->nchunks < (uint32_t)(d->refs + 1) * ISER_CHUNKS_PER_CONN) {
 		r = iser_dev_grow(d, ISER_CHUNKS_PER_CONN);
 		if (r) {
-			if (!d->refs)
+			if (!d->refs && !d->lent)
 				iser_dev_free(d);
 			return r;
 		}
@@ -334,7 +344,7 @@ found:
 
 static void iser_dev_put(struct iser_dev *d)
 {
-	if (--d->refs > 0)
+	if (--d->refs > 0 || d->lent)
 		return;
 	iser_dev_free(d);
 }
@@ -365,6 +375,55 @@ static void iser_chunk_put(struct iser_dev *d, struct iser_chunk *ch)
 		gw_list_del(&w->dnode);
 		gw_defer_queue(w->base.loop, &w->kick);
 	}
+}
+
+/*
+ * Task buffers (dmv_transport.buf_get/buf_put): a task of at most one chunk gets a chunk of its
+ * own, and its RDMA operations run on it in place. The pool keeps ISER_CHUNKS_RESERVE chunks for
+ * staging, so transfers that are staged never wait on tasks holding buffers. A lent chunk holds
+ * the device (its PD and memory registration) alive past its connections until it comes back.
+ */
+static void *iser_buf_get(struct dmv_conn *c, uint32_t len, void **handle)
+{
+	struct iser_conn *ic = gw_container_of(c, struct iser_conn, base);
+	struct iser_dev *d = ic->dev;
+	struct iser_chunk *ch;
+
+	if (!d || ic->state != IC_UP || c->closed || c->lost || !len || len > ISER_CHUNK ||
+	    d->nfree <= ISER_CHUNKS_RESERVE)
+		return NULL;
+	ch = iser_chunk_get(d);
+	if (!ch)
+		return NULL;
+	ch->lent = true;
+	d->lent++;
+	d->res->bufs_lent++;
+	*handle = ch;
+	return ch->mem;
+}
+
+static void iser_buf_put(void *handle)
+{
+	struct iser_chunk *ch = handle;
+	struct iser_dev *d = ch->dev;
+
+	ch->lent = false;
+	d->lent--;
+	d->res->bufs_lent--;
+	/* An RDMA operation still in flight on it gives it back when it completes. */
+	if (!ch->zc_busy)
+		iser_chunk_put(d, ch);
+	if (!d->refs && !d->lent)
+		iser_dev_free(d);
+}
+
+/* The zero-copy operation on a lent chunk completed: back to the pool if the task let go. */
+static void iser_zc_done(struct iser_chunk *ch)
+{
+	ch->zc_busy = false;
+	ch->x = NULL;
+	if (!ch->lent)
+		iser_chunk_put(ch->dev, ch);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -509,7 +568,7 @@ static void iser_send_hello_reply(struct iser_conn *ic, const struct dmv_iser_hd
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Data: RDMA Writes (Put_Data) and Reads (Get_Data) staged through registered chunks */
+/* Data: RDMA Writes (Put_Data) and Reads (Get_Data), in place on a lent chunk or staged */
 
 static void iser_xfer_maybe_free(struct iser_xfer *x)
 {
@@ -570,24 +629,35 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 		struct ibv_sge sge;
 		struct ibv_send_wr wr;
 
+		struct iser_chunk *own = x->t->buf_handle;
+		bool zc;
+
 		if (ic->rdma_inflight >= ISER_RDMA_MAX ||
 		    (x->read && ic->reads_inflight >= ic->max_reads))
 			return 0;
-		ch = iser_chunk_get(ic->dev);
-		if (!ch) {
-			if (gw_list_empty(&ic->dnode))
-				gw_list_add_tail(&ic->dev->waiters, &ic->dnode);
-			return 0;
+		/* The task buffer is a registered chunk of this device: RDMA on it in place. */
+		zc = own && own->lent && !own->zc_busy && own->dev == ic->dev &&
+		     x->t->buf == own->mem && x->end <= ISER_CHUNK;
+		if (zc) {
+			ch = own;
+			ch->zc_busy = true;
+		} else {
+			ch = iser_chunk_get(ic->dev);
+			if (!ch) {
+				if (gw_list_empty(&ic->dnode))
+					gw_list_add_tail(&ic->dev->waiters, &ic->dnode);
+				return 0;
+			}
+			if (n > ISER_CHUNK)
+				n = ISER_CHUNK;
 		}
-		if (n > ISER_CHUNK)
-			n = ISER_CHUNK;
 		ch->x = x;
 		ch->off = x->next;
 		ch->len = n;
-		if (!x->read)
+		if (!x->read && !zc)
 			memcpy(ch->mem, x->t->buf + x->next, n);
 		memset(&wr, 0, sizeof(wr));
-		sge.addr = (uintptr_t)ch->mem;
+		sge.addr = (uintptr_t)(zc ? ch->mem + x->next : ch->mem);
 		sge.length = n;
 		sge.lkey = ch->lkey;
 		wr.wr_id = (uintptr_t)&ch->wr;
@@ -598,9 +668,16 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 		wr.wr.rdma.remote_addr = x->va + (x->next - x->base);
 		wr.wr.rdma.rkey = x->stag;
 		if (iser_post_send(ic, &wr)) {
-			iser_chunk_put(ic->dev, ch);
+			if (zc)
+				iser_zc_done(ch);
+			else
+				iser_chunk_put(ic->dev, ch);
 			return -EIO;
 		}
+		if (zc)
+			ic->dev->res->zcopy_ops++;
+		else
+			ic->dev->res->staged_ops++;
 		ic->rdma_inflight++;
 		if (x->read)
 			ic->reads_inflight++;
@@ -771,6 +848,7 @@ static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok)
 	struct iser_xfer *x = ch->x;
 	struct dmv_task *t = x->t;
 	uint32_t off = ch->off, len = ch->len;
+	bool zc = ch->zc_busy;
 	bool fire = false;
 
 	ic->rdma_inflight--;
@@ -780,13 +858,16 @@ static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok)
 	if (ok) {
 		if (x->read) {
 			ic->dev->res->rdma_reads++;
-			if (t)
+			if (t && !zc)
 				memcpy(t->buf + off, ch->mem, len);
 		} else {
 			ic->dev->res->rdma_writes++;
 		}
 	}
-	iser_chunk_put(ic->dev, ch);
+	if (zc)
+		iser_zc_done(ch);
+	else
+		iser_chunk_put(ic->dev, ch);
 	if (ok && t && x->read) {
 		t->received += len;
 		if (t->getting && t->received == t->len && !t->nr2t && t->unsol_done) {
@@ -1696,6 +1777,8 @@ const struct dmv_transport dmv_iser_transport = {
 	.get_data = iser_get_data,
 	.task_abort = iser_task_abort,
 	.solicit = NULL,
+	.buf_get = iser_buf_get,
+	.buf_put = iser_buf_put,
 	.set_params = iser_set_params,
 	.close = iser_close,
 	.max_recv_dsl = ISER_RX_DSL,

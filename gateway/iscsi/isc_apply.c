@@ -513,13 +513,19 @@ json_t *isc_gw_state(struct isc_gw *gw)
 		if (po && p->dp && (p->dp->tp->caps & DMV_CAP_RDMA)) {
 			const struct dmv_portal_res *r = &p->dp->res;
 
+			/* buffers_lent: task buffers the transport lent (buf_get); zero_copy_ops /
+			 * staged_ops: RDMA operations on them in place, or staged through a chunk
+			 * with a copy. */
 			json_object_set_new(po, "resources", json_pack(
-				"{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "connections",
-				(int)r->conns, "qps", (int)r->qps, "mrs", (int)r->mrs,
+				"{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:i, s:I, s:I}",
+				"connections", (int)r->conns, "qps", (int)r->qps, "mrs", (int)r->mrs,
 				"buffers", (int)r->bufs, "buffers_in_use", (int)r->bufs_in_use,
 				"registered_bytes", (json_int_t)r->reg_bytes,
 				"rdma_writes", (json_int_t)r->rdma_writes,
-				"rdma_reads", (json_int_t)r->rdma_reads));
+				"rdma_reads", (json_int_t)r->rdma_reads,
+				"buffers_lent", (int)r->bufs_lent,
+				"zero_copy_ops", (json_int_t)r->zcopy_ops,
+				"staged_ops", (json_int_t)r->staged_ops));
 		}
 		json_array_append_new(portals, po);
 	}

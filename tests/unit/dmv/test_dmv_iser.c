@@ -286,3 +286,95 @@ Test(dmv_iser, listen_without_a_device_is_not_fatal)
 	isc_pdu_pool_fini(&pool);
 	gw_loop_fini(&loop);
 }
+
+/* A pool of n chunks over mem, on a heap device with one connection (as iser_dev_get leaves
+ * it, minus the verbs objects). */
+static struct iser_dev *lend_dev(struct iser_chunk *ch, uint8_t *mem, int n)
+{
+	struct iser_dev *d = calloc(1, sizeof(*d));
+	int i;
+
+	d->res = &d->own_res;
+	gw_list_init(&d->node);
+	gw_list_init(&d->slabs);
+	gw_list_init(&d->free_chunks);
+	gw_list_init(&d->waiters);
+	for (i = 0; i < n; i++) {
+		memset(&ch[i], 0, sizeof(ch[i]));
+		ch[i].dev = d;
+		ch[i].mem = mem + (size_t)i * 4096;
+		gw_list_add_tail(&d->free_chunks, &ch[i].node);
+		d->nfree++;
+		d->nchunks++;
+	}
+	d->res->bufs = (uint32_t)n;
+	d->refs = 1;
+	return d;
+}
+
+Test(dmv_iser, lends_task_buffers_within_the_reserve_and_outlives_the_connection)
+{
+	enum { N = ISER_CHUNKS_RESERVE + 3 };
+	static uint8_t mem[N * 4096];
+	struct iser_chunk ch[N];
+	struct iser_conn *ic = calloc(1, sizeof(*ic));
+	struct iser_dev *d = lend_dev(ch, mem, N);
+	struct dmv_portal_res *res = d->res;
+	void *h[4] = { 0 }, *p;
+	int i;
+
+	ic->dev = d;
+	ic->state = IC_UP;
+	cr_assert_eq(dmv_iser_transport.buf_get, iser_buf_get);
+	cr_assert_eq(dmv_iser_transport.buf_put, iser_buf_put);
+	cr_expect_null(iser_buf_get(&ic->base, ISER_CHUNK + 1, &h[0]), "larger than a chunk");
+	cr_expect_null(iser_buf_get(&ic->base, 0, &h[0]));
+	for (i = 0; i < 3; i++) {
+		p = iser_buf_get(&ic->base, 4096, &h[i]);
+		cr_assert_not_null(p);
+		cr_expect_eq(p, ((struct iser_chunk *)h[i])->mem, "the chunk's memory is lent");
+	}
+	cr_expect_eq(res->bufs_lent, 3);
+	cr_expect_eq(res->bufs_in_use, 3);
+	cr_expect_null(iser_buf_get(&ic->base, 4096, &h[3]), "the reserve stays for staging");
+	cr_expect_eq(d->nfree, ISER_CHUNKS_RESERVE);
+
+	/* Given back while an RDMA operation on it is in flight: the chunk stays out until the
+	 * completion. */
+	((struct iser_chunk *)h[0])->zc_busy = true;
+	iser_buf_put(h[0]);
+	cr_expect_eq(res->bufs_lent, 2);
+	cr_expect_eq(res->bufs_in_use, 3, "still in flight");
+	iser_zc_done(h[0]);
+	cr_expect_eq(res->bufs_in_use, 2);
+	cr_expect_eq(d->nfree, ISER_CHUNKS_RESERVE + 1);
+
+	/* The last connection goes: the device (PD, registration) stays for the lent buffers. */
+	iser_dev_put(d);
+	cr_expect_eq(d->refs, 0);
+	cr_expect_eq(d->lent, 2);
+	iser_buf_put(h[1]);
+	cr_expect_eq(res->bufs_in_use, 1);
+	iser_buf_put(h[2]);	/* frees the device: ASan reports a use after free or a leak */
+	free(ic);
+}
+
+Test(dmv_iser, no_buffer_from_a_connection_that_is_not_up)
+{
+	enum { N = ISER_CHUNKS_RESERVE + 2 };
+	static uint8_t mem[N * 4096];
+	struct iser_chunk ch[N];
+	struct iser_conn *ic = calloc(1, sizeof(*ic));
+	struct iser_dev *d = lend_dev(ch, mem, N);
+	void *h = NULL;
+
+	ic->dev = d;
+	ic->state = IC_DRAINING;
+	cr_expect_null(iser_buf_get(&ic->base, 512, &h));
+	ic->state = IC_UP;
+	ic->base.lost = true;
+	cr_expect_null(iser_buf_get(&ic->base, 512, &h));
+	cr_expect_eq(d->res->bufs_lent, 0);
+	iser_dev_put(d);
+	free(ic);
+}

@@ -174,6 +174,15 @@ if [ -x "$VERIFY" ]; then
 else
 	skip libiscsi/verify "no $VERIFY (make builds the test tools)"
 fi
+# Commands of up to one registered chunk (256 KiB) ran on their task buffer in place.
+zc_lib=$(gw_state 'r["zero_copy_ops"]' 2>/dev/null)
+if [ -x "$VERIFY" ] && [ "${zc_lib:-0}" -gt 0 ] 2>/dev/null; then
+	pass libiscsi/zero-copy "$(gw_state '"zero_copy_ops=%d staged_ops=%d buffers_lent=%d" % (r["zero_copy_ops"], r["staged_ops"], r["buffers_lent"])')"
+elif [ -x "$VERIFY" ]; then
+	fail libiscsi/zero-copy "no RDMA operation ran on a lent task buffer: $(gw_state 'r' 2>&1)"
+else
+	zc_lib=0
+fi
 skip libiscsi/over-256k "libiscsi 1.19's iSER fails commands over 256 KiB and then double-frees (see tgt-iser); the kernel initiator covers large I/O"
 
 # ---- the kernel's iSER initiator -----------------------------------------------------------
@@ -250,6 +259,14 @@ if login "$T_PLAIN" >"$VM_WORK/login-plain.out" 2>&1; then
 			fi
 		fi
 		check kernel/filesystem fs_workflow "$dev"
+		# The kernel's I/O ran zero copy too (and its 24 MiB file, beyond one chunk, may be
+		# staged): the zero-copy count grew past what libiscsi left.
+		st=$(gw_state '"zero_copy_ops=%d staged_ops=%d" % (r["zero_copy_ops"], r["staged_ops"])' 2>&1)
+		if gw_state 'r["zero_copy_ops"] > '"${zc_lib:-0}" | grep -q True; then
+			pass kernel/zero-copy "$st"
+		else
+			fail kernel/zero-copy "$st (libiscsi left $zc_lib)"
+		fi
 		# What the gateway holds for the session is visible, and RDMA moved the data.
 		st=$(gw_state '"qps=%d buffers=%d writes=%d reads=%d" % (r["qps"], r["buffers"], r["rdma_writes"], r["rdma_reads"])' 2>&1)
 		if gw_state 'r["qps"] >= 1 and r["rdma_writes"] > 0 and r["rdma_reads"] > 0' | grep -q True; then
@@ -347,7 +364,7 @@ fi
 # ---- nothing leaked -------------------------------------------------------------------------
 
 vm_iscsid_stop
-if wait_state 'not s["sessions"] and r["connections"] == 0 and r["qps"] == 0 and r["mrs"] == 0 and r["buffers_in_use"] == 0 and r["registered_bytes"] == 0' 30; then
+if wait_state 'not s["sessions"] and r["connections"] == 0 and r["qps"] == 0 and r["mrs"] == 0 and r["buffers_in_use"] == 0 and r["buffers_lent"] == 0 and r["registered_bytes"] == 0' 30; then
 	pass no-leak "$(gw_state 'r')"
 else
 	fail no-leak "after every session ended: sessions $(gw_state 'len(s["sessions"])' 2>&1), resources $(gw_state 'r' 2>&1)"
