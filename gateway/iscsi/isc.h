@@ -202,6 +202,10 @@ struct isc_task {
 	struct iovec iov;
 	uint8_t *buf;
 	uint32_t buf_cap;
+	/* buf is the transport's registered memory (dmv_transport.buf_get): given back with
+	 * buf_tp->buf_put, never cached with the task */
+	void *buf_handle;
+	const struct dmv_transport *buf_tp;
 };
 
 struct isc_tmf {

@@ -72,10 +72,15 @@ struct isc_task *isc_task_alloc(struct isc_conn *c)
 /* Releases a task's data buffer and its share of the budget. */
 static void isc_task_buf_drop(struct isc_gw *gw, struct isc_task *t)
 {
-	free(t->buf);
+	if (t->buf_handle)
+		t->buf_tp->buf_put(t->buf_handle);
+	else
+		free(t->buf);
 	gw->data_mem -= t->buf_cap;
 	t->buf = NULL;
 	t->buf_cap = 0;
+	t->buf_handle = NULL;
+	t->buf_tp = NULL;
 }
 
 /* Idle buffers of recycled tasks go first when the budget runs short. */
@@ -98,8 +103,27 @@ static void isc_task_cache_trim(struct isc_gw *gw, uint64_t need)
 static int isc_task_buf(struct isc_task *t, uint32_t len)
 {
 	struct isc_gw *gw = t->sess->gw;
-	void *p;
+	const struct dmv_transport *tp = t->conn && t->conn->dc ? t->conn->dc->tp : NULL;
+	void *p, *h = NULL;
 
+	/* Registered memory from the transport first: the data then needs no copy. */
+	if (tp && tp->buf_get) {
+		if (gw->data_mem_max && gw->data_mem + len > gw->data_mem_max)
+			isc_task_cache_trim(gw, len);
+		if (!gw->data_mem_max || gw->data_mem + len <= gw->data_mem_max)
+			p = tp->buf_get(t->conn->dc, len, &h);
+		else
+			p = NULL;
+		if (p) {
+			isc_task_buf_drop(gw, t);
+			t->buf = p;
+			t->buf_cap = len;
+			t->buf_handle = h;
+			t->buf_tp = tp;
+			gw->data_mem += len;
+			return 0;
+		}
+	}
 	if (len <= t->buf_cap)
 		return 0;
 	isc_task_buf_drop(gw, t);
@@ -140,7 +164,7 @@ void isc_task_free(struct isc_task *t)
 	s->ntasks--;
 	t->state = ISC_TS_DONE;
 	if (t->buf_cap > ISC_TASK_KEEP_BUF || gw->ntask_free >= ISC_TASK_FREE_MAX ||
-	    gw->stopping)
+	    gw->stopping || t->buf_handle)
 		isc_task_buf_drop(gw, t);
 	if (gw->ntask_free < ISC_TASK_FREE_MAX && !gw->stopping) {
 		gw_list_add(&gw->task_free, &t->cnode);
@@ -477,6 +501,7 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 	gw_list_add_tail(&c->tasks, &t->cnode);
 	c->ntasks++;
 	t->dt.buf = t->buf;
+	t->dt.buf_handle = t->buf_handle;
 	t->dt.len = bad_cdb || t->busy ? 0 : edtl;
 	t->dt.done = isc_task_xfer_done;
 	dmv_task_init(&t->dt, c->dc, itt, bhs + 8);

@@ -140,6 +140,62 @@ const struct dmv_transport fake_dmv_transport = {
 	.close = fake_close,
 };
 
+/* Lending: registered-memory stand-ins, at most fake_lend.max_len bytes, counted. */
+struct fake_lend fake_lend;
+
+struct fake_lent {
+	uint32_t magic;
+	void *mem;
+};
+
+static void *fake_buf_get(struct dmv_conn *c, uint32_t len, void **handle)
+{
+	struct fake_lent *l;
+
+	(void)c;
+	if (len > fake_lend.max_len || fake_lend.out >= fake_lend.max_out)
+		return NULL;
+	l = calloc(1, sizeof(*l));
+	if (!l || posix_memalign(&l->mem, 4096, len)) {
+		free(l);
+		return NULL;
+	}
+	l->magic = 0x1e4d;
+	fake_lend.gets++;
+	fake_lend.out++;
+	fake_lend.last = l->mem;
+	*handle = l;
+	return l->mem;
+}
+
+static void fake_buf_put(void *handle)
+{
+	struct fake_lent *l = handle;
+
+	if (l->magic != 0x1e4d)
+		abort();
+	l->magic = 0;
+	fake_lend.puts++;
+	fake_lend.out--;
+	free(l->mem);
+	free(l);
+}
+
+const struct dmv_transport fake_dmv_lend_transport = {
+	.name = "fake-lend",
+	.caps = DMV_CAP_DIGESTS,
+	.portal_destroy = fake_portal_destroy,
+	.send_pdu = fake_send_pdu,
+	.put_data = fake_put_data,
+	.get_data = fake_get_data,
+	.task_abort = fake_task_abort,
+	.solicit = fake_solicit,
+	.set_params = fake_set_params,
+	.close = fake_close,
+	.buf_get = fake_buf_get,
+	.buf_put = fake_buf_put,
+};
+
 struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct isc_pdu_pool *pool)
 {
 	struct dmv_portal *p = calloc(1, sizeof(*p));
@@ -149,6 +205,7 @@ struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct isc_pdu_pool
 	p->pool = pool;
 	strcpy(p->name, "fake0");
 	strcpy(p->addr, "127.0.0.1:3260");
+	p->listening = true;
 	return p;
 }
 

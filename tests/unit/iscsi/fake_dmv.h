@@ -26,6 +26,15 @@ struct fake_conn {
 };
 
 extern const struct dmv_transport fake_dmv_transport;
+/* The same, lending task buffers (buf_get/buf_put) as iSER does: set a connection's base.tp to
+ * it. fake_lend counts what was lent; buffers over max_len, or past max_out, are refused. */
+extern const struct dmv_transport fake_dmv_lend_transport;
+struct fake_lend {
+	uint32_t max_len, max_out;
+	unsigned int gets, puts, out;
+	void *last;			/* the last buffer lent */
+};
+extern struct fake_lend fake_lend;
 
 struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct isc_pdu_pool *pool);
 /* A new connection: the portal's accept callback runs. */

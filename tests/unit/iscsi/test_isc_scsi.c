@@ -224,3 +224,57 @@ Test(isc_scsi, unknown_lun_gets_check_condition_with_sense)
 	cr_expect_eq(rsp->data[2 + 2] & 0xf, SCSI_SK_ILLEGAL_REQUEST);
 	isc_pdu_put(rsp);
 }
+
+/* A transport that lends registered task buffers (iSER): commands use them, give each back once
+ * when the task ends, never cache them, and fall back to the gateway's own buffers when the
+ * transport has none that fits. */
+Test(isc_scsi, task_buffers_from_a_lending_transport)
+{
+	uint8_t cdb[16], data[4096], back[16384];
+	uint64_t mem0 = H.gw->data_mem;
+	uint32_t got;
+
+	memset(&fake_lend, 0, sizeof(fake_lend));
+	fake_lend.max_len = 8192;
+	fake_lend.max_out = 16;
+	C->base.tp = &fake_dmv_lend_transport;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 13 + 5);
+	h_cdb_rw10(cdb, 0x2a, 40, 8);
+	h_scsi_cmd(&H, C, 0x70, ISC_FL_F | ISC_FL_W, cdb, 10, 4096, data, 4096);
+	cr_expect_eq(fake_lend.out, 1, "the write's buffer is lent while it runs");
+	cr_expect_eq(H.gw->data_mem, mem0 + 4096, "and counted in data_memory");
+	cr_assert_eq(collect(0x70, back, &got, NULL), SCSI_GOOD);
+	cr_expect_eq(fake_lend.out, 0, "given back when the task ended");
+
+	h_cdb_rw10(cdb, 0x28, 40, 8);
+	h_scsi_cmd(&H, C, 0x71, ISC_FL_F | ISC_FL_R, cdb, 10, 4096, NULL, 0);
+	memset(back, 0, sizeof(back));
+	cr_assert_eq(collect(0x71, back, &got, NULL), SCSI_GOOD);
+	cr_expect_eq(got, 4096);
+	cr_expect_eq(memcmp(back, data, 4096), 0, "read back through a lent buffer");
+	cr_expect_eq(fake_lend.gets, 2);
+	cr_expect_eq(fake_lend.puts, 2);
+	cr_expect_eq(H.gw->data_mem, mem0, "data_memory back where it was");
+
+	/* Larger than the transport lends: the gateway's own buffer, same data. */
+	h_cdb_rw10(cdb, 0x28, 40, 32);
+	h_scsi_cmd(&H, C, 0x72, ISC_FL_F | ISC_FL_R, cdb, 10, 16384, NULL, 0);
+	cr_expect_eq(fake_lend.out, 0, "16 KiB is not lent");
+	cr_assert_eq(collect(0x72, back, &got, NULL), SCSI_GOOD);
+	cr_expect_eq(got, 16384);
+	cr_expect_eq(memcmp(back, data, 4096), 0);
+	cr_expect_eq(fake_lend.gets, 2);
+
+	/* A task holding a lent buffer outlives its connection: the buffer comes back when the
+	 * task ends, not before. */
+	h_cdb_rw10(cdb, 0x28, 0, 8);
+	h_scsi_cmd(&H, C, 0x73, ISC_FL_F | ISC_FL_R, cdb, 10, 4096, NULL, 0);
+	cr_expect_eq(fake_lend.out, 1);
+	fake_dmv_lose(C);
+	fake_dmv_settle(&H.loop);
+	cr_expect(gw_list_empty(&H.gw->sessions));
+	cr_expect_eq(fake_lend.out, 0, "returned once the task ended");
+	cr_expect_eq(fake_lend.gets, fake_lend.puts, "each buffer given back exactly once");
+	C->base.tp = &fake_dmv_transport;
+}
