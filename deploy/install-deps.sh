@@ -11,7 +11,8 @@ RUN="libibverbs1 librdmacm1 libiscsi7 libmicrohttpd12 libjansson4 libcurl4 libsy
 libssl3 rdma-core ibverbs-providers"
 TEST="libcriterion-dev libiscsi-bin tgt curl iproute2 iptables procps psmisc
 clang libclang-rt-14-dev rpm cpio
-qemu-system-x86 busybox-static kmod open-iscsi ibverbs-utils rdmacm-utils e2fsprogs"
+qemu-system-x86 busybox-static kmod open-iscsi ibverbs-utils rdmacm-utils e2fsprogs
+fio"
 
 what=${1:-all}
 case "$what" in

@@ -602,6 +602,11 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 			     "built with iSER): %s", iscsi_get_error(ctx));
 		return;
 	}
+	/* libiscsi 1.19's iSER frees a command's small read buffer (malloc'd at its own size)
+	 * with iscsi_sfree(), which with the cache on keeps it for later PDUs that expect a
+	 * cache-sized block: a heap overflow on the next allocation. No cache, plain free(). */
+	if (p->iser)
+		iscsi_set_cache_allocations(ctx, 0);
 	iscsi_set_targetname(ctx, p->target);
 	iscsi_set_session_type(ctx, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(ctx, ISCSI_HEADER_DIGEST_NONE_CRC32C);

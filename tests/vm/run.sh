@@ -33,7 +33,7 @@ esac
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
 VM_MEM=${VM_MEM:-2G}
 VM_CPUS=${VM_CPUS:-2}
-ALL_SUITES="rxe kernel-tcp bond tgt-iser"
+ALL_SUITES="rxe kernel-tcp bond tgt-iser remote-iser"
 T0=$SECONDS
 
 say() {
@@ -59,6 +59,8 @@ suite_budget() {
 	kernel-tcp) echo 420 ;;
 	bond) echo 180 ;;
 	tgt-iser) echo 360 ;;
+	remote-iser) echo 420 ;;
+	bench-iser) echo 900 ;;
 	*) echo 300 ;;
 	esac
 }
