@@ -74,10 +74,11 @@ TABLE=$T_DIR/table.md
 {
 	printf '| workload | unit |'
 	for c in $COLS; do printf ' %s |' "${c/:/ over }"; done
-	printf ' gateway/tgt (iSER) | gateway/LIO (iSER) | gateway iSER/TCP | tgt iSER/TCP |\n'
+	printf ' gateway/tgt (iSER) | gateway/LIO (iSER) | gateway/tgt (TCP) | gateway iSER/TCP |'
+	printf ' tgt iSER/TCP |\n'
 	printf '| --- | --- |'
 	for _ in $COLS; do printf ' ---: |'; done
-	printf ' ---: | ---: | ---: | ---: |\n'
+	printf ' ---: | ---: | ---: | ---: | ---: |\n'
 	for r in $ROWS; do
 		field=4 unit=IOPS
 		case "$r" in seqread-*) field=5 unit="MiB/s" ;; esac
@@ -89,8 +90,9 @@ TABLE=$T_DIR/table.md
 		done
 		printf '| %s | %s |' "$r" "$unit"
 		for c in $COLS; do printf ' %s |' "${v[$c]}"; done
-		printf ' %s | %s | %s | %s |\n' "$(ratio "${v[isergwd:iser]}" "${v[tgtd:iser]}")" \
+		printf ' %s | %s | %s | %s | %s |\n' "$(ratio "${v[isergwd:iser]}" "${v[tgtd:iser]}")" \
 			"$(ratio "${v[isergwd:iser]}" "${v[lio:iser]}")" \
+			"$(ratio "${v[isergwd:tcp]}" "${v[tgtd:tcp]}")" \
 			"$(ratio "${v[isergwd:iser]}" "${v[isergwd:tcp]}")" \
 			"$(ratio "${v[tgtd:iser]}" "${v[tgtd:tcp]}")"
 		unset v

@@ -165,7 +165,7 @@ if check gateway-start vm_gw_start "$VM_WORK/isergwd.json" "$GW_LOG" "$ADDR" 326
 	if grep -q "$ADDR:3264 (iser)" "$GW_LOG"; then
 		measure isergwd iser "$IQN_GW" "$ADDR:3264"
 	else
-		why=$(grep -i 'iser' "$GW_LOG" | head -n 1 | cut -c1-160)
+		why=$(grep -m1 'portal iser0' "$GW_LOG" | cut -c1-160)
 		skip isergwd-iser "no iser datamover: ${why:-no iSER portal in the log}"
 		echo "isergwd iser - skip no iser datamover" >>"$OUT"
 	fi
