@@ -14,6 +14,7 @@
 
 struct iscsi_context;
 struct mp_grave;
+struct mp_iser_job;
 
 enum mp_path_state {
 	MP_PATH_DOWN,		/* no session; next login at next_attempt_ms */
@@ -62,6 +63,9 @@ struct mp_path {
 	bool iser_cm;			/* libiscsi created its rdma_cm id: disconnect before destroy */
 	uint32_t max_xfer;		/* bytes per command, 0: no limit */
 	uint32_t max_inflight;		/* commands in flight, 0: no limit */
+	struct mp_iser_job *job;	/* iSER connect running in its own thread */
+	struct mp_iser_job *stale_job;	/* one given up on, until its thread is done */
+	struct gw_notify job_done;	/* that thread's wake-up (iSER paths only) */
 	char *initiator;
 	struct mp_chap_conf chap;
 

@@ -11,6 +11,9 @@
 #    then double-frees);
 #  - the back end restarted twice: a closed iSER connection must be torn down without freeing
 #    the context under libiscsi's connection manager thread.
+# A second LUN's only path leads nowhere: its connects (which libiscsi makes block, so the
+# gateway runs them in a thread of their own) keep failing, are abandoned at their deadline or
+# at shutdown, and must leave the other LUN and the gateway's stop unharmed.
 # shellcheck source=tests/vm/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/vm/guest/lib-tgt.sh
@@ -27,6 +30,8 @@ GW_PORT=3270
 GW_URL=iscsi://127.0.0.1:$GW_PORT/$GW_IQN/0
 # tgt's iSCSI/TCP portal, on loopback: the back end read directly, not through the gateway.
 TGT_TCP_URL=iscsi://127.0.0.1:3264/$TGT_IQN-tcp/1
+# An address on the rxe subnet that nobody has: its iSER connect never gets an answer.
+DEAD=10.200.6.77
 VERIFY=$VM_BUILD/tests/tools/isergw-verify
 VERIFY_ARGS=(-s 4242 -n 48 -M 512 -m 4194304 -S 96M)
 
@@ -54,7 +59,11 @@ cat >"$VM_WORK/isergwd.json" <<JSON
     "luns": [ { "lun": 0, "backstore": { "type": "remote", "block_size": 512,
       "initiator": "$GW_INI", "polling_interval": 1, "login_timeout": 10,
       "reconnect_delay_ms": 200, "reconnect_max_ms": 2000, "no_path_retry": "queue",
-      "paths": [ { "url": "iser://$ADDR/$TGT_IQN/1" } ] } } ] } ] }
+      "paths": [ { "url": "iser://$ADDR/$TGT_IQN/1" } ] } },
+      { "lun": 1, "backstore": { "type": "remote", "block_size": 512, "size": "64M",
+      "initiator": "$GW_INI", "login_timeout": 3, "initial_login_retry_max": 2,
+      "reconnect_delay_ms": 500, "reconnect_max_ms": 2000, "no_path_retry": "fail",
+      "paths": [ { "url": "iser://$DEAD/$TGT_IQN-none/1" } ] } } ] } ] }
 JSON
 cat "$VM_WORK/isergwd.json"
 GW_LOG=$VM_WORK/isergwd.log
@@ -73,7 +82,7 @@ gw_alive() {
 
 # path_active_count: how many times the iSER path has become ACTIVE so far.
 path_active_count() {
-	grep -c "path iser://.*-> active" "$GW_LOG"
+	grep -c "path iser://$ADDR/.*-> active" "$GW_LOG"
 }
 
 # wait_active N SECONDS: the path became ACTIVE for the Nth time.
@@ -144,7 +153,7 @@ for round in 1 2; do
 	fi
 	if wait_active $((before + 1)) 60; then
 		pass "path-back-$round" \
-			"$(grep 'path iser://' "$GW_LOG" | tail -n 2 | cut -c1-160 | tr '\n' ' ')"
+			"$(grep "path iser://$ADDR/" "$GW_LOG" | tail -n 2 | cut -c1-160 | tr '\n' ' ')"
 	else
 		fail "path-back-$round" "not ACTIVE again: $(grep mpath "$GW_LOG" | tail -n 3)"
 		break
@@ -159,6 +168,12 @@ for round in 1 2; do
 	fi
 done
 
+if grep -q "path iser://$DEAD/.*: connect to $DEAD.*failed\|path iser://$DEAD/.*timed out" "$GW_LOG"
+then
+	pass dead-path-fails "$(grep -m1 "path iser://$DEAD/.*-> down" "$GW_LOG" | cut -c1-200)"
+else
+	fail dead-path-fails "no failed connect to $DEAD logged: $(grep "$DEAD" "$GW_LOG" | tail -n 2)"
+fi
 if vm_gw_stop; then
 	pass gateway-stop "$VM_GW_STOP"
 else
