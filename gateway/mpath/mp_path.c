@@ -231,6 +231,7 @@ static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 		if (mp_iser_job_abandon(job)) {
 			p->iser_cm = false;
 			p->stale_job = job;
+			p->stale_since_ms = gw_now_ms();
 			return;		/* nothing was sent on it: no I/O, no probe */
 		}
 		p->iser_cm = job->connected || job->cm_possible;
@@ -720,10 +721,17 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 		mp_path_teardown_fn(&p->teardown);
 	}
 	if (p->stale_job) {
-		/* The last connect's thread is still inside libiscsi: not a second one. */
+		/* The last connect's thread is still inside libiscsi: not a second one, unless
+		 * that one looks stuck for good (its thread keeps its context, a leak). */
 		if (!mp_iser_job_finished(p->stale_job)) {
-			p->next_attempt_ms = now + 500;
-			return;
+			if (now - p->stale_since_ms < MP_ISER_STALE_WAIT_MS) {
+				p->next_attempt_ms = now + 500;
+				return;
+			}
+			gw_warn(MP_LOG, "%s: path %s: an iSER connect has been stuck in libiscsi for "
+				"%llu s: connecting again (its thread and context are leaked)",
+				lun->name, p->url,
+				(unsigned long long)((now - p->stale_since_ms) / 1000));
 		}
 		mp_iser_job_put(p->stale_job);
 		p->stale_job = NULL;

@@ -59,7 +59,7 @@ suite_budget() {
 	kernel-tcp) echo 420 ;;
 	bond) echo 180 ;;
 	tgt-iser) echo 360 ;;
-	remote-iser) echo 420 ;;
+	remote-iser) echo 600 ;;
 	bench-iser) echo 900 ;;
 	*) echo 300 ;;
 	esac

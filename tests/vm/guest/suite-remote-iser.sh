@@ -151,7 +151,7 @@ for round in 1 2; do
 			"tgtd did not come back: $(tail -n 3 "$VM_WORK/tgt-restart-$round.out")"
 		break
 	fi
-	if wait_active $((before + 1)) 60; then
+	if wait_active $((before + 1)) 120; then
 		pass "path-back-$round" \
 			"$(grep "path iser://$ADDR/" "$GW_LOG" | tail -n 2 | cut -c1-160 | tr '\n' ' ')"
 	else
