@@ -14,6 +14,7 @@
 
 static const struct dmv_transport *const dmv_transports[] = {
 	&dmv_tcp_transport,
+	&dmv_iser_transport,
 };
 
 const struct dmv_transport *dmv_transport_find(const char *name)

@@ -2,8 +2,8 @@
 /*
  * The datamover interface (RFC 5047 §7, as illumos IDM shapes it): what the iSCSI layer asks of
  * a transport, and what a transport tells the iSCSI layer. One implementation per transport:
- * dmv_tcp.c (iSCSI over TCP, RFC 7143), later dmv_iser.c (RFC 7145). The iSCSI layer never
- * asks which one it has; it only sees this header.
+ * dmv_tcp.c (iSCSI over TCP, RFC 7143) and dmv_iser.c (iSER, RFC 7145). The iSCSI layer never
+ * asks which one it has; it only sees this header and the transport's caps and limits (data).
  *
  * Down-calls (iSCSI layer -> transport), RFC 5047 names in brackets:
  *   dmv_send_pdu      [Send_Control]  queue a control/status PDU. The transport owns one reference
@@ -145,6 +145,21 @@ struct dmv_transport {
 	void (*solicit)(struct dmv_task *t);
 	int (*set_params)(struct dmv_conn *c, const struct dmv_conn_params *p);
 	void (*close)(struct dmv_conn *c);
+	/* Largest data segment the transport can receive in one PDU after login (0: no limit of
+	 * its own). iSER posts fixed-size receive buffers, so it declares no more than this. */
+	uint32_t max_recv_dsl;
+};
+
+/* What a portal's connections hold, for the status listing: a leak shows as a count that does
+ * not return to zero once the connections are gone. TCP has nothing to report here. */
+struct dmv_portal_res {
+	uint32_t conns;			/* connections accepted and not yet freed */
+	uint32_t qps;			/* RDMA queue pairs */
+	uint32_t mrs;			/* registered memory regions */
+	uint32_t bufs;			/* registered data buffers (chunks) */
+	uint32_t bufs_in_use;
+	uint64_t reg_bytes;		/* bytes of registered memory */
+	uint64_t rdma_writes, rdma_reads;	/* RDMA operations completed */
 };
 
 struct dmv_portal {
@@ -153,6 +168,10 @@ struct dmv_portal {
 	struct isc_pdu_pool *pool;
 	char name[64];
 	char addr[80];			/* "127.0.0.1:3260" as bound */
+	/* False while a transport that retries by itself (iSER without an RDMA device yet) is not
+	 * bound; such a portal is not advertised. It logs when it starts listening. */
+	bool listening;
+	struct dmv_portal_res res;
 	/* Set by the owner after listen: a new connection arrived. The owner sets c->cb and
 	 * c->priv before returning, or closes c. */
 	void (*accept)(struct dmv_portal *p, struct dmv_conn *c);
@@ -180,7 +199,8 @@ struct dmv_conn {
 const struct dmv_transport *dmv_transport_find(const char *name);
 
 /* Listens on a portal: 0, -EPROTONOSUPPORT (no such transport in this build, not logged) or
- * the -errno of socket/bind/listen (logged). */
+ * the -errno of socket/bind/listen (logged). A transport may return 0 with a portal that is not
+ * listening yet (p->listening false): it keeps trying on its own. */
 int dmv_listen(const char *transport, struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	       struct isc_pdu_pool *pool, struct dmv_portal **out);
 
@@ -252,5 +272,7 @@ uint32_t dmv_conn_next_ttt(struct dmv_conn *c);
 
 /* The TCP transport's table (dmv_tcp.c). */
 extern const struct dmv_transport dmv_tcp_transport;
+/* The iSER transport's table (dmv_iser.c). */
+extern const struct dmv_transport dmv_iser_transport;
 
 #endif

@@ -855,6 +855,7 @@ static int tcp_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	snprintf(tp->base.name, sizeof(tp->base.name), "%s", conf->name ? conf->name : "");
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
 		tcp_addr_str(&ss, tp->base.addr, sizeof(tp->base.addr));
+	tp->base.listening = true;
 	gw_watch_init(&tp->w, loop, fd, tcp_accept);
 	r = gw_watch_set(&tp->w, EPOLLIN);
 	if (r < 0) {

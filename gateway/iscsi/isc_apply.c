@@ -501,13 +501,28 @@ json_t *isc_gw_state(struct isc_gw *gw)
 	struct isc_portal *p;
 	struct isc_target *t;
 
-	gw_list_for_each_entry(p, &gw->portals, node)
-		json_array_append_new(portals, json_pack(
+	gw_list_for_each_entry(p, &gw->portals, node) {
+		json_t *po = json_pack(
 			"{s:s, s:s, s:s, s:i, s:b, s:s?}", "name", p->conf->name,
 			"transport", tnames[p->conf->transport == ISC_PORTAL_ISER],
 			"address", p->conf->address ? p->conf->address : "",
-			"port", (int)p->conf->port, "listening", p->dp != NULL,
-			"bound", p->dp ? p->dp->addr : NULL));
+			"port", (int)p->conf->port, "listening", p->dp && p->dp->listening,
+			"bound", p->dp && p->dp->listening ? p->dp->addr : NULL);
+
+		/* What the transport holds for this portal: counts that must fall back to zero. */
+		if (po && p->dp && (p->dp->tp->caps & DMV_CAP_RDMA)) {
+			const struct dmv_portal_res *r = &p->dp->res;
+
+			json_object_set_new(po, "resources", json_pack(
+				"{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "connections",
+				(int)r->conns, "qps", (int)r->qps, "mrs", (int)r->mrs,
+				"buffers", (int)r->bufs, "buffers_in_use", (int)r->bufs_in_use,
+				"registered_bytes", (json_int_t)r->reg_bytes,
+				"rdma_writes", (json_int_t)r->rdma_writes,
+				"rdma_reads", (json_int_t)r->rdma_reads));
+		}
+		json_array_append_new(portals, po);
+	}
 	gw_list_for_each_entry(t, &gw->targets, node) {
 		json_t *luns = json_array();
 		size_t i, n = 0;

@@ -97,6 +97,11 @@ void isc_conn_apply_params(struct isc_conn *c)
 	dp.max_burst_length = p->max_burst_length;
 	dp.first_burst_length = p->first_burst_length;
 	dp.max_outstanding_r2t = p->max_outstanding_r2t;
+	if (p->rdma_extensions) {
+		/* iSER replaces MaxRecvDataSegmentLength with a key per direction (RFC 7145 §6). */
+		dp.max_recv_dsl = p->target_recv_dsl;
+		dp.max_xmit_dsl = p->initiator_recv_dsl;
+	}
 	/* A discovery session still receives at least the login-time 8192 bytes per PDU. */
 	if (dp.max_recv_dsl < 8192)
 		dp.max_recv_dsl = 8192;

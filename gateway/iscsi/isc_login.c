@@ -184,6 +184,7 @@ static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
 	ni.tpgt = l->target ? (uint16_t)l->target->conf->tpgt : 1;
 	ni.leading = l->leading;
 	ni.transport_caps = (c->dc->tp->caps & DMV_CAP_RDMA) ? ISC_TRANSPORT_RDMA : 0;
+	ni.transport_max_recv_dsl = c->dc->tp->max_recv_dsl;
 	ni.session = s ? &s->params : NULL;
 	c->tpgt = ni.tpgt;
 	r = isc_neg_create(&ni, &l->neg);

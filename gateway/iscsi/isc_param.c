@@ -415,6 +415,7 @@ struct isc_neg {
 	uint16_t tpgt;
 	bool leading;
 	unsigned int caps;
+	uint32_t tp_max_recv_dsl;	/* 0: no transport limit */
 	bool first_done;
 	bool dead;
 	bool have_target_name;
@@ -456,6 +457,7 @@ int isc_neg_create(const struct isc_neg_init *in, struct isc_neg **out)
 	n->tpgt = in->tpgt;
 	n->leading = in->leading;
 	n->caps = in->transport_caps;
+	n->tp_max_recv_dsl = in->transport_max_recv_dsl;
 	if (in->leading) {
 		isc_params_defaults(&n->p);
 	} else {
@@ -574,6 +576,17 @@ static bool *bool_field(struct isc_params *p, int id)
 }
 
 /* The target's own side of a negotiated numeric key (its limit or its wish). */
+/* What the target can receive in an iSER control-type PDU: its MaxRecvDataSegmentLength, within
+ * the datamover's receive buffers (RFC 7145 §6.3). */
+static uint32_t target_recv_dsl(const struct isc_neg *n)
+{
+	uint32_t v = n->conf->MaxRecvDataSegmentLength;
+
+	if (n->tp_max_recv_dsl && v > n->tp_max_recv_dsl)
+		v = n->tp_max_recv_dsl;
+	return v;
+}
+
 static uint32_t target_num(const struct isc_neg *n, int id)
 {
 	const struct isc_param_conf *c = n->conf;
@@ -593,7 +606,7 @@ static uint32_t target_num(const struct isc_neg *n, int id)
 	case K_MAX_R2T: return c->MaxOutstandingR2T;
 	case K_ERL: return c->ErrorRecoveryLevel;
 	case K_PROTO_LEVEL: return TARGET_PROTOCOL_LEVEL;
-	case K_TRDSL: return c->MaxRecvDataSegmentLength;
+	case K_TRDSL: return target_recv_dsl(n);
 	case K_IRDSL: return MAX24;	/* the initiator's receive size is its own business */
 	case K_MOUPDU: return 0;	/* no limit of the target's own */
 	default: return 0;
@@ -1147,7 +1160,7 @@ int isc_neg_transit(struct isc_neg *n, enum isc_stage stage, enum isc_stage next
 	}
 	if (n->p.rdma_extensions) {
 		if (!(n->st[K_TRDSL] & KS_SENT)) {
-			n->p.target_recv_dsl = n->conf->MaxRecvDataSegmentLength;
+			n->p.target_recv_dsl = target_recv_dsl(n);
 			r = kv_append_u32(resp, "TargetRecvDataSegmentLength",
 					  n->p.target_recv_dsl);
 			if (r)

@@ -488,7 +488,9 @@ int isc_gw_listen(struct isc_gw *gw)
 			return r;
 		p->dp->accept = isc_conn_accept;
 		p->dp->priv = p;
-		gw_info("iscsi", "listening on %s (%s)", p->dp->addr, tn);
+		/* One not bound yet said why, and says so again once it listens. */
+		if (p->dp->listening)
+			gw_info("iscsi", "listening on %s (%s)", p->dp->addr, tn);
 	}
 	return 0;
 }

@@ -39,7 +39,7 @@ static int isc_text_add_target(struct isc_conn *c, const struct isc_target *t, s
 		const char *a = p->conf->address;
 
 		/* Only portals that listen: one skipped at start-up (iSER) is not advertised. */
-		if (!p->dp || !isc_target_on_portal(t, p))
+		if (!p->dp || !p->dp->listening || !isc_target_on_portal(t, p))
 			continue;
 		/* A wildcard portal answers with the address the initiator reached us on. */
 		if (!a || !*a || !strcmp(a, "0.0.0.0") || !strcmp(a, "::"))

@@ -3,7 +3,7 @@
 # filesystem shared read-only (9p, tmpfs overlay in the guest), runs guest suites that need what
 # the host kernel lacks (Soft-RoCE, bonding, the kernel iSCSI and iSER initiators), and reports.
 #
-#   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond tgt-iser (default: all)
+#   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond tgt-iser iser (default: all)
 #
 # Prints each result, then "vm: N passed, N failed, N skipped"; exit status 1 on any failure,
 # including a rig that cannot start (missing tool, no kernel package, too little memory).
@@ -33,7 +33,7 @@ esac
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
 VM_MEM=${VM_MEM:-2G}
 VM_CPUS=${VM_CPUS:-2}
-ALL_SUITES="rxe kernel-tcp bond tgt-iser remote-iser"
+ALL_SUITES="rxe kernel-tcp bond tgt-iser iser remote-iser"
 T0=$SECONDS
 
 say() {
@@ -59,6 +59,7 @@ suite_budget() {
 	kernel-tcp) echo 420 ;;
 	bond) echo 180 ;;
 	tgt-iser) echo 360 ;;
+	iser) echo 720 ;;
 	remote-iser) echo 600 ;;
 	bench-iser) echo 900 ;;
 	*) echo 300 ;;

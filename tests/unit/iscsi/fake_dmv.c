@@ -174,6 +174,7 @@ struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct isc_pdu_pool
 	p->pool = pool;
 	strcpy(p->name, "fake0");
 	strcpy(p->addr, "127.0.0.1:3260");
+	p->listening = true;
 	return p;
 }
 

@@ -1,0 +1,1856 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The iSER datamover (RFC 7145): iSCSI control PDUs in RDMA Sends, Put_Data as RDMA Writes to
+ * the initiator's read buffer, Get_Data as RDMA Reads from its write buffer. rdma_cm and verbs
+ * sit in the gateway's event loop: the listener's rdma_cm event channel, and per connection its
+ * own event channel (the id is migrated off the listener's) and completion channel, all
+ * non-blocking.
+ *
+ * Memory: nothing is registered on the I/O path. Each connection registers its receive and send
+ * buffers when it is accepted (fixed-size slots: iSER header + BHS + AHS + an 8 KiB data
+ * segment); each RDMA device (per portal) has one protection domain and a pool of registered
+ * data chunks shared by its connections, grown when a connection arrives. Task data is staged
+ * through those chunks with a copy, so any command up to the largest transfer the iSCSI layer
+ * accepts moves in chunk-sized RDMA operations, at most ISER_RDMA_MAX in flight per connection
+ * and RDMA Reads within the negotiated initiator depth.
+ *
+ * Teardown drains: the QP goes to the error state, every posted work request completes (flushed)
+ * and only then are the QP, CQ, channels and memory released, so no completion ever lands in
+ * freed memory. The portal's resource counters (dmv_portal_res) make a leak visible.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "dmv.h"
+#include "gw_log.h"
+
+/* ---------------------------------------------------------------------------------------- */
+/* Wire formats (RFC 7145 §9 and §5.1.3), kept free of verbs so unit tests reach them */
+
+#define ISER_HDR_LEN		28
+#define ISER_OP_CTRL		0x1	/* iSCSI control-type PDU follows */
+#define ISER_OP_HELLO		0x2
+#define ISER_OP_HELLO_REPLY	0x3
+#define ISER_WSV		0x08	/* write STag valid */
+#define ISER_RSV		0x04	/* read STag valid */
+#define ISER_HELLO_REJ		0x01	/* HelloReply: reject */
+#define ISER_VERSION		1
+
+/* iSER CM private data (RFC 7145 §5.1.3 / Linux iser_cm_hdr): flags byte + 3 reserved. */
+#define ISER_CM_HDR_LEN		4
+#define ISER_CM_ZBVA_NOT_SUP	0x80
+#define ISER_CM_SEND_W_INV_NOT_SUP	0x40
+
+struct iser_hdr {
+	uint8_t opcode;			/* high nibble of the flags byte */
+	uint8_t flags;			/* low nibble: WSV, RSV (Hello: version bits elsewhere) */
+	uint32_t write_stag;
+	uint64_t write_va;
+	uint32_t read_stag;
+	uint64_t read_va;
+	uint8_t raw[4];			/* bytes 0..3 as received (Hello carries versions there) */
+};
+
+static uint64_t iser_get64(const uint8_t *b)
+{
+	return (uint64_t)isc_get32(b, 0) << 32 | isc_get32(b, 4);
+}
+
+/* Parses the 28-byte iSER header at b (len bytes available). 0 or -EPROTO. */
+static int iser_hdr_parse(const uint8_t *b, size_t len, struct iser_hdr *h)
+{
+	if (len < ISER_HDR_LEN)
+		return -EPROTO;
+	memcpy(h->raw, b, 4);
+	h->opcode = b[0] >> 4;
+	h->flags = b[0] & 0x0f;
+	h->write_stag = isc_get32(b, 4);
+	h->write_va = iser_get64(b + 8);
+	h->read_stag = isc_get32(b, 16);
+	h->read_va = iser_get64(b + 20);
+	return 0;
+}
+
+/* Builds the header of a target-to-initiator control PDU: no STags (RFC 7145 §9.2). */
+static void iser_hdr_build_ctrl(uint8_t *b)
+{
+	memset(b, 0, ISER_HDR_LEN);
+	b[0] = ISER_OP_CTRL << 4;
+}
+
+/* HelloReply (RFC 7145 §9.4): version 1 only; reject when the Hello's range misses it. */
+static void iser_hdr_build_hello_reply(uint8_t *b, const struct iser_hdr *hello, uint16_t ord)
+{
+	uint8_t maxver = hello->raw[1] >> 4, minver = hello->raw[1] & 0x0f;
+	bool ok = minver <= ISER_VERSION && maxver >= ISER_VERSION;
+
+	memset(b, 0, ISER_HDR_LEN);
+	b[0] = (uint8_t)(ISER_OP_HELLO_REPLY << 4 | (ok ? 0 : ISER_HELLO_REJ));
+	b[1] = ISER_VERSION << 4 | (ok ? ISER_VERSION : 0);
+	isc_put16(b, 2, ord);
+}
+
+struct iser_cm_info {
+	bool have_hdr;			/* the initiator sent the iSER CM header */
+	bool zbva_not_sup;
+	bool send_inv_not_sup;
+};
+
+static void iser_cm_parse(const void *pd, size_t len, struct iser_cm_info *ci)
+{
+	const uint8_t *b = pd;
+
+	memset(ci, 0, sizeof(*ci));
+	if (!pd || len < ISER_CM_HDR_LEN) {
+		/* Without the header nothing says the peer can take Send with Invalidate. */
+		ci->send_inv_not_sup = true;
+		return;
+	}
+	ci->have_hdr = true;
+	ci->zbva_not_sup = b[0] & ISER_CM_ZBVA_NOT_SUP;
+	ci->send_inv_not_sup = b[0] & ISER_CM_SEND_W_INV_NOT_SUP;
+}
+
+/* The target's CM private data: it never uses zero-based VAs (it takes the initiator's VAs as
+ * given), and says whether it will invalidate the initiator's STags with its responses. */
+static void iser_cm_build(uint8_t *b, bool use_send_inv)
+{
+	memset(b, 0, ISER_CM_HDR_LEN);
+	b[0] = ISER_CM_ZBVA_NOT_SUP | (use_send_inv ? 0 : ISER_CM_SEND_W_INV_NOT_SUP);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Per-command STags: what a SCSI Command's iSER header said, by ITT, until its response */
+
+#define ISER_TAGS	4096		/* > any command window the gateway grants */
+
+struct iser_tag {
+	uint32_t itt;
+	bool used;
+	bool rsv, wsv;
+	uint32_t read_stag, write_stag;
+	uint64_t read_va, write_va;
+};
+
+struct iser_tags {
+	struct iser_tag *slot;		/* ISER_TAGS entries, open addressing */
+	uint32_t n;
+};
+
+static uint32_t iser_tag_hash(uint32_t itt)
+{
+	return (itt * 2654435761u) & (ISER_TAGS - 1);
+}
+
+static struct iser_tag *iser_tag_find(struct iser_tags *tt, uint32_t itt)
+{
+	uint32_t i = iser_tag_hash(itt), k;
+
+	for (k = 0; k < ISER_TAGS; k++, i = (i + 1) & (ISER_TAGS - 1)) {
+		if (!tt->slot[i].used)
+			return NULL;
+		if (tt->slot[i].itt == itt)
+			return &tt->slot[i];
+	}
+	return NULL;
+}
+
+/* Records (or replaces) itt's STags. -ENOSPC when the table is full. */
+static int iser_tag_set(struct iser_tags *tt, const struct iser_tag *v)
+{
+	uint32_t i = iser_tag_hash(v->itt), k;
+
+	for (k = 0; k < ISER_TAGS; k++, i = (i + 1) & (ISER_TAGS - 1)) {
+		if (tt->slot[i].used && tt->slot[i].itt != v->itt)
+			continue;
+		if (!tt->slot[i].used)
+			tt->n++;
+		tt->slot[i] = *v;
+		tt->slot[i].used = true;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+/* Removes itt, shifting later entries of its probe run back (no tombstones). */
+static void iser_tag_del(struct iser_tags *tt, uint32_t itt)
+{
+	struct iser_tag *e = iser_tag_find(tt, itt);
+	uint32_t i, j, h, k;
+
+	if (!e)
+		return;
+	i = (uint32_t)(e - tt->slot);
+	tt->n--;
+	j = i;
+	/* A full table has no empty slot to stop at: one lap at most. */
+	for (k = 1; k < ISER_TAGS; k++) {
+		j = (j + 1) & (ISER_TAGS - 1);
+		if (!tt->slot[j].used)
+			break;
+		h = iser_tag_hash(tt->slot[j].itt);
+		/* Entry j may move to the hole at i if its home is not in (i, j]. */
+		if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
+			tt->slot[i] = tt->slot[j];
+			i = j;
+		}
+	}
+	tt->slot[i].used = false;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Objects */
+
+#define ISER_RX_DSL	8192		/* largest data segment received after login */
+#define ISER_AHS_MAX	1020
+#define ISER_SLOT_LEN	(ISER_HDR_LEN + ISC_BHS_LEN + ISER_AHS_MAX + ISER_RX_DSL + 4)
+#define ISER_NRX	160		/* receive slots posted per connection */
+#define ISER_NTX	64		/* send slots per connection */
+#define ISER_CHUNK	(256u * 1024)	/* registered data chunk: one RDMA Read/Write at most */
+#define ISER_CHUNKS_PER_CONN	16	/* the device pool grows by this per connection */
+#define ISER_RDMA_MAX	32		/* RDMA Writes + Reads in flight per connection */
+#define ISER_READS_MAX	16		/* cap on RDMA Reads in flight, whatever was negotiated */
+#define ISER_SQ_DEPTH	(ISER_NTX + ISER_RDMA_MAX + 4)
+#define ISER_CQ_DEPTH	(ISER_SQ_DEPTH + ISER_NRX + 4)
+#define ISER_RETRY_MS	2000		/* listener retry while no RDMA device has the address */
+#define ISER_DRAIN_MS	10000		/* give up waiting for flushed completions after this */
+
+enum iser_wr_kind { WR_RX = 1, WR_TX, WR_RDMA };
+
+struct iser_wr {
+	uint8_t kind;
+};
+
+struct iser_rx {
+	struct iser_wr wr;
+	uint8_t *buf;
+};
+
+struct iser_tx {
+	struct iser_wr wr;
+	struct gw_list node;		/* free list */
+	uint8_t *buf;
+	struct isc_pdu *pdu;		/* NULL: a raw iSER message (HelloReply) or dropped */
+};
+
+struct iser_conn;
+struct iser_xfer;
+struct iser_dev;
+
+struct iser_chunk {
+	struct iser_wr wr;
+	struct gw_list node;		/* the device's free list */
+	uint8_t *mem;
+	uint32_t lkey;
+	struct iser_xfer *x;		/* transfer it serves while in flight */
+	uint32_t off, len;		/* task buffer range */
+};
+
+struct iser_slab {
+	struct gw_list node;
+	void *mem;
+	size_t len;
+	struct ibv_mr *mr;
+	struct iser_chunk *chunks;
+	uint32_t n;
+};
+
+struct iser_portal;
+
+/* One RDMA device as a portal sees it: protection domain and data chunk pool. */
+struct iser_dev {
+	struct gw_list node;		/* portal's devs (self-linked once the portal is gone) */
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+	struct ibv_device_attr attr;
+	int refs;			/* connections */
+	struct gw_list slabs;
+	struct gw_list free_chunks;
+	uint32_t nchunks, nfree;
+	struct gw_list waiters;		/* connections waiting for a chunk */
+	struct dmv_portal_res *res;	/* the portal's counters, or own_res once it is gone */
+	struct dmv_portal_res own_res;
+};
+
+/* One Put_Data or Get_Data in progress: task range [next, end) still to post. */
+struct iser_xfer {
+	struct gw_list cnode;		/* connection's xfers */
+	struct gw_list wnode;		/* connection's wait queue */
+	bool waiting;
+	struct iser_conn *ic;
+	struct dmv_task *t;		/* NULL once the task is done, aborted or the conn closed */
+	void (*task_done)(struct dmv_task *t, int status);	/* the iSCSI layer's */
+	bool read;			/* RDMA Read (Get_Data) rather than Write (Put_Data) */
+	uint32_t stag;
+	uint64_t va;			/* remote address of task offset `base` */
+	uint32_t base;
+	uint32_t next, end;
+	uint32_t inflight;
+	struct isc_pdu *rsp;		/* Put_Data: the status, sent after the last Write */
+	bool rsp_pending;		/* rsp posted, its completion not seen */
+};
+
+enum iser_conn_state {
+	IC_PENDING,			/* accepted at the CM level, not yet ESTABLISHED */
+	IC_UP,
+	IC_DRAINING,			/* closed: waiting for flushed completions */
+	IC_DEAD,			/* verbs objects gone, memory freed after the loop round */
+};
+
+struct iser_conn {
+	struct dmv_conn base;
+	enum iser_conn_state state;
+	struct iser_portal *ip;		/* while pending */
+	struct gw_list pnode;		/* portal's pending list */
+	struct iser_dev *dev;
+	struct rdma_cm_id *id;
+	struct rdma_event_channel *ev_ch;
+	struct gw_watch ev_w;
+	struct ibv_comp_channel *comp_ch;
+	struct gw_watch comp_w;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct gw_timer drain_timer;
+	bool drain_timer_on;
+	struct gw_close cl;
+	struct gw_defer kick;
+	bool in_poll;
+	bool linger;			/* closed: disconnect once the sends in flight are out */
+	bool use_send_inv;
+	uint32_t tx_busy;		/* send slots posted */
+	uint32_t posted;		/* work requests posted and not yet completed */
+	uint32_t rdma_inflight, reads_inflight, max_reads;
+	/* buffers */
+	uint8_t *rx_mem, *tx_mem;
+	struct ibv_mr *rx_mr, *tx_mr;
+	struct iser_rx rx[ISER_NRX];
+	struct iser_tx tx[ISER_NTX];
+	struct gw_list tx_free;
+	struct gw_list txq;		/* PDUs waiting for a send slot */
+	struct gw_list xfers;
+	struct gw_list waitq;		/* xfers waiting for a chunk or RDMA credit */
+	struct gw_list dnode;		/* dev's waiters */
+	struct iser_tags tags;
+};
+
+struct iser_portal {
+	struct dmv_portal base;
+	struct sockaddr_storage ss;
+	char host[64];
+	struct rdma_event_channel *ch;
+	struct gw_watch w;
+	struct rdma_cm_id *listen_id;
+	struct gw_timer retry;
+	char last_err[160];
+	struct gw_list devs;
+	struct gw_list pending;
+};
+
+static void iser_conn_lost(struct iser_conn *ic, int err);
+static void iser_kick(struct iser_conn *ic);
+static void iser_tx_flush(struct iser_conn *ic);
+static void iser_drain_check(struct iser_conn *ic);
+static void iser_disconnect(struct iser_conn *ic);
+
+static int iser_set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+static const char *iser_sa_str(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char host[64] = "?";
+
+	if (!sa) {
+		snprintf(buf, len, "?");
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const void *)sa;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
+	} else {
+		const struct sockaddr_in *s4 = (const void *)sa;
+
+		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
+	}
+	return buf;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Devices and the chunk pool */
+
+static int iser_dev_grow(struct iser_dev *d, uint32_t n)
+{
+	struct iser_slab *s = calloc(1, sizeof(*s));
+	uint32_t i;
+
+	if (!s)
+		return -ENOMEM;
+	s->n = n;
+	s->len = (size_t)n * ISER_CHUNK;
+	s->chunks = calloc(n, sizeof(*s->chunks));
+	if (!s->chunks || posix_memalign(&s->mem, 4096, s->len)) {
+		free(s->chunks);
+		free(s);
+		return -ENOMEM;
+	}
+	s->mr = ibv_reg_mr(d->pd, s->mem, s->len, IBV_ACCESS_LOCAL_WRITE);
+	if (!s->mr) {
+		int r = -errno;
+
+		gw_err("dmv", "iser: registering %zu bytes of data buffers: %s", s->len,
+		       strerror(-r));
+		free(s->mem);
+		free(s->chunks);
+		free(s);
+		return r;
+	}
+	for (i = 0; i < n; i++) {
+		struct iser_chunk *ch = &s->chunks[i];
+
+		ch->wr.kind = WR_RDMA;
+		ch->mem = (uint8_t *)s->mem + (size_t)i * ISER_CHUNK;
+		ch->lkey = s->mr->lkey;
+		gw_list_add_tail(&d->free_chunks, &ch->node);
+	}
+	gw_list_add_tail(&d->slabs, &s->node);
+	d->nchunks += n;
+	d->nfree += n;
+	d->res->mrs++;
+	d->res->bufs += n;
+	d->res->reg_bytes += s->len;
+	return 0;
+}
+
+static void iser_dev_free(struct iser_dev *d)
+{
+	while (!gw_list_empty(&d->slabs)) {
+		struct iser_slab *s = gw_list_first_entry(&d->slabs, struct iser_slab, node);
+
+		gw_list_del(&s->node);
+		ibv_dereg_mr(s->mr);
+		d->res->mrs--;
+		d->res->bufs -= s->n;
+		d->res->reg_bytes -= s->len;
+		free(s->mem);
+		free(s->chunks);
+		free(s);
+	}
+	if (d->pd)
+		ibv_dealloc_pd(d->pd);
+	gw_list_del(&d->node);
+	free(d);
+}
+
+/* The portal's device for verbs, with room in its pool for one more connection. */
+static int iser_dev_get(struct iser_portal *ip, struct ibv_context *verbs, struct iser_dev **out)
+{
+	struct iser_dev *d;
+	int r;
+
+	gw_list_for_each_entry(d, &ip->devs, node)
+		if (d->verbs == verbs)
+			goto found;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->verbs = verbs;
+	d->res = &ip->base.res;
+	gw_list_init(&d->slabs);
+	gw_list_init(&d->free_chunks);
+	gw_list_init(&d->waiters);
+	gw_list_add_tail(&ip->devs, &d->node);
+	d->pd = ibv_alloc_pd(verbs);
+	if (!d->pd) {
+		r = -errno;
+		gw_err("dmv", "portal %s: ibv_alloc_pd on %s: %s", ip->base.name,
+		       ibv_get_device_name(verbs->device), strerror(-r));
+		iser_dev_free(d);
+		return r;
+	}
+	if (ibv_query_device(verbs, &d->attr)) {
+		r = -errno;
+		gw_err("dmv", "portal %s: ibv_query_device: %s", ip->base.name, strerror(-r));
+		iser_dev_free(d);
+		return r;
+	}
+found:
+	if (d->nchunks < (uint32_t)(d->refs + 1) * ISER_CHUNKS_PER_CONN) {
+		r = iser_dev_grow(d, ISER_CHUNKS_PER_CONN);
+		if (r) {
+			if (!d->refs)
+				iser_dev_free(d);
+			return r;
+		}
+	}
+	d->refs++;
+	*out = d;
+	return 0;
+}
+
+static void iser_dev_put(struct iser_dev *d)
+{
+	if (--d->refs > 0)
+		return;
+	iser_dev_free(d);
+}
+
+static struct iser_chunk *iser_chunk_get(struct iser_dev *d)
+{
+	struct iser_chunk *ch;
+
+	if (gw_list_empty(&d->free_chunks))
+		return NULL;
+	ch = gw_list_first_entry(&d->free_chunks, struct iser_chunk, node);
+	gw_list_del(&ch->node);
+	d->nfree--;
+	d->res->bufs_in_use++;
+	return ch;
+}
+
+static void iser_chunk_put(struct iser_dev *d, struct iser_chunk *ch)
+{
+	ch->x = NULL;
+	gw_list_add(&d->free_chunks, &ch->node);
+	d->nfree++;
+	d->res->bufs_in_use--;
+	/* Connections that ran dry get another go before the loop sleeps. */
+	while (!gw_list_empty(&d->waiters)) {
+		struct iser_conn *w = gw_list_first_entry(&d->waiters, struct iser_conn, dnode);
+
+		gw_list_del(&w->dnode);
+		gw_defer_queue(w->base.loop, &w->kick);
+	}
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Send side */
+
+static int iser_post_send(struct iser_conn *ic, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+	int r = ibv_post_send(ic->qp, wr, &bad);
+
+	if (r) {
+		gw_err_rl("dmv", "%s: ibv_post_send: %s", ic->base.peer, strerror(r));
+		return -r;
+	}
+	ic->posted++;
+	return 0;
+}
+
+static void iser_pdu_finish(struct isc_pdu *pdu, int status)
+{
+	if (pdu->done)
+		pdu->done(pdu, status);
+	isc_pdu_put(pdu);
+}
+
+/* Copies pdu into a send slot behind an iSER header and posts it. */
+static int iser_tx_post(struct iser_conn *ic, struct iser_tx *tx, struct isc_pdu *pdu)
+{
+	struct ibv_sge sge;
+	struct ibv_send_wr wr;
+	uint8_t *p = tx->buf;
+	uint32_t len = ISER_HDR_LEN + ISC_BHS_LEN + pdu->ahs_len + pdu->data_len;
+	struct iser_tag *tag = NULL;
+
+	if (len > ISER_SLOT_LEN) {
+		gw_err_rl("dmv", "%s: %s with a %u-byte data segment does not fit a send buffer",
+			  ic->base.peer, isc_opcode_name(isc_bhs_opcode(pdu->bhs)),
+			  pdu->data_len);
+		return -EMSGSIZE;
+	}
+	iser_hdr_build_ctrl(p);
+	memcpy(p + ISER_HDR_LEN, pdu->bhs, ISC_BHS_LEN);
+	if (pdu->ahs_len)
+		memcpy(p + ISER_HDR_LEN + ISC_BHS_LEN, pdu->ahs, pdu->ahs_len);
+	if (pdu->data_len)
+		memcpy(p + ISER_HDR_LEN + ISC_BHS_LEN + pdu->ahs_len, pdu->data, pdu->data_len);
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)p;
+	sge.length = len;
+	sge.lkey = ic->tx_mr->lkey;
+	wr.wr_id = (uintptr_t)&tx->wr;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (isc_bhs_opcode(pdu->bhs) == ISC_OP_SCSI_RSP) {
+		/* The command is over: its STags go, and with Send with Invalidate the
+		 * initiator's registration of them too (RFC 7145 §7.3.4). */
+		tag = iser_tag_find(&ic->tags, isc_bhs_itt(pdu->bhs));
+		if (tag && ic->use_send_inv && (tag->rsv || tag->wsv)) {
+			wr.opcode = IBV_WR_SEND_WITH_INV;
+			wr.invalidate_rkey = tag->rsv ? tag->read_stag : tag->write_stag;
+		}
+	}
+	if (iser_post_send(ic, &wr))
+		return -EIO;
+	ic->tx_busy++;
+	if (tag)
+		iser_tag_del(&ic->tags, tag->itt);
+	tx->pdu = pdu;
+	ic->base.tx_bytes += len;
+	return 0;
+}
+
+static void iser_tx_flush(struct iser_conn *ic)
+{
+	while (!gw_list_empty(&ic->txq) && !gw_list_empty(&ic->tx_free) &&
+	       ic->state == IC_UP && !ic->base.lost) {
+		struct isc_pdu *pdu = gw_list_first_entry(&ic->txq, struct isc_pdu, node);
+		struct iser_tx *tx = gw_list_first_entry(&ic->tx_free, struct iser_tx, node);
+		int r;
+
+		gw_list_del(&pdu->node);
+		r = iser_tx_post(ic, tx, pdu);
+		if (r == -EMSGSIZE) {
+			iser_pdu_finish(pdu, r);
+			continue;
+		}
+		if (r) {
+			iser_pdu_finish(pdu, -ECONNRESET);
+			iser_conn_lost(ic, r);
+			return;
+		}
+		gw_list_del(&tx->node);
+	}
+}
+
+static int iser_queue(struct iser_conn *ic, struct isc_pdu *pdu)
+{
+	if (ic->base.closed || ic->base.lost) {
+		isc_pdu_put(pdu);
+		return -ECONNRESET;
+	}
+	gw_list_add_tail(&ic->txq, &pdu->node);
+	iser_tx_flush(ic);
+	return 0;
+}
+
+static int iser_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)
+{
+	return iser_queue(gw_container_of(c, struct iser_conn, base), pdu);
+}
+
+static void iser_send_hello_reply(struct iser_conn *ic, const struct iser_hdr *hello)
+{
+	struct iser_tx *tx;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr;
+
+	if (gw_list_empty(&ic->tx_free)) {
+		gw_warn_rl("dmv", "%s: no send buffer for a HelloReply", ic->base.peer);
+		return;
+	}
+	tx = gw_list_first_entry(&ic->tx_free, struct iser_tx, node);
+	iser_hdr_build_hello_reply(tx->buf, hello, (uint16_t)ic->max_reads);
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)tx->buf;
+	sge.length = ISER_HDR_LEN;
+	sge.lkey = ic->tx_mr->lkey;
+	wr.wr_id = (uintptr_t)&tx->wr;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (iser_post_send(ic, &wr)) {
+		iser_conn_lost(ic, -EIO);
+		return;
+	}
+	gw_list_del(&tx->node);
+	tx->pdu = NULL;
+	ic->tx_busy++;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Data: RDMA Writes (Put_Data) and Reads (Get_Data) staged through registered chunks */
+
+static void iser_xfer_maybe_free(struct iser_xfer *x)
+{
+	if (x->t || x->inflight || x->rsp_pending || x->waiting)
+		return;
+	if (x->rsp)
+		isc_pdu_put(x->rsp);
+	gw_list_del(&x->cnode);
+	free(x);
+}
+
+/* The task no longer belongs to this transfer (done, aborted, connection closed). */
+static void iser_xfer_detach(struct iser_xfer *x)
+{
+	if (x->t) {
+		x->t->done = x->task_done;
+		x->t->tp_priv = NULL;
+		x->t = NULL;
+	}
+	if (x->waiting) {
+		gw_list_del(&x->wnode);
+		x->waiting = false;
+	}
+	iser_xfer_maybe_free(x);
+}
+
+/* Every task completion goes through here so the transfer lets go of the task first. */
+static void iser_task_done(struct dmv_task *t, int status)
+{
+	struct iser_xfer *x = t->tp_priv;
+	void (*fn)(struct dmv_task *t, int status) = x->task_done;
+
+	iser_xfer_detach(x);
+	fn(t, status);
+}
+
+static void iser_put_sent(struct isc_pdu *pdu, int status)
+{
+	struct iser_xfer *x = pdu->priv;
+	struct dmv_task *t = x->t;
+
+	x->rsp_pending = false;
+	if (!status && t && t->putting) {
+		t->putting = false;
+		t->done(t, 0);		/* iser_task_done: detaches and frees x */
+		return;
+	}
+	iser_xfer_maybe_free(x);
+}
+
+/* Posts as many chunk operations of x as resources allow. 1: all posted, 0: blocked, <0:
+ * the connection failed. */
+static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
+{
+	while (x->next < x->end) {
+		uint32_t n = x->end - x->next;
+		struct iser_chunk *ch;
+		struct ibv_sge sge;
+		struct ibv_send_wr wr;
+
+		if (ic->rdma_inflight >= ISER_RDMA_MAX ||
+		    (x->read && ic->reads_inflight >= ic->max_reads))
+			return 0;
+		ch = iser_chunk_get(ic->dev);
+		if (!ch) {
+			if (gw_list_empty(&ic->dnode))
+				gw_list_add_tail(&ic->dev->waiters, &ic->dnode);
+			return 0;
+		}
+		if (n > ISER_CHUNK)
+			n = ISER_CHUNK;
+		ch->x = x;
+		ch->off = x->next;
+		ch->len = n;
+		if (!x->read)
+			memcpy(ch->mem, x->t->buf + x->next, n);
+		memset(&wr, 0, sizeof(wr));
+		sge.addr = (uintptr_t)ch->mem;
+		sge.length = n;
+		sge.lkey = ch->lkey;
+		wr.wr_id = (uintptr_t)&ch->wr;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = x->read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = x->va + (x->next - x->base);
+		wr.wr.rdma.rkey = x->stag;
+		if (iser_post_send(ic, &wr)) {
+			iser_chunk_put(ic->dev, ch);
+			return -EIO;
+		}
+		ic->rdma_inflight++;
+		if (x->read)
+			ic->reads_inflight++;
+		x->inflight++;
+		x->next += n;
+		if (x->read)
+			ic->base.rx_bytes += n;
+		else
+			ic->base.tx_bytes += n;
+	}
+	/* All Writes are on the send queue: the status Send goes behind them, and RC ordering
+	 * places the data before the initiator sees the response. */
+	if (!x->read && x->rsp) {
+		struct isc_pdu *rsp = x->rsp;
+
+		x->rsp = NULL;
+		rsp->done = iser_put_sent;
+		rsp->priv = x;
+		x->rsp_pending = true;
+		iser_queue(ic, rsp);
+	}
+	return 1;
+}
+
+/* Runs the wait queue in order: a transfer that cannot proceed holds up the ones behind it. */
+static void iser_kick(struct iser_conn *ic)
+{
+	while (!gw_list_empty(&ic->waitq) && ic->state == IC_UP && !ic->base.lost) {
+		struct iser_xfer *x = gw_list_first_entry(&ic->waitq, struct iser_xfer, wnode);
+		int r = iser_xfer_post(ic, x);
+
+		if (r < 0) {
+			iser_conn_lost(ic, r);
+			return;
+		}
+		if (!r)
+			return;
+		gw_list_del(&x->wnode);
+		x->waiting = false;
+		iser_xfer_maybe_free(x);
+	}
+}
+
+static void iser_kick_deferred(struct gw_defer *d)
+{
+	iser_kick(gw_container_of(d, struct iser_conn, kick));
+}
+
+static struct iser_xfer *iser_xfer_new(struct iser_conn *ic, struct dmv_task *t, bool read)
+{
+	struct iser_xfer *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->ic = ic;
+	x->t = t;
+	x->read = read;
+	x->task_done = t->done;
+	t->done = iser_task_done;
+	t->tp_priv = x;
+	gw_list_add_tail(&ic->xfers, &x->cnode);
+	gw_list_init(&x->wnode);
+	return x;
+}
+
+static void iser_xfer_start(struct iser_conn *ic, struct iser_xfer *x)
+{
+	x->waiting = true;
+	gw_list_add_tail(&ic->waitq, &x->wnode);
+	iser_kick(ic);
+}
+
+static int iser_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
+{
+	struct iser_conn *ic = gw_container_of(t->conn, struct iser_conn, base);
+	struct iser_tag *tag;
+	struct iser_xfer *x;
+
+	if (ic->base.closed || ic->base.lost || ic->state != IC_UP) {
+		isc_pdu_put(rsp);
+		return -ECONNRESET;
+	}
+	if (len > t->len)
+		len = t->len;
+	if (!len && !rsp)
+		return -EINVAL;
+	tag = iser_tag_find(&ic->tags, t->itt);
+	if (len && (!tag || !tag->rsv)) {
+		gw_warn_rl("dmv", "%s: ITT 0x%x: %u bytes to send but the command carried no "
+			   "read STag", ic->base.peer, t->itt, len);
+		isc_pdu_put(rsp);
+		return -EPROTO;
+	}
+	x = iser_xfer_new(ic, t, false);
+	if (!x) {
+		isc_pdu_put(rsp);
+		return -ENOMEM;
+	}
+	if (tag) {
+		x->stag = tag->read_stag;
+		x->va = tag->read_va;
+	}
+	x->end = len;
+	x->rsp = rsp;
+	t->putting = true;
+	if (!rsp)
+		gw_warn_rl("dmv", "%s: ITT 0x%x: Put_Data without a status", ic->base.peer, t->itt);
+	iser_xfer_start(ic, x);
+	return 0;
+}
+
+static int iser_get_data(struct dmv_task *t)
+{
+	struct iser_conn *ic = gw_container_of(t->conn, struct iser_conn, base);
+	struct iser_tag *tag;
+	struct iser_xfer *x;
+
+	if (ic->base.closed || ic->base.lost || ic->state != IC_UP)
+		return -ECONNRESET;
+	if (!t->write)
+		return -EINVAL;
+	if (t->sol_next >= t->len || t->error) {
+		/* Immediate and unsolicited data cover it all: the Data-Out path completes it. */
+		dmv_task_get_start(t);
+		return 0;
+	}
+	tag = iser_tag_find(&ic->tags, t->itt);
+	if (!tag || !tag->wsv) {
+		gw_warn_rl("dmv", "%s: ITT 0x%x: %u bytes to fetch but the command carried no "
+			   "write STag", ic->base.peer, t->itt, t->len - t->sol_next);
+		t->error = -EPROTO;
+		dmv_task_get_start(t);
+		return 0;
+	}
+	x = iser_xfer_new(ic, t, true);
+	if (!x)
+		return -ENOMEM;
+	x->stag = tag->write_stag;
+	/* The write VA addresses the first byte the initiator did not send unsolicited. */
+	x->va = tag->write_va;
+	x->base = t->unsol_end;
+	x->next = t->sol_next;
+	x->end = t->len;
+	t->sol_next = t->len;
+	dmv_task_get_start(t);
+	iser_xfer_start(ic, x);
+	return 0;
+}
+
+static void iser_task_abort(struct dmv_task *t)
+{
+	struct iser_conn *ic = gw_container_of(t->conn, struct iser_conn, base);
+	struct iser_xfer *x = t->tp_priv;
+	bool putting = x && !x->read;
+
+	dmv_task_forget(t);
+	/* A Put_Data goes on (the buffer stays valid until its done); Reads in flight complete
+	 * into nothing. */
+	if (x && x->read)
+		iser_xfer_detach(x);
+	if (!putting)
+		iser_tag_del(&ic->tags, t->itt);
+}
+
+/* A chunk's RDMA operation completed (or was flushed). */
+static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok)
+{
+	struct iser_xfer *x = ch->x;
+	struct dmv_task *t = x->t;
+	uint32_t off = ch->off, len = ch->len;
+
+	ic->rdma_inflight--;
+	if (x->read)
+		ic->reads_inflight--;
+	x->inflight--;
+	if (ok) {
+		if (x->read) {
+			ic->dev->res->rdma_reads++;
+			if (t)
+				memcpy(t->buf + off, ch->mem, len);
+		} else {
+			ic->dev->res->rdma_writes++;
+		}
+	}
+	iser_chunk_put(ic->dev, ch);
+	if (ok && t && x->read) {
+		t->received += len;
+		if (t->getting && t->received == t->len && !t->nr2t && t->unsol_done) {
+			t->getting = false;
+			t->done(t, 0);	/* iser_task_done detaches x */
+		}
+	} else if (ok && t && !x->read && !x->rsp_pending && !x->rsp && !x->inflight &&
+		   x->next == x->end && t->putting) {
+		t->putting = false;
+		t->done(t, 0);
+	}
+	iser_xfer_maybe_free(x);
+	if (ic->state == IC_UP && !ic->base.lost)
+		gw_defer_queue(ic->base.loop, &ic->kick);
+}
+
+static int iser_set_params(struct dmv_conn *c, const struct dmv_conn_params *p)
+{
+	c->params = *p;
+	/* Message buffers are fixed, and so are the initiator's (Linux posts 8 KiB during login
+	 * and for discovery sessions): no control PDU carries more either way. */
+	if (c->params.max_recv_dsl > ISER_RX_DSL)
+		c->params.max_recv_dsl = ISER_RX_DSL;
+	if (!c->params.max_xmit_dsl || c->params.max_xmit_dsl > ISER_RX_DSL)
+		c->params.max_xmit_dsl = ISER_RX_DSL;
+	c->params.header_digest = false;
+	c->params.data_digest = false;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Receive side */
+
+static int iser_post_recv(struct iser_conn *ic, struct iser_rx *rx)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)rx->buf, .length = ISER_SLOT_LEN, .lkey = ic->rx_mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&rx->wr, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad;
+	int r = ibv_post_recv(ic->qp, &wr, &bad);
+
+	if (r) {
+		gw_err_rl("dmv", "%s: ibv_post_recv: %s", ic->base.peer, strerror(r));
+		return -r;
+	}
+	ic->posted++;
+	return 0;
+}
+
+static void iser_record_tags(struct iser_conn *ic, const struct iser_hdr *h, const uint8_t *bhs)
+{
+	struct iser_tag tag = {
+		.itt = isc_bhs_itt(bhs),
+		.rsv = h->flags & ISER_RSV, .wsv = h->flags & ISER_WSV,
+		.read_stag = h->read_stag, .read_va = h->read_va,
+		.write_stag = h->write_stag, .write_va = h->write_va,
+	};
+
+	if (!tag.rsv && !tag.wsv) {
+		iser_tag_del(&ic->tags, tag.itt);
+		return;
+	}
+	if (iser_tag_set(&ic->tags, &tag))
+		gw_err_rl("dmv", "%s: ITT 0x%x: no room for its STags (%u commands open)",
+			  ic->base.peer, tag.itt, ic->tags.n);
+}
+
+/* One received Send. 0, or -errno to drop the connection. */
+static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
+{
+	struct iser_hdr h;
+	const uint8_t *bhs, *ahs, *data;
+	uint32_t ahs_len, dsl;
+	uint8_t reason = 0;
+	enum isc_bhs_verdict v;
+	const char *why;
+	struct isc_pdu *pdu;
+
+	if (iser_hdr_parse(buf, n, &h)) {
+		gw_warn_rl("dmv", "%s: %u-byte message without an iSER header", ic->base.peer, n);
+		return -EPROTO;
+	}
+	if (h.opcode == ISER_OP_HELLO) {
+		iser_send_hello_reply(ic, &h);
+		return 0;
+	}
+	if (h.opcode != ISER_OP_CTRL) {
+		gw_warn_rl("dmv", "%s: iSER opcode 0x%x: dropping the connection", ic->base.peer,
+			   h.opcode);
+		return -EPROTO;
+	}
+	if (n < ISER_HDR_LEN + ISC_BHS_LEN) {
+		gw_warn_rl("dmv", "%s: %u-byte iSER message too short for a BHS", ic->base.peer, n);
+		return -EPROTO;
+	}
+	bhs = buf + ISER_HDR_LEN;
+	v = isc_bhs_check(bhs, ic->base.params.max_recv_dsl, &reason, &why);
+	if (v == ISC_BHS_FATAL) {
+		gw_warn_rl("dmv", "%s: %s (opcode 0x%02x, %u bytes): dropping the connection",
+			   ic->base.peer, why, isc_bhs_opcode(bhs), isc_bhs_dsl(bhs));
+		return -EPROTO;
+	}
+	ahs_len = isc_bhs_ahs_len(bhs);
+	dsl = isc_bhs_dsl(bhs);
+	if ((uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + ahs_len + dsl > n) {
+		gw_warn_rl("dmv", "%s: %s claims %u + %u bytes, the message has %u: dropping the "
+			   "connection", ic->base.peer, isc_opcode_name(isc_bhs_opcode(bhs)),
+			   ahs_len, dsl, n);
+		return -EPROTO;
+	}
+	ahs = bhs + ISC_BHS_LEN;
+	data = ahs + ahs_len;
+	ic->base.rx_pdus++;
+	ic->base.rx_bytes += n;
+	if (v != ISC_BHS_OK) {
+		gw_warn_rl("dmv", "%s: rejecting %s (opcode 0x%02x): %s", ic->base.peer,
+			   isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_opcode(bhs), why);
+		ic->base.cb->reject(&ic->base, bhs, reason);
+		return 0;
+	}
+	if (isc_bhs_opcode(bhs) == ISC_OP_DATA_OUT) {
+		struct dmv_task *t;
+		uint8_t *dst;
+		int r;
+
+		if (ahs_len) {
+			gw_warn_rl("dmv", "%s: Data-Out with an AHS: dropping the connection",
+				   ic->base.peer);
+			return -EPROTO;
+		}
+		r = dmv_dataout_begin(&ic->base, bhs, &t, &dst);
+		if (r < 0)
+			return r;
+		if (r != DMV_DO_OK || ic->base.closed)
+			return 0;
+		memcpy(dst, data, dsl);
+		return dmv_dataout_end(&ic->base, t, bhs);
+	}
+	pdu = isc_pdu_get(ic->base.pool);
+	if (!pdu)
+		return -ENOMEM;
+	memcpy(pdu->bhs, bhs, ISC_BHS_LEN);
+	if ((ahs_len && isc_pdu_alloc_ahs(pdu, ahs_len)) ||
+	    (dsl && isc_pdu_alloc_data(pdu, dsl))) {
+		isc_pdu_put(pdu);
+		return -ENOMEM;
+	}
+	if (ahs_len)
+		memcpy(pdu->ahs, ahs, ahs_len);
+	if (dsl)
+		memcpy(pdu->data, data, dsl);
+	if (isc_bhs_opcode(bhs) == ISC_OP_SCSI_CMD)
+		iser_record_tags(ic, &h, bhs);
+	ic->base.cb->rx_pdu(&ic->base, pdu);
+	isc_pdu_put(pdu);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Completions */
+
+static void iser_wc(struct iser_conn *ic, const struct ibv_wc *wc)
+{
+	struct iser_wr *w = (struct iser_wr *)(uintptr_t)wc->wr_id;
+	bool ok = wc->status == IBV_WC_SUCCESS;
+	bool live = ic->state == IC_UP && !ic->base.lost && !ic->base.closed;
+
+	ic->posted--;
+	if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && live) {
+		gw_warn("dmv", "%s: %s completion failed: %s", ic->base.peer,
+			w->kind == WR_RX ? "receive" : w->kind == WR_TX ? "send" : "RDMA",
+			ibv_wc_status_str(wc->status));
+		iser_conn_lost(ic, -EIO);
+		live = false;
+	}
+	switch (w->kind) {
+	case WR_RX: {
+		struct iser_rx *rx = gw_container_of(w, struct iser_rx, wr);
+		int r;
+
+		if (!ok || !live)
+			return;
+		r = iser_rx_msg(ic, rx->buf, wc->byte_len);
+		if (r) {
+			iser_conn_lost(ic, r);
+			return;
+		}
+		if (ic->state == IC_UP && !ic->base.lost && !ic->base.closed &&
+		    iser_post_recv(ic, rx))
+			iser_conn_lost(ic, -EIO);
+		return;
+	}
+	case WR_TX: {
+		struct iser_tx *tx = gw_container_of(w, struct iser_tx, wr);
+		struct isc_pdu *pdu = tx->pdu;
+
+		tx->pdu = NULL;
+		ic->tx_busy--;
+		gw_list_add_tail(&ic->tx_free, &tx->node);
+		if (ic->linger && !ic->tx_busy)
+			iser_disconnect(ic);
+		if (pdu) {
+			if (ok)
+				ic->base.tx_pdus++;
+			iser_pdu_finish(pdu, ok ? 0 : -ECONNRESET);
+		}
+		if (ic->state == IC_UP && !ic->base.lost && !ic->base.closed)
+			iser_tx_flush(ic);
+		return;
+	}
+	case WR_RDMA:
+		iser_rdma_done(ic, gw_container_of(w, struct iser_chunk, wr), ok);
+		return;
+	}
+}
+
+static void iser_poll(struct iser_conn *ic)
+{
+	struct ibv_wc wc[16];
+	int n, i;
+
+	ic->in_poll = true;
+	while (ic->cq && (n = ibv_poll_cq(ic->cq, 16, wc)) > 0)
+		for (i = 0; i < n; i++)
+			iser_wc(ic, &wc[i]);
+	ic->in_poll = false;
+	if (ic->state == IC_DRAINING)
+		iser_drain_check(ic);
+}
+
+static void iser_comp_event(struct gw_watch *w, uint32_t events)
+{
+	struct iser_conn *ic = gw_container_of(w, struct iser_conn, comp_w);
+	struct ibv_cq *cq;
+	void *ctx;
+	unsigned int nev = 0;
+
+	(void)events;
+	if (ic->state == IC_DEAD)
+		return;
+	while (ibv_get_cq_event(ic->comp_ch, &cq, &ctx) == 0)
+		nev++;
+	if (nev)
+		ibv_ack_cq_events(ic->cq, nev);
+	if (ibv_req_notify_cq(ic->cq, 0))
+		gw_err_rl("dmv", "%s: ibv_req_notify_cq failed", ic->base.peer);
+	iser_poll(ic);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Connection life */
+
+static void iser_conn_lost(struct iser_conn *ic, int err)
+{
+	if (ic->base.lost || ic->base.closed)
+		return;
+	ic->base.lost = true;
+	if (err == -ECONNRESET)
+		gw_dbg("dmv", "%s: connection closed by the initiator", ic->base.peer);
+	else
+		gw_info("dmv", "%s: connection lost: %s", ic->base.peer, strerror(-err));
+	if (ic->state == IC_UP && ic->base.cb && ic->base.cb->lost)
+		ic->base.cb->lost(&ic->base, err);
+	else if (ic->state == IC_PENDING)
+		ic->base.tp->close(&ic->base);
+}
+
+static void iser_conn_free(struct gw_close *cl)
+{
+	struct iser_conn *ic = gw_container_of(cl, struct iser_conn, cl);
+
+	free(ic->tags.slot);
+	free(ic);
+}
+
+/* Every posted work request has completed (or the wait gave up): release verbs objects. */
+static void iser_conn_destroy(struct iser_conn *ic)
+{
+	struct dmv_portal_res *res = ic->dev ? ic->dev->res : NULL;
+
+	if (ic->state == IC_DEAD)
+		return;
+	ic->state = IC_DEAD;
+	if (ic->drain_timer_on) {
+		gw_timer_fini(&ic->drain_timer);
+		ic->drain_timer_on = false;
+	}
+	gw_defer_cancel(&ic->kick);
+	gw_list_del(&ic->dnode);
+	if (ic->comp_w.fd >= 0)
+		gw_watch_stop(&ic->comp_w);
+	if (ic->ev_w.fd >= 0)
+		gw_watch_stop(&ic->ev_w);
+	if (ic->qp) {
+		rdma_destroy_qp(ic->id);
+		ic->qp = NULL;
+		if (res)
+			res->qps--;
+	}
+	/* Only after a drain that timed out: their chunks stay counted as in use. */
+	if (ic->posted)
+		gw_warn("dmv", "%s: %u work requests never completed; releasing anyway",
+			ic->base.peer, ic->posted);
+	while (!gw_list_empty(&ic->xfers)) {
+		struct iser_xfer *x = gw_list_first_entry(&ic->xfers, struct iser_xfer, cnode);
+
+		if (x->rsp)
+			isc_pdu_put(x->rsp);
+		gw_list_del(&x->cnode);
+		free(x);
+	}
+	if (ic->cq) {
+		ibv_destroy_cq(ic->cq);
+		ic->cq = NULL;
+	}
+	if (ic->comp_ch) {
+		ibv_destroy_comp_channel(ic->comp_ch);
+		ic->comp_ch = NULL;
+	}
+	if (ic->rx_mr) {
+		ibv_dereg_mr(ic->rx_mr);
+		res->mrs--;
+		res->reg_bytes -= (uint64_t)ISER_NRX * ISER_SLOT_LEN;
+	}
+	if (ic->tx_mr) {
+		ibv_dereg_mr(ic->tx_mr);
+		res->mrs--;
+		res->reg_bytes -= (uint64_t)ISER_NTX * ISER_SLOT_LEN;
+	}
+	free(ic->rx_mem);
+	free(ic->tx_mem);
+	if (ic->id)
+		rdma_destroy_id(ic->id);
+	if (ic->ev_ch)
+		rdma_destroy_event_channel(ic->ev_ch);
+	if (res)
+		res->conns--;
+	if (ic->dev)
+		iser_dev_put(ic->dev);
+	gw_loop_close(ic->base.loop, &ic->cl, iser_conn_free);
+}
+
+/* Chunks held by operations that will never complete must not stay out of the pool. */
+static void iser_drain_check(struct iser_conn *ic)
+{
+	if (ic->state != IC_DRAINING || ic->in_poll || ic->posted)
+		return;
+	iser_conn_destroy(ic);
+}
+
+static void iser_drain_timeout(struct gw_timer *tm)
+{
+	struct iser_conn *ic = gw_container_of(tm, struct iser_conn, drain_timer);
+
+	gw_warn("dmv", "%s: %u work requests not flushed after %u s", ic->base.peer, ic->posted,
+		ISER_DRAIN_MS / 1000);
+	iser_conn_destroy(ic);
+}
+
+static void iser_disconnect(struct iser_conn *ic)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+
+	ic->linger = false;
+	if (!ic->id || !ic->qp)
+		return;
+	/* Error state flushes every posted work request back through the CQ. */
+	rdma_disconnect(ic->id);
+	ibv_modify_qp(ic->qp, &qa, IBV_QP_STATE);
+}
+
+static void iser_close(struct dmv_conn *c)
+{
+	struct iser_conn *ic = gw_container_of(c, struct iser_conn, base);
+	struct iser_xfer *x, *xt;
+	uint32_t i;
+
+	if (c->closed)
+		return;
+	c->closed = true;
+	if (ic->ip) {
+		gw_list_del(&ic->pnode);
+		ic->ip = NULL;
+	}
+	gw_defer_cancel(&ic->kick);
+	gw_list_del(&ic->dnode);
+	/* Tasks are the iSCSI layer's again; what is in flight completes into nothing. */
+	gw_list_for_each_entry_safe(x, xt, &ic->xfers, cnode) {
+		if (x->rsp) {
+			isc_pdu_put(x->rsp);
+			x->rsp = NULL;
+		}
+		iser_xfer_detach(x);
+	}
+	while (!gw_list_empty(&ic->txq)) {
+		struct isc_pdu *pdu = gw_list_first_entry(&ic->txq, struct isc_pdu, node);
+
+		gw_list_del(&pdu->node);
+		iser_pdu_finish(pdu, -ECONNRESET);
+	}
+	for (i = 0; i < ISER_NTX; i++) {
+		struct isc_pdu *pdu = ic->tx[i].pdu;
+
+		if (pdu) {
+			ic->tx[i].pdu = NULL;
+			iser_pdu_finish(pdu, -ECONNRESET);
+		}
+	}
+	ic->state = IC_DRAINING;
+	/* A last Send posted just now (a Logout Response, a failed Login's answer) still goes
+	 * out: the disconnect waits for it, bounded by the drain timer. */
+	if (ic->tx_busy && !c->lost)
+		ic->linger = true;
+	else
+		iser_disconnect(ic);
+	if (ic->cq && ic->comp_w.fd >= 0 && !ic->comp_w.events) {
+		/* Never established: nothing watches the CQ yet. */
+		ibv_req_notify_cq(ic->cq, 0);
+		gw_watch_set(&ic->comp_w, EPOLLIN);
+	}
+	if (gw_timer_init(&ic->drain_timer, c->loop, iser_drain_timeout) == 0) {
+		ic->drain_timer_on = true;
+		gw_timer_arm(&ic->drain_timer, ISER_DRAIN_MS, 0);
+	}
+	if (!ic->in_poll)
+		iser_poll(ic);
+	if (!ic->drain_timer_on)
+		iser_drain_check(ic);
+}
+
+static void iser_conn_established(struct iser_conn *ic)
+{
+	struct iser_portal *ip = ic->ip;
+
+	gw_list_del(&ic->pnode);
+	ic->ip = NULL;
+	ic->state = IC_UP;
+	if (ibv_req_notify_cq(ic->cq, 0) || gw_watch_set(&ic->comp_w, EPOLLIN) < 0) {
+		gw_err("dmv", "%s: cannot watch the completion channel", ic->base.peer);
+		iser_close(&ic->base);
+		return;
+	}
+	gw_info("dmv", "portal %s: iSER connection from %s%s", ip->base.name, ic->base.peer,
+		ic->use_send_inv ? " (Send with Invalidate)" : "");
+	ip->base.accept(&ip->base, &ic->base);
+	if (ic->base.closed)
+		return;
+	if (!ic->base.cb) {
+		iser_close(&ic->base);
+		return;
+	}
+	/* Logins that arrived before ESTABLISHED was seen wait in the CQ. */
+	iser_poll(ic);
+}
+
+static void iser_conn_cm_event(struct gw_watch *w, uint32_t events)
+{
+	struct iser_conn *ic = gw_container_of(w, struct iser_conn, ev_w);
+	struct rdma_cm_event *ev;
+
+	(void)events;
+	while (ic->state != IC_DEAD && rdma_get_cm_event(ic->ev_ch, &ev) == 0) {
+		enum rdma_cm_event_type type = ev->event;
+		int status = ev->status;
+
+		rdma_ack_cm_event(ev);
+		gw_dbg("dmv", "%s: %s", ic->base.peer, rdma_event_str(type));
+		if (ic->base.closed)
+			continue;
+		switch (type) {
+		case RDMA_CM_EVENT_ESTABLISHED:
+			if (ic->state == IC_PENDING)
+				iser_conn_established(ic);
+			break;
+		case RDMA_CM_EVENT_DISCONNECTED:
+		case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+			iser_conn_lost(ic, -ECONNRESET);
+			break;
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_REJECTED:
+			gw_info("dmv", "%s: %s (status %d)", ic->base.peer, rdma_event_str(type),
+				status);
+			iser_conn_lost(ic, -ECONNABORTED);
+			break;
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		case RDMA_CM_EVENT_ADDR_CHANGE:
+			gw_warn("dmv", "%s: %s: dropping the connection", ic->base.peer,
+				rdma_event_str(type));
+			iser_conn_lost(ic, -ENETDOWN);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* A CONNECT_REQUEST: everything the connection needs is allocated and registered here, then
+ * the request is accepted. Returns 0 (the id is owned by the connection from then on) or
+ * -errno, in which case the caller rejects and destroys the id. */
+static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
+			    const struct rdma_conn_param *req, const struct iser_cm_info *ci)
+{
+	struct iser_conn *ic = calloc(1, sizeof(*ic));
+	struct ibv_qp_init_attr qa;
+	struct rdma_conn_param cp;
+	uint8_t pd_out[ISER_CM_HDR_LEN];
+	struct dmv_portal_res *res;
+	uint32_t i;
+	int r;
+
+	if (ic)
+		ic->tags.slot = calloc(ISER_TAGS, sizeof(*ic->tags.slot));
+	if (!ic || !ic->tags.slot) {
+		free(ic);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return -ENOMEM;
+	}
+	ic->base.tp = &dmv_iser_transport;
+	ic->base.portal = &ip->base;
+	ic->base.loop = ip->base.loop;
+	ic->base.pool = ip->base.pool;
+	ic->base.next_ttt = 1;
+	dmv_conn_params_login(&ic->base.params);
+	iser_sa_str(rdma_get_peer_addr(id), ic->base.peer, sizeof(ic->base.peer));
+	iser_sa_str(rdma_get_local_addr(id), ic->base.local, sizeof(ic->base.local));
+	ic->state = IC_PENDING;
+	ic->ip = ip;
+	gw_list_init(&ic->pnode);
+	gw_list_init(&ic->dnode);
+	gw_list_init(&ic->tx_free);
+	gw_list_init(&ic->txq);
+	gw_list_init(&ic->xfers);
+	gw_list_init(&ic->waitq);
+	gw_defer_init(&ic->kick, iser_kick_deferred);
+	ic->comp_w.fd = -1;
+	ic->ev_w.fd = -1;
+
+	r = iser_dev_get(ip, id->verbs, &ic->dev);
+	if (r) {
+		free(ic->tags.slot);
+		free(ic);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return r == -ENOMEM ? r : -ENODEV;
+	}
+	res = ic->dev->res;
+	res->conns++;
+	/* From here on iser_conn_destroy undoes whatever was set up. */
+	ic->ev_ch = rdma_create_event_channel();
+	if (!ic->ev_ch || iser_set_nonblock(ic->ev_ch->fd) || rdma_migrate_id(id, ic->ev_ch)) {
+		r = -errno;
+		gw_err("dmv", "portal %s: %s: rdma event channel: %s", ip->base.name,
+		       ic->base.peer, strerror(-r));
+		goto fail;
+	}
+	ic->id = id;
+	id->context = ic;
+	gw_watch_init(&ic->ev_w, ic->base.loop, ic->ev_ch->fd, iser_conn_cm_event);
+	if (gw_watch_set(&ic->ev_w, EPOLLIN) < 0) {
+		r = -EIO;
+		goto fail;
+	}
+	ic->comp_ch = ibv_create_comp_channel(id->verbs);
+	if (!ic->comp_ch || iser_set_nonblock(ic->comp_ch->fd)) {
+		r = -errno;
+		gw_err("dmv", "%s: completion channel: %s", ic->base.peer, strerror(-r));
+		goto fail;
+	}
+	gw_watch_init(&ic->comp_w, ic->base.loop, ic->comp_ch->fd, iser_comp_event);
+	ic->cq = ibv_create_cq(id->verbs, ISER_CQ_DEPTH, ic, ic->comp_ch, 0);
+	if (!ic->cq) {
+		r = -errno;
+		gw_err("dmv", "%s: ibv_create_cq: %s", ic->base.peer, strerror(-r));
+		goto fail;
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = ic->cq;
+	qa.recv_cq = ic->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = ISER_SQ_DEPTH;
+	qa.cap.max_recv_wr = ISER_NRX;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	if (rdma_create_qp(id, ic->dev->pd, &qa)) {
+		r = -errno;
+		gw_err("dmv", "%s: rdma_create_qp: %s", ic->base.peer, strerror(-r));
+		goto fail;
+	}
+	ic->qp = id->qp;
+	res->qps++;
+	if (posix_memalign((void **)&ic->rx_mem, 4096, (size_t)ISER_NRX * ISER_SLOT_LEN) ||
+	    posix_memalign((void **)&ic->tx_mem, 4096, (size_t)ISER_NTX * ISER_SLOT_LEN)) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	ic->rx_mr = ibv_reg_mr(ic->dev->pd, ic->rx_mem, (size_t)ISER_NRX * ISER_SLOT_LEN,
+			       IBV_ACCESS_LOCAL_WRITE);
+	if (ic->rx_mr) {
+		res->mrs++;
+		res->reg_bytes += (uint64_t)ISER_NRX * ISER_SLOT_LEN;
+	}
+	ic->tx_mr = ibv_reg_mr(ic->dev->pd, ic->tx_mem, (size_t)ISER_NTX * ISER_SLOT_LEN, 0);
+	if (ic->tx_mr) {
+		res->mrs++;
+		res->reg_bytes += (uint64_t)ISER_NTX * ISER_SLOT_LEN;
+	}
+	if (!ic->rx_mr || !ic->tx_mr) {
+		r = -errno;
+		gw_err("dmv", "%s: registering message buffers: %s", ic->base.peer, strerror(-r));
+		goto fail;
+	}
+	for (i = 0; i < ISER_NTX; i++) {
+		ic->tx[i].wr.kind = WR_TX;
+		ic->tx[i].buf = ic->tx_mem + (size_t)i * ISER_SLOT_LEN;
+		gw_list_add_tail(&ic->tx_free, &ic->tx[i].node);
+	}
+	for (i = 0; i < ISER_NRX; i++) {
+		ic->rx[i].wr.kind = WR_RX;
+		ic->rx[i].buf = ic->rx_mem + (size_t)i * ISER_SLOT_LEN;
+		r = iser_post_recv(ic, &ic->rx[i]);
+		if (r)
+			goto fail;
+	}
+	/* RDMA Reads the target issues are bounded by what the initiator will serve. */
+	ic->max_reads = req->responder_resources;
+	if (ic->dev->attr.max_qp_init_rd_atom >= 0 &&
+	    ic->max_reads > (uint32_t)ic->dev->attr.max_qp_init_rd_atom)
+		ic->max_reads = (uint32_t)ic->dev->attr.max_qp_init_rd_atom;
+	if (ic->max_reads > ISER_READS_MAX)
+		ic->max_reads = ISER_READS_MAX;
+	if (!ic->max_reads)
+		ic->max_reads = 1;
+	ic->use_send_inv = ci->have_hdr && !ci->send_inv_not_sup;
+	iser_cm_build(pd_out, ic->use_send_inv);
+	memset(&cp, 0, sizeof(cp));
+	cp.initiator_depth = (uint8_t)ic->max_reads;
+	cp.responder_resources = req->initiator_depth;
+	if (cp.responder_resources > ic->dev->attr.max_qp_rd_atom)
+		cp.responder_resources = (uint8_t)ic->dev->attr.max_qp_rd_atom;
+	cp.rnr_retry_count = 7;
+	cp.private_data = pd_out;
+	cp.private_data_len = sizeof(pd_out);
+	if (rdma_accept(id, &cp)) {
+		r = -errno;
+		gw_warn("dmv", "%s: rdma_accept: %s", ic->base.peer, strerror(-r));
+		goto fail;
+	}
+	gw_list_add_tail(&ip->pending, &ic->pnode);
+	gw_dbg("dmv", "portal %s: accepted %s (ZBVA %s, Send with Invalidate %s, %u reads)",
+	       ip->base.name, ic->base.peer, ci->zbva_not_sup ? "off" : "on",
+	       ic->use_send_inv ? "on" : "off", ic->max_reads);
+	return 0;
+fail:
+	/* Refused: the id goes with the connection (before its event channel, wherever the
+	 * id is attached now). Nothing was accepted, so nothing will complete. */
+	rdma_reject(id, NULL, 0);
+	ic->id = id;
+	ic->posted = 0;
+	ic->state = IC_DRAINING;
+	ic->base.closed = true;
+	iser_conn_destroy(ic);
+	return r ? r : -EIO;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The listener */
+
+static void iser_portal_retry(struct gw_timer *tm);
+static void iser_portal_cm_event(struct gw_watch *w, uint32_t events);
+
+static void iser_listener_drop(struct iser_portal *ip)
+{
+	if (ip->listen_id) {
+		rdma_destroy_id(ip->listen_id);
+		ip->listen_id = NULL;
+	}
+	ip->base.listening = false;
+}
+
+/* One attempt at binding and listening. Logs a failure once per distinct reason. */
+static int iser_try_listen(struct iser_portal *ip, bool quiet_success)
+{
+	struct rdma_cm_id *id = NULL;
+	char why[160];
+	const char *step;
+	int r;
+
+	/* librdmacm cannot even open its event channel while the host has no RDMA device. */
+	if (!ip->ch) {
+		ip->ch = rdma_create_event_channel();
+		if (!ip->ch) {
+			step = "rdma_create_event_channel";
+			goto fail;
+		}
+		r = iser_set_nonblock(ip->ch->fd);
+		gw_watch_init(&ip->w, ip->base.loop, ip->ch->fd, iser_portal_cm_event);
+		if (r || gw_watch_set(&ip->w, EPOLLIN) < 0) {
+			gw_err("dmv", "portal %s: cannot watch the rdma_cm event channel",
+			       ip->base.name);
+			gw_watch_stop(&ip->w);
+			rdma_destroy_event_channel(ip->ch);
+			ip->ch = NULL;
+			errno = EIO;
+			step = "rdma_create_event_channel";
+			goto fail;
+		}
+	}
+	if (rdma_create_id(ip->ch, &id, ip, RDMA_PS_TCP)) {
+		step = "rdma_create_id";
+		goto fail;
+	}
+	if (rdma_bind_addr(id, (struct sockaddr *)&ip->ss)) {
+		step = "rdma_bind_addr";
+		goto fail;
+	}
+	if (rdma_listen(id, 128)) {
+		step = "rdma_listen";
+		goto fail;
+	}
+	ip->listen_id = id;
+	ip->base.listening = true;
+	iser_sa_str(rdma_get_local_addr(id), ip->base.addr, sizeof(ip->base.addr));
+	ip->last_err[0] = 0;
+	gw_timer_disarm(&ip->retry);
+	if (!quiet_success)
+		gw_info("iscsi", "listening on %s (iser)", ip->base.addr);
+	return 0;
+fail:
+	r = errno ? -errno : -EIO;
+	if (id)
+		rdma_destroy_id(id);
+	if (r == -ENODEV || r == -EADDRNOTAVAIL)
+		snprintf(why, sizeof(why), "%s: no RDMA device %s%s", step,
+			 strcmp(ip->host, "*") ? "on " : "", strcmp(ip->host, "*") ? ip->host : "");
+	else
+		snprintf(why, sizeof(why), "%s on %s: %s", step, ip->host, strerror(-r));
+	if (strcmp(why, ip->last_err)) {
+		gw_warn("dmv", "portal %s: iSER not listening (%s); retrying every %u s",
+			ip->base.name, why, ISER_RETRY_MS / 1000);
+		snprintf(ip->last_err, sizeof(ip->last_err), "%s", why);
+	}
+	if (gw_timer_arm(&ip->retry, ISER_RETRY_MS, ISER_RETRY_MS))
+		gw_err("dmv", "portal %s: cannot arm the retry timer", ip->base.name);
+	return r;
+}
+
+static void iser_portal_retry(struct gw_timer *tm)
+{
+	struct iser_portal *ip = gw_container_of(tm, struct iser_portal, retry);
+
+	if (!ip->listen_id)
+		iser_try_listen(ip, false);
+}
+
+static void iser_connect_request(struct iser_portal *ip, struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *id = ev->id;
+	struct rdma_conn_param req = ev->param.conn;
+	struct iser_cm_info ci;
+	char peer[80];
+	int r;
+
+	iser_cm_parse(ev->param.conn.private_data, ev->param.conn.private_data_len, &ci);
+	req.private_data = NULL;
+	req.private_data_len = 0;
+	/* rdma_migrate_id waits for the id's events to be acknowledged: ack first. */
+	rdma_ack_cm_event(ev);
+	iser_sa_str(rdma_get_peer_addr(id), peer, sizeof(peer));
+	if (!ci.have_hdr)
+		gw_warn_rl("dmv", "portal %s: %s sent no iSER CM header; assuming defaults",
+			   ip->base.name, peer);
+	r = iser_conn_create(ip, id, &req, &ci);
+	if (r == -ENOMEM || r == -ENODEV) {
+		/* Before anything was set up: the id is still ours to refuse. */
+		gw_warn_rl("dmv", "portal %s: refusing %s: %s", ip->base.name, peer, strerror(-r));
+	} else if (r) {
+		gw_warn_rl("dmv", "portal %s: refused %s: %s", ip->base.name, peer, strerror(-r));
+	}
+}
+
+static void iser_portal_cm_event(struct gw_watch *w, uint32_t events)
+{
+	struct iser_portal *ip = gw_container_of(w, struct iser_portal, w);
+	struct rdma_cm_event *ev;
+
+	(void)events;
+	while (rdma_get_cm_event(ip->ch, &ev) == 0) {
+		enum rdma_cm_event_type type = ev->event;
+
+		if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			iser_connect_request(ip, ev);
+			continue;
+		}
+		if (ev->id == ip->listen_id && (type == RDMA_CM_EVENT_ADDR_CHANGE ||
+						type == RDMA_CM_EVENT_DEVICE_REMOVAL)) {
+			rdma_ack_cm_event(ev);
+			gw_warn("dmv", "portal %s: %s on %s: listening again when the address "
+				"has an RDMA device", ip->base.name, rdma_event_str(type),
+				ip->base.addr);
+			iser_listener_drop(ip);
+			iser_try_listen(ip, false);
+			continue;
+		}
+		gw_dbg("dmv", "portal %s: %s", ip->base.name, rdma_event_str(type));
+		rdma_ack_cm_event(ev);
+	}
+}
+
+static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
+		       struct isc_pdu_pool *pool, struct dmv_portal **out)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST |
+				  AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	struct iser_portal *ip;
+	const char *addr = conf->address;
+	char port[8];
+	int r;
+
+	if (addr && !*addr)
+		addr = NULL;
+	snprintf(port, sizeof(port), "%u", conf->port);
+	r = getaddrinfo(addr, port, &hints, &ai);
+	if (r) {
+		gw_err("dmv", "portal %s: address \"%s\": %s", conf->name, conf->address,
+		       gai_strerror(r));
+		return -EINVAL;
+	}
+	ip = calloc(1, sizeof(*ip));
+	if (!ip) {
+		freeaddrinfo(ai);
+		return -ENOMEM;
+	}
+	memcpy(&ip->ss, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	ip->base.tp = &dmv_iser_transport;
+	ip->base.loop = loop;
+	ip->base.pool = pool;
+	snprintf(ip->base.name, sizeof(ip->base.name), "%s", conf->name ? conf->name : "");
+	snprintf(ip->host, sizeof(ip->host), "%s", addr ? addr : "*");
+	snprintf(ip->base.addr, sizeof(ip->base.addr), "%s:%u", addr ? addr : "*", conf->port);
+	gw_list_init(&ip->devs);
+	gw_list_init(&ip->pending);
+	ip->w.fd = -1;
+	r = gw_timer_init(&ip->retry, loop, iser_portal_retry);
+	if (r) {
+		free(ip);
+		return r;
+	}
+	/* Not being able to listen yet is not an error: the timer keeps trying. */
+	iser_try_listen(ip, true);
+	*out = &ip->base;
+	return 0;
+}
+
+static void iser_portal_destroy(struct dmv_portal *p)
+{
+	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	struct iser_dev *d, *dt;
+
+	gw_timer_fini(&ip->retry);
+	while (!gw_list_empty(&ip->pending)) {
+		struct iser_conn *ic = gw_list_first_entry(&ip->pending, struct iser_conn, pnode);
+
+		iser_close(&ic->base);
+	}
+	iser_listener_drop(ip);
+	if (ip->ch) {
+		gw_watch_stop(&ip->w);
+		rdma_destroy_event_channel(ip->ch);
+	}
+	/* Devices live on while connections use them, counting into their own totals. */
+	gw_list_for_each_entry_safe(d, dt, &ip->devs, node) {
+		d->own_res = *d->res;
+		d->res = &d->own_res;
+		gw_list_del(&d->node);
+	}
+	free(ip);
+}
+
+const struct dmv_transport dmv_iser_transport = {
+	.name = "iser",
+	.caps = DMV_CAP_RDMA,
+	.listen = iser_listen,
+	.portal_destroy = iser_portal_destroy,
+	.send_pdu = iser_send_pdu,
+	.put_data = iser_put_data,
+	.get_data = iser_get_data,
+	.task_abort = iser_task_abort,
+	.solicit = NULL,
+	.set_params = iser_set_params,
+	.close = iser_close,
+	.max_recv_dsl = ISER_RX_DSL,
+};
