@@ -162,6 +162,12 @@ JSON
 GW_LOG=$VM_WORK/isergwd.log
 if check gateway-start vm_gw_start "$VM_WORK/isergwd.json" "$GW_LOG" "$ADDR" 3263; then
 	measure isergwd tcp "$IQN_GW" "$ADDR:3263"
+	# An iSER portal may come up a moment after the TCP one (it follows the RDMA device).
+	for _ in $(seq 1 50); do
+		grep -q "$ADDR:3264 (iser)" "$GW_LOG" && break
+		grep -q 'portal iser0 skipped' "$GW_LOG" && break
+		sleep 0.2
+	done
 	if grep -q "$ADDR:3264 (iser)" "$GW_LOG"; then
 		measure isergwd iser "$IQN_GW" "$ADDR:3264"
 	else
