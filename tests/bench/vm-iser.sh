@@ -17,6 +17,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
 SHARE=$VM_DIR/run/share
 
+# shellcheck disable=SC2034 # read by tests/lib/common.sh
 TARGET=vm
 t_begin bench-iser
 for t in qemu-system-x86_64 fio iscsiadm tgtd; do
