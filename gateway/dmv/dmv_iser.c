@@ -942,6 +942,7 @@ static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok)
 	struct iser_xfer *x = ch->x;
 	struct dmv_task *t = x->t;
 	uint32_t off = ch->off, len = ch->len;
+	bool fire = false;
 
 	ic->rdma_inflight--;
 	if (x->read)
@@ -961,14 +962,17 @@ static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok)
 		t->received += len;
 		if (t->getting && t->received == t->len && !t->nr2t && t->unsol_done) {
 			t->getting = false;
-			t->done(t, 0);	/* iser_task_done detaches x */
+			fire = true;
 		}
 	} else if (ok && t && !x->read && !x->rsp_pending && !x->rsp && !x->inflight &&
 		   x->next == x->end && t->putting) {
 		t->putting = false;
-		t->done(t, 0);
+		fire = true;
 	}
-	iser_xfer_maybe_free(x);
+	if (fire)
+		t->done(t, 0);	/* iser_task_done detaches and frees x */
+	else
+		iser_xfer_maybe_free(x);
 	if (ic->state == IC_UP && !ic->base.lost)
 		gw_defer_queue(ic->base.loop, &ic->kick);
 }
@@ -1035,6 +1039,7 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	enum isc_bhs_verdict v;
 	const char *why;
 	struct isc_pdu *pdu;
+	bool no_imm = false;
 
 	if (iser_hdr_parse(buf, n, &h)) {
 		gw_warn_rl("dmv", "%s: %u-byte message without an iSER header", ic->base.peer, n);
@@ -1062,6 +1067,16 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	}
 	ahs_len = isc_bhs_ahs_len(bhs);
 	dsl = isc_bhs_dsl(bhs);
+	if ((uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + ahs_len + dsl > n &&
+	    isc_bhs_opcode(bhs) == ISC_OP_SCSI_CMD && (h.flags & ISER_WSV) &&
+	    ISER_HDR_LEN + ISC_BHS_LEN + ahs_len == n) {
+		/* libiscsi 1.19 announces immediate data it never puts in the Send, with the write
+		 * VA at the start of its buffer: take it all by RDMA Read instead. */
+		gw_warn_rl("dmv", "%s: SCSI Command announces %u bytes of immediate data the "
+			   "Send does not carry: fetching them by RDMA Read", ic->base.peer, dsl);
+		dsl = 0;
+		no_imm = true;
+	}
 	if ((uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + ahs_len + dsl > n) {
 		gw_warn_rl("dmv", "%s: %s claims %u + %u bytes, the message has %u: dropping the "
 			   "connection", ic->base.peer, isc_opcode_name(isc_bhs_opcode(bhs)),
@@ -1100,6 +1115,8 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	if (!pdu)
 		return -ENOMEM;
 	memcpy(pdu->bhs, bhs, ISC_BHS_LEN);
+	if (no_imm)
+		isc_put24(pdu->bhs, 5, 0);
 	if ((ahs_len && isc_pdu_alloc_ahs(pdu, ahs_len)) ||
 	    (dsl && isc_pdu_alloc_data(pdu, dsl))) {
 		isc_pdu_put(pdu);

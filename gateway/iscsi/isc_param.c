@@ -617,7 +617,10 @@ static bool target_bool(const struct isc_neg *n, int id)
 {
 	switch (id) {
 	case K_RDMA_EXT: return (n->caps & ISC_TRANSPORT_RDMA) != 0;
-	case K_INITIAL_R2T: return n->conf->InitialR2T;
+	/* Over iSER, write data beyond the immediate data is fetched by RDMA Read, the cheap
+	 * way; unsolicited Data-Out Sends would only copy it through message buffers (and
+	 * libiscsi 1.19's iSER sends them without their data). */
+	case K_INITIAL_R2T: return n->conf->InitialR2T || n->p.rdma_extensions;
 	case K_IMMEDIATE_DATA: return n->conf->ImmediateData;
 	/* Out-of-order data needs ERL > 0 style recovery the target does not do. */
 	case K_PDU_ORDER: return true;

@@ -83,6 +83,62 @@ else
 	fail "start under load" "the gateway did not start"
 fi
 
+# An iSER portal where no RDMA device has the address (this machine has none): the gateway
+# starts, serves its TCP portal, says why iSER does not listen, does not advertise the iSER
+# portal, and keeps trying (the control socket's state says it does not listen).
+iport=$(t_free_port)
+cport=$(t_free_port)
+truncate -s 64M "$T_DIR/iser.img"
+cat >"$T_DIR/iser.json" <<EOF
+{ "gateway": { "control_socket": "$T_DIR/iser-ctl.sock" },
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": $cport },
+               { "name": "iser0", "transport": "iser", "address": "127.0.0.1", "port": $iport } ],
+  "targets": [ { "name": "iqn.2026-11.org.isergw:iser-wait", "portals": ["tcp0", "iser0"],
+    "allow_any_initiator": true, "luns": [ { "lun": 0, "backstore":
+    { "type": "file", "path": "$T_DIR/iser.img", "size": "64M" } } ] } ] }
+EOF
+iser_state() {
+	python3 -c '
+import json, socket, sys
+c = socket.socket(socket.AF_UNIX); c.settimeout(5); c.connect(sys.argv[1])
+c.sendall(b"{\"op\":\"state\"}\n"); b = b""
+while not b.endswith(b"\n"):
+    d = c.recv(65536)
+    if not d: break
+    b += d
+p = {x["name"]: x for x in json.loads(b)["portals"]}
+print(p["tcp0"]["listening"], p["iser0"]["listening"], p["iser0"].get("resources", {}).get("qps"))
+' "$T_DIR/iser-ctl.sock"
+}
+t_daemon_start isergwd isergwd "$T_DIR/iser.log" "$GW" --config "$T_DIR/iser.json"
+iser_pid=$T_LAST_PID
+if t_wait_port "$iser_pid" "$cport" 15; then
+	check "with an iSER portal waiting for a device, TCP serves" \
+		timeout -k 5 10 iscsi-inq "iscsi://127.0.0.1:$cport/iqn.2026-11.org.isergw:iser-wait/0"
+	if grep -q "portal iser0: iSER not listening (.*no RDMA device.*); retrying" "$T_DIR/iser.log"
+	then
+		pass "the log says why the iSER portal does not listen"
+	else
+		fail "the log says why the iSER portal does not listen" "$(tail -n 3 "$T_DIR/iser.log")"
+	fi
+	state=$(iser_state 2>&1)
+	if [ "$state" = "True False 0" ]; then
+		pass "state: tcp0 listens, iser0 does not, no QP"
+	else
+		fail "state: tcp0 listens, iser0 does not, no QP" "got '$state'"
+	fi
+	ls_out=$(timeout -k 5 10 iscsi-ls -s "iscsi://127.0.0.1:$cport" 2>&1)
+	if printf '%s\n' "$ls_out" | grep -q "iser-wait" &&
+		! printf '%s\n' "$ls_out" | grep -q ":$iport"; then
+		pass "SendTargets leaves out the iSER portal that does not listen"
+	else
+		fail "SendTargets leaves out the iSER portal that does not listen" "$ls_out"
+	fi
+else
+	fail "a gateway with an iSER portal and no RDMA device starts" "$(tail -n 3 "$T_DIR/iser.log")"
+fi
+gw_stop "$iser_pid"
+
 # --state-dir on an empty folder writes the demo configuration and its 1 GiB sparse LUN, and
 # serves it on 127.0.0.1:3260 (skipped when that port is taken on this machine).
 if t_port_open 127.0.0.1 3260; then

@@ -504,6 +504,84 @@ Test(param, iser_keys_with_rdma)
 	t_close(&t);
 }
 
+/* RFC 7145 §6.3: TargetRecvDataSegmentLength is what the target can take in one control-type
+ * PDU, so it never exceeds the datamover's receive buffers, whether the initiator offers a
+ * value (Minimum) or the target declares it unasked before Full Feature Phase. */
+static void t_open_iser(struct t *t, uint32_t tp_max)
+{
+	struct isc_neg_init in = {
+		.conf = &t->conf, .target_alias = "demo", .tpgt = 1, .leading = true,
+		.transport_caps = ISC_TRANSPORT_RDMA, .transport_max_recv_dsl = tp_max,
+	};
+
+	cr_assert_eq(isc_neg_create(&in, &t->n), 0);
+	isc_kvlist_init(&t->ans);
+}
+
+Test(param, iser_target_recv_dsl_within_transport_buffers)
+{
+	struct t t;
+
+	conf_defaults(&t.conf);
+	t_open_iser(&t, 8192);
+	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
+			 "TargetRecvDataSegmentLength=262144"), 0);
+	assert_ans(&t, "TargetRecvDataSegmentLength", "8192");
+	cr_assert_eq(transit(&t, ISC_STAGE_OPERATIONAL, ISC_STAGE_FFP), 1);
+	cr_assert_null(ANS(&t, "TargetRecvDataSegmentLength"), "answered once, not declared again");
+	cr_assert_eq(isc_neg_params(t.n)->target_recv_dsl, 8192);
+	t_close(&t);
+
+	/* Not offered: declared at the transition, within the buffers too. */
+	conf_defaults(&t.conf);
+	t_open_iser(&t, 8192);
+	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes"), 0);
+	cr_assert_eq(transit(&t, ISC_STAGE_OPERATIONAL, ISC_STAGE_FFP), 1);
+	assert_ans(&t, "TargetRecvDataSegmentLength", "8192");
+	cr_assert_null(ANS(&t, "MaxRecvDataSegmentLength"), "replaced by the iSER keys");
+	t_close(&t);
+
+	/* A smaller initiator offer wins (Minimum); no transport limit leaves the target's. */
+	conf_defaults(&t.conf);
+	t_open_iser(&t, 0);
+	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
+			 "TargetRecvDataSegmentLength=4096"), 0);
+	assert_ans(&t, "TargetRecvDataSegmentLength", "4096");
+	t_close(&t);
+}
+
+/* RFC 7145 §6.5: MaxOutstandingUnexpectedPDUs is 0 (no limit) or 2..2^32-1; the target sets
+ * no limit of its own, so the initiator's value stands. */
+Test(param, iser_max_outstanding_unexpected_pdus_range)
+{
+	struct t t;
+
+	conf_defaults(&t.conf);
+	t_open_iser(&t, 8192);
+	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
+			 "MaxOutstandingUnexpectedPDUs=1\0InitialR2T=No"), 0);
+	assert_ans(&t, "MaxOutstandingUnexpectedPDUs", "Reject");
+	/* Write data beyond the immediate data comes by RDMA Read, not unsolicited Sends. */
+	assert_ans(&t, "InitialR2T", "Yes");
+	t_close(&t);
+
+	conf_defaults(&t.conf);
+	t_open_iser(&t, 8192);
+	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
+			 "MaxOutstandingUnexpectedPDUs=0\0InitiatorRecvDataSegmentLength=512"), 0);
+	assert_ans(&t, "MaxOutstandingUnexpectedPDUs", "0");
+	assert_ans(&t, "InitiatorRecvDataSegmentLength", "512");
+	cr_assert_eq(isc_neg_params(t.n)->initiator_recv_dsl, 512);
+	t_close(&t);
+
+	conf_defaults(&t.conf);
+	t_open_iser(&t, 8192);
+	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
+			 "MaxOutstandingUnexpectedPDUs=4294967295"), 0);
+	assert_ans(&t, "MaxOutstandingUnexpectedPDUs", "4294967295");
+	t_close(&t);
+}
+
 Test(param, iser_keys_without_rdma)
 {
 	struct t t;
