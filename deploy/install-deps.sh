@@ -13,7 +13,7 @@ TEST="libcriterion-dev libiscsi-bin tgt curl iproute2 iptables procps psmisc
 clang libclang-rt-14-dev rpm cpio
 qemu-system-x86 busybox-static kmod open-iscsi ibverbs-utils rdmacm-utils e2fsprogs
 etcd-server openssl wrk util-linux multipath-tools jq python3
-chromium chromium-driver nodejs"
+chromium chromium-driver nodejs fio"
 
 what=${1:-all}
 case "$what" in

@@ -177,7 +177,9 @@ static void mp_lun_check_settled(struct mp_lun *lun)
 			gw_info(MP_LOG, "%s: start-up: path %s logged in", lun->name, p->url);
 			return;
 		}
-		if (p->logins < lun->conf.initial_login_retry_max ||
+		/* A path whose last iSER connect timed out and is still stuck inside libiscsi
+		 * (see mp_path.c) has had its chance. */
+		if ((p->logins < lun->conf.initial_login_retry_max && !p->stale_job) ||
 		    p->state == MP_PATH_CONNECTING || p->state == MP_PATH_PROBING)
 			all_spent = false;
 	}

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,113 @@
 static void mp_path_watch_fn(struct gw_watch *w, uint32_t events);
 static void mp_path_teardown_fn(struct gw_defer *d);
 static void mp_path_flush_fn(struct gw_defer *d);
+static void mp_iser_job_done_fn(struct gw_notify *n);
+static void mp_iser_connect_start(struct mp_path *p, struct iscsi_context *ctx);
+
+/*
+ * libiscsi 1.19's iSER connect does not return until its connection manager thread has seen
+ * the connection established or failed: milliseconds for a live back end, seconds to a minute
+ * for one that does not answer (rdma_cm's address, route and connect timeouts and retries).
+ * Run on the loop, it would stall every LUN of the gateway. So it runs in a thread of its own,
+ * which touches nothing but the context and this job; the loop learns the result through the
+ * path's gw_notify. A path that gives up first (login_timeout, shutdown) abandons the job, and
+ * the thread then disposes of the context itself; the path starts no other connect until that
+ * thread is done, so a dead portal costs one thread, not one per attempt. The path and the
+ * thread each hold a reference to the job.
+ */
+struct mp_iser_job {
+	pthread_mutex_t mu;
+	struct iscsi_context *ctx;
+	char *portal;
+	struct gw_notify *notify;	/* owner's; never touched once abandoned */
+	bool cm_possible;		/* a failed connect still created its rdma_cm id */
+	bool connected;
+	bool finished;
+	bool abandoned;
+	int refs;
+};
+
+static void mp_iser_job_free(struct mp_iser_job *job)
+{
+	pthread_mutex_destroy(&job->mu);
+	free(job->portal);
+	free(job);
+}
+
+static void mp_iser_job_put(struct mp_iser_job *job)
+{
+	bool last;
+
+	pthread_mutex_lock(&job->mu);
+	last = --job->refs == 0;
+	pthread_mutex_unlock(&job->mu);
+	if (last)
+		mp_iser_job_free(job);
+}
+
+static bool mp_iser_job_finished(struct mp_iser_job *job)
+{
+	bool finished;
+
+	pthread_mutex_lock(&job->mu);
+	finished = job->finished;
+	pthread_mutex_unlock(&job->mu);
+	return finished;
+}
+
+static void mp_iser_job_connect_cb(struct iscsi_context *iscsi, int status, void *data,
+				   void *priv)
+{
+	struct mp_iser_job *job = priv;
+
+	(void)iscsi;
+	(void)data;
+	job->connected = status == SCSI_STATUS_GOOD;
+}
+
+static void *mp_iser_job_thread(void *arg)
+{
+	struct mp_iser_job *job = arg;
+	bool connected = false;
+
+	if (iscsi_connect_async(job->ctx, job->portal, mp_iser_job_connect_cb, job) == 0)
+		connected = job->connected;
+	pthread_mutex_lock(&job->mu);
+	job->connected = connected;
+	job->finished = !job->abandoned;	/* abandoned: once the context is gone */
+	if (!job->abandoned) {
+		gw_notify_signal(job->notify);
+		pthread_mutex_unlock(&job->mu);
+		mp_iser_job_put(job);
+		return NULL;
+	}
+	pthread_mutex_unlock(&job->mu);
+	/* Nobody wants it any more: as mp_path_destroy_ctx() would, with the wait in line. */
+	if (connected || job->cm_possible)
+		iscsi_disconnect(job->ctx);
+	usleep(MP_ISER_GRAVE_MS * 1000);
+	iscsi_destroy_context(job->ctx);
+	pthread_mutex_lock(&job->mu);
+	job->ctx = NULL;
+	job->finished = true;
+	pthread_mutex_unlock(&job->mu);
+	mp_iser_job_put(job);
+	return NULL;
+}
+
+/* The path lets go of a running job: true if the thread now owns (and disposes of) the
+ * context; false if it had already finished, and the caller disposes of both. */
+static bool mp_iser_job_abandon(struct mp_iser_job *job)
+{
+	bool finished;
+
+	pthread_mutex_lock(&job->mu);
+	finished = job->finished;
+	if (!finished)
+		job->abandoned = true;
+	pthread_mutex_unlock(&job->mu);
+	return !finished;
+}
 
 static void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const char *why)
 {
@@ -58,6 +166,7 @@ int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
 	p->idx = idx;
 	p->alua_state = -1;
 	p->prio = MP_PRIO_OTHER;
+	p->job_done.w.fd = -1;
 	gw_list_init(&p->inflight);
 	gw_watch_init(&p->w, lun->loop, -1, mp_path_watch_fn);
 	gw_defer_init(&p->teardown, mp_path_teardown_fn);
@@ -83,6 +192,14 @@ int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
 	if (p->iser) {
 		p->max_xfer = MP_ISER_MAX_XFER;
 		p->max_inflight = MP_ISER_MAX_INFLIGHT;
+		rc = gw_notify_init(&p->job_done, lun->loop, mp_iser_job_done_fn);
+		if (rc < 0) {
+			gw_errlist_add(errs, field, "%s: no eventfd for the iSER connect", pc->url);
+			iscsi_destroy_url(u);
+			iscsi_destroy_context(tmp);
+			mp_path_fini(p);
+			return rc;
+		}
 	}
 	if (pc->chap.user && pc->chap.user[0]) {
 		p->chap.user = strdup(pc->chap.user);
@@ -109,6 +226,19 @@ static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 {
 	struct mp_io *io, *t;
 
+	if (p->job && p->job->ctx == ctx) {
+		struct mp_iser_job *job = p->job;
+
+		p->job = NULL;
+		if (mp_iser_job_abandon(job)) {
+			p->iser_cm = false;
+			p->stale_job = job;
+			p->stale_since_ms = gw_now_ms();
+			return;		/* nothing was sent on it: no I/O, no probe */
+		}
+		p->iser_cm = job->connected || job->cm_possible;
+		mp_iser_job_put(job);
+	}
 	if (p->iser) {
 		/* libiscsi 1.19 frees an iSER context without closing its connection (it only
 		 * disconnects contexts with a socket), which leaves its connection manager thread
@@ -176,6 +306,11 @@ void mp_path_fini(struct mp_path *p)
 		p->ctx = NULL;
 		mp_path_destroy_ctx(p, ctx);
 	}
+	if (p->stale_job) {
+		mp_iser_job_put(p->stale_job);
+		p->stale_job = NULL;
+	}
+	gw_notify_fini(&p->job_done);
 	free(p->url);
 	free(p->portal);
 	free(p->target);
@@ -602,6 +737,22 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 		gw_defer_cancel(&p->teardown);
 		mp_path_teardown_fn(&p->teardown);
 	}
+	if (p->stale_job) {
+		/* The last connect's thread is still inside libiscsi: not a second one, unless
+		 * that one looks stuck for good (its thread keeps its context, a leak). */
+		if (!mp_iser_job_finished(p->stale_job)) {
+			if (now - p->stale_since_ms < MP_ISER_STALE_WAIT_MS) {
+				p->next_attempt_ms = now + 500;
+				return;
+			}
+			gw_warn(MP_LOG, "%s: path %s: an iSER connect has been stuck in libiscsi for "
+				"%llu s: connecting again (its thread and context are leaked)",
+				lun->name, p->url,
+				(unsigned long long)((now - p->stale_since_ms) / 1000));
+		}
+		mp_iser_job_put(p->stale_job);
+		p->stale_job = NULL;
+	}
 	p->logins++;
 	p->deadline_ms = now + (uint64_t)lun->conf.login_timeout * 1000;
 	p->alua = false;
@@ -619,6 +770,11 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 			     "built with iSER): %s", iscsi_get_error(ctx));
 		return;
 	}
+	/* libiscsi 1.19's iSER frees a command's small read buffer (malloc'd at its own size)
+	 * with iscsi_sfree(), which with the cache on keeps it for later PDUs that expect a
+	 * cache-sized block: a heap overflow on the next allocation. No cache, plain free(). */
+	if (p->iser)
+		iscsi_set_cache_allocations(ctx, 0);
 	iscsi_set_targetname(ctx, p->target);
 	iscsi_set_session_type(ctx, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(ctx, ISCSI_HEADER_DIGEST_NONE_CRC32C);
@@ -633,17 +789,75 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 		mp_path_fail(p, "mutual CHAP: %s", iscsi_get_error(ctx));
 		return;
 	}
-	/* Over iSER this returns only once the RDMA connection is up or has failed: libiscsi
-	 * 1.19 waits for its connection manager thread (see TROUBLESHOOTING.md). */
+	if (p->iser) {
+		mp_iser_connect_start(p, ctx);
+		return;
+	}
 	if (iscsi_connect_async(ctx, p->portal, mp_path_connect_cb, p) != 0) {
-		if (p->iser)
-			p->iser_cm = mp_iser_cm_created(p);
 		mp_path_fail(p, "connect to %s: %s", p->portal, iscsi_get_error(ctx));
 		return;
 	}
-	if (p->iser)
-		p->iser_cm = true;
 	mp_path_sync_watch(p);
+}
+
+static void mp_iser_job_done_fn(struct gw_notify *n)
+{
+	struct mp_path *p = gw_container_of(n, struct mp_path, job_done);
+	struct mp_iser_job *job = p->job;
+	struct iscsi_context *ctx;
+	bool finished, connected;
+
+	if (!job)
+		return;
+	pthread_mutex_lock(&job->mu);
+	finished = job->finished;
+	connected = job->connected;
+	pthread_mutex_unlock(&job->mu);
+	if (!finished)
+		return;
+	p->job = NULL;
+	ctx = job->ctx;
+	p->iser_cm = connected || job->cm_possible;
+	mp_iser_job_put(job);
+	if (ctx != p->ctx)
+		return;		/* failed meanwhile: its queued teardown disposes of ctx */
+	if (!connected) {
+		mp_path_fail(p, "connect to %s failed: %s", p->portal, iscsi_get_error(ctx));
+		return;
+	}
+	mp_path_sync_watch(p);
+	if (p->ctx == ctx)
+		mp_path_connect_cb(ctx, SCSI_STATUS_GOOD, NULL, p);
+}
+
+static void mp_iser_connect_start(struct mp_path *p, struct iscsi_context *ctx)
+{
+	struct mp_iser_job *job = calloc(1, sizeof(*job));
+	pthread_attr_t attr;
+	pthread_t tid;
+	int rc;
+
+	if (!job || !(job->portal = strdup(p->portal))) {
+		free(job);
+		mp_path_fail(p, "connect to %s: out of memory", p->portal);
+		return;
+	}
+	pthread_mutex_init(&job->mu, NULL);
+	job->refs = 2;
+	job->ctx = ctx;
+	job->notify = &p->job_done;
+	job->cm_possible = mp_iser_cm_created(p);
+	p->job = job;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&tid, &attr, mp_iser_job_thread, job);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		p->job = NULL;
+		mp_iser_job_free(job);	/* no thread: no other reference */
+		mp_path_fail(p, "connect to %s: cannot start a thread: %s", p->portal,
+			     strerror(rc));
+	}
 }
 
 /* The checker: TEST UNIT READY, then (ALUA back ends) the port group's state. */
@@ -767,7 +981,7 @@ void mp_path_tick(struct mp_path *p, uint64_t now)
 				     p->state == MP_PATH_CONNECTING ? "connect and login" :
 								      "identity probe",
 				     lun->conf.login_timeout);
-		else if (p->ctx)
+		else if (p->ctx && !p->job)
 			mp_path_sync_watch(p);
 		return;
 	case MP_PATH_ACTIVE:

@@ -14,6 +14,7 @@
 
 struct iscsi_context;
 struct mp_grave;
+struct mp_iser_job;
 
 enum mp_path_state {
 	MP_PATH_DOWN,		/* no session; next login at next_attempt_ms */
@@ -50,6 +51,9 @@ enum mp_probe_step {
 /* A disconnected iSER context is freed this long after its connection: libiscsi's connection
  * manager thread may still be finishing with it. */
 #define MP_ISER_GRAVE_MS 500u
+/* An abandoned iSER connect is waited for this long before the path connects again anyway:
+ * libiscsi's connect can hang for good (see TROUBLESHOOTING.md). */
+#define MP_ISER_STALE_WAIT_MS 30000u
 
 struct mp_path {
 	struct mp_lun *lun;
@@ -62,6 +66,10 @@ struct mp_path {
 	bool iser_cm;			/* libiscsi created its rdma_cm id: disconnect before destroy */
 	uint32_t max_xfer;		/* bytes per command, 0: no limit */
 	uint32_t max_inflight;		/* commands in flight, 0: no limit */
+	struct mp_iser_job *job;	/* iSER connect running in its own thread */
+	struct mp_iser_job *stale_job;	/* one given up on, until its thread is done */
+	uint64_t stale_since_ms;
+	struct gw_notify job_done;	/* that thread's wake-up (iSER paths only) */
 	char *initiator;
 	struct mp_chap_conf chap;
 

@@ -20,6 +20,7 @@
 #   BENCH_ROWS    space-separated subset of the row names below [all]
 #   BENCH_PIN     0 disables CPU pinning
 #   BENCH_OUT     Markdown output [$BUILD/bench.md]
+#   BENCH_VM      0 leaves out the iSER rows measured in the VM rig (tests/bench/vm-iser.sh)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -219,4 +220,14 @@ t_log ""
 cat "$BENCH_OUT"
 t_log ""
 t_log "bench: table written to $BENCH_OUT"
+
+# The iSER rows: one VM run (tests/bench/vm-iser.sh), appended to the same file (the targets
+# above sit idle meanwhile). BENCH_VM=0 leaves it out.
+if [ "${BENCH_VM:-1}" != 0 ]; then
+	if BENCH_OUT=$BENCH_OUT "$(dirname "$0")/vm-iser.sh"; then
+		pass "iser rows (VM)"
+	else
+		fail "iser rows (VM)" "tests/bench/vm-iser.sh failed (its output is above)"
+	fi
+fi
 t_end

@@ -1,0 +1,134 @@
+#!/bin/bash
+# The iSER rows of `make bench` (tests/bench/run.sh runs this last; it also runs alone): boots
+# the VM rig once with the guest bench tests/vm/guest/suite-bench-iser.sh, which measures the
+# gateway (iSER and TCP), tgtd (iSER and TCP) and LIO (iSER) on one LUN backing with one client
+# (fio on the kernel initiator), and prints the figures with their ratios. Skipped, with the
+# reason, when the VM cannot run here (no qemu, no kernel package, too little memory).
+#
+# Environment: BUILD, BENCH_VM_SECS (seconds per fio run in the guest [8]), BENCH_OUT (Markdown
+# output; the section is appended [$BUILD/bench-iser.md when run alone]), VM_* as for
+# tests/vm/run.sh.
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+
+BENCH_VM_SECS=${BENCH_VM_SECS:-8}
+OUT_MD=${BENCH_OUT:-$T_BUILD/bench-iser.md}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+VM_DIR=${VM_DIR:-$ROOT/build/vm}
+SHARE=$VM_DIR/run/share
+
+# shellcheck disable=SC2034 # read by tests/lib/common.sh
+TARGET=vm
+t_begin bench-iser
+for t in qemu-system-x86_64 fio iscsiadm tgtd; do
+	if ! command -v "$t" >/dev/null 2>&1; then
+		skip "iser rows" "$t is missing (deploy/install-deps.sh test): the VM bench cannot run"
+		t_end
+	fi
+done
+avail=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
+if [ "${avail:-0}" -lt 3000 ]; then
+	skip "iser rows" "only ${avail} MiB of memory available; the VM needs about 3000"
+	t_end
+fi
+
+t_log "bench-iser: booting the VM rig for the iSER rows (${BENCH_VM_SECS}s per run)"
+rm -f "$SHARE/bench-iser.txt"
+# The guest reads its settings from the build tree (it sees the host's files, not its
+# environment).
+echo "BENCH_VM_SECS=$((BENCH_VM_SECS + 0))" >"$T_BUILD/bench-iser.env"
+"$ROOT/tests/vm/run.sh" bench-iser >"$T_DIR/vm.log" 2>&1
+vm_rc=$?
+grep -E '^  (PASS|FAIL|SKIP)|^vm:' "$T_DIR/vm.log"
+if [ ! -s "$SHARE/bench-iser.txt" ]; then
+	if grep -q 'FAIL  rig:' "$T_DIR/vm.log"; then
+		skip "iser rows" "the VM cannot run here: $(grep -m1 'FAIL  rig:' "$T_DIR/vm.log" |
+			sed 's/.*rig: //')"
+	else
+		fail "iser rows" "the guest wrote no figures (exit $vm_rc; see $T_DIR/vm.log and" \
+			"$VM_DIR/run/console.log)"
+	fi
+	t_end
+fi
+cp "$SHARE/bench-iser.txt" "$T_DIR/"
+DATA=$T_DIR/bench-iser.txt
+
+# fig TARGET TRANSPORT ROW FIELD: IOPS (field 4) or KiB/s (field 5), "-" when not measured.
+fig() {
+	awk -v t="$1" -v tr="$2" -v r="$3" -v f="$4" \
+		'$1 == t && $2 == tr && $3 == r { print $f; found = 1 } END { if (!found) print "-" }' \
+		"$DATA" | head -n 1
+}
+# why TARGET TRANSPORT: the guest's reason for a target it skipped.
+why() {
+	awk -v t="$1" -v tr="$2" '$1 == t && $2 == tr && $4 == "skip" {
+		$1 = $2 = $3 = $4 = ""; sub(/^ +/, ""); print; exit }' "$DATA"
+}
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-";
+		else printf "%.2f", a / b }'
+}
+
+COLS="isergwd:iser isergwd:tcp tgtd:iser tgtd:tcp lio:iser"
+ROWS="randread-4k-qd1 randread-4k-qd32 seqread-512k-qd8"
+TABLE=$T_DIR/table.md
+{
+	printf '| workload | unit |'
+	for c in $COLS; do printf ' %s |' "${c/:/ over }"; done
+	printf ' gateway/tgt (iSER) | gateway/LIO (iSER) | gateway/tgt (TCP) | gateway iSER/TCP |'
+	printf ' tgt iSER/TCP |\n'
+	printf '| --- | --- |'
+	for _ in $COLS; do printf ' ---: |'; done
+	printf ' ---: | ---: | ---: | ---: | ---: |\n'
+	for r in $ROWS; do
+		field=4 unit=IOPS
+		case "$r" in seqread-*) field=5 unit="MiB/s" ;; esac
+		declare -A v=()
+		for c in $COLS; do
+			x=$(fig "${c%%:*}" "${c##*:}" "$r" $field)
+			[ "$field" = 5 ] && [ "$x" != - ] && x=$(awk -v k="$x" 'BEGIN { printf "%.1f", k / 1024 }')
+			v[$c]=$x
+		done
+		printf '| %s | %s |' "$r" "$unit"
+		for c in $COLS; do printf ' %s |' "${v[$c]}"; done
+		printf ' %s | %s | %s | %s | %s |\n' "$(ratio "${v[isergwd:iser]}" "${v[tgtd:iser]}")" \
+			"$(ratio "${v[isergwd:iser]}" "${v[lio:iser]}")" \
+			"$(ratio "${v[isergwd:tcp]}" "${v[tgtd:tcp]}")" \
+			"$(ratio "${v[isergwd:iser]}" "${v[isergwd:tcp]}")" \
+			"$(ratio "${v[tgtd:iser]}" "${v[tgtd:tcp]}")"
+		unset v
+	done
+} >"$TABLE"
+
+notes=""
+for c in $COLS; do
+	w=$(why "${c%%:*}" "${c##*:}")
+	[ -n "$w" ] && notes="$notes- ${c/:/ over }: skipped: $w"$'\n'
+done
+{
+	echo
+	echo "### iSER in the VM (Soft-RoCE)"
+	echo
+	echo "Measured $(date -u +%Y-%m-%d) in the VM rig (Debian's stock kernel under qemu, $(
+		grep -m1 -o 'accel [^ ]*\|-accel [^ ]*' "$T_DIR/vm.log" | head -n 1 || true)), rdma_rxe on a veth,"
+	echo "both ends in one guest. Client: fio (libaio, O_DIRECT, ${BENCH_VM_SECS} s per run after 1 s"
+	echo "of ramp) on the Linux kernel initiator: ib_iser for iSER, iscsi_tcp for TCP. One LUN backing:"
+	echo "a 256 MiB file of random data on the guest's tmpfs (tgtd rdwr, LIO fileio, gateway file"
+	echo "backstore), targets measured one after the other. Absolute figures under TCG emulation are"
+	echo "meaningless; the ratios are the point. Command: \`make bench\` (or"
+	echo "\`BENCH_VM_SECS=$BENCH_VM_SECS tests/bench/vm-iser.sh\`)."
+	echo
+	cat "$TABLE"
+	[ -n "$notes" ] && echo && printf '%s' "$notes"
+} >>"$OUT_MD"
+t_log ""
+cat "$TABLE"
+[ -n "$notes" ] && printf '%s' "$notes"
+t_log ""
+t_log "bench-iser: section appended to $OUT_MD"
+if [ "$vm_rc" -ne 0 ]; then
+	fail "vm" "the guest bench reported failures (see $T_DIR/vm.log)"
+else
+	pass "vm" "every target measured or skipped with its reason"
+fi
+t_end
