@@ -11,24 +11,6 @@
 #include "api.h"
 #include "gw_buf.h"
 
-/* Label values escape backslash, double quote and newline. */
-static void label(struct gw_buf *b, const char *v)
-{
-	for (; v && *v; v++) {
-		if (*v == '\\' || *v == '"')
-			gw_buf_printf(b, "\\%c", *v);
-		else if (*v == '\n')
-			gw_buf_append(b, "\\n", 2);
-		else
-			gw_buf_append(b, v, 1);
-	}
-}
-
-static void head(struct gw_buf *b, const char *name, const char *type, const char *help)
-{
-	gw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 static const char *const lun_counters[][3] = {
     {"read_ops", "isergw_lun_read_ops_total", "READ commands completed on the LUN."},
     {"write_ops", "isergw_lun_write_ops_total", "WRITE commands completed on the LUN."},
@@ -43,7 +25,8 @@ static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t
 	json_t *t, *s;
 	size_t i, j, k;
 
-	head(b, "isergw_sessions", "gauge", "Logged-in iSCSI sessions per target and transport.");
+	api_prom_head(b, "isergw_sessions", "gauge",
+		      "Logged-in iSCSI sessions per target and transport.");
 	json_array_foreach(json_object_get(ag->store->config, "targets"), i, t) {
 		const char *name = json_string_value(json_object_get(t, "name"));
 
@@ -59,7 +42,7 @@ static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t
 					n++;
 			}
 			gw_buf_append(b, "isergw_sessions{target=\"", 24);
-			label(b, name);
+			api_prom_label(b, name);
 			gw_buf_printf(b, "\",transport=\"%s\"} %u\n", transports[k], n);
 		}
 	}
@@ -69,7 +52,8 @@ static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t
 		json_array_foreach(sessions, j, s)
 			if (!json_is_string(json_object_get(s, "target")))
 				n++;
-		head(b, "isergw_discovery_sessions", "gauge", "Discovery sessions logged in.");
+		api_prom_head(b, "isergw_discovery_sessions", "gauge",
+			      "Discovery sessions logged in.");
 		gw_buf_printf(b, "isergw_discovery_sessions %u\n", n);
 	}
 }
@@ -81,11 +65,12 @@ static void bs_sample(struct gw_buf *b, const char *name, const char *target, co
 		      const char *path, long long v)
 {
 	gw_buf_printf(b, "%s{target=\"", name);
-	label(b, target);
-	gw_buf_printf(b, "\",lun=\"%lld\"", (long long)json_integer_value(json_object_get(l, "lun")));
+	api_prom_label(b, target);
+	gw_buf_printf(b, "\",lun=\"%lld\"",
+		      (long long)json_integer_value(json_object_get(l, "lun")));
 	if (path) {
 		gw_buf_append(b, ",path=\"", 7);
-		label(b, path);
+		api_prom_label(b, path);
 		gw_buf_append(b, "\"", 1);
 	}
 	gw_buf_printf(b, "} %lld\n", v);
@@ -114,8 +99,9 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 	size_t i, j, k, c;
 	const char *tn;
 
-	head(b, "isergw_lun_state", "gauge",
-	     "1 for the backstore's current state (label state), per LUN with a live status.");
+	api_prom_head(b, "isergw_lun_state", "gauge",
+		      "1 for the backstore's current state (label state), per LUN with a live "
+		      "status.");
 	json_array_foreach(targets, i, t) {
 		tn = json_string_value(json_object_get(t, "name"));
 		json_array_foreach(json_object_get(t, "luns"), j, l) {
@@ -125,15 +111,15 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 			if (!st)
 				continue;
 			gw_buf_printf(b, "isergw_lun_state{target=\"");
-			label(b, tn);
+			api_prom_label(b, tn);
 			gw_buf_printf(b, "\",lun=\"%lld\",state=\"",
 				      (long long)json_integer_value(json_object_get(l, "lun")));
-			label(b, st);
+			api_prom_label(b, st);
 			gw_buf_append(b, "\"} 1\n", 5);
 		}
 	}
-	head(b, "isergw_lun_failovers_total", "counter",
-	     "I/Os of the LUN re-driven on another path.");
+	api_prom_head(b, "isergw_lun_failovers_total", "counter",
+		      "I/Os of the LUN re-driven on another path.");
 	json_array_foreach(targets, i, t) {
 		tn = json_string_value(json_object_get(t, "name"));
 		json_array_foreach(json_object_get(t, "luns"), j, l) {
@@ -144,7 +130,8 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 					  (long long)json_integer_value(v));
 		}
 	}
-	head(b, "isergw_lun_queued", "gauge", "I/Os of the LUN waiting for a usable path.");
+	api_prom_head(b, "isergw_lun_queued", "gauge",
+		      "I/Os of the LUN waiting for a usable path.");
 	json_array_foreach(targets, i, t) {
 		tn = json_string_value(json_object_get(t, "name"));
 		json_array_foreach(json_object_get(t, "luns"), j, l) {
@@ -155,8 +142,9 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 					  (long long)json_integer_value(v));
 		}
 	}
-	head(b, "isergw_path_up", "gauge",
-	     "1 when the back-end path is usable (remote: active; dm-multipath: active and ready).");
+	api_prom_head(b, "isergw_path_up", "gauge",
+		      "1 when the back-end path is usable "
+		      "(remote: active; dm-multipath: active and ready).");
 	json_array_foreach(targets, i, t) {
 		tn = json_string_value(json_object_get(t, "name"));
 		json_array_foreach(json_object_get(t, "luns"), j, l) {
@@ -172,7 +160,7 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 		}
 	}
 	for (c = 0; c < GW_ARRAY_SIZE(path_counters); c++) {
-		head(b, path_counters[c][1], "counter", path_counters[c][2]);
+		api_prom_head(b, path_counters[c][1], "counter", path_counters[c][2]);
 		json_array_foreach(targets, i, t) {
 			tn = json_string_value(json_object_get(t, "name"));
 			json_array_foreach(json_object_get(t, "luns"), j, l) {
@@ -188,8 +176,8 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 			}
 		}
 	}
-	head(b, "isergw_path_latency_microseconds", "gauge",
-	     "Moving average of the path's I/O service time.");
+	api_prom_head(b, "isergw_path_latency_microseconds", "gauge",
+		      "Moving average of the path's I/O service time.");
 	json_array_foreach(targets, i, t) {
 		tn = json_string_value(json_object_get(t, "name"));
 		json_array_foreach(json_object_get(t, "luns"), j, l) {
@@ -214,16 +202,19 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 	size_t i, j, c;
 
 	gw_buf_init(&b);
-	head(&b, "isergw_gateway_up", "gauge", "1 when the agent is connected to the gateway.");
+	api_prom_head(&b, "isergw_gateway_up", "gauge",
+		      "1 when the agent is connected to the gateway.");
 	gw_buf_printf(&b, "isergw_gateway_up %d\n", up ? 1 : 0);
-	head(&b, "isergw_config_generation", "gauge", "Generation of the desired configuration.");
+	api_prom_head(&b, "isergw_config_generation", "gauge",
+		      "Generation of the desired configuration.");
 	gw_buf_printf(&b, "isergw_config_generation %llu\n",
 		      (unsigned long long)ag->store->generation);
-	head(&b, "isergw_config_applied_generation", "gauge",
-	     "Generation the gateway last applied (0: unknown).");
+	api_prom_head(&b, "isergw_config_applied_generation", "gauge",
+		      "Generation the gateway last applied (0: unknown).");
 	gw_buf_printf(&b, "isergw_config_applied_generation %llu\n",
 		      (unsigned long long)ag->applied_generation);
-	head(&b, "isergw_agent_requests_total", "counter", "API requests the agent handled.");
+	api_prom_head(&b, "isergw_agent_requests_total", "counter",
+		      "API requests the agent handled.");
 	gw_buf_printf(&b, "isergw_agent_requests_total %llu\n", (unsigned long long)ag->requests);
 	api_metrics_net(&b, ag);
 	if (!up || !st) {
@@ -232,7 +223,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 	}
 	sessions_metric(&b, ag, json_object_get(st, "sessions"));
 	for (c = 0; c < GW_ARRAY_SIZE(lun_counters); c++) {
-		head(&b, lun_counters[c][1], "counter", lun_counters[c][2]);
+		api_prom_head(&b, lun_counters[c][1], "counter", lun_counters[c][2]);
 		json_array_foreach(json_object_get(st, "targets"), i, t) {
 			json_array_foreach(json_object_get(t, "luns"), j, l) {
 				json_t *v = json_object_get(l, lun_counters[c][0]);
@@ -240,7 +231,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 				if (!json_is_integer(v))
 					continue;
 				gw_buf_printf(&b, "%s{target=\"", lun_counters[c][1]);
-				label(&b, json_string_value(json_object_get(t, "name")));
+				api_prom_label(&b, json_string_value(json_object_get(t, "name")));
 				gw_buf_printf(
 				    &b, "\",lun=\"%lld\"} %lld\n",
 				    (long long)json_integer_value(json_object_get(l, "lun")),
