@@ -8,6 +8,7 @@
 #   tests/integration/test_agent.sh        (BUILD=build|build/san)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/api.sh"
 
 t_begin agent
 if [ "$TARGET" != isergwd ]; then
@@ -44,36 +45,6 @@ EOC
 
 # ---- helpers ------------------------------------------------------------------------------
 
-# api METHOD PATH [BODY] [TOKEN]: sets CODE, writes the body to $T_DIR/body and headers to
-# $T_DIR/hdr. TOKEN defaults to the admin token; "-" sends none.
-api() {
-	local m=$1 p=$2 body=${3:-} tok=${4:-$ADMIN} args=()
-	[ "$tok" != - ] && args+=(-H "Authorization: Bearer $tok")
-	[ -n "$body" ] && args+=(-H "Content-Type: application/json" --data-binary "$body")
-	[ -n "${IF_MATCH:-}" ] && args+=(-H "If-Match: $IF_MATCH")
-	CODE=$(curl -s -o "$T_DIR/body" -D "$T_DIR/hdr" -w '%{http_code}' -X "$m" "${args[@]}" \
-		"$URL$p" 2>/dev/null)
-}
-
-# jq-free JSON reads: jget EXPR (python expression over j) on $T_DIR/body.
-jget() {
-	python3 -c "import json,sys; j=json.load(open('$T_DIR/body')); print($1)" 2>/dev/null
-}
-
-# expect NAME STATUS [ERROR_CODE]: checks the last api call.
-expect() {
-	local name=$1 want=$2 ecode=${3:-}
-	if [ "$CODE" != "$want" ]; then
-		fail "$name" "HTTP $CODE, want $want: $(head -c 300 "$T_DIR/body" | tr '\n' ' ')"
-		return 1
-	fi
-	if [ -n "$ecode" ] && [ "$(jget "j['error']['code']")" != "$ecode" ]; then
-		fail "$name" "error code $(jget "j['error']['code']"), want $ecode"
-		return 1
-	fi
-	pass "$name"
-}
-
 etag() {
 	sed -n 's/^ETag: "\([0-9]*\)".*/\1/Ip' "$T_DIR/hdr" | tr -d '\r'
 }
@@ -92,17 +63,6 @@ agent_start() {
 		--body-max 65536
 	AGENT_PID=$T_LAST_PID
 	t_wait_port "$AGENT_PID" "$API_PORT" 10
-}
-
-# wait_for SECONDS CMD...: retries CMD every 0.2 s.
-wait_for() {
-	local secs=$1 i=0
-	shift
-	while ! "$@" >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ "$i" -gt $((secs * 5)) ] && return 1
-		sleep 0.2
-	done
 }
 
 in_sync() {

@@ -10,6 +10,7 @@
 #   tests/integration/test_agent_ops.sh        (BUILD=build|build/san)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/api.sh"
 
 t_begin agent_ops
 if [ "$TARGET" != isergwd ]; then
@@ -44,43 +45,6 @@ cat >"$GWCONF" <<EOC
                  "luns": [ { "lun": 0, "backstore": { "type": "ram", "size": "64M" } },
                            { "lun": 1, "backstore": { "type": "ram", "size": "64M" } } ] } ] }
 EOC
-
-# api METHOD PATH [BODY] [TOKEN]: sets CODE; body in $T_DIR/body, headers in $T_DIR/hdr.
-api() {
-	local m=$1 p=$2 body=${3:-} tok=${4:-$ADMIN} args=()
-	[ "$tok" != - ] && args+=(-H "Authorization: Bearer $tok")
-	[ -n "$body" ] && args+=(-H "Content-Type: application/json" --data-binary "$body")
-	[ -n "${IF_MATCH:-}" ] && args+=(-H "If-Match: $IF_MATCH")
-	CODE=$(curl -s -o "$T_DIR/body" -D "$T_DIR/hdr" -w '%{http_code}' -X "$m" "${args[@]}" \
-		"${API_URL:-$URL}$p" 2>/dev/null)
-}
-
-jget() {
-	python3 -c "import json,sys; j=json.load(open('$T_DIR/body')); print($1)" 2>/dev/null
-}
-
-expect() {
-	local name=$1 want=$2 ecode=${3:-}
-	if [ "$CODE" != "$want" ]; then
-		fail "$name" "HTTP $CODE, want $want: $(head -c 300 "$T_DIR/body" | tr '\n' ' ')"
-		return 1
-	fi
-	if [ -n "$ecode" ] && [ "$(jget "j['error']['code']")" != "$ecode" ]; then
-		fail "$name" "error code $(jget "j['error']['code']"), want $ecode"
-		return 1
-	fi
-	pass "$name"
-}
-
-wait_for() {
-	local secs=$1 i=0
-	shift
-	while ! "$@" >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ "$i" -gt $((secs * 5)) ] && return 1
-		sleep 0.2
-	done
-}
 
 # agent_start TAG [ARGS...]: the agent with extra arguments (behind the command in AGENT_WRAP,
 # when set); AGENT_PID.

@@ -12,6 +12,7 @@
 #   tests/integration/test_cluster.sh        (BUILD=build|build/san)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/api.sh"
 
 t_begin cluster
 if [ "$TARGET" != isergwd ]; then
@@ -86,33 +87,6 @@ api() {
 	[ -n "$body" ] && args+=(-H "Content-Type: application/json" --data-binary "$body")
 	CODE=$(curl -s -m 10 -o "$T_DIR/body" -w '%{http_code}' -X "$m" "${args[@]}" \
 		"http://$T_HOST:$port$p" 2>/dev/null)
-}
-
-jget() {
-	python3 -c "import json,sys; j=json.load(open('$T_DIR/body')); print($1)" 2>/dev/null
-}
-
-expect() {
-	local name=$1 want=$2 ecode=${3:-}
-	if [ "$CODE" != "$want" ]; then
-		fail "$name" "HTTP $CODE, want $want: $(head -c 300 "$T_DIR/body" | tr '\n' ' ')"
-		return 1
-	fi
-	if [ -n "$ecode" ] && [ "$(jget "j['error']['code']")" != "$ecode" ]; then
-		fail "$name" "error code $(jget "j['error']['code']"), want $ecode"
-		return 1
-	fi
-	pass "$name"
-}
-
-wait_for() {
-	local secs=$1 i=0
-	shift
-	while ! "$@" >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ "$i" -gt $((secs * 5)) ] && return 1
-		sleep 0.2
-	done
 }
 
 members_are() {
