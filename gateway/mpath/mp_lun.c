@@ -619,18 +619,7 @@ int mp_lun_submit(struct mp_lun *lun, struct mp_io *io)
 	if (lun->max_io && (io->op == MP_READ || io->op == MP_WRITE) && io->len &&
 	    (io->len > lun->max_io || mp_iov_bytes(io->iov, io->iovcnt) != io->len))
 		return mp_lun_split(lun, io);
-	io->lun = lun;
-	io->path = NULL;
-	io->last_path = NULL;
-	io->task = NULL;
-	io->buf = NULL;
-	io->result = 0;
-	io->status = 0;
-	io->sense_len = 0;
-	io->retries = 0;
-	io->redrives = 0;
-	io->parts_left = 0;
-	io->start_ms = gw_now_ms();
+	mp_io_reset(lun, io);
 	lun->inflight++;
 	gw_list_add_tail(&lun->dispatchq, &io->node);
 	mp_lun_kick(lun);
