@@ -43,7 +43,8 @@ static void usage(FILE *f)
 		"  --body-max BYTES       largest request body (default 1048576)\n"
 		"  --webui-dir DIR        the dashboard's files, served at / (default "
 		API_WEBUI_DIR "; \"\": none)\n"
-		"  --add-token NAME       create a token, print it once, and exit\n");
+		"  --add-token NAME       create a token, print it once, and exit\n"
+		"  --openapi              print the API's OpenAPI document and exit\n");
 	/* A cluster of gateways (docs/CLUSTER.md). */
 	fprintf(f,
 		"  --store file|etcd      where the desired configuration lives (default file)\n"
@@ -52,6 +53,17 @@ static void usage(FILE *f)
 		"  --gateway-id NAME      this gateway's member name in the cluster\n"
 		"  --port-group N         this gateway's ALUA target port group (1..65535)\n"
 		"  --lease-ttl SECONDS    membership lease (default 5, 2..60)\n");
+}
+
+/* The document GET /api/v1/openapi.json serves, for docs/openapi.json (make docs). */
+static int print_openapi(void)
+{
+	json_t *doc = api_openapi_build(api_routes, api_version());
+	int r = doc && json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? 0 : 1;
+
+	json_decref(doc);
+	putchar('\n');
+	return r;
 }
 
 static int check_cluster_opts(struct api_conf *c)
@@ -149,6 +161,7 @@ int main(int argc, char **argv)
 		{ "gateway-id", required_argument, NULL, 1004 },
 		{ "port-group", required_argument, NULL, 1005 },
 		{ "lease-ttl", required_argument, NULL, 1006 },
+		{ "openapi", no_argument, NULL, 1007 },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const int sigs[] = { SIGINT, SIGTERM };
@@ -184,6 +197,7 @@ int main(int argc, char **argv)
 		case 1004: conf.gateway_id = optarg; break;
 		case 1005: conf.port_group = (unsigned int)strtoul(optarg, NULL, 10); break;
 		case 1006: conf.lease_ttl = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 1007: return print_openapi();
 		default: usage(stderr); return 2;
 		}
 	}

@@ -74,4 +74,10 @@ clean:
 help:
 	@sed -n 's/^#   //p' Makefile mk/*.mk
 
+#   make docs       docs/openapi.json from the agent's route table, and docs/API.md from it
+.PHONY: docs
+docs: $(BUILD)/isergw-agent
+	$(BUILD)/isergw-agent --openapi >docs/openapi.json
+	python3 docs/render-api.py docs/openapi.json >docs/API.md
+
 -include $(call rwildcard,$(BUILD),*.d)

@@ -95,6 +95,14 @@ api GET /api/v1/openapi.json "" -
 expect "GET openapi.json without a token" 200
 n=$(jget "sum(len(v) for v in j['paths'].values())")
 check "openapi.json documents every route (>= 30 operations)" test "${n:-0}" -ge 30
+# docs/openapi.json and its rendering docs/API.md are what the agent serves (make docs).
+cp "$T_DIR/body" "$T_DIR/openapi.json"
+check "docs/openapi.json is the document the agent serves (else: make docs)" python3 -c "
+import json, sys
+sys.exit(json.load(open(sys.argv[1])) != json.load(open(sys.argv[2])))" \
+	"$T_DIR/openapi.json" "$T_ROOT/docs/openapi.json"
+check "docs/API.md renders it (else: make docs)" bash -c \
+	"python3 '$T_ROOT/docs/render-api.py' '$T_DIR/openapi.json' | cmp -s - '$T_ROOT/docs/API.md'"
 api GET /api/v1/version "" "$READ"
 expect "GET version (read token)" 200
 
