@@ -33,7 +33,7 @@ esac
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
 VM_MEM=${VM_MEM:-2G}
 VM_CPUS=${VM_CPUS:-2}
-ALL_SUITES="rxe kernel-tcp bond tgt-iser dm-mpath iser remote-iser"
+ALL_SUITES="rxe kernel-tcp bond tgt-iser dm-mpath iser iser-fault remote-iser"
 T0=$SECONDS
 
 say() {
@@ -61,6 +61,7 @@ suite_budget() {
 	tgt-iser) echo 360 ;;
 	dm-mpath) echo 360 ;;
 	iser) echo 720 ;;
+	iser-fault) echo 420 ;;
 	remote-iser) echo 600 ;;
 	bench-iser) echo 900 ;;
 	*) echo 300 ;;
