@@ -1,6 +1,6 @@
 # The VM rig (tests/vm/): what the host kernel cannot do, in a qemu guest on Debian's stock kernel.
 #   make test-vm           Soft-RoCE, bonding, kernel iSCSI/iSER initiators vs the gateway and tgtd
-#   VM_SUITES="rxe bond"   run only these suites (rxe kernel-tcp bond tgt-iser)
+#   VM_SUITES="rxe bond"   run only these suites (tests/vm/run.sh lists them)
 # The guest runs the release build (build/): sanitizers under full emulation are too slow to be
 # worth it, so SANITIZE is ignored here. Cache and logs: build/vm/ (see docs/TESTING.md).
 

@@ -3,7 +3,8 @@
 # filesystem shared read-only (9p, tmpfs overlay in the guest), runs guest suites that need what
 # the host kernel lacks (Soft-RoCE, bonding, the kernel iSCSI and iSER initiators), and reports.
 #
-#   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond tgt-iser iser (default: all)
+#   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond tgt-iser dm-mpath iser iser-fault
+#                                   remote-iser (default: all; bench-iser runs from make bench)
 #
 # Prints each result, then "vm: N passed, N failed, N skipped"; exit status 1 on any failure,
 # including a rig that cannot start (missing tool, no kernel package, too little memory).
