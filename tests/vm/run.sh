@@ -14,7 +14,8 @@
 #   VM_DIR       cache and run folder (default build/vm): kernel/<version>/ (the extracted
 #                package, reused), initrd-<version>.img, run/ (the last run: console.log,
 #                qemu.log, share/ with the guest's results and per-suite logs)
-#   VM_MEM       guest memory (default 2G; tgtd's iSER pool alone asks for 1 GiB)
+#   VM_MEM       guest memory (default 3G; tgtd's iSER pool alone asks for 1 GiB, and the
+#                guest's files live in its memory)
 #   VM_CPUS      guest vCPUs (default 2)
 #   VM_ACCEL     qemu accelerator arguments (default: KVM when usable, else TCG)
 #   VM_SUITE_TIMEOUT  seconds per suite inside the guest (default: each suite's own budget)
@@ -32,7 +33,7 @@ case "$BUILD" in
 *) VM_BUILD=$ROOT/$BUILD ;;
 esac
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
-VM_MEM=${VM_MEM:-2G}
+VM_MEM=${VM_MEM:-3G}
 VM_CPUS=${VM_CPUS:-2}
 ALL_SUITES="rxe kernel-tcp bond tgt-iser dm-mpath iser iser-fault remote-iser"
 T0=$SECONDS
@@ -94,7 +95,7 @@ if [ ! -x "$BUSYBOX" ] || ! LC_ALL=C ldd "$BUSYBOX" 2>&1 | grep -q 'not a dynami
 fi
 [ -x "$VM_BUILD/isergwd" ] || die "no gateway at $VM_BUILD/isergwd (run make first)"
 # qemu peaks near the guest's memory plus ~0.7 GB; refuse rather than be OOM-killed halfway.
-mem_mib=$(numfmt --from=iec --to-unit=Mi "${VM_MEM}i" 2>/dev/null || echo 2048)
+mem_mib=$(numfmt --from=iec --to-unit=Mi "${VM_MEM}i" 2>/dev/null || echo 3072)
 avail_mib=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
 if [ "${avail_mib:-0}" -lt $((mem_mib + 700)) ]; then
 	die "needs about $((mem_mib + 700)) MiB free memory for a $VM_MEM guest, $avail_mib MiB available"

@@ -114,6 +114,8 @@ vm_exit() {
 		cp -a "$VM_WORK"/. "$VM_SHARE/logs/$VM_SUITE/" 2>/dev/null
 		dmesg >"$VM_SHARE/logs/$VM_SUITE/dmesg.txt" 2>/dev/null
 	fi
+	# The guest's files live in its memory: what a suite wrote must not crowd the next ones.
+	[ -n "$VM_WORK" ] && rm -rf --one-file-system "$VM_WORK"
 	exit "$rc"
 }
 
