@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* The control socket protocol, request by request, against a real (not listening) gateway. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,17 +27,38 @@ static json_t *js(const char *text)
 	return j;
 }
 
-static const char *cfg_text =
-	"{\"portals\": [{\"name\": \"tcp0\", \"address\": \"127.0.0.1\", \"port\": 3260}],"
-	" \"targets\": [{\"name\": \"iqn.2026-11.org.isergw:ctl\", \"portals\": [\"tcp0\"],"
-	"   \"allow_any_initiator\": true,"
-	"   \"luns\": [{\"lun\": 0, \"backstore\": {\"type\": \"ram\", \"size\": \"1M\"}}]}]}";
+/* An apply may start the portal listening: each test (Criterion runs two at once, and the
+ * machine may run a target on 3260) gets a port nobody uses. */
+#define CFG_FMT \
+	"{\"portals\": [{\"name\": \"tcp0\", \"address\": \"127.0.0.1\", \"port\": %d}]," \
+	" \"targets\": [{\"name\": \"iqn.2026-11.org.isergw:ctl\", \"portals\": [\"tcp0\"]," \
+	"   \"allow_any_initiator\": true," \
+	"   \"luns\": [{\"lun\": 0, \"backstore\": {\"type\": \"ram\", \"size\": \"1M\"}}]}]}"
+
+static char cfg_text[512];
+
+/* A loopback TCP port the kernel just gave out and nobody holds. */
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
 
 static void setup(void)
 {
 	struct ctl_config c;
 	struct gw_errlist errs;
-	json_t *j = js(cfg_text);
+	json_t *j;
+
+	snprintf(cfg_text, sizeof(cfg_text), CFG_FMT, free_port());
+	j = js(cfg_text);
 
 	gw_log_set_level(GW_LOG_WARN - 1);
 	cr_assert_eq(gw_loop_init(&loop), 0);
