@@ -143,6 +143,28 @@ vm_veth() {
 		run ip addr add "$addr/24" dev "$n"
 }
 
+# vm_bond_up BOND ADDR: an active-backup bond with fail_over_mac=active over two veths
+# (BONDa, BONDb; their peers BONDa-p, BONDb-p are what a test takes down), ADDR/24 on it, up
+# once the link monitor has chosen an active slave. Removed when the suite ends.
+vm_bond_up() {
+	local bond=$1 addr=$2 s
+	run ip link add "$bond" type bond mode active-backup miimon 50 fail_over_mac active || return 1
+	vm_on_exit "ip link del $bond 2>/dev/null"
+	for s in a b; do
+		run ip link add "$bond$s" type veth peer name "$bond$s-p" || return 1
+		vm_on_exit "ip link del $bond$s 2>/dev/null"
+		run ip link set "$bond$s" master "$bond" || return 1
+		run ip link set "$bond$s-p" up || return 1
+	done
+	run ip link set "$bond" up && run ip addr add "$addr/24" dev "$bond" || return 1
+	for s in $(seq 1 50); do
+		[ -n "$(cat "/sys/class/net/$bond/bonding/active_slave")" ] && return 0
+		sleep 0.1
+	done
+	echo "no active slave after 5 s"
+	return 1
+}
+
 # vm_rxe_add RXE NETDEV: a Soft-RoCE device on NETDEV, waited for until its port is ACTIVE.
 vm_rxe_add() {
 	local rxe=$1 dev=$2 i

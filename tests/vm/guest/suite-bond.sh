@@ -22,27 +22,8 @@ if ! vm_modprobe bonding rdma_rxe ib_uverbs rdma_ucm; then
 	vm_end
 fi
 
-bond_up() {
-	local s
-	run ip link add "$BOND" type bond mode active-backup miimon 50 fail_over_mac active || return 1
-	vm_on_exit "ip link del $BOND 2>/dev/null"
-	for s in a b; do
-		run ip link add "$BOND$s" type veth peer name "$BOND$s-p" || return 1
-		vm_on_exit "ip link del $BOND$s 2>/dev/null"
-		run ip link set "$BOND$s" master "$BOND" || return 1
-		run ip link set "$BOND$s-p" up || return 1
-	done
-	run ip link set "$BOND" up && run ip addr add "$ADDR/24" dev "$BOND" || return 1
-	# Up means an active slave chosen by the link monitor.
-	for s in $(seq 1 50); do
-		[ -n "$(cat "/sys/class/net/$BOND/bonding/active_slave")" ] && return 0
-		sleep 0.1
-	done
-	echo "no active slave after 5 s"
-	return 1
-}
 
-if ! check create bond_up; then
+if ! check create vm_bond_up "$BOND" "$ADDR"; then
 	vm_end
 fi
 mode=$(cat "/sys/class/net/$BOND/bonding/mode")
