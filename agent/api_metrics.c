@@ -93,6 +93,26 @@ static const char *path_name(const json_t *p)
 	return n ? n : json_string_value(json_object_get(p, "dev"));
 }
 
+/* One family from an integer of each LUN's live status (LUNs without it are left out). */
+static void lun_status_family(struct gw_buf *b, const json_t *targets, const char *key,
+			      const char *name, const char *type, const char *help)
+{
+	const char *tn;
+	json_t *t, *l;
+	size_t i, j;
+
+	api_prom_head(b, name, type, help);
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			json_t *v = json_object_get(json_object_get(l, "status"), key);
+
+			if (json_is_integer(v))
+				bs_sample(b, name, tn, l, NULL, (long long)json_integer_value(v));
+		}
+	}
+}
+
 static void path_metrics(struct gw_buf *b, const json_t *targets)
 {
 	json_t *t, *l, *p, *paths;
@@ -118,30 +138,10 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 			gw_buf_append(b, "\"} 1\n", 5);
 		}
 	}
-	api_prom_head(b, "isergw_lun_failovers_total", "counter",
-		      "I/Os of the LUN re-driven on another path.");
-	json_array_foreach(targets, i, t) {
-		tn = json_string_value(json_object_get(t, "name"));
-		json_array_foreach(json_object_get(t, "luns"), j, l) {
-			json_t *v = json_object_get(json_object_get(l, "status"), "failovers");
-
-			if (json_is_integer(v))
-				bs_sample(b, "isergw_lun_failovers_total", tn, l, NULL,
-					  (long long)json_integer_value(v));
-		}
-	}
-	api_prom_head(b, "isergw_lun_queued", "gauge",
-		      "I/Os of the LUN waiting for a usable path.");
-	json_array_foreach(targets, i, t) {
-		tn = json_string_value(json_object_get(t, "name"));
-		json_array_foreach(json_object_get(t, "luns"), j, l) {
-			json_t *v = json_object_get(json_object_get(l, "status"), "queued");
-
-			if (json_is_integer(v))
-				bs_sample(b, "isergw_lun_queued", tn, l, NULL,
-					  (long long)json_integer_value(v));
-		}
-	}
+	lun_status_family(b, targets, "failovers", "isergw_lun_failovers_total", "counter",
+			  "I/Os of the LUN re-driven on another path.");
+	lun_status_family(b, targets, "queued", "isergw_lun_queued", "gauge",
+			  "I/Os of the LUN waiting for a usable path.");
 	api_prom_head(b, "isergw_path_up", "gauge",
 		      "1 when the back-end path is usable "
 		      "(remote: active; dm-multipath: active and ready).");
