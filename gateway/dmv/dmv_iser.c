@@ -22,7 +22,9 @@
  *
  * Teardown drains: the QP goes to the error state, every posted work request completes (flushed)
  * and only then are the QP, CQ, channels and memory released, so no completion ever lands in
- * freed memory. The portal's resource counters (dmv_portal_res) make a leak visible.
+ * freed memory. The portal's resource counters (dmv_portal_res) make a leak visible. After a
+ * DEVICE_REMOVAL, the device's context is let go once nothing uses it (dmv_iser_ctx.c), so the
+ * kernel can finish removing it and the listener finds it again when it comes back.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,6 +41,7 @@
 
 #include "dmv.h"
 #include "dmv_iser.h"
+#include "dmv_iser_ctx.h"
 #include "gw_log.h"
 
 /* ---------------------------------------------------------------------------------------- */
@@ -48,6 +51,7 @@
 #define ISER_AHS_MAX	1020
 #define ISER_SLOT_LEN	(ISER_HDR_LEN + ISC_BHS_LEN + ISER_AHS_MAX + ISER_RX_DSL + 4)
 #define ISER_NRX	160		/* receive slots posted per connection */
+#define ISER_RX_SPARE	16		/* of them, kept for immediate PDUs outside the window */
 #define ISER_NTX	64		/* send slots per connection */
 #define ISER_CHUNK	(256u * 1024)	/* registered data chunk: one RDMA Read/Write at most */
 #define ISER_CHUNKS_PER_CONN	48	/* the device pool grows by this per connection */
@@ -292,6 +296,7 @@ static void iser_dev_free(struct iser_dev *d)
 	}
 	if (d->pd)
 		ibv_dealloc_pd(d->pd);
+	dmv_iser_ctx_drop(d->verbs);
 	gw_list_del(&d->node);
 	free(d);
 }
@@ -309,6 +314,7 @@ static int iser_dev_get(struct iser_portal *ip, struct ibv_context *verbs, struc
 	if (!d)
 		return -ENOMEM;
 	d->verbs = verbs;
+	dmv_iser_ctx_hold(verbs);
 	d->res = &ip->base.res;
 	gw_list_init(&d->slabs);
 	gw_list_init(&d->free_chunks);
@@ -1374,6 +1380,8 @@ static void iser_conn_cm_event(struct gw_watch *w, uint32_t events)
 		case RDMA_CM_EVENT_ADDR_CHANGE:
 			gw_warn("dmv", "%s: %s: dropping the connection", ic->base.peer,
 				rdma_event_str(type));
+			if (type == RDMA_CM_EVENT_DEVICE_REMOVAL)
+				dmv_iser_ctx_removed(ic->id ? ic->id->verbs : NULL);
 			iser_conn_lost(ic, -ENETDOWN);
 			break;
 		default:
@@ -1560,8 +1568,12 @@ static void iser_portal_cm_event(struct gw_watch *w, uint32_t events);
 static void iser_listener_drop(struct iser_portal *ip)
 {
 	if (ip->listen_id) {
+		struct ibv_context *verbs = ip->listen_id->verbs;
+
 		rdma_destroy_id(ip->listen_id);
 		ip->listen_id = NULL;
+		if (verbs)
+			dmv_iser_ctx_drop(verbs);
 	}
 	ip->base.listening = false;
 }
@@ -1607,6 +1619,8 @@ static int iser_try_listen(struct iser_portal *ip, bool quiet_success)
 		goto fail;
 	}
 	ip->listen_id = id;
+	if (id->verbs)
+		dmv_iser_ctx_hold(id->verbs);
 	ip->base.listening = true;
 	iser_sa_str(rdma_get_local_addr(id), ip->base.addr, sizeof(ip->base.addr));
 	ip->last_err[0] = 0;
@@ -1683,6 +1697,8 @@ static void iser_portal_cm_event(struct gw_watch *w, uint32_t events)
 		if (ev->id == ip->listen_id && (type == RDMA_CM_EVENT_ADDR_CHANGE ||
 						type == RDMA_CM_EVENT_DEVICE_REMOVAL)) {
 			rdma_ack_cm_event(ev);
+			if (type == RDMA_CM_EVENT_DEVICE_REMOVAL)
+				dmv_iser_ctx_removed(ip->listen_id->verbs);
 			gw_warn("dmv", "portal %s: %s on %s: listening again when the address "
 				"has an RDMA device", ip->base.name, rdma_event_str(type),
 				ip->base.addr);
