@@ -158,6 +158,10 @@ struct dmv_transport {
 	/* Largest data segment the transport can receive in one PDU after login (0: no limit of
 	 * its own). iSER posts fixed-size receive buffers, so it declares no more than this. */
 	uint32_t max_recv_dsl;
+	/* Requests (commands and immediate PDUs) a connection can have arrived and unanswered at
+	 * once (0: no limit of its own). iSER has a fixed number of receive buffers posted, so
+	 * the iSCSI layer keeps the command window within it (RFC 7145 §6.6's point). */
+	uint32_t max_unexpected;
 };
 
 /* What a portal's connections hold, for the status listing: a leak shows as a count that does

@@ -1798,4 +1798,5 @@ const struct dmv_transport dmv_iser_transport = {
 	.set_params = iser_set_params,
 	.close = iser_close,
 	.max_recv_dsl = ISER_RX_DSL,
+	.max_unexpected = ISER_NRX - ISER_RX_SPARE,
 };

@@ -405,6 +405,10 @@ void isc_session_del_conn(struct isc_session *s, struct isc_conn *c);
 /* Closes every connection of the session (reinstatement, logout, cold reset). */
 void isc_session_close(struct isc_session *s, const char *why);
 uint32_t isc_session_max_cmdsn(const struct isc_session *s);
+/* The command window a session gets: queue_depth, within what its leading connection's
+ * transport can receive at once (tp_max) and the negotiated MaxOutstandingUnexpectedPDUs
+ * (moupdu); 0 is "no limit" for both. Never below 1. */
+uint32_t isc_session_window(uint32_t queue_depth, uint32_t tp_max, uint32_t moupdu);
 /*
  * CmdSN check of a non-immediate request: 1 in order (deliver now), 0 ahead of ExpCmdSN
  * (queue it), -1 outside the window (drop silently, RFC 7143 §4.2.2.1).

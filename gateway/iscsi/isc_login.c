@@ -176,7 +176,7 @@ static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
 	} else {
 		uint32_t qd = l->target ? l->target->conf->params.queue_depth : 16;
 
-		l->max_cmdsn = l->cmdsn + (qd ? qd : 1) - 1;
+		l->max_cmdsn = l->cmdsn + isc_session_window(qd, c->dc->tp->max_unexpected, 0) - 1;
 	}
 	memset(&ni, 0, sizeof(ni));
 	ni.conf = l->target ? &l->target->conf->params : NULL;
@@ -185,6 +185,7 @@ static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
 	ni.leading = l->leading;
 	ni.transport_caps = (c->dc->tp->caps & DMV_CAP_RDMA) ? ISC_TRANSPORT_RDMA : 0;
 	ni.transport_max_recv_dsl = c->dc->tp->max_recv_dsl;
+	ni.transport_max_unexpected = c->dc->tp->max_unexpected;
 	ni.session = s ? &s->params : NULL;
 	c->tpgt = ni.tpgt;
 	r = isc_neg_create(&ni, &l->neg);
@@ -207,6 +208,7 @@ static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 	struct isc_login *l = c->login;
 	const struct isc_params *p = isc_neg_params(l->neg);
 	struct isc_session *s, *old;
+	uint32_t window;
 	int r;
 
 	if (l->leading) {
@@ -221,6 +223,15 @@ static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 		if (r) {
 			*why = "cannot create the session";
 			return ISC_LOGIN_ST_OUT_OF_RESOURCES;
+		}
+		window = isc_session_window(s->queue_depth, c->dc->tp->max_unexpected,
+					    p->max_outstanding_unexpected_pdus);
+		if (window < s->queue_depth) {
+			gw_info("iscsi", "%s: command window %u, not queue_depth %u: %s",
+				c->dc->peer, window, s->queue_depth,
+				window == p->max_outstanding_unexpected_pdus ?
+				"MaxOutstandingUnexpectedPDUs" : "what the connection can receive");
+			s->queue_depth = window;
 		}
 	} else {
 		struct isc_conn *oc, *tmp;

@@ -416,6 +416,7 @@ struct isc_neg {
 	bool leading;
 	unsigned int caps;
 	uint32_t tp_max_recv_dsl;	/* 0: no transport limit */
+	uint32_t tp_max_unexpected;	/* 0: no transport limit */
 	bool first_done;
 	bool dead;
 	bool have_target_name;
@@ -458,6 +459,7 @@ int isc_neg_create(const struct isc_neg_init *in, struct isc_neg **out)
 	n->leading = in->leading;
 	n->caps = in->transport_caps;
 	n->tp_max_recv_dsl = in->transport_max_recv_dsl;
+	n->tp_max_unexpected = in->transport_max_unexpected;
 	if (in->leading) {
 		isc_params_defaults(&n->p);
 	} else {
@@ -608,7 +610,8 @@ static uint32_t target_num(const struct isc_neg *n, int id)
 	case K_PROTO_LEVEL: return TARGET_PROTOCOL_LEVEL;
 	case K_TRDSL: return target_recv_dsl(n);
 	case K_IRDSL: return MAX24;	/* the initiator's receive size is its own business */
-	case K_MOUPDU: return 0;	/* no limit of the target's own */
+	/* The requests the connection's receive buffers hold (0: no limit of the target's own). */
+	case K_MOUPDU: return n->tp_max_unexpected;
 	default: return 0;
 	}
 }

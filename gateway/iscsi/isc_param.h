@@ -171,6 +171,7 @@ struct isc_neg_init {
 	bool leading;				/* first connection of the session */
 	unsigned int transport_caps;		/* ISC_TRANSPORT_* */
 	uint32_t transport_max_recv_dsl;	/* largest segment the transport receives (0: any) */
+	uint32_t transport_max_unexpected;	/* requests it can receive at once (0: any) */
 	/* Non-leading connection: the session's values; LO keys are fixed to them. Copied. */
 	const struct isc_params *session;
 };

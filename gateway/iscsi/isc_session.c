@@ -23,6 +23,17 @@ uint32_t isc_session_max_cmdsn(const struct isc_session *s)
 	return s->exp_cmdsn - 1 + room;
 }
 
+uint32_t isc_session_window(uint32_t queue_depth, uint32_t tp_max, uint32_t moupdu)
+{
+	uint32_t w = queue_depth ? queue_depth : 1;
+
+	if (tp_max && w > tp_max)
+		w = tp_max;
+	if (moupdu && w > moupdu)
+		w = moupdu;
+	return w;
+}
+
 int isc_session_check_cmdsn(struct isc_session *s, uint32_t cmdsn)
 {
 	/* A full window (MaxCmdSN = ExpCmdSN - 1) admits nothing, not even ExpCmdSN. */

@@ -39,6 +39,7 @@ struct h {
 	struct dmv_portal *dp;
 	uint32_t itt;
 	uint32_t cmdsn;
+	uint32_t max_cmdsn;		/* from the last login's final response */
 	uint32_t exp_statsn;
 	struct fake_conn *conns[32];
 	int nconns;
@@ -191,6 +192,7 @@ static inline uint16_t h_login(struct h *h, struct fake_conn *c, const char *ini
 		}
 		if (rsp->bhs[1] & ISC_FL_T) {
 			out = isc_get16(rsp->bhs, 14);
+			h->max_cmdsn = isc_get32(rsp->bhs, 32);
 			isc_pdu_put(rsp);
 			return out;
 		}

@@ -582,6 +582,42 @@ Test(param, iser_max_outstanding_unexpected_pdus_range)
 	t_close(&t);
 }
 
+/* The target's own MaxOutstandingUnexpectedPDUs is what its transport can receive at once:
+ * "no limit" from the initiator becomes that, a smaller value stands (RFC 7145 §6.6: the
+ * result is the minimum, 0 being the largest). */
+Test(param, iser_max_outstanding_unexpected_pdus_is_the_receive_capacity)
+{
+	static const struct { const char *offer, *answer; } cases[] = {
+		{ "MaxOutstandingUnexpectedPDUs=0", "144" },
+		{ "MaxOutstandingUnexpectedPDUs=16", "16" },
+		{ "MaxOutstandingUnexpectedPDUs=1000", "144" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct t t;
+		struct isc_neg_init in = {
+			.conf = &t.conf, .target_alias = "demo", .tpgt = 1, .leading = true,
+			.transport_caps = ISC_TRANSPORT_RDMA, .transport_max_recv_dsl = 8192,
+			.transport_max_unexpected = 144,
+		};
+		static const char head[] = LOGIN1 "RDMAExtensions=Yes";
+		char buf[256];
+		size_t n = sizeof(head);	/* with its NUL: the separator */
+
+		conf_defaults(&t.conf);
+		cr_assert_eq(isc_neg_create(&in, &t.n), 0);
+		isc_kvlist_init(&t.ans);
+		memcpy(buf, head, n);
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s", cases[i].offer);
+		cr_assert_eq(req(&t, ISC_STAGE_OPERATIONAL, buf, n), 0, "%s", cases[i].offer);
+		assert_ans(&t, "MaxOutstandingUnexpectedPDUs", cases[i].answer);
+		cr_assert_eq(isc_neg_params(t.n)->max_outstanding_unexpected_pdus,
+			     (uint32_t)atoi(cases[i].answer));
+		t_close(&t);
+	}
+}
+
 Test(param, iser_keys_without_rdma)
 {
 	struct t t;

@@ -119,3 +119,43 @@ Test(isc_session, full_window_admits_nothing_until_a_command_completes)
 	cr_expect_eq(C->nsent, 1);
 	s->active = 0;
 }
+
+/* A transport with fewer receive buffers than queue_depth (iSER posts a fixed number) gets a
+ * window it can hold: commands beyond what it could receive would stall or be lost there.
+ * Here queue_depth is 4 and the transport takes 2 requests at once. */
+Test(isc_session_window, the_window_stays_within_what_the_transport_can_receive,
+     .fini = teardown)
+{
+	static struct dmv_transport small_rx;
+	struct isc_pdu *rsp;
+	uint32_t first;
+	uint16_t st;
+
+	small_rx = fake_dmv_transport;
+	small_rx.max_unexpected = 2;
+	h_setup(&H, H_CONF_DEFAULT);
+	C = h_connect(&H);
+	C->base.tp = &small_rx;
+	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	first = H.cmdsn;
+	cr_expect_eq(H.max_cmdsn, first + 1, "the login's MaxCmdSN: a window of 2");
+	tur(1, first + 2);
+	fake_dmv_settle(&H.loop);
+	cr_expect_eq(C->nsent, 0, "a command beyond the transport's window is dropped");
+	tur(2, first);
+	fake_dmv_settle(&H.loop);
+	rsp = fake_dmv_pop(C);
+	cr_assert_not_null(rsp);
+	cr_expect_eq(isc_get32(rsp->bhs, 32), first + 2, "MaxCmdSN = ExpCmdSN + 2 - 1");
+	isc_pdu_put(rsp);
+}
+
+Test(isc_session_window, the_smallest_limit_wins)
+{
+	cr_expect_eq(isc_session_window(128, 0, 0), 128, "no limits: queue_depth");
+	cr_expect_eq(isc_session_window(512, 144, 0), 144, "the transport's receive buffers");
+	cr_expect_eq(isc_session_window(512, 144, 16), 16, "MaxOutstandingUnexpectedPDUs");
+	cr_expect_eq(isc_session_window(8, 144, 16), 8, "queue_depth below both");
+	cr_expect_eq(isc_session_window(0, 0, 0), 1, "never an empty window");
+}

@@ -308,6 +308,39 @@ vm_gw_start() {
 	return 1
 }
 
+# gw_state EXPR: a python expression over the gateway's control-socket "state" reply (`s`), the
+# portal named $GW_PORTAL (iser0 unless set) as `p` and its resources as `r`, printed. The
+# socket is $SOCK.
+gw_state() {
+	python3 - "$SOCK" "${GW_PORTAL:-iser0}" "$1" <<'EOF'
+import json, socket, sys
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+c.settimeout(5)
+c.connect(sys.argv[1])
+c.sendall(b'{"op":"state"}\n')
+buf = b''
+while not buf.endswith(b'\n'):
+    d = c.recv(65536)
+    if not d:
+        break
+    buf += d
+s = json.loads(buf)
+p = [x for x in s.get('portals', []) if x.get('name') == sys.argv[2]][0]
+r = p.get('resources', {})
+print(eval(sys.argv[3]))
+EOF
+}
+
+# wait_state EXPR SECONDS: true once EXPR (see gw_state) holds.
+wait_state() {
+	local i
+	for i in $(seq 1 $(($2 * 4))); do
+		[ "$(gw_state "$1" 2>/dev/null)" = True ] && return 0
+		sleep 0.25
+	done
+	return 1
+}
+
 # vm_gw_stop: SIGTERM; the gateway must exit 0 within 15 s (10 s on real hardware, plus
 # emulation). Sets VM_GW_STOP to what happened.
 vm_gw_stop() {

@@ -57,38 +57,6 @@ cat >"$VM_WORK/isergwd.json" <<EOF
 }
 EOF
 
-# gw_state EXPR: a python expression over the control socket's "state" (`s`), the iser0
-# portal (`p`) and its resources (`r`), printed.
-gw_state() {
-	python3 - "$SOCK" "$1" <<'EOF'
-import json, socket, sys
-c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-c.settimeout(5)
-c.connect(sys.argv[1])
-c.sendall(b'{"op":"state"}\n')
-buf = b''
-while not buf.endswith(b'\n'):
-    d = c.recv(65536)
-    if not d:
-        break
-    buf += d
-s = json.loads(buf)
-p = [x for x in s.get('portals', []) if x.get('name') == 'iser0'][0]
-r = p.get('resources', {})
-print(eval(sys.argv[2]))
-EOF
-}
-
-# wait_state EXPR SECONDS: true once EXPR holds.
-wait_state() {
-	local i
-	for i in $(seq 1 $(($2 * 4))); do
-		[ "$(gw_state "$1" 2>/dev/null)" = True ] && return 0
-		sleep 0.25
-	done
-	return 1
-}
-
 NO_RES='r["connections"] == 0 and r["qps"] == 0 and r["mrs"] == 0 and r["buffers_in_use"] == 0 and r["buffers_lent"] == 0 and r["registered_bytes"] == 0'
 
 login() {

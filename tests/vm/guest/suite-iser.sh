@@ -5,7 +5,10 @@
 # TCP must serve at once, the log must say why iSER is not listening, and iSER must come up by
 # itself once rxe is added. Then libiscsi's iser:// tools (inquiry, capacity, seeded
 # write/read-back) and the kernel initiator (discovery over iSER, login, direct I/O, ext4 with
-# files checked after a remount with dropped caches, CHAP and mutual CHAP) use it. Clients are
+# files checked after a remount with dropped caches, CHAP and mutual CHAP) use it. The targets'
+# queue_depth (1024) is more than an iSER connection's receive buffers hold: the session's
+# command window must stay within them, and 256 writes queued at once by the kernel must all
+# complete and verify. Clients are
 # killed mid-I/O (kill -9 of a libiscsi client, a kernel logout under I/O); the gateway must
 # serve the next login, and once every session is gone its iSER resources (QPs, registered
 # memory, data buffers in use) must be back to zero. It must exit 0 on SIGTERM.
@@ -52,7 +55,7 @@ lun_json() {
 target_json() {
 	cat <<-EOF2
 		{ "name": "$1", "tpgt": 1, "portals": ["tcp0", "iser0"], "allow_any_initiator": true,
-		  "chap": $2, "luns": [ $(lun_json "$3") ] }
+		  "params": { "queue_depth": 1024 }, "chap": $2, "luns": [ $(lun_json "$3") ] }
 	EOF2
 }
 
@@ -78,38 +81,6 @@ cat >"$VM_WORK/isergwd.json" <<EOF
 }
 EOF
 cat "$VM_WORK/isergwd.json"
-
-# gw_state EXPR: evaluates a python expression over the gateway's state (control socket "state"
-# reply as `s`, the iser0 portal as `p`, its resources as `r`) and prints it.
-gw_state() {
-	python3 - "$SOCK" "$1" <<'EOF'
-import json, socket, sys
-c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-c.settimeout(5)
-c.connect(sys.argv[1])
-c.sendall(b'{"op":"state"}\n')
-buf = b''
-while not buf.endswith(b'\n'):
-    d = c.recv(65536)
-    if not d:
-        break
-    buf += d
-s = json.loads(buf)
-p = [x for x in s.get('portals', []) if x.get('name') == 'iser0'][0]
-r = p.get('resources', {})
-print(eval(sys.argv[2]))
-EOF
-}
-
-# wait_state EXPR SECONDS: true once EXPR holds.
-wait_state() {
-	local i
-	for i in $(seq 1 $(($2 * 4))); do
-		[ "$(gw_state "$1" 2>/dev/null)" = True ] && return 0
-		sleep 0.25
-	done
-	return 1
-}
 
 # ---- no RDMA device yet: TCP serves, iSER says why it waits --------------------------------
 
@@ -241,6 +212,9 @@ fs_workflow() {
 	run umount "$mnt"
 }
 
+# Let the kernel queue more commands than the window: 256 per session and per LUN.
+node_set "$T_PLAIN" node.session.cmds_max 256
+node_set "$T_PLAIN" node.session.queue_depth 256
 if login "$T_PLAIN" >"$VM_WORK/login-plain.out" 2>&1; then
 	transport=$(iscsiadm -m session -P1 2>/dev/null | awk '/Iface Transport:/ { print $3; exit }')
 	if [ "$transport" = iser ]; then
@@ -259,6 +233,19 @@ if login "$T_PLAIN" >"$VM_WORK/login-plain.out" 2>&1; then
 			fi
 		fi
 		check kernel/filesystem fs_workflow "$dev"
+		window=$(gw_state '[x["queue_depth"] for x in s["sessions"] if x.get("target") == "'"$T_PLAIN"'"]' 2>&1)
+		if [ "$window" = "[144]" ]; then
+			pass kernel/window "queue_depth 1024, command window $window: $(grep -m1 'command window' "$VM_WORK/isergwd.log")"
+		else
+			fail kernel/window "the session's window is $window, not [144] (160 receive buffers, 16 spare)"
+		fi
+		if vm_need fio; then
+			check kernel/deep-queue fio --name=qd256 --filename="/dev/$dev" --direct=1 \
+				--ioengine=libaio --iodepth=256 --rw=randwrite --bs=4k --size=16M \
+				--offset=64M --verify=crc32c --do_verify=1 --verify_fatal=1
+		else
+			skip kernel/deep-queue "$VM_MISSING is not installed"
+		fi
 		# The kernel's I/O ran zero copy too (and its 24 MiB file, beyond one chunk, may be
 		# staged): the zero-copy count grew past what libiscsi left.
 		st=$(gw_state '"zero_copy_ops=%d staged_ops=%d" % (r["zero_copy_ops"], r["staged_ops"])' 2>&1)
