@@ -212,9 +212,44 @@ fs_workflow() {
 	run umount "$mnt"
 }
 
+# sizes_check DEV: a direct write and read-back of every power of two from 512 B to 4 MiB, then
+# of the largest command the initiator sends (max_hw_sectors_kb: ib_iser on rxe stops at
+# 2044 KiB, eight registered 256 KiB chunks), each compared byte for byte. That largest write
+# must reach the target as one command: the disk's count of writes grows by one.
+sizes_check() {
+	local dev=$1 bs=512 off=$((128 << 20)) max
+	max=$(($(cat "/sys/block/$dev/queue/max_hw_sectors_kb") * 1024))
+	cat "/sys/block/$dev/queue/max_hw_sectors_kb" >"/sys/block/$dev/queue/max_sectors_kb"
+	echo "max_sectors_kb $(cat "/sys/block/$dev/queue/max_sectors_kb")"
+	while [ "$bs" -le $((4 << 20)) ]; do
+		size_one "$dev" "$bs" "$off" || return 1
+		off=$((off + (4 << 20)))
+		bs=$((bs * 2))
+	done
+	[ "$max" -gt $((256 << 10)) ] && size_one "$dev" "$max" "$off" && [ "$SIZE_CMDS" -eq 1 ]
+}
+
+# size_one DEV BYTES OFFSET: one direct write of BYTES at OFFSET, read back and compared; sets
+# SIZE_CMDS to the number of write commands it took.
+size_one() {
+	local dev=$1 bs=$2 off=$3 w0 w1
+	head -c "$bs" /dev/urandom >"$VM_WORK/sz" || return 1
+	w0=$(awk '{ print $5 }' "/sys/block/$dev/stat")
+	dd if="$VM_WORK/sz" of="/dev/$dev" bs="$bs" seek="$off" oflag=direct,seek_bytes \
+		status=none || return 1
+	w1=$(awk '{ print $5 }' "/sys/block/$dev/stat")
+	dd if="/dev/$dev" of="$VM_WORK/sz.back" bs="$bs" skip="$off" count=1 \
+		iflag=direct,skip_bytes status=none || return 1
+	cmp "$VM_WORK/sz" "$VM_WORK/sz.back" || return 1
+	SIZE_CMDS=$((w1 - w0))
+	echo "$bs bytes at $off: read back intact, $SIZE_CMDS write command(s)"
+}
+
 # Let the kernel queue more commands than the window: 256 per session and per LUN.
 node_set "$T_PLAIN" node.session.cmds_max 256
 node_set "$T_PLAIN" node.session.queue_depth 256
+# And send commands as large as the device allows (ib_iser's default is 512 KiB).
+echo 8192 >/sys/module/ib_iser/parameters/max_sectors
 if login "$T_PLAIN" >"$VM_WORK/login-plain.out" 2>&1; then
 	transport=$(iscsiadm -m session -P1 2>/dev/null | awk '/Iface Transport:/ { print $3; exit }')
 	if [ "$transport" = iser ]; then
@@ -239,6 +274,7 @@ if login "$T_PLAIN" >"$VM_WORK/login-plain.out" 2>&1; then
 		else
 			fail kernel/window "the session's window is $window, not [144] (160 receive buffers, 16 spare)"
 		fi
+		check kernel/sizes-512b-4m sizes_check "$dev"
 		if vm_need fio; then
 			check kernel/deep-queue fio --name=qd256 --filename="/dev/$dev" --direct=1 \
 				--ioengine=libaio --iodepth=256 --rw=randwrite --bs=4k --size=16M \
