@@ -226,6 +226,8 @@ enum isc_conn_state {
 
 struct isc_login;
 
+#define ISC_ASYNC_MAX	16		/* Asynchronous Messages tracked / waiting per connection */
+
 struct isc_conn {
 	struct gw_list node;		/* in session->conns, or gw->login_conns */
 	struct isc_gw *gw;
@@ -253,6 +255,15 @@ struct isc_conn {
 	uint64_t last_rx_ms;
 	uint64_t ping_sent_ms;		/* 0: no ping outstanding */
 	uint32_t ping_ttt;
+	/* Asynchronous Messages under a negotiated MaxOutstandingUnexpectedPDUs: the StatSNs of
+	 * those sent and not yet acknowledged by ExpStatSN, and the events waiting for room. */
+	uint32_t async_sn[ISC_ASYNC_MAX];
+	unsigned int async_out;
+	struct isc_async_ev {
+		uint64_t lun;
+		uint8_t asc, ascq;
+	} async_wait[ISC_ASYNC_MAX];
+	unsigned int async_nwait;
 	uint32_t next_ttt;
 	uint16_t tpgt;
 	bool logout_session;		/* close the session once the Logout Response left */
@@ -450,5 +461,8 @@ void isc_nop_stop(struct isc_conn *c);
 void isc_logout_rx(struct isc_conn *c, struct isc_pdu *pdu);
 /* SCSI core event (LUN inventory / capacity change): Asynchronous Message to every session. */
 void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
+/* ExpStatSN moved: Asynchronous Messages it acknowledges no longer count as outstanding, and
+ * those waiting for room go out. */
+void isc_async_acked(struct isc_conn *c);
 
 #endif

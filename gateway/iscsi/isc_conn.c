@@ -140,6 +140,8 @@ static void isc_conn_rx_pdu(struct dmv_conn *dc, struct isc_pdu *pdu)
 	/* ExpStatSN acknowledges status; at ERL 0 there is nothing to retransmit, so it is only
 	 * recorded. Data-Out never comes here. */
 	c->exp_stat_sn = isc_get32(pdu->bhs, 28);
+	if (c->async_out)
+		isc_async_acked(c);
 	switch (op) {
 	case ISC_OP_NOP_OUT:
 		isc_nop_rx(c, pdu);

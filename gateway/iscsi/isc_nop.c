@@ -181,28 +181,109 @@ void isc_logout_rx(struct isc_conn *c, struct isc_pdu *pdu)
 /* ---------------------------------------------------------------------------------------- */
 /* Asynchronous Messages */
 
-void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg)
+/*
+ * RFC 7145 §6.6: over iSER the initiator may declare how many unexpected PDUs (target pings,
+ * Asynchronous Messages) it can take at once, MaxOutstandingUnexpectedPDUs. An Asynchronous
+ * Message is outstanding until ExpStatSN passes its StatSN; at most limit - 1 are, one place
+ * staying free for a ping (the key is at least 2). Beyond that, events wait (identical ones
+ * once) and go out as acknowledgements come in. Without the key nothing is held back.
+ */
+static unsigned int isc_async_room(const struct isc_conn *c)
 {
-	struct isc_target *t = arg;
-	struct isc_session *s;
-	uint8_t sense[2 + 18];
+	uint32_t limit = c->sess ? c->sess->params.max_outstanding_unexpected_pdus : 0;
 
-	(void)dev;
+	if (!limit)
+		return ISC_ASYNC_MAX;	/* not tracked: always room */
+	limit = limit - 1 < ISC_ASYNC_MAX ? limit - 1 : ISC_ASYNC_MAX;
+	return c->async_out < limit ? limit - c->async_out : 0;
+}
+
+static void isc_async_send_now(struct isc_conn *c, const struct isc_async_ev *ev)
+{
+	uint8_t sense[2 + 18];
+	struct isc_pdu *pdu;
+
 	memset(sense, 0, sizeof(sense));
 	sense[1] = 18;
 	sense[2] = 0x70;			/* fixed format, current */
 	sense[4] = SCSI_SK_UNIT_ATTENTION;
 	sense[9] = 10;				/* additional sense length */
+	sense[14] = ev->asc;
+	sense[15] = ev->ascq;
+	pdu = isc_conn_new_pdu(c, ISC_OP_ASYNC, ISC_RSVD_TAG);
+	if (!pdu)
+		return;
+	scsi_lun_encode(ev->lun, pdu->bhs + 8);
+	isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
+	if (c->sess->params.max_outstanding_unexpected_pdus)
+		c->async_sn[c->async_out++] = c->stat_sn;
+	isc_conn_stamp(c, pdu->bhs, true);
+	pdu->bhs[36] = 0;			/* AsyncEvent 0: SCSI asynchronous event */
+	if (isc_pdu_set_data(pdu, sense, sizeof(sense))) {
+		isc_pdu_put(pdu);
+		return;
+	}
+	gw_dbg("iscsi", "%s: asynchronous message, LUN %llu sense 6/%02x/%02x", c->dc->peer,
+	       (unsigned long long)ev->lun, ev->asc, ev->ascq);
+	isc_conn_send(c, pdu);
+}
+
+static void isc_async_post(struct isc_conn *c, const struct isc_async_ev *ev)
+{
+	unsigned int i;
+
+	if (!c->async_nwait && isc_async_room(c)) {
+		isc_async_send_now(c, ev);
+		return;
+	}
+	for (i = 0; i < c->async_nwait; i++) {
+		const struct isc_async_ev *w = &c->async_wait[i];
+
+		if (w->lun == ev->lun && w->asc == ev->asc && w->ascq == ev->ascq)
+			return;		/* the same news is already waiting */
+	}
+	if (c->async_nwait == ISC_ASYNC_MAX) {
+		gw_warn_rl("iscsi", "%s: %u Asynchronous Messages wait for the initiator's "
+			   "acknowledgement (MaxOutstandingUnexpectedPDUs); dropping one for LUN "
+			   "%llu", c->dc->peer, c->async_nwait, (unsigned long long)ev->lun);
+		return;
+	}
+	c->async_wait[c->async_nwait++] = *ev;
+}
+
+void isc_async_acked(struct isc_conn *c)
+{
+	unsigned int i, n = 0, sent = 0;
+
+	for (i = 0; i < c->async_out; i++)
+		if (!isc_sn_lt(c->async_sn[i], c->exp_stat_sn))
+			c->async_sn[n++] = c->async_sn[i];
+	c->async_out = n;
+	while (sent < c->async_nwait && isc_async_room(c))
+		isc_async_send_now(c, &c->async_wait[sent++]);
+	if (sent) {
+		memmove(c->async_wait, c->async_wait + sent,
+			(c->async_nwait - sent) * sizeof(c->async_wait[0]));
+		c->async_nwait -= sent;
+	}
+}
+
+void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg)
+{
+	struct isc_target *t = arg;
+	struct isc_async_ev e = { .lun = lun };
+	struct isc_session *s;
+
+	(void)dev;
 	if (ev == SCSI_EV_LUNS_CHANGED) {
-		sense[14] = 0x3f;		/* REPORTED LUNS DATA HAS CHANGED */
-		sense[15] = 0x0e;
+		e.asc = 0x3f;			/* REPORTED LUNS DATA HAS CHANGED */
+		e.ascq = 0x0e;
 	} else {
-		sense[14] = 0x2a;		/* CAPACITY DATA HAS CHANGED */
-		sense[15] = 0x09;
+		e.asc = 0x2a;			/* CAPACITY DATA HAS CHANGED */
+		e.ascq = 0x09;
 	}
 	gw_list_for_each_entry(s, &t->sessions, tnode) {
 		struct isc_conn *c;
-		struct isc_pdu *pdu;
 
 		if (s->closing || gw_list_empty(&s->conns))
 			continue;
@@ -210,20 +291,7 @@ void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lu
 		gw_list_for_each_entry(c, &s->conns, node) {
 			if (c->state != ISC_CONN_FFP)
 				continue;
-			pdu = isc_conn_new_pdu(c, ISC_OP_ASYNC, ISC_RSVD_TAG);
-			if (!pdu)
-				break;
-			scsi_lun_encode(lun, pdu->bhs + 8);
-			isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
-			isc_conn_stamp(c, pdu->bhs, true);
-			pdu->bhs[36] = 0;	/* AsyncEvent 0: SCSI asynchronous event */
-			if (isc_pdu_set_data(pdu, sense, sizeof(sense))) {
-				isc_pdu_put(pdu);
-				break;
-			}
-			gw_dbg("iscsi", "%s: asynchronous message, LUN %llu sense 6/%02x/%02x",
-			       c->dc->peer, (unsigned long long)lun, sense[14], sense[15]);
-			isc_conn_send(c, pdu);
+			isc_async_post(c, &e);
 			break;
 		}
 	}

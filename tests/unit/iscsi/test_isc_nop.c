@@ -153,3 +153,85 @@ Test(isc_nop, two_connections_share_one_cmdsn_order)
 		cr_expect_not(c1->closed);
 	}
 }
+
+/* Acknowledges StatSNs below exp with a NOP-Out that asks for no answer (ITT and TTT reserved). */
+static void ack_statsn(struct fake_conn *c, uint32_t exp)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+
+	fake_bhs(bhs, ISC_OP_NOP_OUT | ISC_BHS_I, ISC_FL_F, ISC_RSVD_TAG);
+	isc_put32(bhs, 20, ISC_RSVD_TAG);
+	isc_put32(bhs, 24, H.cmdsn);
+	isc_put32(bhs, 28, exp);
+	fake_dmv_rx(c, bhs, NULL, 0);
+	fake_dmv_settle(&H.loop);
+}
+
+/* Pops an Asynchronous Message and returns its LUN and StatSN (-1: none was sent). */
+static int64_t pop_async(struct fake_conn *c, uint32_t *statsn)
+{
+	struct isc_pdu *msg = fake_dmv_pop(c);
+	int64_t lun;
+
+	if (!msg)
+		return -1;
+	cr_assert_eq(isc_bhs_opcode(msg->bhs), ISC_OP_ASYNC);
+	lun = (int64_t)scsi_lun_decode(msg->bhs + 8);
+	*statsn = isc_get32(msg->bhs, 24);
+	isc_pdu_put(msg);
+	return lun;
+}
+
+/* MaxOutstandingUnexpectedPDUs=2 (RFC 7145 §6.6): one Asynchronous Message at a time (the other
+ * place is a ping's); the next waits until ExpStatSN acknowledges it, identical news waits once,
+ * and nothing is lost. */
+Test(isc_nop, asynchronous_messages_wait_for_room_under_max_outstanding_unexpected_pdus)
+{
+	struct fake_conn *c = h_connect(&H);
+	struct isc_target *t = gw_list_first_entry(&H.gw->targets, struct isc_target, node);
+	struct isc_conn *ic;
+	uint32_t sn1, sn2, sn3;
+	uint16_t st;
+
+	h_login(&H, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	ic = c->base.priv;
+	ic->sess->params.max_outstanding_unexpected_pdus = 2;	/* as an iSER login negotiates */
+	isc_target_scsi_event(NULL, SCSI_EV_CAPACITY_CHANGED, 1, t);
+	isc_target_scsi_event(NULL, SCSI_EV_CAPACITY_CHANGED, 2, t);
+	isc_target_scsi_event(NULL, SCSI_EV_CAPACITY_CHANGED, 2, t);
+	isc_target_scsi_event(NULL, SCSI_EV_LUNS_CHANGED, 3, t);
+	fake_dmv_settle(&H.loop);
+	cr_assert_eq(pop_async(c, &sn1), 1);
+	cr_expect_eq(c->nsent, 0, "a second message before the first was acknowledged");
+	/* An ExpStatSN that does not pass it changes nothing. */
+	ack_statsn(c, sn1);
+	cr_expect_eq(c->nsent, 0);
+	ack_statsn(c, sn1 + 1);
+	cr_assert_eq(pop_async(c, &sn2), 2);
+	cr_expect_eq(c->nsent, 0, "LUN 2's news twice is one message");
+	ack_statsn(c, sn2 + 1);
+	cr_assert_eq(pop_async(c, &sn3), 3);
+	ack_statsn(c, sn3 + 1);
+	cr_expect_eq(c->nsent, 0, "nothing else was waiting");
+	cr_expect_not(c->closed);
+}
+
+/* Without the key (TCP, or an initiator that does not declare it) nothing is held back. */
+Test(isc_nop, asynchronous_messages_are_not_held_without_the_key)
+{
+	struct fake_conn *c = h_connect(&H);
+	struct isc_target *t = gw_list_first_entry(&H.gw->targets, struct isc_target, node);
+	uint32_t sn;
+	uint16_t st;
+
+	h_login(&H, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	isc_target_scsi_event(NULL, SCSI_EV_CAPACITY_CHANGED, 1, t);
+	isc_target_scsi_event(NULL, SCSI_EV_CAPACITY_CHANGED, 2, t);
+	isc_target_scsi_event(NULL, SCSI_EV_CAPACITY_CHANGED, 3, t);
+	fake_dmv_settle(&H.loop);
+	cr_expect_eq(pop_async(c, &sn), 1);
+	cr_expect_eq(pop_async(c, &sn), 2);
+	cr_expect_eq(pop_async(c, &sn), 3);
+}
