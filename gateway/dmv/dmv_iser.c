@@ -11,12 +11,13 @@
  * Memory: nothing is registered on the I/O path. Each connection registers its receive and send
  * buffers when it is accepted (fixed-size slots: iSER header + BHS + AHS + an 8 KiB data
  * segment); each RDMA device (per portal) has one protection domain and a pool of registered
- * data chunks shared by its connections, grown when a connection arrives. A command of at most
- * one chunk gets a chunk as its task buffer (buf_get: the iSCSI layer and the backstore work in
- * registered memory), and its RDMA Write or Read runs on it in place, without a copy. Larger
- * commands, and any command when the pool is down to its reserve, keep a plain buffer and are
- * staged through chunks with a copy, so any transfer up to the largest the iSCSI layer accepts
- * moves in chunk-sized RDMA operations. At most ISER_RDMA_MAX operations are in flight per
+ * data chunks shared by its connections, grown when a connection arrives. A command gets a
+ * chunk, or a run of adjacent chunks of one slab (up to ISER_RUN_MAX), as its task buffer
+ * (buf_get: the iSCSI layer and the backstore work in registered memory), and its RDMA Writes or
+ * Reads run on it in place, one per chunk, without a copy. Larger commands, and any command when
+ * the pool cannot spare the chunks, keep a plain buffer and are staged through chunks with a
+ * copy, so any transfer up to the largest the iSCSI layer accepts moves in chunk-sized RDMA
+ * operations. At most ISER_RDMA_MAX operations are in flight per
  * connection, RDMA Reads within the negotiated initiator depth. A lent chunk keeps its device's
  * registration alive until the task gives it back, even after its connection is gone.
  *
@@ -56,6 +57,7 @@
 #define ISER_CHUNK	(256u * 1024)	/* registered data chunk: one RDMA Read/Write at most */
 #define ISER_CHUNKS_PER_CONN	48	/* the device pool grows by this per connection */
 #define ISER_CHUNKS_RESERVE	16	/* never lent as task buffers: staging always progresses */
+#define ISER_RUN_MAX	16		/* chunks lent as one task buffer: commands up to 4 MiB */
 #define ISER_RDMA_MAX	32		/* RDMA Writes + Reads in flight per connection */
 #define ISER_READS_MAX	16		/* cap on RDMA Reads in flight, whatever was negotiated */
 #define ISER_SQ_DEPTH	(ISER_NTX + ISER_RDMA_MAX + 4)
@@ -85,13 +87,18 @@ struct iser_conn;
 struct iser_xfer;
 struct iser_dev;
 
+struct iser_slab;
+
 struct iser_chunk {
 	struct iser_wr wr;
 	struct gw_list node;		/* the device's free list */
 	struct iser_dev *dev;
+	struct iser_slab *slab;		/* its registration; chunks of a slab are adjacent */
 	uint8_t *mem;
 	uint32_t lkey;
+	bool free;			/* on the free list */
 	bool lent;			/* a task's buffer (buf_get) until buf_put */
+	uint8_t run;			/* first chunk of a task buffer: the chunks it spans */
 	bool zc_busy;			/* an RDMA operation on it as a task buffer is in flight */
 	struct iser_xfer *x;		/* transfer it serves while in flight */
 	uint32_t off, len;		/* task buffer range */
@@ -267,6 +274,8 @@ static int iser_dev_grow(struct iser_dev *d, uint32_t n)
 
 		ch->wr.kind = WR_RDMA;
 		ch->dev = d;
+		ch->slab = s;
+		ch->free = true;
 		ch->mem = (uint8_t *)s->mem + (size_t)i * ISER_CHUNK;
 		ch->lkey = s->mr->lkey;
 		gw_list_add_tail(&d->free_chunks, &ch->node);
@@ -363,14 +372,39 @@ static struct iser_chunk *iser_chunk_get(struct iser_dev *d)
 		return NULL;
 	ch = gw_list_first_entry(&d->free_chunks, struct iser_chunk, node);
 	gw_list_del(&ch->node);
+	ch->free = false;
 	d->nfree--;
 	d->res->bufs_in_use++;
 	return ch;
 }
 
+/* k adjacent free chunks of one slab (contiguous memory under one registration), or NULL. */
+static struct iser_chunk *iser_run_get(struct iser_dev *d, uint32_t k)
+{
+	struct iser_slab *s;
+	uint32_t i, j, len;
+
+	gw_list_for_each_entry(s, &d->slabs, node) {
+		for (i = 0, len = 0; i < s->n; i++) {
+			len = s->chunks[i].free ? len + 1 : 0;
+			if (len < k)
+				continue;
+			for (j = i + 1 - k; j <= i; j++) {
+				gw_list_del(&s->chunks[j].node);
+				s->chunks[j].free = false;
+			}
+			d->nfree -= k;
+			d->res->bufs_in_use += k;
+			return &s->chunks[i + 1 - k];
+		}
+	}
+	return NULL;
+}
+
 static void iser_chunk_put(struct iser_dev *d, struct iser_chunk *ch)
 {
 	ch->x = NULL;
+	ch->free = true;
 	gw_list_add(&d->free_chunks, &ch->node);
 	d->nfree++;
 	d->res->bufs_in_use--;
@@ -384,41 +418,52 @@ static void iser_chunk_put(struct iser_dev *d, struct iser_chunk *ch)
 }
 
 /*
- * Task buffers (dmv_transport.buf_get/buf_put): a task of at most one chunk gets a chunk of its
- * own, and its RDMA operations run on it in place. The pool keeps ISER_CHUNKS_RESERVE chunks for
- * staging, so transfers that are staged never wait on tasks holding buffers. A lent chunk holds
- * the device (its PD and memory registration) alive past its connections until it comes back.
+ * Task buffers (dmv_transport.buf_get/buf_put): a task gets a chunk of its own, or for a
+ * command over one chunk a run of adjacent chunks of one slab (contiguous, one registration),
+ * up to ISER_RUN_MAX; its RDMA operations run on it in place, one per chunk. The pool keeps
+ * ISER_CHUNKS_RESERVE chunks for staging, so transfers that are staged never wait on tasks
+ * holding buffers. A lent chunk holds the device (its PD and memory registration) alive past
+ * its connections until it comes back.
  */
 static void *iser_buf_get(struct dmv_conn *c, uint32_t len, void **handle)
 {
 	struct iser_conn *ic = gw_container_of(c, struct iser_conn, base);
 	struct iser_dev *d = ic->dev;
+	uint32_t k = (len + ISER_CHUNK - 1) / ISER_CHUNK, i;
 	struct iser_chunk *ch;
 
-	if (!d || ic->state != IC_UP || c->closed || c->lost || !len || len > ISER_CHUNK ||
-	    d->nfree <= ISER_CHUNKS_RESERVE)
+	if (!d || ic->state != IC_UP || c->closed || c->lost || !len || k > ISER_RUN_MAX ||
+	    d->nfree < ISER_CHUNKS_RESERVE + k)
 		return NULL;
-	ch = iser_chunk_get(d);
+	ch = k == 1 ? iser_chunk_get(d) : iser_run_get(d, k);
 	if (!ch)
 		return NULL;
-	ch->lent = true;
-	d->lent++;
-	d->res->bufs_lent++;
+	for (i = 0; i < k; i++)
+		ch[i].lent = true;
+	ch->run = (uint8_t)k;
+	d->lent += k;
+	d->res->bufs_lent += k;
 	*handle = ch;
 	return ch->mem;
 }
 
 static void iser_buf_put(void *handle)
 {
-	struct iser_chunk *ch = handle;
-	struct iser_dev *d = ch->dev;
+	struct iser_chunk *head = handle;
+	struct iser_dev *d = head->dev;
+	uint32_t i, k = head->run;
 
-	ch->lent = false;
-	d->lent--;
-	d->res->bufs_lent--;
-	/* An RDMA operation still in flight on it gives it back when it completes. */
-	if (!ch->zc_busy)
-		iser_chunk_put(d, ch);
+	for (i = 0; i < k; i++) {
+		struct iser_chunk *ch = &head[i];
+
+		ch->lent = false;
+		/* An RDMA operation still in flight on it gives it back when it completes. */
+		if (!ch->zc_busy)
+			iser_chunk_put(d, ch);
+	}
+	head->run = 0;
+	d->lent -= k;
+	d->res->bufs_lent -= k;
 	if (!d->refs && !d->lent)
 		iser_dev_free(d);
 }
@@ -641,12 +686,18 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 		if (ic->rdma_inflight >= ISER_RDMA_MAX ||
 		    (x->read && ic->reads_inflight >= ic->max_reads))
 			return 0;
-		/* The task buffer is a registered chunk of this device: RDMA on it in place. */
-		zc = own && own->lent && !own->zc_busy && own->dev == ic->dev &&
-		     x->t->buf == own->mem && x->end <= ISER_CHUNK;
+		/* The task buffer is registered chunks of this device: RDMA on it in place, one
+		 * operation per chunk. */
+		zc = own && own->lent && own->dev == ic->dev && x->t->buf == own->mem &&
+		     x->end <= (uint32_t)own->run * ISER_CHUNK &&
+		     !own[x->next / ISER_CHUNK].zc_busy;
 		if (zc) {
-			ch = own;
+			uint32_t room = ISER_CHUNK - x->next % ISER_CHUNK;
+
+			ch = &own[x->next / ISER_CHUNK];
 			ch->zc_busy = true;
+			if (n > room)
+				n = room;
 		} else {
 			ch = iser_chunk_get(ic->dev);
 			if (!ch) {
@@ -663,7 +714,7 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 		if (!x->read && !zc)
 			memcpy(ch->mem, x->t->buf + x->next, n);
 		memset(&wr, 0, sizeof(wr));
-		sge.addr = (uintptr_t)(zc ? ch->mem + x->next : ch->mem);
+		sge.addr = (uintptr_t)(zc ? ch->mem + x->next % ISER_CHUNK : ch->mem);
 		sge.length = n;
 		sge.lkey = ch->lkey;
 		wr.wr_id = (uintptr_t)&ch->wr;

@@ -327,7 +327,10 @@ Test(dmv_iser, lends_task_buffers_within_the_reserve_and_outlives_the_connection
 	ic->state = IC_UP;
 	cr_assert_eq(dmv_iser_transport.buf_get, iser_buf_get);
 	cr_assert_eq(dmv_iser_transport.buf_put, iser_buf_put);
-	cr_expect_null(iser_buf_get(&ic->base, ISER_CHUNK + 1, &h[0]), "larger than a chunk");
+	cr_expect_null(iser_buf_get(&ic->base, ISER_RUN_MAX * ISER_CHUNK + 1, &h[0]),
+		       "larger than the longest run");
+	cr_expect_null(iser_buf_get(&ic->base, ISER_CHUNK + 1, &h[0]),
+		       "two chunks, but this pool has no slab to find them adjacent in");
 	cr_expect_null(iser_buf_get(&ic->base, 0, &h[0]));
 	for (i = 0; i < 3; i++) {
 		p = iser_buf_get(&ic->base, 4096, &h[i]);
@@ -375,6 +378,66 @@ Test(dmv_iser, no_buffer_from_a_connection_that_is_not_up)
 	ic->base.lost = true;
 	cr_expect_null(iser_buf_get(&ic->base, 512, &h));
 	cr_expect_eq(d->res->bufs_lent, 0);
+	iser_dev_put(d);
+	free(ic);
+}
+
+/* A command over one chunk gets a run of adjacent chunks of one slab: contiguous memory under
+ * one registration. Runs respect the reserve, are only found where chunks are free side by
+ * side, and every chunk of a run comes back, one still in flight only at its completion. */
+Test(dmv_iser, lends_runs_of_adjacent_chunks_for_larger_commands)
+{
+	enum { N = ISER_CHUNKS_RESERVE + 8 };
+	static uint8_t mem[N * 4096];
+	static struct iser_slab slab;
+	struct iser_chunk ch[N];
+	struct iser_conn *ic = calloc(1, sizeof(*ic));
+	struct iser_dev *d = lend_dev(ch, mem, N);
+	struct dmv_portal_res *res = d->res;
+	void *one = NULL, *run = NULL, *two = NULL, *big = NULL;
+	int i;
+
+	slab.chunks = ch;
+	slab.n = N;
+	gw_list_add_tail(&d->slabs, &slab.node);
+	for (i = 0; i < N; i++) {
+		ch[i].slab = &slab;
+		ch[i].free = true;
+	}
+	ic->dev = d;
+	ic->state = IC_UP;
+	cr_assert_eq(iser_buf_get(&ic->base, 4096, &one), ch[0].mem);
+	cr_assert_eq(iser_buf_get(&ic->base, 2 * ISER_CHUNK + 1, &run), ch[1].mem,
+		     "three chunks from the first free ones side by side");
+	cr_expect_eq(run, &ch[1]);
+	cr_expect_eq(ch[1].run, 3);
+	cr_expect(ch[1].lent && ch[2].lent && ch[3].lent && !ch[4].lent);
+	cr_expect_eq(res->bufs_lent, 4);
+	cr_expect_eq(res->bufs_in_use, 4);
+	cr_expect_eq(d->nfree, N - 4);
+	/* The free list no longer holds them: single chunks come from elsewhere. */
+	cr_assert_eq(iser_buf_get(&ic->base, 512, &two), ch[4].mem);
+	/* N - 5 = reserve + 3 left: a run of four would eat into the reserve. */
+	cr_expect_null(iser_buf_get(&ic->base, 4 * ISER_CHUNK, &big));
+	/* Back with its middle chunk still under an RDMA operation. */
+	ch[2].zc_busy = true;
+	iser_buf_put(run);
+	cr_expect_eq(res->bufs_lent, 2);
+	cr_expect_eq(res->bufs_in_use, 3, "the busy chunk waits for its completion");
+	cr_expect_eq(iser_buf_get(&ic->base, 2 * ISER_CHUNK, &big), ch[5].mem,
+		     "1 and 3 are free but not side by side: the run comes from further on");
+	iser_buf_put(big);
+	iser_zc_done(&ch[2]);
+	cr_expect_eq(res->bufs_in_use, 2);
+	cr_assert_eq(iser_buf_get(&ic->base, 3 * ISER_CHUNK, &big), ch[1].mem,
+		     "whole again: the run is found where it was");
+	iser_buf_put(big);
+	iser_buf_put(one);
+	iser_buf_put(two);
+	cr_expect_eq(res->bufs_lent, 0);
+	cr_expect_eq(res->bufs_in_use, 0);
+	cr_expect_eq(d->nfree, N);
+	gw_list_del(&slab.node);	/* not the device's to free: no registration behind it */
 	iser_dev_put(d);
 	free(ic);
 }

@@ -215,9 +215,10 @@ fs_workflow() {
 # sizes_check DEV: a direct write and read-back of every power of two from 512 B to 4 MiB, then
 # of the largest command the initiator sends (max_hw_sectors_kb: ib_iser on rxe stops at
 # 2044 KiB, eight registered 256 KiB chunks), each compared byte for byte. That largest write
-# must reach the target as one command: the disk's count of writes grows by one.
+# must reach the target as one command (the disk's count of writes grows by one), and it and
+# its read run in place on lent registered chunks, nothing staged through a copy.
 sizes_check() {
-	local dev=$1 bs=512 off=$((128 << 20)) max
+	local dev=$1 bs=512 off=$((128 << 20)) max zc0 zc1 st0 st1
 	max=$(($(cat "/sys/block/$dev/queue/max_hw_sectors_kb") * 1024))
 	cat "/sys/block/$dev/queue/max_hw_sectors_kb" >"/sys/block/$dev/queue/max_sectors_kb"
 	echo "max_sectors_kb $(cat "/sys/block/$dev/queue/max_sectors_kb")"
@@ -226,7 +227,13 @@ sizes_check() {
 		off=$((off + (4 << 20)))
 		bs=$((bs * 2))
 	done
-	[ "$max" -gt $((256 << 10)) ] && size_one "$dev" "$max" "$off" && [ "$SIZE_CMDS" -eq 1 ]
+	[ "$max" -gt $((256 << 10)) ] || return 1
+	zc0=$(gw_state 'r["zero_copy_ops"]') st0=$(gw_state 'r["staged_ops"]')
+	size_one "$dev" "$max" "$off" && [ "$SIZE_CMDS" -eq 1 ] || return 1
+	zc1=$(gw_state 'r["zero_copy_ops"]') st1=$(gw_state 'r["staged_ops"]')
+	# Both ways in place on a run of lent chunks, one RDMA operation per 256 KiB chunk.
+	echo "largest command: $((zc1 - zc0)) RDMA operations in place, $((st1 - st0)) staged"
+	[ "$st1" -eq "$st0" ] && [ $((zc1 - zc0)) -ge $((2 * max / (256 << 10))) ]
 }
 
 # size_one DEV BYTES OFFSET: one direct write of BYTES at OFFSET, read back and compared; sets
