@@ -173,6 +173,12 @@ struct iser_conn {
 	bool drain_timer_on;
 	struct gw_close cl;
 	struct gw_defer kick;
+	/* Send work requests of this loop round, posted together at its end (iser_post_flush) */
+	struct ibv_send_wr pend_wr[ISER_SQ_DEPTH];
+	struct ibv_sge pend_sge[ISER_SQ_DEPTH];
+	uint32_t npend;
+	struct gw_defer post_defer;
+	bool post_failed;
 	bool in_poll;
 	bool linger;			/* closed: disconnect once the sends in flight are out */
 	bool use_send_inv;
@@ -480,15 +486,70 @@ static void iser_zc_done(struct iser_chunk *ch)
 /* ---------------------------------------------------------------------------------------- */
 /* Send side */
 
+static void iser_wc(struct iser_conn *ic, const struct ibv_wc *wc);
+
+/*
+ * Send work requests (Sends, RDMA Writes and Reads) are collected during a loop round and
+ * posted together when it ends: one ibv_post_send for all of them, which is one system call
+ * with Soft-RoCE and one doorbell with hardware, where posting each alone cost one per request
+ * (two per 4 KiB read: its RDMA Write and its status). Order is kept, so a status still goes
+ * behind its data. What the provider refuses completes here as flushed, so its send slot and
+ * chunks come back, and the connection is lost.
+ */
+static void iser_post_flush(struct iser_conn *ic)
+{
+	struct ibv_send_wr *bad = NULL;
+	uint32_t n = ic->npend, i;
+	int r;
+
+	gw_defer_cancel(&ic->post_defer);
+	if (!n)
+		return;
+	ic->npend = 0;
+	r = ibv_post_send(ic->qp, ic->pend_wr, &bad);
+	if (!r)
+		return;
+	gw_err_rl("dmv", "%s: ibv_post_send: %s", ic->base.peer, strerror(r));
+	ic->post_failed = true;
+	ic->in_poll = true;		/* no teardown while the refused ones complete */
+	for (i = bad ? (uint32_t)(bad - ic->pend_wr) : 0; i < n; i++) {
+		struct ibv_wc wc = { .wr_id = ic->pend_wr[i].wr_id,
+				     .status = IBV_WC_WR_FLUSH_ERR };
+
+		iser_wc(ic, &wc);
+	}
+	ic->in_poll = false;
+	iser_conn_lost(ic, -EIO);
+	if (ic->state == IC_DRAINING)
+		iser_drain_check(ic);
+}
+
+static void iser_post_deferred(struct gw_defer *d)
+{
+	iser_post_flush(gw_container_of(d, struct iser_conn, post_defer));
+}
+
+/* Queues one work request (one scatter entry) for the end of the round. */
 static int iser_post_send(struct iser_conn *ic, struct ibv_send_wr *wr)
 {
-	struct ibv_send_wr *bad;
-	int r = ibv_post_send(ic->qp, wr, &bad);
+	struct ibv_send_wr *p;
 
-	if (r) {
-		gw_err_rl("dmv", "%s: ibv_post_send: %s", ic->base.peer, strerror(r));
-		return -r;
-	}
+	if (ic->post_failed || !ic->qp || wr->num_sge != 1)
+		return -EIO;
+	if (ic->npend == ISER_SQ_DEPTH)
+		iser_post_flush(ic);	/* not reached: the send queue holds no more */
+	if (ic->post_failed)
+		return -EIO;
+	p = &ic->pend_wr[ic->npend];
+	*p = *wr;
+	ic->pend_sge[ic->npend] = wr->sg_list[0];
+	p->sg_list = &ic->pend_sge[ic->npend];
+	p->next = NULL;
+	if (ic->npend)
+		ic->pend_wr[ic->npend - 1].next = p;
+	else
+		gw_defer_queue(ic->base.loop, &ic->post_defer);
+	ic->npend++;
 	ic->posted++;
 	return 0;
 }
@@ -1107,7 +1168,7 @@ static void iser_wc(struct iser_conn *ic, const struct ibv_wc *wc)
 {
 	struct iser_wr *w = (struct iser_wr *)(uintptr_t)wc->wr_id;
 	bool ok = wc->status == IBV_WC_SUCCESS;
-	bool live = ic->state == IC_UP && !ic->base.lost && !ic->base.closed;
+	bool live = ic->state == IC_UP && !ic->base.lost && !ic->base.closed && !ic->post_failed;
 
 	ic->posted--;
 	if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && live) {
@@ -1182,7 +1243,9 @@ static void iser_comp_event(struct gw_watch *w, uint32_t events)
 	(void)events;
 	if (ic->state == IC_DEAD)
 		return;
-	while (ibv_get_cq_event(ic->comp_ch, &cq, &ctx) == 0)
+	/* One notification was armed, so one event at most is waiting: a second read would only
+	 * say EAGAIN (a system call per wakeup for nothing). */
+	if (ibv_get_cq_event(ic->comp_ch, &cq, &ctx) == 0)
 		nev++;
 	if (nev)
 		ibv_ack_cq_events(ic->cq, nev);
@@ -1230,6 +1293,8 @@ static void iser_conn_destroy(struct iser_conn *ic)
 		ic->drain_timer_on = false;
 	}
 	gw_defer_cancel(&ic->kick);
+	gw_defer_cancel(&ic->post_defer);
+	ic->npend = 0;
 	gw_list_del(&ic->dnode);
 	if (ic->comp_w.fd >= 0)
 		gw_watch_stop(&ic->comp_w);
@@ -1308,7 +1373,9 @@ static void iser_disconnect(struct iser_conn *ic)
 	ic->linger = false;
 	if (!ic->id || !ic->qp)
 		return;
-	/* Error state flushes every posted work request back through the CQ. */
+	/* What this round queued goes first; error state then flushes every posted work
+	 * request back through the CQ. */
+	iser_post_flush(ic);
 	rdma_disconnect(ic->id);
 	ibv_modify_qp(ic->qp, &qa, IBV_QP_STATE);
 }
@@ -1480,6 +1547,7 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 	gw_list_init(&ic->xfers);
 	gw_list_init(&ic->waitq);
 	gw_defer_init(&ic->kick, iser_kick_deferred);
+	gw_defer_init(&ic->post_defer, iser_post_deferred);
 	ic->comp_w.fd = -1;
 	ic->ev_w.fd = -1;
 

@@ -441,3 +441,116 @@ Test(dmv_iser, lends_runs_of_adjacent_chunks_for_larger_commands)
 	iser_dev_put(d);
 	free(ic);
 }
+
+/* Send work requests of a loop round reach the provider in one ibv_post_send, in order, when
+ * the round ends. A fake provider (the context's post_send) records what it was given. */
+static int fake_posts;
+static uint64_t fake_ids[8];
+static int fake_nids;
+static int fake_refuse_from = -1;	/* refuse the chain from this index on */
+
+static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	int i = 0;
+
+	(void)qp;
+	fake_posts++;
+	for (; wr; wr = wr->next, i++) {
+		if (i == fake_refuse_from) {
+			*bad = wr;
+			return ENOMEM;
+		}
+		cr_assert_lt(fake_nids, 8);
+		fake_ids[fake_nids++] = wr->wr_id;
+	}
+	return 0;
+}
+
+struct fake_qp {
+	struct ibv_context ctx;
+	struct ibv_qp qp;
+};
+
+static struct iser_conn *batch_conn(struct gw_loop *loop, struct fake_qp *f)
+{
+	struct iser_conn *ic = calloc(1, sizeof(*ic));
+	uint32_t i;
+
+	memset(f, 0, sizeof(*f));
+	f->ctx.ops.post_send = fake_post_send;
+	f->qp.context = &f->ctx;
+	ic->qp = &f->qp;
+	ic->base.loop = loop;
+	ic->state = IC_UP;
+	snprintf(ic->base.peer, sizeof(ic->base.peer), "test");
+	gw_list_init(&ic->tx_free);
+	gw_list_init(&ic->txq);
+	gw_list_init(&ic->dnode);
+	for (i = 0; i < ISER_NTX; i++)
+		ic->tx[i].wr.kind = WR_TX;
+	gw_defer_init(&ic->kick, iser_kick_deferred);
+	gw_defer_init(&ic->post_defer, iser_post_deferred);
+	return ic;
+}
+
+static void queue_send(struct iser_conn *ic, struct iser_tx *tx)
+{
+	static uint8_t buf[64];
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = sizeof(buf) };
+	struct ibv_send_wr wr = { .wr_id = (uintptr_t)&tx->wr, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND };
+
+	cr_assert_eq(iser_post_send(ic, &wr), 0);
+	ic->tx_busy++;
+}
+
+Test(dmv_iser, a_rounds_send_work_requests_go_in_one_post_in_order)
+{
+	struct gw_loop loop;
+	struct fake_qp f;
+	struct iser_conn *ic;
+	int i;
+
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	ic = batch_conn(&loop, &f);
+	for (i = 0; i < 3; i++)
+		queue_send(ic, &ic->tx[i]);
+	cr_expect_eq(fake_posts, 0, "nothing reaches the provider before the round ends");
+	cr_expect_eq(ic->posted, 3);
+	gw_loop_run_once(&loop, 0);
+	cr_assert_eq(fake_posts, 1, "one post for the round");
+	cr_assert_eq(fake_nids, 3);
+	for (i = 0; i < 3; i++)
+		cr_expect_eq(fake_ids[i], (uintptr_t)&ic->tx[i].wr, "in the order queued");
+	gw_loop_run_once(&loop, 0);
+	cr_expect_eq(fake_posts, 1, "and none when nothing is queued");
+	free(ic);
+	gw_loop_fini(&loop);
+}
+
+/* The provider refuses part of the chain: what it did not take completes as flushed (its send
+ * slot comes back), and the connection is lost. */
+Test(dmv_iser, work_requests_the_provider_refuses_complete_as_flushed)
+{
+	struct gw_loop loop;
+	struct fake_qp f;
+	struct iser_conn *ic;
+	int i;
+
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	ic = batch_conn(&loop, &f);
+	fake_refuse_from = 1;
+	for (i = 0; i < 3; i++)
+		queue_send(ic, &ic->tx[i]);
+	gw_loop_run_once(&loop, 0);
+	cr_expect_eq(fake_posts, 1);
+	cr_expect_eq(fake_nids, 1, "the first was taken");
+	cr_expect_eq(ic->posted, 1, "only the one taken is still to complete");
+	cr_expect_eq(ic->tx_busy, 1, "the refused ones' send slots are free again");
+	cr_expect(ic->base.lost, "the connection is lost");
+	cr_expect_neq(iser_post_send(ic, &(struct ibv_send_wr){ .num_sge = 1 }), 0,
+		      "nothing more is queued on it");
+	gw_defer_cancel(&ic->post_defer);
+	free(ic);
+	gw_loop_fini(&loop);
+}
