@@ -6,7 +6,9 @@
  * own event channel (the id is migrated off the listener's) and completion channel, all
  * non-blocking.
  *
- * The wire formats and the STag table live in dmv_iser_wire.c.
+ * The wire formats and the STag table live in dmv_iser_wire.c, the per-device chunk pool and
+ * the task buffers lent from it in dmv_iser_pool.c, letting go of a removed device in
+ * dmv_iser_ctx.c; the objects they share are in dmv_iser_int.h.
  *
  * Memory: nothing is registered on the I/O path. Each connection registers its receive and send
  * buffers when it is accepted (fixed-size slots: iSER header + BHS + AHS + an 8 KiB data
@@ -43,173 +45,8 @@
 #include "dmv.h"
 #include "dmv_iser.h"
 #include "dmv_iser_ctx.h"
+#include "dmv_iser_int.h"
 #include "gw_log.h"
-
-/* ---------------------------------------------------------------------------------------- */
-/* Objects */
-
-#define ISER_RX_DSL	8192		/* largest data segment received after login */
-#define ISER_AHS_MAX	1020
-#define ISER_SLOT_LEN	(ISER_HDR_LEN + ISC_BHS_LEN + ISER_AHS_MAX + ISER_RX_DSL + 4)
-#define ISER_NRX	160		/* receive slots posted per connection */
-#define ISER_RX_SPARE	16		/* of them, kept for immediate PDUs outside the window */
-#define ISER_NTX	64		/* send slots per connection */
-#define ISER_CHUNK	(256u * 1024)	/* registered data chunk: one RDMA Read/Write at most */
-#define ISER_CHUNKS_PER_CONN	48	/* the device pool grows by this per connection */
-#define ISER_CHUNKS_RESERVE	16	/* never lent as task buffers: staging always progresses */
-#define ISER_RUN_MAX	16		/* chunks lent as one task buffer: commands up to 4 MiB */
-#define ISER_RDMA_MAX	32		/* RDMA Writes + Reads in flight per connection */
-#define ISER_READS_MAX	16		/* cap on RDMA Reads in flight, whatever was negotiated */
-#define ISER_SQ_DEPTH	(ISER_NTX + ISER_RDMA_MAX + 4)
-#define ISER_CQ_DEPTH	(ISER_SQ_DEPTH + ISER_NRX + 4)
-#define ISER_RETRY_MS	2000		/* listener retry while no RDMA device has the address */
-#define ISER_DRAIN_MS	10000		/* give up waiting for flushed completions after this */
-
-enum iser_wr_kind { WR_RX = 1, WR_TX, WR_RDMA };
-
-struct iser_wr {
-	uint8_t kind;
-};
-
-struct iser_rx {
-	struct iser_wr wr;
-	uint8_t *buf;
-};
-
-struct iser_tx {
-	struct iser_wr wr;
-	struct gw_list node;		/* free list */
-	uint8_t *buf;
-	struct isc_pdu *pdu;		/* NULL: a raw iSER message (HelloReply) or dropped */
-};
-
-struct iser_conn;
-struct iser_xfer;
-struct iser_dev;
-
-struct iser_slab;
-
-struct iser_chunk {
-	struct iser_wr wr;
-	struct gw_list node;		/* the device's free list */
-	struct iser_dev *dev;
-	struct iser_slab *slab;		/* its registration; chunks of a slab are adjacent */
-	uint8_t *mem;
-	uint32_t lkey;
-	bool free;			/* on the free list */
-	bool lent;			/* a task's buffer (buf_get) until buf_put */
-	uint8_t run;			/* first chunk of a task buffer: the chunks it spans */
-	bool zc_busy;			/* an RDMA operation on it as a task buffer is in flight */
-	struct iser_xfer *x;		/* transfer it serves while in flight */
-	uint32_t off, len;		/* task buffer range */
-};
-
-struct iser_slab {
-	struct gw_list node;
-	void *mem;
-	size_t len;
-	struct ibv_mr *mr;
-	struct iser_chunk *chunks;
-	uint32_t n;
-};
-
-struct iser_portal;
-
-/* One RDMA device as a portal sees it: protection domain and data chunk pool. */
-struct iser_dev {
-	struct gw_list node;		/* portal's devs (self-linked once the portal is gone) */
-	struct ibv_context *verbs;
-	struct ibv_pd *pd;
-	struct ibv_device_attr attr;
-	int refs;			/* connections */
-	uint32_t lent;			/* chunks lent as task buffers: keep the device alive */
-	struct gw_list slabs;
-	struct gw_list free_chunks;
-	uint32_t nchunks, nfree;
-	struct gw_list waiters;		/* connections waiting for a chunk */
-	struct dmv_portal_res *res;	/* the portal's counters, or own_res once it is gone */
-	struct dmv_portal_res own_res;
-};
-
-/* One Put_Data or Get_Data in progress: task range [next, end) still to post. */
-struct iser_xfer {
-	struct gw_list cnode;		/* connection's xfers */
-	struct gw_list wnode;		/* connection's wait queue */
-	bool waiting;
-	struct iser_conn *ic;
-	struct dmv_task *t;		/* NULL once the task is done, aborted or the conn closed */
-	void (*task_done)(struct dmv_task *t, int status);	/* the iSCSI layer's */
-	bool read;			/* RDMA Read (Get_Data) rather than Write (Put_Data) */
-	uint32_t stag;
-	uint64_t va;			/* remote address of task offset `base` */
-	uint32_t base;
-	uint32_t next, end;
-	uint32_t inflight;
-	struct isc_pdu *rsp;		/* Put_Data: the status, sent after the last Write */
-	bool rsp_pending;		/* rsp posted, its completion not seen */
-};
-
-enum iser_conn_state {
-	IC_PENDING,			/* accepted at the CM level, not yet ESTABLISHED */
-	IC_UP,
-	IC_DRAINING,			/* closed: waiting for flushed completions */
-	IC_DEAD,			/* verbs objects gone, memory freed after the loop round */
-};
-
-struct iser_conn {
-	struct dmv_conn base;
-	enum iser_conn_state state;
-	struct iser_portal *ip;		/* while pending */
-	struct gw_list pnode;		/* portal's pending list */
-	struct iser_dev *dev;
-	struct rdma_cm_id *id;
-	struct rdma_event_channel *ev_ch;
-	struct gw_watch ev_w;
-	struct ibv_comp_channel *comp_ch;
-	struct gw_watch comp_w;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	struct gw_timer drain_timer;
-	bool drain_timer_on;
-	struct gw_close cl;
-	struct gw_defer kick;
-	/* Send work requests of this loop round, posted together at its end (iser_post_flush) */
-	struct ibv_send_wr pend_wr[ISER_SQ_DEPTH];
-	struct ibv_sge pend_sge[ISER_SQ_DEPTH];
-	uint32_t npend;
-	struct gw_defer post_defer;
-	bool post_failed;
-	bool in_poll;
-	bool linger;			/* closed: disconnect once the sends in flight are out */
-	bool use_send_inv;
-	uint32_t tx_busy;		/* send slots posted */
-	uint32_t posted;		/* work requests posted and not yet completed */
-	uint32_t rdma_inflight, reads_inflight, max_reads;
-	/* buffers */
-	uint8_t *rx_mem, *tx_mem;
-	struct ibv_mr *rx_mr, *tx_mr;
-	struct iser_rx rx[ISER_NRX];
-	struct iser_tx tx[ISER_NTX];
-	struct gw_list tx_free;
-	struct gw_list txq;		/* PDUs waiting for a send slot */
-	struct gw_list xfers;
-	struct gw_list waitq;		/* xfers waiting for a chunk or RDMA credit */
-	struct gw_list dnode;		/* dev's waiters */
-	struct dmv_iser_tags tags;
-};
-
-struct iser_portal {
-	struct dmv_portal base;
-	struct sockaddr_storage ss;
-	char host[64];
-	struct rdma_event_channel *ch;
-	struct gw_watch w;
-	struct rdma_cm_id *listen_id;
-	struct gw_timer retry;
-	char last_err[160];
-	struct gw_list devs;
-	struct gw_list pending;
-};
 
 static void iser_conn_lost(struct iser_conn *ic, int err);
 static void iser_kick(struct iser_conn *ic);
@@ -244,243 +81,6 @@ static const char *iser_sa_str(const struct sockaddr *sa, char *buf, size_t len)
 		snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
 	}
 	return buf;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Devices and the chunk pool */
-
-static int iser_dev_grow(struct iser_dev *d, uint32_t n)
-{
-	struct iser_slab *s = calloc(1, sizeof(*s));
-	uint32_t i;
-
-	if (!s)
-		return -ENOMEM;
-	s->n = n;
-	s->len = (size_t)n * ISER_CHUNK;
-	s->chunks = calloc(n, sizeof(*s->chunks));
-	if (!s->chunks || posix_memalign(&s->mem, 4096, s->len)) {
-		free(s->chunks);
-		free(s);
-		return -ENOMEM;
-	}
-	s->mr = ibv_reg_mr(d->pd, s->mem, s->len, IBV_ACCESS_LOCAL_WRITE);
-	if (!s->mr) {
-		int r = -errno;
-
-		gw_err("dmv", "iser: registering %zu bytes of data buffers: %s", s->len,
-		       strerror(-r));
-		free(s->mem);
-		free(s->chunks);
-		free(s);
-		return r;
-	}
-	for (i = 0; i < n; i++) {
-		struct iser_chunk *ch = &s->chunks[i];
-
-		ch->wr.kind = WR_RDMA;
-		ch->dev = d;
-		ch->slab = s;
-		ch->free = true;
-		ch->mem = (uint8_t *)s->mem + (size_t)i * ISER_CHUNK;
-		ch->lkey = s->mr->lkey;
-		gw_list_add_tail(&d->free_chunks, &ch->node);
-	}
-	gw_list_add_tail(&d->slabs, &s->node);
-	d->nchunks += n;
-	d->nfree += n;
-	d->res->mrs++;
-	d->res->bufs += n;
-	d->res->reg_bytes += s->len;
-	return 0;
-}
-
-static void iser_dev_free(struct iser_dev *d)
-{
-	while (!gw_list_empty(&d->slabs)) {
-		struct iser_slab *s = gw_list_first_entry(&d->slabs, struct iser_slab, node);
-
-		gw_list_del(&s->node);
-		ibv_dereg_mr(s->mr);
-		d->res->mrs--;
-		d->res->bufs -= s->n;
-		d->res->reg_bytes -= s->len;
-		free(s->mem);
-		free(s->chunks);
-		free(s);
-	}
-	if (d->pd)
-		ibv_dealloc_pd(d->pd);
-	dmv_iser_ctx_drop(d->verbs);
-	gw_list_del(&d->node);
-	free(d);
-}
-
-/* The portal's device for verbs, with room in its pool for one more connection. */
-static int iser_dev_get(struct iser_portal *ip, struct ibv_context *verbs, struct iser_dev **out)
-{
-	struct iser_dev *d;
-	int r;
-
-	gw_list_for_each_entry(d, &ip->devs, node)
-		if (d->verbs == verbs)
-			goto found;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	d->verbs = verbs;
-	dmv_iser_ctx_hold(verbs);
-	d->res = &ip->base.res;
-	gw_list_init(&d->slabs);
-	gw_list_init(&d->free_chunks);
-	gw_list_init(&d->waiters);
-	gw_list_add_tail(&ip->devs, &d->node);
-	d->pd = ibv_alloc_pd(verbs);
-	if (!d->pd) {
-		r = -errno;
-		gw_err("dmv", "portal %s: ibv_alloc_pd on %s: %s", ip->base.name,
-		       ibv_get_device_name(verbs->device), strerror(-r));
-		iser_dev_free(d);
-		return r;
-	}
-	if (ibv_query_device(verbs, &d->attr)) {
-		r = -errno;
-		gw_err("dmv", "portal %s: ibv_query_device: %s", ip->base.name, strerror(-r));
-		iser_dev_free(d);
-		return r;
-	}
-found:
-	if (d->nchunks < (uint32_t)(d->refs + 1) * ISER_CHUNKS_PER_CONN) {
-		r = iser_dev_grow(d, ISER_CHUNKS_PER_CONN);
-		if (r) {
-			if (!d->refs && !d->lent)
-				iser_dev_free(d);
-			return r;
-		}
-	}
-	d->refs++;
-	*out = d;
-	return 0;
-}
-
-static void iser_dev_put(struct iser_dev *d)
-{
-	if (--d->refs > 0 || d->lent)
-		return;
-	iser_dev_free(d);
-}
-
-static struct iser_chunk *iser_chunk_get(struct iser_dev *d)
-{
-	struct iser_chunk *ch;
-
-	if (gw_list_empty(&d->free_chunks))
-		return NULL;
-	ch = gw_list_first_entry(&d->free_chunks, struct iser_chunk, node);
-	gw_list_del(&ch->node);
-	ch->free = false;
-	d->nfree--;
-	d->res->bufs_in_use++;
-	return ch;
-}
-
-/* k adjacent free chunks of one slab (contiguous memory under one registration), or NULL. */
-static struct iser_chunk *iser_run_get(struct iser_dev *d, uint32_t k)
-{
-	struct iser_slab *s;
-	uint32_t i, j, len;
-
-	gw_list_for_each_entry(s, &d->slabs, node) {
-		for (i = 0, len = 0; i < s->n; i++) {
-			len = s->chunks[i].free ? len + 1 : 0;
-			if (len < k)
-				continue;
-			for (j = i + 1 - k; j <= i; j++) {
-				gw_list_del(&s->chunks[j].node);
-				s->chunks[j].free = false;
-			}
-			d->nfree -= k;
-			d->res->bufs_in_use += k;
-			return &s->chunks[i + 1 - k];
-		}
-	}
-	return NULL;
-}
-
-static void iser_chunk_put(struct iser_dev *d, struct iser_chunk *ch)
-{
-	ch->x = NULL;
-	ch->free = true;
-	gw_list_add(&d->free_chunks, &ch->node);
-	d->nfree++;
-	d->res->bufs_in_use--;
-	/* Connections that ran dry get another go before the loop sleeps. */
-	while (!gw_list_empty(&d->waiters)) {
-		struct iser_conn *w = gw_list_first_entry(&d->waiters, struct iser_conn, dnode);
-
-		gw_list_del(&w->dnode);
-		gw_defer_queue(w->base.loop, &w->kick);
-	}
-}
-
-/*
- * Task buffers (dmv_transport.buf_get/buf_put): a task gets a chunk of its own, or for a
- * command over one chunk a run of adjacent chunks of one slab (contiguous, one registration),
- * up to ISER_RUN_MAX; its RDMA operations run on it in place, one per chunk. The pool keeps
- * ISER_CHUNKS_RESERVE chunks for staging, so transfers that are staged never wait on tasks
- * holding buffers. A lent chunk holds the device (its PD and memory registration) alive past
- * its connections until it comes back.
- */
-static void *iser_buf_get(struct dmv_conn *c, uint32_t len, void **handle)
-{
-	struct iser_conn *ic = gw_container_of(c, struct iser_conn, base);
-	struct iser_dev *d = ic->dev;
-	uint32_t k = (len + ISER_CHUNK - 1) / ISER_CHUNK, i;
-	struct iser_chunk *ch;
-
-	if (!d || ic->state != IC_UP || c->closed || c->lost || !len || k > ISER_RUN_MAX ||
-	    d->nfree < ISER_CHUNKS_RESERVE + k)
-		return NULL;
-	ch = k == 1 ? iser_chunk_get(d) : iser_run_get(d, k);
-	if (!ch)
-		return NULL;
-	for (i = 0; i < k; i++)
-		ch[i].lent = true;
-	ch->run = (uint8_t)k;
-	d->lent += k;
-	d->res->bufs_lent += k;
-	*handle = ch;
-	return ch->mem;
-}
-
-static void iser_buf_put(void *handle)
-{
-	struct iser_chunk *head = handle;
-	struct iser_dev *d = head->dev;
-	uint32_t i, k = head->run;
-
-	for (i = 0; i < k; i++) {
-		struct iser_chunk *ch = &head[i];
-
-		ch->lent = false;
-		/* An RDMA operation still in flight on it gives it back when it completes. */
-		if (!ch->zc_busy)
-			iser_chunk_put(d, ch);
-	}
-	head->run = 0;
-	d->lent -= k;
-	d->res->bufs_lent -= k;
-	if (!d->refs && !d->lent)
-		iser_dev_free(d);
-}
-
-/* The zero-copy operation on a lent chunk completed: back to the pool if the task let go. */
-static void iser_zc_done(struct iser_chunk *ch)
-{
-	ch->zc_busy = false;
-	ch->x = NULL;
-	if (!ch->lent)
-		iser_chunk_put(ch->dev, ch);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -519,9 +119,9 @@ static void iser_post_flush(struct iser_conn *ic)
 		iser_wc(ic, &wc);
 	}
 	ic->in_poll = false;
+	/* Closing the connection polls the CQ and checks the drain itself; so does iser_close,
+	 * which may be what called this (through iser_disconnect). */
 	iser_conn_lost(ic, -EIO);
-	if (ic->state == IC_DRAINING)
-		iser_drain_check(ic);
 }
 
 static void iser_post_deferred(struct gw_defer *d)
@@ -760,7 +360,7 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 			if (n > room)
 				n = room;
 		} else {
-			ch = iser_chunk_get(ic->dev);
+			ch = dmv_iser_chunk_get(ic->dev);
 			if (!ch) {
 				if (gw_list_empty(&ic->dnode))
 					gw_list_add_tail(&ic->dev->waiters, &ic->dnode);
@@ -787,9 +387,9 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 		wr.wr.rdma.rkey = x->stag;
 		if (iser_post_send(ic, &wr)) {
 			if (zc)
-				iser_zc_done(ch);
+				dmv_iser_zc_done(ch);
 			else
-				iser_chunk_put(ic->dev, ch);
+				dmv_iser_chunk_put(ic->dev, ch);
 			return -EIO;
 		}
 		if (zc)
@@ -983,9 +583,9 @@ static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok)
 		}
 	}
 	if (zc)
-		iser_zc_done(ch);
+		dmv_iser_zc_done(ch);
 	else
-		iser_chunk_put(ic->dev, ch);
+		dmv_iser_chunk_put(ic->dev, ch);
 	if (ok && t && x->read) {
 		t->received += len;
 		if (t->getting && t->received == t->len && !t->nr2t && t->unsol_done) {
@@ -1345,7 +945,7 @@ static void iser_conn_destroy(struct iser_conn *ic)
 	if (res)
 		res->conns--;
 	if (ic->dev)
-		iser_dev_put(ic->dev);
+		dmv_iser_dev_put(ic->dev);
 	gw_loop_close(ic->base.loop, &ic->cl, iser_conn_free);
 }
 
@@ -1551,7 +1151,7 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 	ic->comp_w.fd = -1;
 	ic->ev_w.fd = -1;
 
-	r = iser_dev_get(ip, id->verbs, &ic->dev);
+	r = dmv_iser_dev_get(ip, id->verbs, &ic->dev);
 	if (r) {
 		free(ic->tags.slot);
 		free(ic);
@@ -1912,8 +1512,8 @@ const struct dmv_transport dmv_iser_transport = {
 	.get_data = iser_get_data,
 	.task_abort = iser_task_abort,
 	.solicit = NULL,
-	.buf_get = iser_buf_get,
-	.buf_put = iser_buf_put,
+	.buf_get = dmv_iser_buf_get,
+	.buf_put = dmv_iser_buf_put,
 	.set_params = iser_set_params,
 	.close = iser_close,
 	.max_recv_dsl = ISER_RX_DSL,
