@@ -215,14 +215,14 @@ static void isc_async_send_now(struct isc_conn *c, const struct isc_async_ev *ev
 		return;
 	scsi_lun_encode(ev->lun, pdu->bhs + 8);
 	isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
-	if (c->sess->params.max_outstanding_unexpected_pdus)
-		c->async_sn[c->async_out++] = c->stat_sn;
-	isc_conn_stamp(c, pdu->bhs, true);
 	pdu->bhs[36] = 0;			/* AsyncEvent 0: SCSI asynchronous event */
 	if (isc_pdu_set_data(pdu, sense, sizeof(sense))) {
 		isc_pdu_put(pdu);
 		return;
 	}
+	if (c->sess->params.max_outstanding_unexpected_pdus)
+		c->async_sn[c->async_out++] = c->stat_sn;
+	isc_conn_stamp(c, pdu->bhs, true);
 	gw_dbg("iscsi", "%s: asynchronous message, LUN %llu sense 6/%02x/%02x", c->dc->peer,
 	       (unsigned long long)ev->lun, ev->asc, ev->ascq);
 	isc_conn_send(c, pdu);
