@@ -1,7 +1,7 @@
 # tests/vm/guest/lib-tgt.sh: sourced after lib.sh by suites that need tgtd serving a LUN over
-# iSER on an rxe device (remote-iser, bench-iser). tgt 1.0.85's quirks live here once: its own
-# control port, the per-initiator bind an iSER login needs, a wait for its rdma_cm listener, and
-# a stop by deleting its target (it ignores SIGTERM while it has one).
+# iSER on an rxe device (tgt-iser, remote-iser, bench-iser). tgt 1.0.85's quirks live here
+# once: its own control port, the per-initiator bind an iSER login needs, a wait for its
+# rdma_cm listener, and a stop by deleting its target (it ignores SIGTERM while it has one).
 # shellcheck shell=bash
 
 VM_TGT_PID=

@@ -308,12 +308,10 @@ vm_gw_start() {
 	return 1
 }
 
-# gw_state EXPR: a python expression over the gateway's control-socket "state" reply (`s`), the
-# portal named $GW_PORTAL (iser0 unless set) as `p` and its resources as `r`, printed. The
-# socket is $SOCK.
-gw_state() {
-	python3 - "$SOCK" "${GW_PORTAL:-iser0}" "$1" <<'EOF'
-import json, socket, sys
+# vm_ctl_state: the gateway's control-socket "state" reply (JSON) on stdout; the socket is $SOCK.
+vm_ctl_state() {
+	python3 - "$SOCK" <<'EOF'
+import socket, sys
 c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 c.settimeout(5)
 c.connect(sys.argv[1])
@@ -324,11 +322,20 @@ while not buf.endswith(b'\n'):
     if not d:
         break
     buf += d
-s = json.loads(buf)
-p = [x for x in s.get('portals', []) if x.get('name') == sys.argv[2]][0]
-r = p.get('resources', {})
-print(eval(sys.argv[3]))
+sys.stdout.write(buf.decode())
 EOF
+}
+
+# gw_state EXPR: a python expression over the gateway's state (`s`), the portal named
+# $GW_PORTAL (iser0 unless set) as `p` and its resources as `r`, printed.
+gw_state() {
+	vm_ctl_state | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+p = [x for x in s.get("portals", []) if x.get("name") == sys.argv[1]][0]
+r = p.get("resources", {})
+print(eval(sys.argv[2]))
+' "${GW_PORTAL:-iser0}" "$1"
 }
 
 # wait_state EXPR SECONDS: true once EXPR (see gw_state) holds.

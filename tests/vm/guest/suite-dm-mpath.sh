@@ -202,20 +202,7 @@ fi
 
 # status: the LUN's status from the control socket, into $VM_WORK/status.json.
 status() {
-	python3 - "$SOCK" >"$VM_WORK/state.json" 2>/dev/null <<-'PY'
-		import socket, sys
-		s = socket.socket(socket.AF_UNIX)
-		s.settimeout(5)
-		s.connect(sys.argv[1])
-		s.sendall(b'{"op":"state"}\n')
-		b = b""
-		while not b.endswith(b"\n"):
-		    d = s.recv(65536)
-		    if not d:
-		        break
-		    b += d
-		sys.stdout.write(b.decode())
-	PY
+	vm_ctl_state >"$VM_WORK/state.json" 2>/dev/null
 	jq '.targets[0].luns[0].status' "$VM_WORK/state.json" >"$VM_WORK/status.json" 2>/dev/null
 }
 

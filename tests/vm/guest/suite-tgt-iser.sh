@@ -6,14 +6,14 @@
 # or the tool is at fault, not the gateway: that is what this suite is for.
 # shellcheck source=tests/vm/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/vm/guest/lib-tgt.sh
+. "$(dirname "$0")/lib-tgt.sh"
 vm_begin tgt-iser
 
 ADDR=10.200.3.1
 IQN=iqn.2026-11.org.isergw:vm-tgt-iser
 LIBISCSI_INI=iqn.2026-11.org.isergw:vm-libiscsi
 VERIFY_INI=iqn.2026-11.org.isergw:verify
-# tgtd's own control socket instance, apart from any other tgtd.
-CTL=57
 URL=iser://$ADDR/$IQN/1
 
 if ! vm_need tgtd tgtadm rdma iscsi-inq iscsi-perf iscsiadm iscsid; then
@@ -29,60 +29,11 @@ if ! vm_veth vt0 "$ADDR" || ! check rxe vm_rxe_add rxet vt0; then
 	vm_end
 fi
 
-tgtadm_() {
-	timeout 20 tgtadm -C "$CTL" --lld iser "$@"
-}
-
-TGT_PID=
-tgt_stop() {
-	[ -n "$TGT_PID" ] || return 0
-	# tgtd ignores SIGTERM while it has targets: delete them first. (tgtadm's "delete system"
-	# makes tgtd 1.0.85 crash on its way out once iSER has been used; SIGTERM does not.)
-	tgtadm_ --op delete --force --mode target --tid 1 >/dev/null 2>&1
-	echo "stopping tgtd (1.0.85 may crash on its way out after iSER use; that is not a result)"
-	kill -TERM "$TGT_PID" 2>/dev/null
-	timeout 10 tail --pid="$TGT_PID" -f /dev/null
-	kill -KILL "$TGT_PID" 2>/dev/null
-	wait "$TGT_PID" 2>/dev/null
-	TGT_PID=
-}
-
-tgt_start() {
-	local i img=$VM_WORK/tgt.img q
-	truncate -s 256M "$img" || return 1
-	# Its iSCSI/TCP portal is kept on loopback, out of the way; iSER listens on every RDMA
-	# address, port 3260.
-	tgtd -f -C "$CTL" --iscsi portal=127.0.0.1:3262 >"$VM_WORK/tgtd.log" 2>&1 &
-	TGT_PID=$!
-	vm_on_exit tgt_stop
-	for _ in $(seq 1 50); do
-		timeout 5 tgtadm -C "$CTL" --op show --mode sys >/dev/null 2>&1 && break
-		kill -0 "$TGT_PID" 2>/dev/null || {
-			cat "$VM_WORK/tgtd.log"
-			return 1
-		}
-		sleep 0.2
-	done
-	tgtadm_ --op new --mode target --tid 1 -T "$IQN" || return 1
-	tgtadm_ --op new --mode logicalunit --tid 1 --lun 1 -b "$img" || return 1
-	tgtadm_ --op bind --mode target --tid 1 -I ALL || return 1
-	# tgt 1.0.85 refuses an iSER login unless the initiator's name is bound too.
-	for q in "$VM_INITIATOR" "$LIBISCSI_INI" "$VERIFY_INI"; do
-		tgtadm_ --op bind --mode target --tid 1 -Q "$q" || return 1
-	done
-	tgtadm_ --op show --mode target
-	# Listening once its rdma_cm id is bound to port 3260.
-	for _ in $(seq 1 50); do
-		rdma resource show cm_id 2>/dev/null | grep -q 'LISTEN.*tgtd.*:3260' && return 0
-		sleep 0.2
-	done
-	echo "tgtd has no listening rdma_cm id on port 3260:"
-	rdma resource show cm_id
-	tail -n 5 "$VM_WORK/tgtd.log"
-	return 1
-}
-
-if ! check tgtd tgt_start; then
+truncate -s 256M "$VM_WORK/tgt.img"
+# Its iSCSI/TCP portal is kept on loopback, out of the way; iSER listens on every RDMA address,
+# port 3260. tgt 1.0.85 refuses an iSER login unless the initiator's name is bound too.
+if ! check tgtd vm_tgt_start "$IQN" "$VM_WORK/tgt.img" 127.0.0.1:3262 "$VM_INITIATOR" \
+	"$LIBISCSI_INI" "$VERIFY_INI"; then
 	vm_end
 fi
 
