@@ -5,13 +5,15 @@
 # (fio on the kernel initiator), and prints the figures with their ratios. Skipped, with the
 # reason, when the VM cannot run here (no qemu, no kernel package, too little memory).
 #
-# Environment: BUILD, BENCH_VM_SECS (seconds per fio run in the guest [8]), BENCH_OUT (Markdown
+# Environment: BUILD, BENCH_VM_SECS (seconds per fio run in the guest [5]), BENCH_VM_ROUNDS
+# (interleaved rounds of every row on every target [3]), BENCH_OUT (Markdown
 # output; the section is appended [$BUILD/bench-iser.md when run alone]), VM_* as for
 # tests/vm/run.sh.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 
-BENCH_VM_SECS=${BENCH_VM_SECS:-8}
+BENCH_VM_SECS=${BENCH_VM_SECS:-5}
+BENCH_VM_ROUNDS=${BENCH_VM_ROUNDS:-3}
 OUT_MD=${BENCH_OUT:-$T_BUILD/bench-iser.md}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
@@ -32,11 +34,12 @@ if [ "${avail:-0}" -lt 3000 ]; then
 	t_end
 fi
 
-t_log "bench-iser: booting the VM rig for the iSER rows (${BENCH_VM_SECS}s per run)"
+t_log "bench-iser: booting the VM rig for the iSER rows (${BENCH_VM_ROUNDS} rounds, ${BENCH_VM_SECS}s per run)"
 rm -f "$SHARE/bench-iser.txt"
 # The guest reads its settings from the build tree (it sees the host's files, not its
 # environment).
-echo "BENCH_VM_SECS=$((BENCH_VM_SECS + 0))" >"$T_BUILD/bench-iser.env"
+printf 'BENCH_VM_SECS=%d\nBENCH_VM_ROUNDS=%d\n' "$BENCH_VM_SECS" "$BENCH_VM_ROUNDS" \
+	>"$T_BUILD/bench-iser.env"
 "$ROOT/tests/vm/run.sh" bench-iser >"$T_DIR/vm.log" 2>&1
 vm_rc=$?
 grep -E '^  (PASS|FAIL|SKIP)|^vm:' "$T_DIR/vm.log"
@@ -53,24 +56,36 @@ fi
 cp "$SHARE/bench-iser.txt" "$T_DIR/"
 DATA=$T_DIR/bench-iser.txt
 
-# fig TARGET TRANSPORT ROW FIELD: IOPS (field 4) or KiB/s (field 5), "-" when not measured.
+# median: the median of the numbers on stdin, "-" when there are none.
+median() {
+	sort -g | awk '{ v[NR] = $1 } END { if (!NR) print "-";
+		else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# fig TARGET TRANSPORT ROW FIELD: the median over the rounds of IOPS (field 4) or KiB/s
+# (field 5), "-" when not measured.
 fig() {
 	awk -v t="$1" -v tr="$2" -v r="$3" -v f="$4" \
-		'$1 == t && $2 == tr && $3 == r { print $f; found = 1 } END { if (!found) print "-" }' \
-		"$DATA" | head -n 1
+		'$1 == t && $2 == tr && $3 == r && $f != "-" { print $f }' "$DATA" | median
+}
+# rratio A B ROW FIELD (A and B as TARGET:TRANSPORT): A/B per round, both measured in the same
+# round; prints the median ratio and the range over the rounds, "-" when no round has both.
+rratio() {
+	awk -v a="$1" -v b="$2" -v r="$3" -v f="$4" '
+		$3 == r && $f != "-" { x[$1 ":" $2, $6] = $f; rounds[$6] = 1 }
+		END { for (k in rounds) if ((a, k) in x && (b, k) in x && x[b, k] > 0)
+			print x[a, k] / x[b, k] }' "$DATA" | sort -g |
+		awk '{ v[NR] = $1 } END { if (!NR) { print "-"; exit }
+			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			if (NR == 1) printf "%.2f", m; else printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'
 }
 # why TARGET TRANSPORT: the guest's reason for a target it skipped.
 why() {
 	awk -v t="$1" -v tr="$2" '$1 == t && $2 == tr && $4 == "skip" {
 		$1 = $2 = $3 = $4 = ""; sub(/^ +/, ""); print; exit }' "$DATA"
 }
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-";
-		else printf "%.2f", a / b }'
-}
 
 COLS="isergwd:iser isergwd:tcp tgtd:iser tgtd:tcp lio:iser"
-ROWS="randread-4k-qd1 randread-4k-qd32 seqread-512k-qd8"
+ROWS="randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd32 seqread-512k-qd8 seqwrite-512k-qd8"
 TABLE=$T_DIR/table.md
 {
 	printf '| workload | unit |'
@@ -82,20 +97,27 @@ TABLE=$T_DIR/table.md
 	printf ' ---: | ---: | ---: | ---: | ---: |\n'
 	for r in $ROWS; do
 		field=4 unit=IOPS
-		case "$r" in seqread-*) field=5 unit="MiB/s" ;; esac
+		case "$r" in seq*) field=5 unit="MiB/s" ;; esac
 		declare -A v=()
 		for c in $COLS; do
 			x=$(fig "${c%%:*}" "${c##*:}" "$r" $field)
-			[ "$field" = 5 ] && [ "$x" != - ] && x=$(awk -v k="$x" 'BEGIN { printf "%.1f", k / 1024 }')
+			if [ "$x" != - ]; then
+				if [ "$field" = 5 ]; then
+					x=$(awk -v k="$x" 'BEGIN { printf "%.1f", k / 1024 }')
+				else
+					x=$(awk -v k="$x" 'BEGIN { printf "%d", k + 0.5 }')
+				fi
+			fi
 			v[$c]=$x
 		done
 		printf '| %s | %s |' "$r" "$unit"
 		for c in $COLS; do printf ' %s |' "${v[$c]}"; done
-		printf ' %s | %s | %s | %s | %s |\n' "$(ratio "${v[isergwd:iser]}" "${v[tgtd:iser]}")" \
-			"$(ratio "${v[isergwd:iser]}" "${v[lio:iser]}")" \
-			"$(ratio "${v[isergwd:tcp]}" "${v[tgtd:tcp]}")" \
-			"$(ratio "${v[isergwd:iser]}" "${v[isergwd:tcp]}")" \
-			"$(ratio "${v[tgtd:iser]}" "${v[tgtd:tcp]}")"
+		printf ' %s | %s | %s | %s | %s |\n' \
+			"$(rratio isergwd:iser tgtd:iser "$r" $field)" \
+			"$(rratio isergwd:iser lio:iser "$r" $field)" \
+			"$(rratio isergwd:tcp tgtd:tcp "$r" $field)" \
+			"$(rratio isergwd:iser isergwd:tcp "$r" $field)" \
+			"$(rratio tgtd:iser tgtd:tcp "$r" $field)"
 		unset v
 	done
 } >"$TABLE"
@@ -114,9 +136,11 @@ done
 	echo "both ends in one guest. Client: fio (libaio, O_DIRECT, ${BENCH_VM_SECS} s per run after 1 s"
 	echo "of ramp) on the Linux kernel initiator: ib_iser for iSER, iscsi_tcp for TCP. One LUN backing:"
 	echo "a 256 MiB file of random data on the guest's tmpfs (tgtd rdwr, LIO fileio, gateway file"
-	echo "backstore), targets measured one after the other. Absolute figures under TCG emulation are"
-	echo "meaningless; the ratios are the point. Command: \`make bench\` (or"
-	echo "\`BENCH_VM_SECS=$BENCH_VM_SECS tests/bench/vm-iser.sh\`)."
+	echo "backstore). Every target runs at once with its session logged in; $BENCH_VM_ROUNDS rounds, each"
+	echo "row on every target in turn (order rotated per round). Figures: the median over the rounds;"
+	echo "ratios: the median of the ratios within a round, with their range. Absolute figures under"
+	echo "TCG emulation are meaningless; the ratios are the point. Command: \`make bench\` (or"
+	echo "\`BENCH_VM_SECS=$BENCH_VM_SECS BENCH_VM_ROUNDS=$BENCH_VM_ROUNDS tests/bench/vm-iser.sh\`)."
 	echo
 	cat "$TABLE"
 	[ -n "$notes" ] && echo && printf '%s' "$notes"

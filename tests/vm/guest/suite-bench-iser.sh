@@ -3,16 +3,21 @@
 # not part of `make test-vm`). One LUN backing (a file on the guest's tmpfs, filled with random
 # data) served in turn by each target, and one client: fio on the Linux kernel initiator
 # (ib_iser for iSER, iscsi_tcp for TCP), O_DIRECT, libaio, on the disk the login attached.
+# Every target runs at once, each with its session logged in, and the runs interleave: round
+# after round, each row on every target in turn (the order rotated each round), so a drift of
+# the emulated machine's speed hits them all alike and the host compares runs of one round.
 #
 #   targets: the gateway over iSER and over TCP, tgtd over iSER (--lld iser) and over TCP, LIO
 #            over iSER (ib_isert, set up through configfs)
-#   rows:    randread-4k-qd1, randread-4k-qd32 (IOPS), seqread-512k-qd8 (MiB/s)
+#   rows:    randread-4k-qd1, randread-4k-qd32, randwrite-4k-qd32 (IOPS), seqread-512k-qd8,
+#            seqwrite-512k-qd8 (MiB/s); reads move by RDMA Write, writes by RDMA Read
 #
-# Each measured row is a line "TARGET TRANSPORT ROW IOPS KIBPS" in $VM_SHARE/bench-iser.txt; a
-# target that cannot run writes "TARGET TRANSPORT - skip REASON". Soft-RoCE under TCG emulation
-# makes absolute figures meaningless: the host prints ratios.
+# Each measured run is a line "TARGET TRANSPORT ROW IOPS KIBPS ROUND" in
+# $VM_SHARE/bench-iser.txt; a target that cannot run writes "TARGET TRANSPORT - skip REASON".
+# Soft-RoCE under TCG emulation makes absolute figures meaningless: the host prints ratios.
 #
-# Settings: BENCH_VM_SECS (seconds per fio run, default 8), read from $VM_BUILD/bench-iser.env
+# Settings: BENCH_VM_SECS (seconds per fio run, default 5) and BENCH_VM_ROUNDS (3), read from
+# $VM_BUILD/bench-iser.env
 # when tests/bench/vm-iser.sh wrote one (the guest does not inherit the host's environment).
 # shellcheck source=tests/vm/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -21,10 +26,12 @@
 vm_begin bench-iser
 
 ADDR=10.200.7.1
-BENCH_VM_SECS=8
+BENCH_VM_SECS=5
+BENCH_VM_ROUNDS=3
 # shellcheck disable=SC1091
 [ -r "$VM_BUILD/bench-iser.env" ] && . "$VM_BUILD/bench-iser.env"
 SECS=$BENCH_VM_SECS
+ROUNDS=$BENCH_VM_ROUNDS
 OUT=$VM_SHARE/bench-iser.txt
 LUN=$VM_WORK/lun.img
 IQN_GW=iqn.2026-11.org.isergw:bench-gw
@@ -35,6 +42,8 @@ ROWS="
 randread-4k-qd1 randread 4k 1
 randread-4k-qd32 randread 4k 32
 seqread-512k-qd8 read 512k 8
+randwrite-4k-qd32 randwrite 4k 32
+seqwrite-512k-qd8 write 512k 8
 "
 : >"$OUT"
 
@@ -59,10 +68,11 @@ if ! run dd if=/dev/urandom of="$LUN" bs=4M count=64 status=none; then
 	vm_end
 fi
 
-# measure NAME TRANSPORT IQN PORTAL: logs in with the kernel initiator (iser or tcp), runs
-# every row with fio on the attached disk, logs out. The rows go to $OUT.
-measure() {
-	local name=$1 tr=$2 iqn=$3 portal=$4 iface=default dev row rw bs qd line iops kib
+# attach NAME TRANSPORT IQN PORTAL: logs in with the kernel initiator (iser or tcp) and records
+# the disk it attached in DISKS ("NAME|TRANSPORT|DEV|IQN|PORTAL" words); or writes the skip.
+DISKS=
+attach() {
+	local name=$1 tr=$2 iqn=$3 portal=$4 iface=default dev
 	[ "$tr" = iser ] && iface=iser
 	run iscsiadm -m node -o new -T "$iqn" -p "$portal" -I "$iface" >/dev/null
 	if ! VM_TMO=60 run iscsiadm -m node -T "$iqn" -p "$portal" -I "$iface" --login \
@@ -75,42 +85,48 @@ measure() {
 	if ! dev=$(vm_wait_disk "$iqn" 30); then
 		fail "$name-$tr/disk" "no disk attached within 30 s"
 		echo "$name $tr - skip no disk" >>"$OUT"
-	else
-		while read -r row rw bs qd; do
-			[ -n "$row" ] || continue
-			# Terse output v3: field 7 is the read bandwidth in KiB/s, field 8 the read IOPS.
-			line=$(VM_TMO=$((SECS + 60)) run fio --name="$row" --filename="/dev/$dev" \
-				--direct=1 --ioengine=libaio --rw="$rw" --bs="$bs" --iodepth="$qd" \
-				--runtime="$SECS" --time_based --ramp_time=1 --size=240M \
-				--output-format=terse --terse-version=3 2>"$VM_WORK/fio-$name-$tr-$row.err" |
-				tail -n 1)
-			iops=$(echo "$line" | cut -d';' -f8)
-			kib=$(echo "$line" | cut -d';' -f7)
-			if [ -n "$iops" ] && [ "${iops%%.*}" -gt 0 ] 2>/dev/null; then
-				echo "$name $tr $row ${iops%%.*} $kib" >>"$OUT"
-				pass "$name-$tr/$row" "$iops IOPS, $((kib / 1024)) MiB/s"
-			else
-				echo "$name $tr $row - -" >>"$OUT"
-				fail "$name-$tr/$row" "fio: $(tail -n 2 "$VM_WORK/fio-$name-$tr-$row.err")"
-			fi
-		done <<<"$ROWS"
+		detach "$iqn" "$portal"
+		return 1
 	fi
-	run iscsiadm -m node -T "$iqn" -p "$portal" --logout >/dev/null 2>&1
-	run iscsiadm -m node -o delete -T "$iqn" -p "$portal" >/dev/null 2>&1
-	return 0
+	DISKS="$DISKS $name|$tr|$dev|$iqn|$portal"
+}
+
+detach() {
+	run iscsiadm -m node -T "$1" -p "$2" --logout >/dev/null 2>&1
+	run iscsiadm -m node -o delete -T "$1" -p "$2" >/dev/null 2>&1
+}
+
+# fio_row NAME TRANSPORT DEV ROUND ROW RW BS QD: one fio run; its line goes to $OUT.
+fio_row() {
+	local name=$1 tr=$2 dev=$3 round=$4 row=$5 rw=$6 bs=$7 qd=$8 line iops kib
+	# Terse output v3: fields 7 and 8 are the read bandwidth in KiB/s and IOPS, 48 and 49
+	# the write ones; a row does one of the two, the other is 0.
+	line=$(VM_TMO=$((SECS + 60)) run fio --name="$row" --filename="/dev/$dev" \
+		--direct=1 --ioengine=libaio --rw="$rw" --bs="$bs" --iodepth="$qd" \
+		--runtime="$SECS" --time_based --ramp_time=1 --size=240M \
+		--output-format=terse --terse-version=3 </dev/null 2>"$VM_WORK/fio-$name-$tr-$row.err" |
+		tail -n 1)
+	iops=$(echo "$line" | awk -F';' '{ printf "%d", $8 + $49 }')
+	kib=$(echo "$line" | awk -F';' '{ printf "%d", $7 + $48 }')
+	if [ -n "$iops" ] && [ "${iops%%.*}" -gt 0 ] 2>/dev/null; then
+		echo "$name $tr $row ${iops%%.*} $kib $round" >>"$OUT"
+		echo "round $round: $name over $tr, $row: $iops IOPS, $((kib / 1024)) MiB/s"
+	else
+		echo "$name $tr $row - - $round" >>"$OUT"
+		fail "$name-$tr/$row-$round" "fio: $(tail -n 2 "$VM_WORK/fio-$name-$tr-$row.err")"
+	fi
 }
 
 # ---- tgtd: iSER on every RDMA address port 3260, TCP on ADDR:3262 -------------------------
 if check tgt-start vm_tgt_start "$IQN_TGT" "$LUN" "$ADDR:3262" "$VM_INITIATOR"; then
-	measure tgtd iser "$IQN_TGT" "$ADDR:3260"
+	attach tgtd iser "$IQN_TGT" "$ADDR:3260"
 	# tgt keeps each transport's targets apart: a second target, same file, for TCP.
 	if check tgt-tcp-target vm_tgt_add_tcp "$IQN_TGT-tcp" "$LUN"; then
-		measure tgtd tcp "$IQN_TGT-tcp" "$ADDR:3262"
+		attach tgtd tcp "$IQN_TGT-tcp" "$ADDR:3262"
 	fi
 else
 	echo "tgtd iser - skip tgtd did not start" >>"$OUT"
 fi
-vm_tgt_stop
 
 # ---- LIO over iSER: fileio backstore on the same file, ib_isert portal ADDR:3261 ----------
 LIO=/sys/kernel/config/target
@@ -144,24 +160,27 @@ lio_start() {
 	echo 1 >"$LIO_TPG/enable"
 }
 if check lio-start lio_start; then
-	measure lio iser "$IQN_LIO" "$ADDR:3261"
+	attach lio iser "$IQN_LIO" "$ADDR:3261"
 else
 	echo "lio iser - skip LIO with ib_isert could not be set up" >>"$OUT"
 fi
-lio_stop
 
 # ---- the gateway: TCP on ADDR:3263, iSER on ADDR:3264 --------------------------------------
+# Two targets on the same file, one per portal: both sessions are logged in at once, and a
+# disk is found by its target's name.
+gw_target() {
+	printf '{ "name": "%s", "tpgt": 1, "portals": ["%s"], "allow_any_initiator": true,
+	  "luns": [ { "lun": 0, "product": "bench", "write_cache": true,
+	  "backstore": { "type": "file", "path": "%s", "block_size": 512 } } ] }' "$1" "$2" "$LUN"
+}
 cat >"$VM_WORK/isergwd.json" <<JSON
 { "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$ADDR", "port": 3263 },
                { "name": "iser0", "transport": "iser", "address": "$ADDR", "port": 3264 } ],
-  "targets": [ { "name": "$IQN_GW", "tpgt": 1, "portals": ["tcp0", "iser0"],
-    "allow_any_initiator": true,
-    "luns": [ { "lun": 0, "product": "bench", "write_cache": true,
-      "backstore": { "type": "file", "path": "$LUN", "block_size": 512 } } ] } ] }
+  "targets": [ $(gw_target "$IQN_GW" iser0), $(gw_target "$IQN_GW-tcp" tcp0) ] }
 JSON
 GW_LOG=$VM_WORK/isergwd.log
 if check gateway-start vm_gw_start "$VM_WORK/isergwd.json" "$GW_LOG" "$ADDR" 3263; then
-	measure isergwd tcp "$IQN_GW" "$ADDR:3263"
+	attach isergwd tcp "$IQN_GW-tcp" "$ADDR:3263"
 	# An iSER portal may come up a moment after the TCP one (it follows the RDMA device).
 	for _ in $(seq 1 50); do
 		grep -q "$ADDR:3264 (iser)" "$GW_LOG" && break
@@ -169,15 +188,38 @@ if check gateway-start vm_gw_start "$VM_WORK/isergwd.json" "$GW_LOG" "$ADDR" 326
 		sleep 0.2
 	done
 	if grep -q "$ADDR:3264 (iser)" "$GW_LOG"; then
-		measure isergwd iser "$IQN_GW" "$ADDR:3264"
+		attach isergwd iser "$IQN_GW" "$ADDR:3264"
 	else
 		why=$(grep -m1 'portal iser0' "$GW_LOG" | cut -c1-160)
 		skip isergwd-iser "no iser datamover: ${why:-no iSER portal in the log}"
 		echo "isergwd iser - skip no iser datamover" >>"$OUT"
 	fi
-	vm_gw_stop || fail gateway-stop "$VM_GW_STOP"
 else
 	echo "isergwd tcp - skip the gateway did not start" >>"$OUT"
 fi
+
+# ---- the runs: ROUNDS rounds, each row on every attached disk, the order rotated ----------
+# shellcheck disable=SC2086 # one word per disk
+set -- $DISKS
+n=$#
+for round in $(seq 1 "$ROUNDS"); do
+	while read -r row rw bs qd; do
+		[ -n "$row" ] || continue
+		for k in $(seq 0 $((n - 1))); do
+			idx=$(((k + round - 1) % n + 1))
+			IFS="|" read -r name tr dev _ _ <<<"${!idx}"
+			fio_row "$name" "$tr" "$dev" "$round" "$row" "$rw" "$bs" "$qd"
+		done
+	done <<<"$ROWS"
+done
+for d in $DISKS; do
+	IFS="|" read -r name tr _ iqn portal <<<"$d"
+	detach "$iqn" "$portal"
+	pass "$name-$tr" "$(awk -v t="$name" -v tr="$tr" '$1 == t && $2 == tr && $4 != "-"' "$OUT" |
+		wc -l) runs measured"
+done
+[ -n "$VM_GW_PID" ] && { vm_gw_stop || fail gateway-stop "$VM_GW_STOP"; }
+lio_stop
+vm_tgt_stop
 cat "$OUT"
 vm_end
