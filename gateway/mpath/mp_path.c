@@ -177,13 +177,21 @@ int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
 	tmp = iscsi_create_context(ini);
 	if (!tmp)
 		return -ENOMEM;
+	/* What is logged and shown of the URL: without a CHAP password (that stays in p->chap). */
+	p->url = mp_url_strip(pc->url);
 	u = iscsi_parse_full_url(tmp, pc->url);
 	if (!u) {
-		gw_errlist_add(errs, field, "%s: %s", pc->url, iscsi_get_error(tmp));
+		const char *why = iscsi_get_error(tmp);
+
+		/* libiscsi quotes the URL it refused, password and all. */
+		if (!p->url || (strcmp(p->url, pc->url) && strstr(why, pc->url)))
+			why = "not an iSCSI URL (iscsi://[user%password@]host[:port]/target/lun)";
+		gw_errlist_add(errs, field, "%s: %s", p->url ? p->url : "URL", why);
 		iscsi_destroy_context(tmp);
+		free(p->url);
+		p->url = NULL;
 		return -EINVAL;
 	}
-	p->url = strdup(pc->url);
 	p->portal = strdup(u->portal);
 	p->target = strdup(u->target);
 	p->initiator = strdup(ini);
@@ -194,7 +202,7 @@ int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
 		p->max_inflight = MP_ISER_MAX_INFLIGHT;
 		rc = gw_notify_init(&p->job_done, lun->loop, mp_iser_job_done_fn);
 		if (rc < 0) {
-			gw_errlist_add(errs, field, "%s: no eventfd for the iSER connect", pc->url);
+			gw_errlist_add(errs, field, "%s: no eventfd for the iSER connect", p->url);
 			iscsi_destroy_url(u);
 			iscsi_destroy_context(tmp);
 			mp_path_fini(p);
@@ -1216,23 +1224,29 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 }
 
 /* libiscsi URLs may carry "user%password@": status and metrics show the user only. */
-json_t *mp_url_public(const char *url)
+char *mp_url_strip(const char *url)
 {
 	const char *host = strstr(url, "://"), *at, *slash, *pct;
 	char *s;
-	json_t *j;
 
 	if (!host)
-		return json_string(url);
+		return strdup(url);
 	host += 3;
 	slash = strchr(host, '/');
 	at = memchr(host, '@', slash ? (size_t)(slash - host) : strlen(host));
 	pct = at ? memchr(host, '%', (size_t)(at - host)) : NULL;
 	if (!pct)
-		return json_string(url);
+		return strdup(url);
 	if (asprintf(&s, "%.*s%s", (int)(pct - url), url, at) < 0)
 		return NULL;
-	j = json_string(s);
+	return s;
+}
+
+json_t *mp_url_public(const char *url)
+{
+	char *s = mp_url_strip(url);
+	json_t *j = s ? json_string(s) : NULL;
+
 	free(s);
 	return j;
 }

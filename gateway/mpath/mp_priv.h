@@ -58,7 +58,7 @@ enum mp_probe_step {
 struct mp_path {
 	struct mp_lun *lun;
 	unsigned int idx;		/* configuration order */
-	char *url;
+	char *url;			/* as configured, less any CHAP password: for logs */
 	char *portal;
 	char *target;
 	int lun_nr;
@@ -211,6 +211,8 @@ void mp_path_fail(struct mp_path *p, const char *fmt, ...) __attribute__((format
 int mp_path_send(struct mp_path *p, struct mp_io *io);
 json_t *mp_path_status(const struct mp_path *p, uint64_t now_ms);
 json_t *mp_url_public(const char *url);
+/* url without the CHAP password of its user%password@ part (malloc'd; NULL without memory). */
+char *mp_url_strip(const char *url);
 
 /* mp_lun.c, for the paths */
 void mp_lun_path_changed(struct mp_lun *lun, struct mp_path *p);
