@@ -529,23 +529,5 @@ target_stop() {
 # gw_ctl SOCKET JSON: one request on the gateway's control socket (docs/CONTROL.md); prints the
 # reply line. Exit 1 when the socket does not answer within 5 s.
 gw_ctl() {
-	python3 - "$1" "$2" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(5)
-try:
-    s.connect(sys.argv[1])
-    s.sendall(sys.argv[2].encode() + b"\n")
-    buf = b""
-    while not buf.endswith(b"\n"):
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-except OSError as e:
-    sys.stderr.write("gw_ctl: %s: %s\n" % (sys.argv[1], e))
-    sys.exit(1)
-sys.stdout.write(buf.decode())
-sys.exit(0 if buf else 1)
-PY
+	python3 "$T_ROOT/tests/lib/gw_ctl.py" "$1" "$2"
 }

@@ -14,6 +14,7 @@ set -u
 export LC_ALL=C
 VM_SHARE=${VM_SHARE:-/vmshare}
 VM_BUILD=${VM_BUILD:-/work/main/build}
+VM_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VM_RESULTS=$VM_SHARE/results
 VM_SUITE=
 VM_WORK=
@@ -310,20 +311,7 @@ vm_gw_start() {
 
 # vm_ctl_state: the gateway's control-socket "state" reply (JSON) on stdout; the socket is $SOCK.
 vm_ctl_state() {
-	python3 - "$SOCK" <<'EOF'
-import socket, sys
-c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-c.settimeout(5)
-c.connect(sys.argv[1])
-c.sendall(b'{"op":"state"}\n')
-buf = b''
-while not buf.endswith(b'\n'):
-    d = c.recv(65536)
-    if not d:
-        break
-    buf += d
-sys.stdout.write(buf.decode())
-EOF
+	python3 "$VM_LIB_DIR/../../lib/gw_ctl.py" "$SOCK" '{"op":"state"}'
 }
 
 # gw_state EXPR: a python expression over the gateway's state (`s`), the portal named
