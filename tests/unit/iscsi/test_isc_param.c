@@ -507,11 +507,12 @@ Test(param, iser_keys_with_rdma)
 /* RFC 7145 §6.3: TargetRecvDataSegmentLength is what the target can take in one control-type
  * PDU, so it never exceeds the datamover's receive buffers, whether the initiator offers a
  * value (Minimum) or the target declares it unasked before Full Feature Phase. */
-static void t_open_iser(struct t *t, uint32_t tp_max)
+static void t_open_iser(struct t *t, uint32_t tp_max, uint32_t tp_unexpected)
 {
 	struct isc_neg_init in = {
 		.conf = &t->conf, .target_alias = "demo", .tpgt = 1, .leading = true,
 		.transport_caps = ISC_TRANSPORT_RDMA, .transport_max_recv_dsl = tp_max,
+		.transport_max_unexpected = tp_unexpected,
 	};
 
 	cr_assert_eq(isc_neg_create(&in, &t->n), 0);
@@ -523,7 +524,7 @@ Test(param, iser_target_recv_dsl_within_transport_buffers)
 	struct t t;
 
 	conf_defaults(&t.conf);
-	t_open_iser(&t, 8192);
+	t_open_iser(&t, 8192, 0);
 	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
 			 "TargetRecvDataSegmentLength=262144"), 0);
 	assert_ans(&t, "TargetRecvDataSegmentLength", "8192");
@@ -534,7 +535,7 @@ Test(param, iser_target_recv_dsl_within_transport_buffers)
 
 	/* Not offered: declared at the transition, within the buffers too. */
 	conf_defaults(&t.conf);
-	t_open_iser(&t, 8192);
+	t_open_iser(&t, 8192, 0);
 	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes"), 0);
 	cr_assert_eq(transit(&t, ISC_STAGE_OPERATIONAL, ISC_STAGE_FFP), 1);
 	assert_ans(&t, "TargetRecvDataSegmentLength", "8192");
@@ -543,21 +544,21 @@ Test(param, iser_target_recv_dsl_within_transport_buffers)
 
 	/* A smaller initiator offer wins (Minimum); no transport limit leaves the target's. */
 	conf_defaults(&t.conf);
-	t_open_iser(&t, 0);
+	t_open_iser(&t, 0, 0);
 	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
 			 "TargetRecvDataSegmentLength=4096"), 0);
 	assert_ans(&t, "TargetRecvDataSegmentLength", "4096");
 	t_close(&t);
 }
 
-/* RFC 7145 §6.5: MaxOutstandingUnexpectedPDUs is 0 (no limit) or 2..2^32-1; the target sets
- * no limit of its own, so the initiator's value stands. */
+/* RFC 7145 §6.5: MaxOutstandingUnexpectedPDUs is 0 (no limit) or 2..2^32-1; over a transport
+ * that sets no limit of its own, the initiator's value stands. */
 Test(param, iser_max_outstanding_unexpected_pdus_range)
 {
 	struct t t;
 
 	conf_defaults(&t.conf);
-	t_open_iser(&t, 8192);
+	t_open_iser(&t, 8192, 0);
 	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
 			 "MaxOutstandingUnexpectedPDUs=1\0InitialR2T=No"), 0);
 	assert_ans(&t, "MaxOutstandingUnexpectedPDUs", "Reject");
@@ -566,7 +567,7 @@ Test(param, iser_max_outstanding_unexpected_pdus_range)
 	t_close(&t);
 
 	conf_defaults(&t.conf);
-	t_open_iser(&t, 8192);
+	t_open_iser(&t, 8192, 0);
 	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
 			 "MaxOutstandingUnexpectedPDUs=0\0InitiatorRecvDataSegmentLength=512"), 0);
 	assert_ans(&t, "MaxOutstandingUnexpectedPDUs", "0");
@@ -575,7 +576,7 @@ Test(param, iser_max_outstanding_unexpected_pdus_range)
 	t_close(&t);
 
 	conf_defaults(&t.conf);
-	t_open_iser(&t, 8192);
+	t_open_iser(&t, 8192, 0);
 	cr_assert_eq(REQ(&t, ISC_STAGE_OPERATIONAL, LOGIN1 "RDMAExtensions=Yes\0"
 			 "MaxOutstandingUnexpectedPDUs=4294967295"), 0);
 	assert_ans(&t, "MaxOutstandingUnexpectedPDUs", "4294967295");
@@ -596,18 +597,12 @@ Test(param, iser_max_outstanding_unexpected_pdus_is_the_receive_capacity)
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct t t;
-		struct isc_neg_init in = {
-			.conf = &t.conf, .target_alias = "demo", .tpgt = 1, .leading = true,
-			.transport_caps = ISC_TRANSPORT_RDMA, .transport_max_recv_dsl = 8192,
-			.transport_max_unexpected = 144,
-		};
 		static const char head[] = LOGIN1 "RDMAExtensions=Yes";
 		char buf[256];
 		size_t n = sizeof(head);	/* with its NUL: the separator */
 
 		conf_defaults(&t.conf);
-		cr_assert_eq(isc_neg_create(&in, &t.n), 0);
-		isc_kvlist_init(&t.ans);
+		t_open_iser(&t, 8192, 144);
 		memcpy(buf, head, n);
 		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s", cases[i].offer);
 		cr_assert_eq(req(&t, ISC_STAGE_OPERATIONAL, buf, n), 0, "%s", cases[i].offer);

@@ -284,6 +284,34 @@ vm_io_check() {
 	cmp "$VM_WORK/pattern" "$VM_WORK/readback"
 }
 
+# vm_fs_workflow DEV: what a host does with a new disk: ext4 on /dev/DEV, files of 4 KiB,
+# 1 MiB, 24 MiB and 64 small odd sizes, checksums, unmount; then, with the page cache and the
+# device's buffers dropped so nothing comes from memory, mount again and verify every file.
+vm_fs_workflow() {
+	local dev=/dev/$1 mnt=$VM_WORK/mnt f
+	mkdir -p "$mnt"
+	run mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=1 "$dev" || return 1
+	run mount "$dev" "$mnt" || return 1
+	mkdir -p "$mnt/data/small"
+	head -c 4096 /dev/urandom >"$mnt/data/f4k"
+	head -c 1M /dev/urandom >"$mnt/data/f1m"
+	head -c 24M /dev/urandom >"$mnt/data/f24m"
+	for f in $(seq 1 64); do
+		head -c $((f * 521)) /dev/urandom >"$mnt/data/small/$f"
+	done
+	(cd "$mnt" && find data -type f | sort | xargs sha256sum) >"$VM_WORK/sums"
+	sync
+	run umount "$mnt" || return 1
+	echo 3 >/proc/sys/vm/drop_caches
+	blockdev --flushbufs "$dev"
+	run mount "$dev" "$mnt" || return 1
+	if ! (cd "$mnt" && sha256sum --quiet -c "$VM_WORK/sums"); then
+		umount "$mnt"
+		return 1
+	fi
+	run umount "$mnt"
+}
+
 # ---- the gateway --------------------------------------------------------------------------
 
 VM_GW_PID=

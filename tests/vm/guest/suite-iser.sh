@@ -186,32 +186,6 @@ logout() {
 	VM_TMO=40 run iscsiadm -m node -T "$1" -p "$PORTAL" -I iser --logout
 }
 
-fs_workflow() {
-	local dev=/dev/$1 mnt=$VM_WORK/mnt f
-	mkdir -p "$mnt"
-	run mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=1 "$dev" || return 1
-	run mount "$dev" "$mnt" || return 1
-	mkdir -p "$mnt/data/small"
-	head -c 4096 /dev/urandom >"$mnt/data/f4k"
-	head -c 1M /dev/urandom >"$mnt/data/f1m"
-	head -c 24M /dev/urandom >"$mnt/data/f24m"
-	for f in $(seq 1 48); do
-		head -c $((f * 521)) /dev/urandom >"$mnt/data/small/$f"
-	done
-	(cd "$mnt" && find data -type f | sort | xargs sha256sum) >"$VM_WORK/sums"
-	sync
-	run umount "$mnt" || return 1
-	# Nothing may come from memory: the files are read back through the gateway.
-	echo 3 >/proc/sys/vm/drop_caches
-	blockdev --flushbufs "$dev"
-	run mount "$dev" "$mnt" || return 1
-	if ! (cd "$mnt" && sha256sum --quiet -c "$VM_WORK/sums"); then
-		umount "$mnt"
-		return 1
-	fi
-	run umount "$mnt"
-}
-
 # sizes_check DEV: a direct write and read-back of every power of two from 512 B to 4 MiB, then
 # of the largest command the initiator sends (max_hw_sectors_kb: ib_iser on rxe stops at
 # 2044 KiB, eight registered 256 KiB chunks), each compared byte for byte. That largest write
@@ -274,7 +248,7 @@ if login "$T_PLAIN" >"$VM_WORK/login-plain.out" 2>&1; then
 				fail kernel/backing-file "the backing file differs from what was written"
 			fi
 		fi
-		check kernel/filesystem fs_workflow "$dev"
+		check kernel/filesystem vm_fs_workflow "$dev"
 		window=$(gw_state '[x["queue_depth"] for x in s["sessions"] if x.get("target") == "'"$T_PLAIN"'"]' 2>&1)
 		if [ "$window" = "[144]" ]; then
 			pass kernel/window "queue_depth 1024, command window $window: $(grep -m1 'command window' "$VM_WORK/isergwd.log")"

@@ -108,33 +108,6 @@ logout() {
 
 # ---- no authentication: the whole host workflow -------------------------------------------
 
-fs_workflow() {
-	local dev=/dev/$1 mnt=$VM_WORK/mnt f
-	mkdir -p "$mnt"
-	run mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=1 "$dev" || return 1
-	run mount "$dev" "$mnt" || return 1
-	mkdir -p "$mnt/data/small"
-	head -c 4096 /dev/urandom >"$mnt/data/f4k"
-	head -c 1M /dev/urandom >"$mnt/data/f1m"
-	head -c 24M /dev/urandom >"$mnt/data/f24m"
-	for f in $(seq 1 64); do
-		head -c $((f * 521)) /dev/urandom >"$mnt/data/small/$f"
-	done
-	(cd "$mnt" && find data -type f | sort | xargs sha256sum) >"$VM_WORK/sums"
-	sync
-	run umount "$mnt" || return 1
-	# Nothing of the files may come from memory: drop the page cache and the block device's
-	# buffers, then read them back through the gateway.
-	echo 3 >/proc/sys/vm/drop_caches
-	blockdev --flushbufs "$dev"
-	run mount "$dev" "$mnt" || return 1
-	if ! (cd "$mnt" && sha256sum --quiet -c "$VM_WORK/sums"); then
-		umount "$mnt"
-		return 1
-	fi
-	run umount "$mnt"
-}
-
 if login "$T_PLAIN" >"$VM_WORK/login-plain.out" 2>&1; then
 	pass login "$(grep -m1 successful "$VM_WORK/login-plain.out")"
 	if dev=$(vm_wait_disk "$T_PLAIN" 30); then
@@ -145,7 +118,7 @@ if login "$T_PLAIN" >"$VM_WORK/login-plain.out" 2>&1; then
 			fail disk "/dev/$dev is $size bytes, the LUN has $((256 << 20))"
 		fi
 		check direct-io vm_io_check "/dev/$dev" 8
-		check filesystem fs_workflow "$dev"
+		check filesystem vm_fs_workflow "$dev"
 	else
 		fail disk "no disk attached within 30 s: $(iscsiadm -m session -P3 2>&1 | tail -n 4)"
 	fi
