@@ -38,7 +38,7 @@ PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
 
-INCLUDES := -Ilib -Igateway -Igateway/iscsi -Igateway/dmv -Igateway/scsi -Igateway/bs \
+INCLUDES := -Ilib -Igateway -Igateway/pdu -Igateway/iscsi -Igateway/dmv -Igateway/scsi -Igateway/bs \
 	-Igateway/mpath -Igateway/net -Igateway/ctl -Iagent
 
 CFLAGS := -std=gnu11 $(OPT) $(WARN) $(FORTIFY) -fstack-protector-strong -D_GNU_SOURCE \

@@ -5,7 +5,8 @@
  * sessions (one I_T nexus each), connections and tasks. It sits between a datamover
  * (gateway/dmv/dmv.h, which it never asks the kind of) and the SCSI core (gateway/scsi/scsi.h).
  *
- * Files: isc_pdu.c (PDU layout), isc_conn.c (connection state, dispatch, sending),
+ * The PDU type and its pool are gateway/pdu/isc_pdu.h, shared with the datamovers.
+ * Files: isc_conn.c (connection state, dispatch, sending),
  * isc_login.c (login phase), isc_text.c (Text / SendTargets), isc_session.c (sessions, CmdSN
  * window and ordering), isc_scsi.c (SCSI commands and data), isc_tmf.c (task management),
  * isc_nop.c (NOP, logout, async messages), isc_target.c (configuration and the isc_gw object),

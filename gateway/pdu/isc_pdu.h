@@ -6,6 +6,10 @@
  * data buffer is kept when the PDU goes back to the pool, so a warm connection allocates
  * nothing per PDU. Validation of received headers lives here too, so the transports and the
  * iSCSI layer agree on what is malformed.
+ *
+ * Its own module (gateway/pdu/) below both the datamovers and the iSCSI engine, so neither
+ * includes the other to get the type they pass between them. The isc_pdu_ prefix is kept: it
+ * is the iSCSI PDU, and every caller names it so.
  */
 #ifndef ISC_PDU_H
 #define ISC_PDU_H
