@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ctl_config.h"
+#include "ctl_gw.h"
 #include "ctl_sock.h"
 #include "gw_log.h"
 #include "gw_loop.h"
@@ -160,7 +161,7 @@ int main(int argc, char **argv)
 	}
 	if (gw_signal_init(&sig, &loop, sigs, 2, on_signal) == 0)
 		sig_on = true;
-	r = isc_gw_create(&loop, cfg.isc, &gw, &errs);
+	r = ctl_gw_create(&loop, cfg.isc, &gw, &errs);
 	cfg.isc = NULL;		/* the gw owns it now, on success and failure */
 	/* The control socket starts once the gateway serves; keep what it needs. */
 	if (!r)
@@ -178,16 +179,16 @@ int main(int argc, char **argv)
 	/* Remote backstores log in in parallel; READY=1 waits until each has a path or has
 	 * spent its login budget (login_timeout x initial_login_retry_max), never longer.
 	 * LUNs still without a path answer NOT READY and keep logging in. */
-	if (!isc_gw_settled(gw)) {
+	if (!ctl_gw_settled(gw)) {
 		uint64_t t0 = gw_now_ms();
 
 		sd_notify(0, "STATUS=logging in to back ends");
-		while (!isc_gw_settled(gw) && !loop.stopping)
+		while (!ctl_gw_settled(gw) && !loop.stopping)
 			gw_loop_run_once(&loop, 100);
 		gw_info("main", "back ends settled in %llu ms",
 			(unsigned long long)(gw_now_ms() - t0));
 	}
-	r = isc_gw_listen(gw);
+	r = ctl_gw_listen(gw);
 	if (r)
 		goto out_gw;
 	if (ctl_path || ctl_conf_path) {
@@ -207,7 +208,7 @@ out_gw:
 	/* No reconfiguration while draining. */
 	ctl_sock_destroy(ctl);
 	isc_gw_stop(gw);
-	isc_gw_bs_shutdown(gw);
+	ctl_gw_bs_shutdown(gw);
 	/* Drain: commands still in the backstores complete and their sessions go away. */
 	deadline = gw_now_ms() + DRAIN_MAX_MS;
 	while (!isc_gw_idle(gw) && gw_now_ms() < deadline)

@@ -23,7 +23,7 @@ extern const struct gw_conf_key ctl_gateway_conf_keys[];
 
 struct ctl_config {
 	struct ctl_gateway_conf gateway;
-	struct isc_gw_conf *isc;	/* heap; hand it to isc_gw_create */
+	struct isc_gw_conf *isc;	/* heap; hand it to ctl_gw_create */
 };
 
 /* Parses and checks root. On error errs holds every problem and *cfg is freed. 0 or -EINVAL

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ctl_gw.h"
 #include "ctl_sock.h"
 #include "gw_buf.h"
 #include "gw_log.h"
@@ -131,7 +132,7 @@ static json_t *fail(const char *code, const char *fmt, ...)
  * so clients can show a session on one line. */
 static json_t *state_json(struct ctl_sock *cs)
 {
-	json_t *st = isc_gw_state(cs->gw), *s;
+	json_t *st = ctl_gw_state(cs->gw), *s;
 	size_t i;
 
 	if (!st)
@@ -183,7 +184,7 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 		gw_errlist_fini(&errs);
 		return reply;
 	}
-	r = isc_gw_apply(cs->gw, c.isc, &errs);
+	r = ctl_gw_apply(cs->gw, c.isc, &errs);
 	c.isc = NULL;		/* the gateway owns it now, on success and failure */
 	if (r) {
 		if (!errs.n)

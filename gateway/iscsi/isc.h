@@ -9,8 +9,12 @@
  * Files: isc_conn.c (connection state, dispatch, sending),
  * isc_login.c (login phase), isc_text.c (Text / SendTargets), isc_session.c (sessions, CmdSN
  * window and ordering), isc_scsi.c (SCSI commands and data), isc_tmf.c (task management),
- * isc_nop.c (NOP, logout, async messages), isc_target.c (configuration and the isc_gw object),
- * isc_apply.c (live configuration changes and live state, for the control socket).
+ * isc_nop.c (NOP, logout, async messages), isc_target.c (configuration, targets, portals and
+ * the isc_gw object), isc_state.c (the sessions' live state).
+ *
+ * It is composed by gateway/ctl/ (ctl_gw.h): ctl builds the SCSI devices and their backstores,
+ * hands each target its device, opens the portals, applies live changes and reports state. The
+ * iSCSI layer never opens or closes a backstore itself.
  */
 #ifndef ISC_H
 #define ISC_H
@@ -106,8 +110,6 @@ extern const struct gw_conf_key isc_initiator_conf_keys[];	/* "name"; "chap" nes
 extern const struct gw_conf_key isc_target_conf_keys[];	/* nested keys: the caller's */
 extern const struct gw_conf_key isc_discovery_conf_keys[];	/* "auth"; "chap" nested */
 extern const struct gw_conf_key isc_group_conf_keys[];		/* cluster.groups[] */
-/* Every target's SCSI device gets the cluster's groups (no-op without a cluster). */
-int isc_target_set_groups(struct isc_target *t, const struct isc_gw_conf *c);
 
 /* The nested keys of a target object (the caller walks them). */
 extern const char *const isc_target_nested_keys[];
@@ -140,15 +142,12 @@ struct isc_lun_stats {
 	struct gw_hist read_lat, write_lat;
 };
 
-/* A LUN removal waiting for its commands to drain, and what replaces it (if anything). */
-struct isc_lun_pending {
+/* A LUN new commands must not reach: its removal waits for the commands in flight to drain.
+ * The owner (ctl) embeds it in its own record, links it and unlinks it. */
+struct isc_lun_block {
 	struct gw_list node;		/* in target->pending_luns */
 	uint64_t lun;
-	struct bs *bs;			/* replacement backstore, NULL: plain removal */
-	struct scsi_lu_conf lu;		/* replacement LU settings (owned) */
 };
-
-struct isc_conf_hold;
 
 struct isc_target {
 	struct gw_list node;		/* in gw->targets, or gw->dying_targets once removed */
@@ -159,9 +158,12 @@ struct isc_target {
 	struct gw_list sessions;	/* struct isc_session.tnode */
 	struct isc_lun_stats *stats;
 	size_t nstats;
-	struct gw_list pending_luns;	/* struct isc_lun_pending */
+	struct gw_list pending_luns;	/* struct isc_lun_block */
 	bool removing;			/* out of the configuration, sessions draining */
-	struct isc_conf_hold *hold;	/* the old configuration a removed target still uses */
+	/* Set by the owner (ctl): called first by isc_target_destroy, to free what the owner hung
+	 * on the target (pending LUN records, owner_data). */
+	void (*release)(struct isc_target *t);
+	void *owner_data;		/* ctl: the old configuration a removed target still uses */
 };
 
 enum isc_task_kind {
@@ -315,7 +317,7 @@ struct isc_gw {
 	bool stopping;
 	unsigned int nconns;
 	struct gw_list dying_targets;	/* removed targets whose sessions still drain */
-	struct gw_timer lun_timer;	/* retries LUN removals that met commands in flight */
+	struct gw_timer lun_timer;	/* ctl: retries LUN removals that met commands in flight */
 	bool lun_timer_on;
 	/* Command data buffers (in tasks and in the task cache) against their budget. */
 	uint64_t data_mem, data_mem_max;
@@ -323,60 +325,46 @@ struct isc_gw {
 };
 
 /* isc_target.c: the gateway object */
-/* Builds targets (SCSI devices, LUs, ports) from conf, which the gw takes over (also on error).
- * Does not listen yet. errs gets what failed, by key path. */
-int isc_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw **out,
-		  struct gw_errlist *errs);
-/* Opens every portal; logs "listening on ADDR (tcp)" per portal. 0 or the first -errno. */
-int isc_gw_listen(struct isc_gw *gw);
+/* An empty gateway object over conf, which it takes over on success (freed at destroy). No
+ * portal or target yet: ctl_gw_create adds them. NULL on ENOMEM. */
+struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf);
 /* Stops accepting and closes every connection; sessions go away as their tasks drain. */
 void isc_gw_stop(struct isc_gw *gw);
 /* True when no session, connection or task is left. */
 bool isc_gw_idle(const struct isc_gw *gw);
-/* Start-up: every remote backstore has a path or spent its initial login budget (bounded by
- * login_timeout x initial_login_retry_max), so main() can wait for it before READY=1. */
-bool isc_gw_settled(const struct isc_gw *gw);
-/* Shutdown: remote backstores stop queueing and fail what is still in flight after their
- * drain_timeout_ms, so the drain below never waits on a dead back end. */
-void isc_gw_bs_shutdown(struct isc_gw *gw);
+/* Frees the gateway: its targets (live and dying), portals, task cache, PDUs and conf. */
 void isc_gw_destroy(struct isc_gw *gw);
-/* Builds a target from tc (LUs included) without linking it; *out is set even on error (then
- * isc_target_destroy it). errs entries are named "targets[idx]...". */
-int isc_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
-		   struct gw_errlist *errs, struct isc_target **out);
-/* bs_create / scsi_dev_add_lu with their errors filed under path (a key path prefix). */
-int isc_bs_open(struct gw_loop *loop, const struct bs_conf *conf, const char *path,
-		struct gw_errlist *errs, struct bs **out);
-int isc_lu_add(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struct bs *bs,
-	       const char *path, struct gw_errlist *errs);
-/* Frees a target (sessions gone, commands drained). */
+/* A portal object for conf (not linked, no datamover yet). NULL on ENOMEM. */
+struct isc_portal *isc_portal_new(struct isc_gw *gw, struct isc_portal_conf *conf);
+/* Takes a portal out: its connections closed, its listener destroyed, the object freed. */
+void isc_portal_remove(struct isc_portal *p);
+/* A target object for tc (not linked, no SCSI device yet: the caller sets t->dev, t->port and
+ * the device's event callback isc_target_scsi_event). NULL on ENOMEM. */
+struct isc_target *isc_target_alloc(struct isc_gw *gw, struct isc_target_conf *tc);
+/* Frees a target (sessions gone, commands drained): release, then its SCSI device. */
 void isc_target_destroy(struct isc_target *t);
+/* Takes a target out of service: logins to it closed, then destroyed now if it has no session,
+ * else moved to gw->dying_targets and destroyed when its last session ends. */
+void isc_target_retire(struct isc_target *t);
+/* Closes the sessions of initiators the target's (new) ACL no longer admits. */
+void isc_target_enforce_acl(struct isc_target *t);
 struct isc_lun_stats *isc_target_lun_stats(struct isc_target *t, uint64_t lun);
-
-/* isc_apply.c: live changes, for the control socket */
-/*
- * Makes the running gateway match conf (checked already: ctl_config_parse), changing only what
- * differs: portals, targets, their ACL/CHAP/params (for new logins), LUNs. New backstores and
- * portals are opened first; if one fails nothing changes and errs says why (-EINVAL). Sessions
- * of removed targets, of initiators no longer admitted and of removed portals are closed; a
- * removed LUN with commands in flight goes once they drain (new commands to it get LOGICAL UNIT
- * NOT SUPPORTED meanwhile). Takes conf over in every case. 0 or -errno.
- */
-int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *conf, struct gw_errlist *errs);
-/* Live state: portals, targets with per-LUN counters, sessions with connections (new ref). */
-json_t *isc_gw_state(struct isc_gw *gw);
-/* Closes the session with this TSIH. 0 or -ENOENT. */
-int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih);
 /* True while a removal of (target, lun) waits for commands to drain. */
 bool isc_target_lun_blocked(const struct isc_target *t, uint64_t lun);
-/* Frees what isc_gw_apply left pending on a target (at destroy). */
-void isc_target_pending_free(struct isc_target *t);
 struct isc_target *isc_gw_find_target(struct isc_gw *gw, const char *name);
 /* Whether the target serves on portal p, and its TPGT. */
 bool isc_target_on_portal(const struct isc_target *t, const struct isc_portal *p);
 /* Initiator admission: 0 allowed; *chap gets the CHAP credentials (NULL: none). -EACCES. */
 int isc_target_admit(const struct isc_target *t, const char *initiator,
 		     const struct isc_chap_conf **chap);
+/* Closes the session with this TSIH. 0 or -ENOENT. */
+int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih);
+
+/* isc_state.c: live state of the iSCSI objects (the control socket's "state") */
+/* Every session with its connections (new reference, an array). */
+json_t *isc_gw_sessions_state(const struct isc_gw *gw);
+/* Sessions on target t. */
+unsigned int isc_target_nsessions(const struct isc_target *t);
 
 /* isc_conn.c */
 void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc);

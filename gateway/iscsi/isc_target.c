@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Targets, portals and the isc_gw object that owns the iSCSI side of the gateway: the keyword
- * tables for their configuration, the cross-object checks, and building the runtime objects
- * (a SCSI device per target, a target port per portal group, LUs from their backstores).
+ * tables for their configuration, the cross-object checks, and the runtime objects' life cycle.
+ * Building them from a configuration (SCSI devices, LUs, backstores) is gateway/ctl/'s job.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -355,147 +355,120 @@ struct isc_lun_stats *isc_target_lun_stats(struct isc_target *t, uint64_t lun)
 void isc_target_destroy(struct isc_target *t)
 {
 	gw_list_del(&t->node);
-	isc_target_pending_free(t);
+	if (t->release)
+		t->release(t);
 	if (t->dev)
 		scsi_dev_destroy(t->dev);
 	free(t->stats);
 	free(t);
 }
 
-/* Moves the errors of a lower layer, which names fields relative to its own object, into errs
- * under path ("targets[0].luns[1].backstore" + ".path"). */
-static void isc_errs_prefix(struct gw_errlist *errs, const struct gw_errlist *sub, const char *path)
-{
-	char field[256];
-	size_t i;
-
-	for (i = 0; i < sub->n; i++) {
-		if (sub->v[i].field && *sub->v[i].field)
-			snprintf(field, sizeof(field), "%s.%s", path, sub->v[i].field);
-		else
-			snprintf(field, sizeof(field), "%s", path);
-		gw_errlist_add(errs, field, "%s", sub->v[i].msg);
-	}
-}
-
-int isc_bs_open(struct gw_loop *loop, const struct bs_conf *conf, const char *path,
-		struct gw_errlist *errs, struct bs **out)
-{
-	struct gw_errlist sub;
-	int r;
-
-	gw_errlist_init(&sub);
-	r = bs_create(loop, conf, out, &sub);
-	if (r) {
-		if (sub.n)
-			isc_errs_prefix(errs, &sub, path);
-		else
-			gw_errlist_add(errs, path, "cannot open: %s", strerror(-r));
-	}
-	gw_errlist_fini(&sub);
-	return r;
-}
-
-int isc_lu_add(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struct bs *bs,
-	       const char *path, struct gw_errlist *errs)
-{
-	struct gw_errlist sub;
-	int r;
-
-	gw_errlist_init(&sub);
-	r = scsi_dev_add_lu(dev, conf, bs, &sub);
-	if (r) {
-		if (sub.n)
-			isc_errs_prefix(errs, &sub, path);
-		else
-			gw_errlist_add(errs, path, "cannot add LUN %llu: %s",
-				       (unsigned long long)conf->lun, strerror(-r));
-	}
-	gw_errlist_fini(&sub);
-	return r;
-}
-
-/* Builds a target and its LUs; not linked anywhere yet. */
-int isc_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
-		   struct gw_errlist *errs, struct isc_target **out)
+struct isc_target *isc_target_alloc(struct isc_gw *gw, struct isc_target_conf *tc)
 {
 	struct isc_target *t = calloc(1, sizeof(*t));
-	char pname[ISC_NAME_MAX + 16], path[96];
-	size_t i;
-	int r;
 
 	if (!t)
-		return -ENOMEM;
+		return NULL;
 	t->gw = gw;
 	t->conf = tc;
 	gw_list_init(&t->node);
 	gw_list_init(&t->sessions);
 	gw_list_init(&t->pending_luns);
-	*out = t;
-	t->dev = scsi_dev_create(gw->loop, tc->name);
-	if (!t->dev) {
-		snprintf(path, sizeof(path), "targets[%zu]", idx);
-		gw_errlist_add(errs, path, "cannot create the SCSI device");
-		return -ENOMEM;
-	}
-	snprintf(pname, sizeof(pname), "%s,t,0x%04x", tc->name, tc->tpgt);
-	t->port = scsi_dev_add_port(t->dev, pname, (uint16_t)tc->tpgt);
-	if (!t->port) {
-		snprintf(path, sizeof(path), "targets[%zu]", idx);
-		gw_errlist_add(errs, path, "cannot create the SCSI target port");
-		return -ENOMEM;
-	}
-	scsi_dev_set_event_cb(t->dev, isc_target_scsi_event, t);
-	for (i = 0; i < tc->nluns; i++) {
-		struct bs *bs;
-
-		snprintf(path, sizeof(path), "targets[%zu].luns[%zu].backstore", idx, i);
-		r = isc_bs_open(gw->loop, &tc->luns[i].bs, path, errs, &bs);
-		if (r)
-			return r;
-		snprintf(path, sizeof(path), "targets[%zu].luns[%zu]", idx, i);
-		r = isc_lu_add(t->dev, &tc->luns[i].lu, bs, path, errs);
-		if (r) {
-			bs_destroy(bs);	/* only a successful add takes it over */
-			return r;
-		}
-		isc_target_lun_stats(t, tc->luns[i].lu.lun);
-	}
-	return 0;
+	return t;
 }
 
-int isc_target_set_groups(struct isc_target *t, const struct isc_gw_conf *c)
+bool isc_target_lun_blocked(const struct isc_target *t, uint64_t lun)
 {
-	struct scsi_tpg_conf *g;
-	size_t i;
-	int r;
+	const struct isc_lun_block *lb;
 
-	if (!c->ngroups)
-		return 0;
-	g = calloc(c->ngroups, sizeof(*g));
-	if (!g)
-		return -ENOMEM;
-	for (i = 0; i < c->ngroups; i++) {
-		g[i].id = (uint16_t)c->groups[i].id;
-		g[i].state = (enum scsi_alua_state)c->groups[i].state;
-	}
-	r = scsi_dev_set_groups(t->dev, g, c->ngroups);
-	free(g);
-	return r;
+	gw_list_for_each_entry(lb, &t->pending_luns, node)
+		if (lb->lun == lun)
+			return true;
+	return false;
 }
 
-int isc_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw **out,
-		  struct gw_errlist *errs)
+void isc_target_retire(struct isc_target *t)
+{
+	struct isc_gw *gw = t->gw;
+	struct isc_session *s, *stmp;
+	struct isc_conn *c, *ctmp;
+
+	gw_info("iscsi", "target %s removed", t->conf->name);
+	gw_list_for_each_entry_safe(c, ctmp, &gw->login_conns, node)
+		if (isc_login_uses_target(c, t))
+			isc_conn_close(c, "target removed");
+	gw_list_del(&t->node);
+	t->removing = true;
+	if (gw_list_empty(&t->sessions)) {
+		isc_target_destroy(t);
+		return;
+	}
+	gw_list_add_tail(&gw->dying_targets, &t->node);
+	gw_list_for_each_entry_safe(s, stmp, &t->sessions, tnode)
+		isc_session_close(s, "target removed");
+}
+
+void isc_target_enforce_acl(struct isc_target *t)
+{
+	const struct isc_chap_conf *chap;
+	struct isc_session *s, *stmp;
+
+	gw_list_for_each_entry_safe(s, stmp, &t->sessions, tnode)
+		if (!s->closing && isc_target_admit(t, s->initiator, &chap))
+			isc_session_close(s, "initiator no longer allowed");
+}
+
+int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih)
+{
+	struct isc_session *s;
+
+	gw_list_for_each_entry(s, &gw->sessions, node) {
+		if (s->tsih != tsih || s->closing)
+			continue;
+		isc_session_close(s, "dropped by the administrator");
+		return 0;
+	}
+	return -ENOENT;
+}
+
+struct isc_portal *isc_portal_new(struct isc_gw *gw, struct isc_portal_conf *conf)
+{
+	struct isc_portal *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->gw = gw;
+	p->conf = conf;
+	gw_list_init(&p->node);
+	return p;
+}
+
+void isc_portal_remove(struct isc_portal *p)
+{
+	struct isc_gw *gw = p->gw;
+	struct isc_conn *c, *ctmp;
+	struct isc_session *s;
+
+	gw_info("iscsi", "portal %s removed", p->conf->name);
+	gw_list_for_each_entry_safe(c, ctmp, &gw->login_conns, node)
+		if (c->portal == p)
+			isc_conn_close(c, "portal removed");
+	gw_list_for_each_entry(s, &gw->sessions, node)
+		gw_list_for_each_entry_safe(c, ctmp, &s->conns, node)
+			if (c->portal == p)
+				isc_conn_close(c, "portal removed");
+	if (p->dp)
+		dmv_portal_destroy(p->dp);
+	gw_list_del(&p->node);
+	free(p);
+}
+
+struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf)
 {
 	struct isc_gw *gw = calloc(1, sizeof(*gw));
-	size_t i;
-	int r;
 
-	if (!gw) {
-		isc_gw_conf_free(conf);
-		free(conf);
-		return -ENOMEM;
-	}
+	if (!gw)
+		return NULL;
 	gw->loop = loop;
 	gw->conf = conf;
 	gw->data_mem_max = ISC_DATA_MEM_DEFAULT;
@@ -508,68 +481,7 @@ int isc_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw 
 	gw_list_init(&gw->dying_targets);
 	gw->lun_timer.w.fd = -1;
 	gw->next_tsih = 1;
-	for (i = 0; i < conf->nportals; i++) {
-		struct isc_portal *p = calloc(1, sizeof(*p));
-
-		if (!p) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		p->gw = gw;
-		p->conf = &conf->portals[i];
-		gw_list_add_tail(&gw->portals, &p->node);
-	}
-	for (i = 0; i < conf->ntargets; i++) {
-		struct isc_target *t = NULL;
-
-		r = isc_target_new(gw, &conf->targets[i], i, errs, &t);
-		if (t)
-			gw_list_add_tail(&gw->targets, &t->node);
-		if (!r && t)
-			r = isc_target_set_groups(t, conf);
-		if (r)
-			goto fail;
-	}
-	*out = gw;
-	return 0;
-fail:
-	isc_gw_destroy(gw);
-	return r;
-}
-
-int isc_gw_listen(struct isc_gw *gw)
-{
-	static const char *const tnames[] = { "tcp", "iser" };
-	struct isc_portal *p;
-	int r;
-
-	gw_list_for_each_entry(p, &gw->portals, node) {
-		struct dmv_portal_conf pc = {
-			.name = p->conf->name,
-			.address = p->conf->address,
-			.port = (uint16_t)p->conf->port,
-		};
-		const char *tn = tnames[p->conf->transport == ISC_PORTAL_ISER];
-
-		if (p->dp)
-			continue;
-		r = dmv_listen(tn, gw->loop, &pc, &gw->pdus, &p->dp);
-		if (r == -EPROTONOSUPPORT) {
-			/* A configuration written for a transport this build lacks (iSER) still
-			 * brings up the portals it can serve. */
-			gw_warn("iscsi", "portal %s skipped: no %s datamover in this build",
-				p->conf->name, tn);
-			continue;
-		}
-		if (r)
-			return r;
-		p->dp->accept = isc_conn_accept;
-		p->dp->priv = p;
-		/* One not bound yet said why, and says so again once it listens. */
-		if (p->dp->listening)
-			gw_info("iscsi", "listening on %s (%s)", p->dp->addr, tn);
-	}
-	return 0;
+	return gw;
 }
 
 void isc_gw_stop(struct isc_gw *gw)
@@ -589,26 +501,6 @@ void isc_gw_stop(struct isc_gw *gw)
 			       "gateway stopping");
 	gw_list_for_each_entry_safe(s, stmp, &gw->sessions, node)
 		isc_session_close(s, "gateway stopping");
-}
-
-bool isc_gw_settled(const struct isc_gw *gw)
-{
-	const struct isc_target *t;
-
-	gw_list_for_each_entry(t, &gw->targets, node)
-		if (!scsi_dev_bs_settled(t->dev))
-			return false;
-	return true;
-}
-
-void isc_gw_bs_shutdown(struct isc_gw *gw)
-{
-	struct isc_target *t;
-
-	gw_list_for_each_entry(t, &gw->targets, node)
-		scsi_dev_bs_shutdown(t->dev);
-	gw_list_for_each_entry(t, &gw->dying_targets, node)
-		scsi_dev_bs_shutdown(t->dev);
 }
 
 bool isc_gw_idle(const struct isc_gw *gw)

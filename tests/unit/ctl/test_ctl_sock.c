@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ctl_gw.h"
 #include "ctl_sock.h"
 #include "gw_log.h"
 
@@ -65,7 +66,7 @@ static void setup(void)
 	gw_errlist_init(&errs);
 	cr_assert_eq(ctl_config_parse(j, &c, &errs), 0);
 	json_decref(j);
-	cr_assert_eq(isc_gw_create(&loop, c.isc, &gw, &errs), 0);
+	cr_assert_eq(ctl_gw_create(&loop, c.isc, &gw, &errs), 0);
 	c.isc = NULL;
 	snprintf(sock_path, sizeof(sock_path), "/tmp/isergw-ctl-test.%d.sock", getpid());
 	cr_assert_eq(ctl_sock_create(&loop, sock_path, gw, &c.gateway, &cs), 0);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ctl_config.h"
+#include "ctl_gw.h"
 #include "fake_dmv.h"
 #include "isc.h"
 
@@ -73,7 +74,7 @@ static inline void h_setup(struct h *h, const char *conf)
 	}
 	json_decref(root);
 	cr_assert_eq(gw_loop_init(&h->loop), 0);
-	cr_assert_eq(isc_gw_create(&h->loop, cfg.isc, &h->gw, &errs), 0);
+	cr_assert_eq(ctl_gw_create(&h->loop, cfg.isc, &h->gw, &errs), 0);
 	cfg.isc = NULL;
 	ctl_config_free(&cfg);
 	gw_errlist_fini(&errs);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Live reconfiguration (what the control socket's "apply" runs): only what changed changes. */
-#include "harness.h"
+#include "iscsi/harness.h"
 
 static struct h H;
 static struct fake_conn *C;
@@ -41,7 +41,7 @@ static int apply(const char *text, struct gw_errlist *errs)
 	r = ctl_config_parse(root, &cfg, errs);
 	json_decref(root);
 	cr_assert_eq(r, 0, "config refused: %s", gw_errlist_join(errs));
-	r = isc_gw_apply(H.gw, cfg.isc, errs);
+	r = ctl_gw_apply(H.gw, cfg.isc, errs);
 	cfg.isc = NULL;
 	ctl_config_free(&cfg);
 	return r;
@@ -63,7 +63,7 @@ static void teardown(void)
 	h_teardown(&H);
 }
 
-TestSuite(isc_apply, .init = setup, .fini = teardown);
+TestSuite(ctl_apply, .init = setup, .fini = teardown);
 
 static struct isc_target *target(const char *name)
 {
@@ -78,7 +78,7 @@ static void run_ms(int ms)
 		gw_loop_run_once(&H.loop, 5);
 }
 
-Test(isc_apply, adding_a_lun_keeps_the_session_and_announces_it)
+Test(ctl_apply, adding_a_lun_keeps_the_session_and_announces_it)
 {
 	struct gw_errlist errs;
 	struct isc_pdu *msg;
@@ -96,7 +96,7 @@ Test(isc_apply, adding_a_lun_keeps_the_session_and_announces_it)
 	gw_errlist_fini(&errs);
 }
 
-Test(isc_apply, same_configuration_changes_nothing)
+Test(ctl_apply, same_configuration_changes_nothing)
 {
 	struct gw_errlist errs;
 	struct scsi_lu *lu = scsi_dev_find_lu(target(H_TARGET)->dev, 0);
@@ -110,7 +110,7 @@ Test(isc_apply, same_configuration_changes_nothing)
 	gw_errlist_fini(&errs);
 }
 
-Test(isc_apply, initiator_dropped_from_the_acl_loses_its_session)
+Test(ctl_apply, initiator_dropped_from_the_acl_loses_its_session)
 {
 	struct gw_errlist errs;
 
@@ -121,7 +121,7 @@ Test(isc_apply, initiator_dropped_from_the_acl_loses_its_session)
 	gw_errlist_fini(&errs);
 }
 
-Test(isc_apply, removed_target_goes_with_its_sessions)
+Test(ctl_apply, removed_target_goes_with_its_sessions)
 {
 	struct fake_conn *c2 = h_connect(&H);
 	struct gw_errlist errs;
@@ -139,7 +139,7 @@ Test(isc_apply, removed_target_goes_with_its_sessions)
 	gw_errlist_fini(&errs);
 }
 
-Test(isc_apply, backstore_that_cannot_open_changes_nothing)
+Test(ctl_apply, backstore_that_cannot_open_changes_nothing)
 {
 	struct gw_errlist errs;
 	static const char bad[] = "{ \"lun\": 5, \"backstore\": { \"type\": \"block\","
@@ -156,7 +156,7 @@ Test(isc_apply, backstore_that_cannot_open_changes_nothing)
 	gw_errlist_fini(&errs);
 }
 
-Test(isc_apply, removing_a_busy_lun_waits_and_refuses_new_commands)
+Test(ctl_apply, removing_a_busy_lun_waits_and_refuses_new_commands)
 {
 	struct gw_errlist errs;
 	uint8_t cdb[16];
@@ -187,7 +187,7 @@ Test(isc_apply, removing_a_busy_lun_waits_and_refuses_new_commands)
 	gw_errlist_fini(&errs);
 }
 
-Test(isc_apply, state_reports_sessions_and_lun_counters)
+Test(ctl_apply, state_reports_sessions_and_lun_counters)
 {
 	uint8_t cdb[16], data[4096] = { 1 };
 	json_t *st, *sess, *lun;
@@ -196,7 +196,7 @@ Test(isc_apply, state_reports_sessions_and_lun_counters)
 	h_scsi_cmd(&H, C, 0x800, ISC_FL_F | ISC_FL_W, cdb, 10, 4096, data, 4096);
 	fake_dmv_settle(&H.loop);
 	fake_dmv_drain(C);
-	st = isc_gw_state(H.gw);
+	st = ctl_gw_state(H.gw);
 	cr_assert_not_null(st);
 	sess = json_array_get(json_object_get(st, "sessions"), 0);
 	cr_assert_not_null(sess);
@@ -212,7 +212,7 @@ Test(isc_apply, state_reports_sessions_and_lun_counters)
 	json_decref(st);
 }
 
-Test(isc_apply, drop_session_by_tsih)
+Test(ctl_apply, drop_session_by_tsih)
 {
 	struct isc_session *s = gw_list_first_entry(&H.gw->sessions, struct isc_session, node);
 
@@ -239,7 +239,7 @@ static const char *cluster_text(unsigned int owner, const char *state2)
 	return buf;
 }
 
-Test(isc_apply, cluster_ownership_changes_live)
+Test(ctl_apply, cluster_ownership_changes_live)
 {
 	struct gw_errlist errs;
 	struct isc_target *t;

@@ -5,22 +5,26 @@
  * running undisturbed (sessions, commands), what differs is replaced, what is gone is closed.
  * Everything that can fail (opening backstores, building targets, binding portals) happens
  * before anything running is touched, so a failed apply leaves the gateway as it was.
+ * (Moved here from the iSCSI layer: applying is composition, iSCSI + SCSI + backstores.)
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bs.h"
+#include "ctl_gw.h"
 #include "gw_log.h"
 #include "isc.h"
+#include "scsi.h"
 
 /* An old configuration kept alive for removed targets whose sessions still drain. */
-struct isc_conf_hold {
+struct ctl_conf_hold {
 	struct isc_gw_conf *conf;
 	int refs;
 };
 
-static void isc_conf_hold_put(struct isc_conf_hold *h)
+static void ctl_conf_hold_put(struct ctl_conf_hold *h)
 {
 	if (!h || --h->refs > 0)
 		return;
@@ -29,12 +33,12 @@ static void isc_conf_hold_put(struct isc_conf_hold *h)
 	free(h);
 }
 
-static bool isc_str_eq(const char *a, const char *b)
+static bool ctl_str_eq(const char *a, const char *b)
 {
 	return !strcmp(a ? a : "", b ? b : "");
 }
 
-static bool isc_lun_same(const struct isc_lun_conf *a, const struct isc_lun_conf *b)
+static bool ctl_lun_same(const struct isc_lun_conf *a, const struct isc_lun_conf *b)
 {
 	json_t *ja, *jb;
 	bool same;
@@ -61,13 +65,13 @@ static bool isc_lun_same(const struct isc_lun_conf *a, const struct isc_lun_conf
 	return same;
 }
 
-static bool isc_portal_same(const struct isc_portal_conf *a, const struct isc_portal_conf *b)
+static bool ctl_portal_same(const struct isc_portal_conf *a, const struct isc_portal_conf *b)
 {
 	return a->transport == b->transport && a->port == b->port &&
-	       isc_str_eq(a->address, b->address);
+	       ctl_str_eq(a->address, b->address);
 }
 
-static const struct isc_lun_conf *isc_find_lun(const struct isc_target_conf *tc, uint64_t lun)
+static const struct isc_lun_conf *ctl_find_lun(const struct isc_target_conf *tc, uint64_t lun)
 {
 	size_t i;
 
@@ -77,7 +81,7 @@ static const struct isc_lun_conf *isc_find_lun(const struct isc_target_conf *tc,
 	return NULL;
 }
 
-static struct isc_portal *isc_find_portal(struct isc_gw *gw, const char *name)
+static struct isc_portal *ctl_find_portal(struct isc_gw *gw, const char *name)
 {
 	struct isc_portal *p;
 
@@ -90,41 +94,39 @@ static struct isc_portal *isc_find_portal(struct isc_gw *gw, const char *name)
 /* ---------------------------------------------------------------------------------------- */
 /* LUN removals that wait for commands */
 
-bool isc_target_lun_blocked(const struct isc_target *t, uint64_t lun)
-{
-	const struct isc_lun_pending *lp;
+/* A LUN removal waiting for its commands to drain, and what replaces it (if anything). */
+struct ctl_lun_pending {
+	struct isc_lun_block blk;	/* in target->pending_luns: new commands kept off it */
+	struct bs *bs;			/* replacement backstore, NULL: plain removal */
+	struct scsi_lu_conf lu;		/* replacement LU settings (owned) */
+};
 
-	gw_list_for_each_entry(lp, &t->pending_luns, node)
-		if (lp->lun == lun)
-			return true;
-	return false;
-}
-
-static void isc_lun_pending_free(struct isc_lun_pending *lp)
+static void ctl_lun_pending_free(struct ctl_lun_pending *lp)
 {
-	gw_list_del(&lp->node);
+	gw_list_del(&lp->blk.node);
 	if (lp->bs)
 		bs_destroy(lp->bs);
 	gw_conf_free(scsi_lu_conf_keys, &lp->lu);
 	free(lp);
 }
 
-void isc_target_pending_free(struct isc_target *t)
+void ctl_target_release(struct isc_target *t)
 {
 	while (!gw_list_empty(&t->pending_luns))
-		isc_lun_pending_free(gw_list_first_entry(&t->pending_luns, struct isc_lun_pending,
-							 node));
-	if (t->hold) {
-		isc_conf_hold_put(t->hold);
-		t->hold = NULL;
+		ctl_lun_pending_free(gw_container_of(gw_list_first_entry(&t->pending_luns,
+									 struct isc_lun_block, node),
+						     struct ctl_lun_pending, blk));
+	if (t->owner_data) {
+		ctl_conf_hold_put(t->owner_data);
+		t->owner_data = NULL;
 	}
 }
 
 /* Tries to finish one pending removal: true when done. */
-static bool isc_lun_pending_try(struct isc_target *t, struct isc_lun_pending *lp)
+static bool ctl_lun_pending_try(struct isc_target *t, struct ctl_lun_pending *lp)
 {
 	struct gw_errlist errs;
-	int r = scsi_dev_del_lu(t->dev, lp->lun);
+	int r = scsi_dev_del_lu(t->dev, lp->blk.lun);
 
 	if (r == -EBUSY)
 		return false;
@@ -133,25 +135,25 @@ static bool isc_lun_pending_try(struct isc_target *t, struct isc_lun_pending *lp
 		r = scsi_dev_add_lu(t->dev, &lp->lu, lp->bs, &errs);
 		if (r)
 			gw_err("iscsi", "%s: LUN %llu could not be added back: %s", t->conf->name,
-			       (unsigned long long)lp->lun, strerror(-r));
+			       (unsigned long long)lp->blk.lun, strerror(-r));
 		else
 			lp->bs = NULL;	/* the LU owns it */
 		gw_errlist_fini(&errs);
 	}
-	isc_lun_pending_free(lp);
+	ctl_lun_pending_free(lp);
 	return true;
 }
 
-static void isc_lun_timer_fn(struct gw_timer *tm)
+static void ctl_lun_timer_fn(struct gw_timer *tm)
 {
 	struct isc_gw *gw = gw_container_of(tm, struct isc_gw, lun_timer);
-	struct isc_lun_pending *lp, *tmp;
+	struct ctl_lun_pending *lp, *tmp;
 	struct isc_target *t;
 	bool left = false;
 
 	gw_list_for_each_entry(t, &gw->targets, node) {
-		gw_list_for_each_entry_safe(lp, tmp, &t->pending_luns, node)
-			if (!isc_lun_pending_try(t, lp))
+		gw_list_for_each_entry_safe(lp, tmp, &t->pending_luns, blk.node)
+			if (!ctl_lun_pending_try(t, lp))
 				left = true;
 	}
 	if (!left) {
@@ -160,21 +162,21 @@ static void isc_lun_timer_fn(struct gw_timer *tm)
 	}
 }
 
-static void isc_lun_timer_start(struct isc_gw *gw)
+static void ctl_lun_timer_start(struct isc_gw *gw)
 {
 	if (gw->lun_timer_on)
 		return;
-	if (gw->lun_timer.w.fd < 0 && gw_timer_init(&gw->lun_timer, gw->loop, isc_lun_timer_fn))
+	if (gw->lun_timer.w.fd < 0 && gw_timer_init(&gw->lun_timer, gw->loop, ctl_lun_timer_fn))
 		return;
 	if (gw_timer_arm(&gw->lun_timer, 50, 50) == 0)
 		gw->lun_timer_on = true;
 }
 
 /* Removes (and with bs, replaces) a LUN now, or once its commands drained. */
-static void isc_lun_replace(struct isc_target *t, uint64_t lun, const struct scsi_lu_conf *lu,
+static void ctl_lun_replace(struct isc_target *t, uint64_t lun, const struct scsi_lu_conf *lu,
 			    struct bs *bs)
 {
-	struct isc_lun_pending *lp = calloc(1, sizeof(*lp));
+	struct ctl_lun_pending *lp = calloc(1, sizeof(*lp));
 
 	if (!lp) {
 		gw_err("iscsi", "%s: out of memory removing LUN %llu", t->conf->name,
@@ -183,7 +185,7 @@ static void isc_lun_replace(struct isc_target *t, uint64_t lun, const struct scs
 			bs_destroy(bs);
 		return;
 	}
-	lp->lun = lun;
+	lp->blk.lun = lun;
 	lp->bs = bs;
 	if (lu) {
 		/* A copy through the table, so the pending entry owns its strings. */
@@ -197,68 +199,26 @@ static void isc_lun_replace(struct isc_target *t, uint64_t lun, const struct scs
 		json_decref(j);
 		gw_errlist_fini(&errs);
 	}
-	gw_list_add_tail(&t->pending_luns, &lp->node);
-	if (!isc_lun_pending_try(t, lp)) {
+	gw_list_add_tail(&t->pending_luns, &lp->blk.node);
+	if (!ctl_lun_pending_try(t, lp)) {
 		gw_info("iscsi", "%s: LUN %llu: waiting for commands in flight before removing it",
 			t->conf->name, (unsigned long long)lun);
-		isc_lun_timer_start(t->gw);
+		ctl_lun_timer_start(t->gw);
 	}
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Closing what a change takes away */
-
-static void isc_close_portal_conns(struct isc_gw *gw, struct isc_portal *p)
+/* A removed target's sessions drain on the old configuration, which it holds until then. */
+static void ctl_retire_target(struct isc_target *t, struct ctl_conf_hold *h)
 {
-	struct isc_conn *c, *ctmp;
-	struct isc_session *s;
-
-	gw_list_for_each_entry_safe(c, ctmp, &gw->login_conns, node)
-		if (c->portal == p)
-			isc_conn_close(c, "portal removed");
-	gw_list_for_each_entry(s, &gw->sessions, node)
-		gw_list_for_each_entry_safe(c, ctmp, &s->conns, node)
-			if (c->portal == p)
-				isc_conn_close(c, "portal removed");
-}
-
-static void isc_retire_target(struct isc_gw *gw, struct isc_target *t, struct isc_conf_hold *h)
-{
-	struct isc_session *s, *stmp;
-	struct isc_conn *c, *ctmp;
-
-	gw_info("iscsi", "target %s removed", t->conf->name);
-	gw_list_for_each_entry_safe(c, ctmp, &gw->login_conns, node)
-		if (isc_login_uses_target(c, t))
-			isc_conn_close(c, "target removed");
-	gw_list_del(&t->node);
-	t->removing = true;
-	if (gw_list_empty(&t->sessions)) {
-		isc_target_destroy(t);
-		return;
-	}
-	gw_list_add_tail(&gw->dying_targets, &t->node);
-	t->hold = h;
+	t->owner_data = h;
 	h->refs++;
-	gw_list_for_each_entry_safe(s, stmp, &t->sessions, tnode)
-		isc_session_close(s, "target removed");
-}
-
-/* Sessions of initiators the new ACL no longer admits. */
-static void isc_enforce_acl(struct isc_target *t)
-{
-	const struct isc_chap_conf *chap;
-	struct isc_session *s, *stmp;
-
-	gw_list_for_each_entry_safe(s, stmp, &t->sessions, tnode)
-		if (!s->closing && isc_target_admit(t, s->initiator, &chap))
-			isc_session_close(s, "initiator no longer allowed");
+	isc_target_retire(t);
 }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Apply */
 
-struct isc_apply_lun {
+struct ctl_apply_lun {
 	struct isc_target *t;		/* running target */
 	const struct isc_lun_conf *conf;	/* in the new configuration */
 	bool replace;			/* an LU with this number runs now */
@@ -266,9 +226,9 @@ struct isc_apply_lun {
 };
 
 /* Opens the backstores of LUNs that are new or changed in a kept target (tc, index ti). */
-static int isc_apply_open_luns(struct isc_gw *gw, struct isc_target *ot,
+static int ctl_apply_open_luns(struct isc_gw *gw, struct isc_target *ot,
 			       const struct isc_target_conf *tc, size_t ti,
-			       struct isc_apply_lun **luns, size_t *nluns, struct gw_errlist *errs)
+			       struct ctl_apply_lun **luns, size_t *nluns, struct gw_errlist *errs)
 {
 	char path[128];
 	size_t j;
@@ -276,10 +236,10 @@ static int isc_apply_open_luns(struct isc_gw *gw, struct isc_target *ot,
 
 	for (j = 0; j < tc->nluns; j++) {
 		const struct isc_lun_conf *nl = &tc->luns[j];
-		const struct isc_lun_conf *ol = isc_find_lun(ot->conf, nl->lu.lun);
-		struct isc_apply_lun *al;
+		const struct isc_lun_conf *ol = ctl_find_lun(ot->conf, nl->lu.lun);
+		struct ctl_apply_lun *al;
 
-		if (ol && isc_lun_same(ol, nl))
+		if (ol && ctl_lun_same(ol, nl))
 			continue;
 		if (isc_target_lun_blocked(ot, nl->lu.lun)) {
 			snprintf(path, sizeof(path), "targets[%zu].luns[%zu]", ti, j);
@@ -297,7 +257,7 @@ static int isc_apply_open_luns(struct isc_gw *gw, struct isc_target *ot,
 		al->replace = ol != NULL;
 		al->bs = NULL;
 		snprintf(path, sizeof(path), "targets[%zu].luns[%zu].backstore", ti, j);
-		r = isc_bs_open(gw->loop, &nl->bs, path, errs, &al->bs);
+		r = ctl_bs_open(gw->loop, &nl->bs, path, errs, &al->bs);
 		if (r)
 			return r;
 		(*nluns)++;
@@ -305,12 +265,12 @@ static int isc_apply_open_luns(struct isc_gw *gw, struct isc_target *ot,
 	return 0;
 }
 
-int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *errs)
+int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *errs)
 {
 	struct isc_target **new_t = NULL, **keep_t = NULL, *t, *ttmp;
 	struct isc_portal **new_p = NULL, *p, *ptmp;
-	struct isc_apply_lun *luns = NULL;
-	struct isc_conf_hold *hold = NULL;
+	struct ctl_apply_lun *luns = NULL;
+	struct ctl_conf_hold *hold = NULL;
 	size_t nluns = 0, i, j, before = errs->n;
 	int r = 0;
 
@@ -331,29 +291,26 @@ int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 		/* Joining or leaving a cluster renumbers the target's ports: a new target. */
 		if (ot && ot->conf->tpgt == tc->tpgt && !gw->conf->ngroups == !nc->ngroups) {
 			keep_t[i] = ot;
-			r = isc_apply_open_luns(gw, ot, tc, i, &luns, &nluns, errs);
+			r = ctl_apply_open_luns(gw, ot, tc, i, &luns, &nluns, errs);
 			if (r)
 				goto fail;
 			continue;
 		}
-		r = isc_target_new(gw, tc, i, errs, &new_t[i]);
+		r = ctl_target_new(gw, tc, i, errs, &new_t[i]);
 		if (r)
 			goto fail;
 	}
 	for (i = 0; i < nc->nportals; i++) {
 		struct isc_portal_conf *pc = &nc->portals[i];
 
-		p = isc_find_portal(gw, pc->name);
-		if (p && isc_portal_same(p->conf, pc))
+		p = ctl_find_portal(gw, pc->name);
+		if (p && ctl_portal_same(p->conf, pc))
 			continue;
-		new_p[i] = calloc(1, sizeof(*new_p[i]));
+		new_p[i] = isc_portal_new(gw, pc);
 		if (!new_p[i]) {
 			r = -ENOMEM;
 			goto fail;
 		}
-		new_p[i]->gw = gw;
-		new_p[i]->conf = pc;
-		gw_list_init(&new_p[i]->node);
 	}
 
 	/* Phase 2: retire what is gone or changed. */
@@ -369,12 +326,7 @@ int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 			}
 		if (kept)
 			continue;
-		gw_info("iscsi", "portal %s removed", p->conf->name);
-		isc_close_portal_conns(gw, p);
-		if (p->dp)
-			dmv_portal_destroy(p->dp);
-		gw_list_del(&p->node);
-		free(p);
+		isc_portal_remove(p);
 	}
 	gw_list_for_each_entry_safe(t, ttmp, &gw->targets, node) {
 		bool kept = false;
@@ -383,7 +335,7 @@ int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 			if (keep_t[i] == t)
 				kept = true;
 		if (!kept)
-			isc_retire_target(gw, t, hold);
+			ctl_retire_target(t, hold);
 	}
 
 	/* Phase 3: the kept targets follow their new settings, new things start. */
@@ -395,10 +347,10 @@ int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 			continue;
 		oc = t->conf;
 		for (j = 0; j < oc->nluns; j++)
-			if (!isc_find_lun(&nc->targets[i], oc->luns[j].lu.lun))
-				isc_lun_replace(t, oc->luns[j].lu.lun, NULL, NULL);
+			if (!ctl_find_lun(&nc->targets[i], oc->luns[j].lu.lun))
+				ctl_lun_replace(t, oc->luns[j].lu.lun, NULL, NULL);
 		t->conf = &nc->targets[i];
-		isc_enforce_acl(t);
+		isc_target_enforce_acl(t);
 		for (j = 0; j < t->conf->nluns; j++) {
 			const struct scsi_lu_conf *lc = &t->conf->luns[j].lu;
 
@@ -410,18 +362,18 @@ int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 		}
 	}
 	for (i = 0; i < nluns; i++) {
-		struct isc_apply_lun *al = &luns[i];
+		struct ctl_apply_lun *al = &luns[i];
 
 		isc_target_lun_stats(al->t, al->conf->lu.lun);
 		if (al->replace)
-			isc_lun_replace(al->t, al->conf->lu.lun, &al->conf->lu, al->bs);
-		else if (isc_lu_add(al->t->dev, &al->conf->lu, al->bs, al->t->conf->name, errs))
+			ctl_lun_replace(al->t, al->conf->lu.lun, &al->conf->lu, al->bs);
+		else if (ctl_lu_add(al->t->dev, &al->conf->lu, al->bs, al->t->conf->name, errs))
 			bs_destroy(al->bs);
 		al->bs = NULL;
 	}
 	for (i = 0; i < nc->ntargets; i++) {
 		t = keep_t[i] ? keep_t[i] : new_t[i];
-		if (t && isc_target_set_groups(t, nc))
+		if (t && ctl_target_set_groups(t, nc))
 			gw_err("iscsi", "%s: out of memory setting the cluster's port groups",
 			       t->conf->name);
 		if (!new_t[i])
@@ -437,13 +389,13 @@ int isc_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 		new_p[i] = NULL;
 	}
 	gw->conf = nc;
-	isc_conf_hold_put(hold);
+	ctl_conf_hold_put(hold);
 	free(new_t);
 	free(keep_t);
 	free(new_p);
 	free(luns);
 	/* Portals listen last: a bind failure is reported, the rest of the change stands. */
-	r = isc_gw_listen(gw);
+	r = ctl_gw_listen(gw);
 	if (r)
 		gw_errlist_add(errs, "portals", "cannot listen: %s", strerror(-r));
 	return r;
@@ -472,21 +424,8 @@ fail:
 /* ---------------------------------------------------------------------------------------- */
 /* State */
 
-static json_t *isc_state_conn(const struct isc_conn *c)
-{
-	const struct dmv_conn *dc = c->dc;
-
-	return json_pack("{s:i, s:s, s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:I}",
-			 "cid", (int)c->cid, "transport", dc->tp->name, "peer", dc->peer,
-			 "local", dc->local, "header_digest", dc->params.header_digest,
-			 "data_digest", dc->params.data_digest,
-			 "rx_pdus", (json_int_t)dc->rx_pdus, "tx_pdus", (json_int_t)dc->tx_pdus,
-			 "rx_bytes", (json_int_t)dc->rx_bytes,
-			 "tx_bytes", (json_int_t)dc->tx_bytes);
-}
-
 /* {"counts":[per bucket, GW_HIST_BUCKETS + 1 of them],"sum_ns":N} (docs/CONTROL.md). */
-static json_t *isc_state_hist(const struct gw_hist *h)
+static json_t *ctl_state_hist(const struct gw_hist *h)
 {
 	json_t *a = json_array();
 	unsigned int i;
@@ -496,32 +435,10 @@ static json_t *isc_state_hist(const struct gw_hist *h)
 	return json_pack("{s:o, s:I}", "counts", a, "sum_ns", (json_int_t)h->sum_ns);
 }
 
-static json_t *isc_state_session(const struct isc_session *s)
-{
-	const struct isc_conn *c;
-	char isid[16];
-	json_t *conns = json_array(), *o;
-
-	snprintf(isid, sizeof(isid), "%02x%02x%02x%02x%02x%02x", s->isid[0], s->isid[1],
-		 s->isid[2], s->isid[3], s->isid[4], s->isid[5]);
-	gw_list_for_each_entry(c, &s->conns, node)
-		json_array_append_new(conns, isc_state_conn(c));
-	o = json_pack("{s:i, s:s, s:s?, s:s, s:s, s:o, s:I, s:i, s:i, s:I, s:I, s:I}",
-		      "tsih", (int)s->tsih, "type", s->target ? "normal" : "discovery",
-		      "target", s->target ? s->target->conf->name : NULL,
-		      "initiator", s->initiator, "isid", isid, "connections", conns,
-		      "exp_cmdsn", (json_int_t)s->exp_cmdsn, "queue_depth", (int)s->queue_depth,
-		      "active", (int)s->active, "commands", (json_int_t)s->cmds,
-		      "read_bytes", (json_int_t)s->read_bytes,
-		      "write_bytes", (json_int_t)s->write_bytes);
-	return o;
-}
-
-json_t *isc_gw_state(struct isc_gw *gw)
+json_t *ctl_gw_state(struct isc_gw *gw)
 {
 	static const char *const tnames[] = { "tcp", "iser" };
-	json_t *portals = json_array(), *targets = json_array(), *sessions = json_array();
-	struct isc_session *s;
+	json_t *portals = json_array(), *targets = json_array(), *sessions;
 	struct isc_portal *p;
 	struct isc_target *t;
 
@@ -555,7 +472,8 @@ json_t *isc_gw_state(struct isc_gw *gw)
 	}
 	gw_list_for_each_entry(t, &gw->targets, node) {
 		json_t *luns = json_array();
-		size_t i, n = 0;
+		unsigned int n = isc_target_nsessions(t);
+		size_t i;
 
 		for (i = 0; i < t->nstats; i++) {
 			const struct isc_lun_stats *st = &t->stats[i];
@@ -572,8 +490,8 @@ json_t *isc_gw_state(struct isc_gw *gw)
 				"write_bytes", (json_int_t)st->write_bytes,
 				"errors", (json_int_t)st->errors,
 				"removing", isc_target_lun_blocked(t, st->lun));
-			json_object_set_new(lo, "read_latency", isc_state_hist(&st->read_lat));
-			json_object_set_new(lo, "write_latency", isc_state_hist(&st->write_lat));
+			json_object_set_new(lo, "read_latency", ctl_state_hist(&st->read_lat));
+			json_object_set_new(lo, "write_latency", ctl_state_hist(&st->write_lat));
 			/* The backstore's own live state (remote: paths; block: dm-multipath). */
 			bst = bs_status(scsi_dev_lu_bs(t->dev, st->lun));
 			if (lo && bst)
@@ -582,28 +500,12 @@ json_t *isc_gw_state(struct isc_gw *gw)
 				json_decref(bst);
 			json_array_append_new(luns, lo);
 		}
-		gw_list_for_each_entry(s, &t->sessions, tnode)
-			n++;
 		json_array_append_new(targets, json_pack("{s:s, s:i, s:o}", "name", t->conf->name,
 							 "sessions", (int)n, "luns", luns));
 	}
-	gw_list_for_each_entry(s, &gw->sessions, node)
-		json_array_append_new(sessions, isc_state_session(s));
+	sessions = isc_gw_sessions_state(gw);
 	return json_pack("{s:o, s:o, s:o, s:i, s:{s:I, s:I, s:I}}", "portals", portals, "targets",
 			 targets, "sessions", sessions, "connections", (int)gw->nconns,
 			 "data_memory", "used", (json_int_t)gw->data_mem, "limit",
 			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)gw->task_set_full);
-}
-
-int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih)
-{
-	struct isc_session *s;
-
-	gw_list_for_each_entry(s, &gw->sessions, node) {
-		if (s->tsih != tsih || s->closing)
-			continue;
-		isc_session_close(s, "dropped by the administrator");
-		return 0;
-	}
-	return -ENOENT;
 }

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The gateway composed from its configuration: the layer above the iSCSI engine that wires
+ * portals to datamovers and targets to SCSI devices, LUs and backstores, applies live
+ * configuration changes, and reports the live state the control socket serves. ctl_gw.c builds,
+ * ctl_apply.c changes and reports. The iSCSI layer (isc.h) runs what is built here; it never
+ * opens a backstore itself.
+ */
+#ifndef CTL_GW_H
+#define CTL_GW_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "gw_conf.h"
+#include "gw_loop.h"
+#include "isc.h"
+
+/* ctl_gw.c */
+/* Builds targets (SCSI devices, LUs, ports) from conf, which the gw takes over (also on error).
+ * Does not listen yet. errs gets what failed, by key path. */
+int ctl_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw **out,
+		  struct gw_errlist *errs);
+/* Opens every portal; logs "listening on ADDR (tcp)" per portal. 0 or the first -errno. */
+int ctl_gw_listen(struct isc_gw *gw);
+/* Start-up: every remote backstore has a path or spent its initial login budget (bounded by
+ * login_timeout x initial_login_retry_max), so main() can wait for it before READY=1. */
+bool ctl_gw_settled(const struct isc_gw *gw);
+/* Shutdown: remote backstores stop queueing and fail what is still in flight after their
+ * drain_timeout_ms, so the drain below never waits on a dead back end. */
+void ctl_gw_bs_shutdown(struct isc_gw *gw);
+/* Builds a target from tc (LUs included) without linking it; *out is set even on error (then
+ * isc_target_destroy it). errs entries are named "targets[idx]...". */
+int ctl_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
+		   struct gw_errlist *errs, struct isc_target **out);
+/* Every target's SCSI device gets the cluster's groups (no-op without a cluster). */
+int ctl_target_set_groups(struct isc_target *t, const struct isc_gw_conf *c);
+/* bs_create / scsi_dev_add_lu with their errors filed under path (a key path prefix). */
+int ctl_bs_open(struct gw_loop *loop, const struct bs_conf *conf, const char *path,
+		struct gw_errlist *errs, struct bs **out);
+int ctl_lu_add(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struct bs *bs,
+	       const char *path, struct gw_errlist *errs);
+
+/* ctl_apply.c: live changes, for the control socket */
+/*
+ * Makes the running gateway match conf (checked already: ctl_config_parse), changing only what
+ * differs: portals, targets, their ACL/CHAP/params (for new logins), LUNs. New backstores and
+ * portals are opened first; if one fails nothing changes and errs says why (-EINVAL). Sessions
+ * of removed targets, of initiators no longer admitted and of removed portals are closed; a
+ * removed LUN with commands in flight goes once they drain (new commands to it get LOGICAL UNIT
+ * NOT SUPPORTED meanwhile). Takes conf over in every case. 0 or -errno.
+ */
+int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *conf, struct gw_errlist *errs);
+/* Live state: portals, targets with per-LUN counters, sessions with connections (new ref). */
+json_t *ctl_gw_state(struct isc_gw *gw);
+/* A target's release hook (isc_target.release): frees what an apply left pending on it. */
+void ctl_target_release(struct isc_target *t);
+
+#endif

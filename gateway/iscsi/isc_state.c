@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Live state of the iSCSI side: sessions with their connections and counters. gateway/ctl/
+ * puts it together with portals, targets and LUNs for the control socket's "state" (its shape
+ * is in docs/CONTROL.md).
+ */
+#include <stdio.h>
+
+#include "isc.h"
+
+static json_t *isc_state_conn(const struct isc_conn *c)
+{
+	const struct dmv_conn *dc = c->dc;
+
+	return json_pack("{s:i, s:s, s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:I}",
+			 "cid", (int)c->cid, "transport", dc->tp->name, "peer", dc->peer,
+			 "local", dc->local, "header_digest", dc->params.header_digest,
+			 "data_digest", dc->params.data_digest,
+			 "rx_pdus", (json_int_t)dc->rx_pdus, "tx_pdus", (json_int_t)dc->tx_pdus,
+			 "rx_bytes", (json_int_t)dc->rx_bytes,
+			 "tx_bytes", (json_int_t)dc->tx_bytes);
+}
+
+static json_t *isc_state_session(const struct isc_session *s)
+{
+	const struct isc_conn *c;
+	char isid[16];
+	json_t *conns = json_array(), *o;
+
+	snprintf(isid, sizeof(isid), "%02x%02x%02x%02x%02x%02x", s->isid[0], s->isid[1],
+		 s->isid[2], s->isid[3], s->isid[4], s->isid[5]);
+	gw_list_for_each_entry(c, &s->conns, node)
+		json_array_append_new(conns, isc_state_conn(c));
+	o = json_pack("{s:i, s:s, s:s?, s:s, s:s, s:o, s:I, s:i, s:i, s:I, s:I, s:I}",
+		      "tsih", (int)s->tsih, "type", s->target ? "normal" : "discovery",
+		      "target", s->target ? s->target->conf->name : NULL,
+		      "initiator", s->initiator, "isid", isid, "connections", conns,
+		      "exp_cmdsn", (json_int_t)s->exp_cmdsn, "queue_depth", (int)s->queue_depth,
+		      "active", (int)s->active, "commands", (json_int_t)s->cmds,
+		      "read_bytes", (json_int_t)s->read_bytes,
+		      "write_bytes", (json_int_t)s->write_bytes);
+	return o;
+}
+
+json_t *isc_gw_sessions_state(const struct isc_gw *gw)
+{
+	const struct isc_session *s;
+	json_t *sessions = json_array();
+
+	gw_list_for_each_entry(s, &gw->sessions, node)
+		json_array_append_new(sessions, isc_state_session(s));
+	return sessions;
+}
+
+unsigned int isc_target_nsessions(const struct isc_target *t)
+{
+	const struct isc_session *s;
+	unsigned int n = 0;
+
+	gw_list_for_each_entry(s, &t->sessions, tnode)
+		n++;
+	return n;
+}
