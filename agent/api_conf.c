@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "ctl_config.h"
+#include "conf.h"
 
 int api_conf_validate(const json_t *cfg, struct gw_errlist *errs)
 {

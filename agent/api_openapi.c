@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "ctl_config.h"
+#include "conf.h"
 
 static json_t *ref(const char *name)
 {

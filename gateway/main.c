@@ -15,7 +15,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "ctl_config.h"
+#include "conf.h"
 #include "ctl_gw.h"
 #include "ctl_sock.h"
 #include "gw_log.h"

@@ -39,7 +39,7 @@ PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
 
 INCLUDES := -Ilib -Igateway -Igateway/pdu -Igateway/iscsi -Igateway/dmv -Igateway/scsi -Igateway/bs \
-	-Igateway/mpath -Igateway/net -Igateway/ctl -Iagent
+	-Igateway/mpath -Igateway/net -Igateway/ctl -Igateway/conf -Iagent
 
 CFLAGS := -std=gnu11 $(OPT) $(WARN) $(FORTIFY) -fstack-protector-strong -D_GNU_SOURCE \
 	-MMD -MP $(INCLUDES) $(PKG_CFLAGS) $(EXTRA_CFLAGS)

@@ -14,7 +14,7 @@ fuzz-build:
 		SANITIZE=address,undefined EXTRA_CFLAGS=-fsanitize=fuzzer-no-link \
 		$(patsubst %,build/fuzz/tests/fuzz/%,$(FUZZ_NAMES))
 
-build/fuzz/tests/fuzz/%: tests/fuzz/%.c $(LIBGWD) $(LIBGW)
+build/fuzz/tests/fuzz/%: tests/fuzz/%.c $(LIBGWD) $(LIBGWCONF) $(LIBGW)
 	@mkdir -p $(dir $@)
 	$(call say,FUZZ,$@)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(filter %.a,$^) $(LDLIBS)
 

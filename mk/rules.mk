@@ -1,6 +1,7 @@
 # Sources are found by folder: a new .c file needs no Makefile change.
 #   lib/*.c                    -> $(BUILD)/libgw.a            (shared core)
-#   gateway/**/*.c but main.c  -> $(BUILD)/libgwd.a           (gateway engine)
+#   gateway/conf/*.c           -> $(BUILD)/libgwconf.a        (config structs, tables, parser)
+#   gateway/**/*.c but main.c, conf/ -> $(BUILD)/libgwd.a     (gateway engine)
 #   gateway/main.c             -> $(BUILD)/isergwd
 #   agent/**/*.c but cli/, main.c -> $(BUILD)/libapi.a; agent/main.c -> $(BUILD)/isergw-agent
 #   agent/cli/*.c              -> $(BUILD)/isergwctl
@@ -8,13 +9,15 @@
 rwildcard = $(foreach d,$(wildcard $(1:=/*)),$(call rwildcard,$(d),$(2)) $(filter $(subst *,%,$(2)),$(d)))
 
 LIB_SRC := $(wildcard lib/*.c)
-GWD_SRC := $(filter-out gateway/main.c,$(call rwildcard,gateway,*.c))
+CONF_SRC := $(wildcard gateway/conf/*.c)
+GWD_SRC := $(filter-out gateway/main.c $(CONF_SRC),$(call rwildcard,gateway,*.c))
 API_SRC := $(filter-out agent/main.c $(call rwildcard,agent/cli,*.c),$(call rwildcard,agent,*.c))
 CLI_SRC := $(call rwildcard,agent/cli,*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
 LIBGW := $(BUILD)/libgw.a
+LIBGWCONF := $(BUILD)/libgwconf.a
 LIBGWD := $(BUILD)/libgwd.a
 LIBAPI := $(BUILD)/libapi.a
 
@@ -48,21 +51,24 @@ $(BUILD)/%.o: %.c
 $(LIBGW): $(call obj,$(LIB_SRC))
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
+$(LIBGWCONF): $(call obj,$(CONF_SRC))
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
 $(LIBGWD): $(call obj,$(GWD_SRC))
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
 $(LIBAPI): $(call obj,$(API_SRC))
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/isergwd: $(call obj,gateway/main.c) $(LIBGWD) $(LIBGW)
+$(BUILD)/isergwd: $(call obj,gateway/main.c) $(LIBGWD) $(LIBGWCONF) $(LIBGW)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The agent validates configurations with the gateway's own parser (ctl_config), so it links the
-# engine archive too: only the objects that parser needs are pulled in.
-$(BUILD)/isergw-agent: $(call obj,agent/main.c) $(LIBAPI) $(LIBGWD) $(LIBGW)
+# The agent validates configurations with the gateway's own parser and tables (libgwconf), never
+# the engine: the CLI likewise.
+$(BUILD)/isergw-agent: $(call obj,agent/main.c) $(LIBAPI) $(LIBGWCONF) $(LIBGW)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/isergwctl: $(call obj,$(CLI_SRC)) $(LIBAPI) $(LIBGWD) $(LIBGW)
+$(BUILD)/isergwctl: $(call obj,$(CLI_SRC)) $(LIBAPI) $(LIBGWCONF) $(LIBGW)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:

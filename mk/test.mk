@@ -17,15 +17,16 @@ UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(call rwildcard,tests/unit,*.c))
 
 # Every unit test binary links the whole engine; a test that includes a .c file to reach its
 # static functions overrides that object, as the linker only pulls archive members it needs.
-# Only the agent's tests link the agent, so a broken agent never blocks the gateway's tests.
+# Only the agent's tests link the agent, so a broken agent never blocks the gateway's tests; they
+# link what the agent links (the config library, not the engine) and only their own helpers.
 UNIT_LINK = $(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(filter %.o %.a,$^) \
 	$(CRITERION_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/unit/agent/%: tests/unit/agent/%.c $(call obj,$(UNIT_HELPERS)) $(LIBAPI) $(LIBGWD) $(LIBGW)
+$(BUILD)/tests/unit/agent/%: tests/unit/agent/%.c $(call obj,$(filter tests/unit/agent/%,$(UNIT_HELPERS))) $(LIBAPI) $(LIBGWCONF) $(LIBGW)
 	@mkdir -p $(dir $@)
 	$(call say,TEST,$@)$(UNIT_LINK)
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(call obj,$(UNIT_HELPERS)) $(LIBGWD) $(LIBGW)
+$(BUILD)/tests/unit/%: tests/unit/%.c $(call obj,$(UNIT_HELPERS)) $(LIBGWD) $(LIBGWCONF) $(LIBGW)
 	@mkdir -p $(dir $@)
 	$(call say,TEST,$@)$(UNIT_LINK)
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "conf.h"
 #include "gw_conf.h"
 #include "gw_list.h"
 #include "gw_loop.h"
@@ -55,14 +56,6 @@ struct bs_io {
 	struct gw_list node;
 };
 
-enum bs_type {
-	BS_TYPE_FILE,		/* regular file (created sparse if missing and size given) */
-	BS_TYPE_BLOCK,		/* block device, including dm-multipath maps */
-	BS_TYPE_RAM,
-	BS_TYPE_NULL,		/* reads zeroes, drops writes: for benchmarks of the target itself */
-	BS_TYPE_REMOTE,		/* a back-end LUN over N iSCSI paths (gateway/mpath/) */
-};
-
 /* What the SCSI core answers media commands with (SPC-4 NOT READY additional sense codes). */
 enum bs_state {
 	BS_STATE_READY = 0,
@@ -73,21 +66,6 @@ enum bs_state {
 enum bs_event {
 	BS_EV_CAPACITY,		/* size (or thin provisioning) changed: the core re-reads them */
 };
-
-struct mp_conf;
-
-struct bs_conf {
-	int type;		/* enum bs_type */
-	char *path;		/* file, block */
-	uint64_t size;		/* bytes; file: created/extended to this, ram/null: required */
-	uint32_t block_size;	/* 512 or 4096 */
-	bool direct;		/* O_DIRECT for file/block */
-	bool readonly;
-	uint32_t threads;	/* worker threads for file/block */
-	struct mp_conf *remote;	/* remote: paths and policies (heap; see bs_conf_parse) */
-};
-
-extern const struct gw_conf_key bs_conf_keys[];
 
 struct bs_ops {
 	const char *name;
@@ -152,15 +130,5 @@ enum { BS_MAPPED = 0, BS_DEALLOCATED = 1 };
 int bs_map(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent);
 /* Live state for the control socket (remote: paths, policies, counters), or NULL. */
 json_t *bs_status(struct bs *bs);
-
-/*
- * The backstore object of the configuration: bs_conf_keys, plus for "type": "remote" the
- * policy keys and "paths" array of gateway/mpath (mp_conf_keys). Sets defaults first. Errors
- * name "<path>.<key>". bs_conf_free releases what it allocated.
- */
-int bs_conf_parse(struct bs_conf *conf, const json_t *in, const char *path,
-		  struct gw_errlist *errs);
-void bs_conf_free(struct bs_conf *conf);
-json_t *bs_conf_to_json(const struct bs_conf *conf, bool mask_secrets);
 
 #endif

@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "ctl_config.h"
+#include "conf.h"
 #include "gw_loop.h"
 #include "isc.h"
 

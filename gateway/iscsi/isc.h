@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "dmv.h"
+#include "conf.h"
 #include "gw_conf.h"
 #include "gw_hist.h"
 #include "gw_list.h"
@@ -37,89 +38,6 @@ struct isc_gw;
 struct isc_session;
 struct isc_conn;
 struct isc_target;
-
-/* ---------------------------------------------------------------------------------------- */
-/* Configuration objects (keyword tables in isc_target.c) */
-
-enum isc_portal_transport {
-	ISC_PORTAL_TCP = 0,
-	ISC_PORTAL_ISER = 1,
-};
-
-struct isc_portal_conf {
-	char *name;
-	int transport;			/* enum isc_portal_transport */
-	char *address;
-	uint32_t port;
-};
-
-struct isc_initiator_conf {
-	char *name;
-	struct isc_chap_conf chap;
-};
-
-struct isc_lun_conf {
-	struct scsi_lu_conf lu;
-	struct bs_conf bs;
-};
-
-struct isc_target_conf {
-	char *name;
-	char *alias;
-	uint32_t tpgt;
-	struct gw_strlist portals;
-	bool allow_any_initiator;
-	struct isc_initiator_conf *initiators;
-	size_t ninitiators;
-	struct isc_chap_conf chap;
-	struct isc_param_conf params;
-	struct isc_lun_conf *luns;
-	size_t nluns;
-};
-
-enum isc_disc_auth {
-	ISC_DISC_AUTH_NONE = 0,
-	ISC_DISC_AUTH_CHAP = 1,
-};
-
-struct isc_discovery_conf {
-	int auth;			/* enum isc_disc_auth */
-	struct isc_chap_conf chap;
-};
-
-/* One ALUA target port group of a cluster ("cluster": {"groups": [...]}): a gateway. */
-struct isc_group_conf {
-	uint32_t id;			/* the TPGT of that gateway's targets */
-	char *name;			/* the member's gateway id, informative */
-	int state;			/* enum scsi_alua_state */
-};
-
-/* The whole iSCSI part of the gateway's configuration. */
-struct isc_gw_conf {
-	struct isc_portal_conf *portals;
-	size_t nportals;
-	struct isc_discovery_conf discovery;
-	struct isc_target_conf *targets;
-	size_t ntargets;
-	struct isc_group_conf *groups;	/* empty: a gateway alone */
-	size_t ngroups;
-};
-
-extern const struct gw_conf_key isc_portal_conf_keys[];
-extern const struct gw_conf_key isc_initiator_conf_keys[];	/* "name"; "chap" nested */
-extern const struct gw_conf_key isc_target_conf_keys[];	/* nested keys: the caller's */
-extern const struct gw_conf_key isc_discovery_conf_keys[];	/* "auth"; "chap" nested */
-extern const struct gw_conf_key isc_group_conf_keys[];		/* cluster.groups[] */
-
-/* The nested keys of a target object (the caller walks them). */
-extern const char *const isc_target_nested_keys[];
-
-/* Checks an iSCSI name (iqn., eui., naa. forms, RFC 7143 §4.2.7); gw_conf `check` signature. */
-const char *isc_check_name(const void *field);
-/* Cross-object rules (portal names unique and referenced, target names unique, LUNs unique,
- * CHAP rules). Errors under their key path. 0 or -EINVAL. */
-int isc_gw_conf_check(const struct isc_gw_conf *c, struct gw_errlist *errs);
-void isc_gw_conf_free(struct isc_gw_conf *c);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Runtime objects */
@@ -300,7 +218,7 @@ struct isc_session {
 	uint64_t login_ms;		/* loop time of the login */
 };
 
-/* gateway.data_memory's default (ctl_config.c says "1G"). */
+/* gateway.data_memory's default (gateway/conf/ctl_config.c says "1G"). */
 #define ISC_DATA_MEM_DEFAULT	(1ull << 30)
 
 struct isc_gw {

@@ -21,79 +21,9 @@
 
 #define COMP "iscsi"
 
-/* ---------------------------------------------------------------------------------------- */
-/* Configuration */
-
-const char *isc_chap_check_secret(const void *field)
-{
-	const char *const *s = field;
-	size_t len = *s ? strlen(*s) : 0;
-
-	if (len && (len < ISC_CHAP_SECRET_MIN || len > ISC_CHAP_SECRET_MAX))
-		return "a CHAP secret must be 12 to 256 bytes long";
-	return NULL;
-}
-
-#define CC_STR(n, maxlen, fl, chk, h) \
-	{ .name = #n, .type = GW_CONF_STR, .offset = offsetof(struct isc_chap_conf, n), \
-	  .min = 0, .max = (maxlen), .flags = (fl), .check = (chk), .help = (h) }
-
-const struct gw_conf_key isc_chap_conf_keys[] = {
-	CC_STR(user, ISC_VAL_MAX, 0, NULL, "CHAP user the initiator must present; empty: no CHAP"),
-	CC_STR(secret, ISC_CHAP_SECRET_MAX, GW_CONF_SECRET, isc_chap_check_secret,
-	       "CHAP secret for user, 12 to 256 bytes"),
-	CC_STR(mutual_user, ISC_VAL_MAX, 0, NULL,
-	       "user the target presents for mutual CHAP; empty: one-way CHAP"),
-	CC_STR(mutual_secret, ISC_CHAP_SECRET_MAX, GW_CONF_SECRET, isc_chap_check_secret,
-	       "secret for mutual CHAP, 12 to 256 bytes, different from secret"),
-	GW_CONF_END
-};
-
 static bool str_set(const char *s)
 {
 	return s && *s;
-}
-
-static void conf_err(struct gw_errlist *errs, const char *path, const char *key, const char *msg)
-{
-	char field[256];
-
-	snprintf(field, sizeof(field), "%s%s%s", path ? path : "", path && *path ? "." : "", key);
-	gw_errlist_add(errs, field, "%s", msg);
-}
-
-int isc_chap_conf_check(const struct isc_chap_conf *c, const char *path, struct gw_errlist *errs)
-{
-	int r = 0;
-
-	if (str_set(c->user) && !str_set(c->secret)) {
-		conf_err(errs, path, "secret", "required when user is set (12 to 256 bytes)");
-		r = -EINVAL;
-	}
-	if (!str_set(c->user) && str_set(c->secret)) {
-		conf_err(errs, path, "user", "required when secret is set");
-		r = -EINVAL;
-	}
-	if (str_set(c->mutual_user) && !str_set(c->user)) {
-		conf_err(errs, path, "mutual_user", "mutual CHAP needs one-way CHAP (user) too");
-		r = -EINVAL;
-	}
-	if (str_set(c->mutual_user) && !str_set(c->mutual_secret)) {
-		conf_err(errs, path, "mutual_secret",
-			 "required when mutual_user is set (12 to 256 bytes)");
-		r = -EINVAL;
-	}
-	if (!str_set(c->mutual_user) && str_set(c->mutual_secret)) {
-		conf_err(errs, path, "mutual_user", "required when mutual_secret is set");
-		r = -EINVAL;
-	}
-	if (str_set(c->secret) && str_set(c->mutual_secret) &&
-	    !strcmp(c->secret, c->mutual_secret)) {
-		/* Otherwise an attacker could reflect our challenge and have us answer it. */
-		conf_err(errs, path, "mutual_secret", "must differ from secret");
-		r = -EINVAL;
-	}
-	return r;
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -33,11 +33,10 @@
 #include <stdint.h>
 
 #include "gw_buf.h"
+#include "conf.h"
 #include "gw_conf.h"
 #include "isc_param.h"
 
-#define ISC_CHAP_SECRET_MIN	12
-#define ISC_CHAP_SECRET_MAX	256
 #define ISC_CHAP_DIGEST_MAX	32	/* SHA-256 / SHA3-256 */
 #define ISC_CHAP_CHALLENGE_LEN	32	/* largest challenge: max(digest len, 16) bytes */
 
@@ -48,28 +47,6 @@ enum isc_chap_alg {
 	ISC_CHAP_SHA256 = 7,
 	ISC_CHAP_SHA3_256 = 8,
 };
-
-/* The `chap` object of the config (discovery, target, initiator). Empty user: no CHAP. */
-struct isc_chap_conf {
-	char *user;
-	char *secret;		/* 12..256 bytes when user is set */
-	char *mutual_user;	/* empty: one-way */
-	char *mutual_secret;	/* 12..256 bytes when mutual_user is set, != secret */
-};
-
-/* gw_conf table over struct isc_chap_conf: user, secret, mutual_user, mutual_secret (secrets
- * flagged GW_CONF_SECRET, lengths 0..256 with isc_chap_check_secret). */
-extern const struct gw_conf_key isc_chap_conf_keys[];
-/* gw_conf `check` for a secret field (field points at the char * member): NULL if empty or
- * 12..256 bytes, else a message. */
-const char *isc_chap_check_secret(const void *field);
-/*
- * Cross-key rules: secret required when user is set, mutual_secret required when mutual_user
- * is set, mutual_secret != secret (a reflected challenge would otherwise let an attacker
- * make the target compute its own answer), mutual_user without user refused. Errors go to errs
- * under "<path>.<key>"; returns 0 or -EINVAL.
- */
-int isc_chap_conf_check(const struct isc_chap_conf *c, const char *path, struct gw_errlist *errs);
 
 enum isc_chap_fail {
 	ISC_CHAP_FAIL_NONE = 0,

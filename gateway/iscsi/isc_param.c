@@ -161,103 +161,6 @@ bool isc_key_is_security(const char *key)
 	return !strcmp(key, "AuthMethod") || !strncmp(key, "CHAP_", 5);
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Configuration */
-
-#define DIGEST_NONE	(1u << 0)
-#define DIGEST_CRC32C	(1u << 1)
-
-/* Parses "CRC32C,None" into a mask, in order; returns 0 on a bad or repeated item. */
-static unsigned int digest_mask(const char *s, char *first, size_t first_len)
-{
-	unsigned int mask = 0, bit;
-	const char *p = s, *c;
-	size_t n;
-
-	if (first_len)
-		first[0] = '\0';
-	if (!s || !*s)
-		return 0;
-	for (;;) {
-		c = strchr(p, ',');
-		n = c ? (size_t)(c - p) : strlen(p);
-		if (n == 6 && !strncmp(p, "CRC32C", 6))
-			bit = DIGEST_CRC32C;
-		else if (n == 4 && !strncmp(p, "None", 4))
-			bit = DIGEST_NONE;
-		else
-			return 0;
-		if (mask & bit)
-			return 0;
-		mask |= bit;
-		if (!c)
-			break;
-		p = c + 1;
-	}
-	return mask;
-}
-
-static const char *check_digest(const void *field)
-{
-	const char *const *s = field;
-
-	if (!digest_mask(*s, NULL, 0))
-		return "must be a list of CRC32C and None, e.g. \"CRC32C,None\"";
-	return NULL;
-}
-
-#define PC_U32(n, lo, hi, d, h) \
-	{ .name = #n, .type = GW_CONF_U32, .offset = offsetof(struct isc_param_conf, n), \
-	  .min = (lo), .max = (hi), .def = (d), .help = (h) }
-#define PC_BOOL(n, d, h) \
-	{ .name = #n, .type = GW_CONF_BOOL, .offset = offsetof(struct isc_param_conf, n), \
-	  .def = (d), .help = (h) }
-
-const struct gw_conf_key isc_param_conf_keys[] = {
-	{ .name = "HeaderDigest", .type = GW_CONF_STR,
-	  .offset = offsetof(struct isc_param_conf, HeaderDigest), .min = 4, .max = 16,
-	  .def = "CRC32C,None", .check = check_digest,
-	  .help = "header digests the target accepts (CRC32C, None), preferred first" },
-	{ .name = "DataDigest", .type = GW_CONF_STR,
-	  .offset = offsetof(struct isc_param_conf, DataDigest), .min = 4, .max = 16,
-	  .def = "CRC32C,None", .check = check_digest,
-	  .help = "data digests the target accepts (CRC32C, None), preferred first" },
-	PC_U32(MaxRecvDataSegmentLength, 512, 16777215, "262144",
-	       "largest data segment the target receives, declared to initiators"),
-	PC_U32(MaxBurstLength, 512, 16777215, "1048576",
-	       "upper limit for MaxBurstLength (bytes per solicited sequence)"),
-	PC_U32(FirstBurstLength, 512, 16777215, "65536",
-	       "upper limit for FirstBurstLength (unsolicited bytes per command)"),
-	PC_BOOL(InitialR2T, "false", "require an R2T before the first burst of write data"),
-	PC_BOOL(ImmediateData, "true", "allow write data in the command PDU"),
-	PC_U32(MaxOutstandingR2T, 1, 65535, "1", "upper limit for R2Ts in flight per task"),
-	PC_U32(MaxConnections, 1, 65535, "1", "upper limit for connections per session"),
-	PC_U32(DefaultTime2Wait, 0, 3600, "2", "lower limit for DefaultTime2Wait, seconds"),
-	PC_U32(DefaultTime2Retain, 0, 3600, "20", "upper limit for DefaultTime2Retain, seconds"),
-	PC_U32(ErrorRecoveryLevel, 0, 2, "0", "upper limit for ErrorRecoveryLevel"),
-	PC_U32(queue_depth, 1, 65535, "128",
-	       "commands a session may have in flight (CmdSN window)"),
-	PC_U32(nop_interval, 0, 3600, "10",
-	       "seconds between NOP-In pings on an idle connection, 0: off"),
-	PC_U32(nop_timeout, 0, 3600, "30", "seconds without an answer before dropping, 0: off"),
-	GW_CONF_END
-};
-
-int isc_param_conf_check(const struct isc_param_conf *c, const char *path,
-			 struct gw_errlist *errs)
-{
-	char field[256];
-
-	if (c->FirstBurstLength > c->MaxBurstLength) {
-		snprintf(field, sizeof(field), "%s%sFirstBurstLength", path ? path : "",
-			 path && *path ? "." : "");
-		gw_errlist_add(errs, field, "%u is larger than MaxBurstLength (%u)",
-			       c->FirstBurstLength, c->MaxBurstLength);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static const struct isc_param_conf conf_defaults = {
 	.HeaderDigest = (char *)"CRC32C,None",
 	.DataDigest = (char *)"CRC32C,None",
@@ -441,13 +344,13 @@ int isc_neg_create(const struct isc_neg_init *in, struct isc_neg **out)
 	if (!n)
 		return -ENOMEM;
 	n->conf = in->conf ? in->conf : &conf_defaults;
-	n->hd_allow = digest_mask(n->conf->HeaderDigest, NULL, 0);
-	n->dd_allow = digest_mask(n->conf->DataDigest, NULL, 0);
+	n->hd_allow = isc_digest_mask(n->conf->HeaderDigest);
+	n->dd_allow = isc_digest_mask(n->conf->DataDigest);
 	/* A conf that skipped validation still gets a working, permissive default. */
 	if (!n->hd_allow)
-		n->hd_allow = DIGEST_NONE | DIGEST_CRC32C;
+		n->hd_allow = ISC_DIGEST_NONE | ISC_DIGEST_CRC32C;
 	if (!n->dd_allow)
-		n->dd_allow = DIGEST_NONE | DIGEST_CRC32C;
+		n->dd_allow = ISC_DIGEST_NONE | ISC_DIGEST_CRC32C;
 	if (in->target_alias && *in->target_alias) {
 		n->target_alias = strdup(in->target_alias);
 		if (!n->target_alias) {
@@ -647,7 +550,7 @@ static unsigned int digest_allow(const struct isc_neg *n, int id)
 {
 	/* RDMA has its own integrity checks: iSER sessions run without iSCSI digests. */
 	if (n->p.rdma_extensions)
-		return DIGEST_NONE;
+		return ISC_DIGEST_NONE;
 	return id == K_HEADER_DIGEST ? n->hd_allow : n->dd_allow;
 }
 
@@ -729,11 +632,11 @@ static int take_answer(struct isc_neg *n, const struct key_def *k, const char *v
 		*bool_field(&n->p, k->id) = b;
 		break;
 	case FN_LIST:
-		bit = !strcmp(val, "CRC32C") ? DIGEST_CRC32C :
-		      !strcmp(val, "None") ? DIGEST_NONE : 0;
+		bit = !strcmp(val, "CRC32C") ? ISC_DIGEST_CRC32C :
+		      !strcmp(val, "None") ? ISC_DIGEST_NONE : 0;
 		if (!(bit & n->offer_mask[k->id]))
 			return proto_err(status, k->name, "answer not among the target's offer");
-		*digest_field(&n->p, k->id) = bit == DIGEST_CRC32C;
+		*digest_field(&n->p, k->id) = bit == ISC_DIGEST_CRC32C;
 		break;
 	default:
 		return proto_err(status, k->name, "unexpected answer");
@@ -762,10 +665,10 @@ static int handle_list(struct isc_neg *n, const struct key_def *k, const char *v
 				if (!strcmp(item, "RFC3720"))
 					return answer(n, resp, k, item);
 			} else {
-				bit = !strcmp(item, "CRC32C") ? DIGEST_CRC32C :
-				      !strcmp(item, "None") ? DIGEST_NONE : 0;
+				bit = !strcmp(item, "CRC32C") ? ISC_DIGEST_CRC32C :
+				      !strcmp(item, "None") ? ISC_DIGEST_NONE : 0;
 				if (bit & allow) {
-					*digest_field(&n->p, k->id) = bit == DIGEST_CRC32C;
+					*digest_field(&n->p, k->id) = bit == ISC_DIGEST_CRC32C;
 					return answer(n, resp, k, item);
 				}
 			}
@@ -1050,9 +953,9 @@ static int offer_digest(struct isc_neg *n, struct gw_buf *resp, int id, const ch
 	unsigned int allow = digest_allow(n, id);
 	char list[32];
 
-	if (!conf || !digest_mask(conf, NULL, 0))
+	if (!conf || !isc_digest_mask(conf))
 		conf = "CRC32C,None";
-	if (!(allow & DIGEST_NONE))
+	if (!(allow & ISC_DIGEST_NONE))
 		snprintf(list, sizeof(list), "CRC32C");
 	else if (!strncmp(conf, "None", 4))
 		snprintf(list, sizeof(list), "None,CRC32C");
@@ -1079,7 +982,7 @@ static int target_offers(struct isc_neg *n, struct gw_buf *resp, uint16_t *statu
 	for (id = K_HEADER_DIGEST; id <= K_DATA_DIGEST; id++) {
 		const char *name = id == K_HEADER_DIGEST ? "HeaderDigest" : "DataDigest";
 		bool on = *digest_field(&n->p, id);
-		unsigned int have = on ? DIGEST_CRC32C : DIGEST_NONE;
+		unsigned int have = on ? ISC_DIGEST_CRC32C : ISC_DIGEST_NONE;
 
 		if (digest_allow(n, id) & have)
 			continue;

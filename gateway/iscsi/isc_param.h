@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "gw_buf.h"
+#include "conf.h"
 #include "gw_conf.h"
 
 /* Login status (class << 8 | detail) values this module returns (RFC 7143 §11.13.5). */
@@ -43,9 +44,7 @@
 
 /* Limits from RFC 7143 §6.1 */
 #define ISC_KEY_MAX		63	/* key name bytes */
-#define ISC_VAL_MAX		255	/* value bytes, except the long binary keys below */
 #define ISC_VAL_LONG_MAX	8192	/* CHAP_C / CHAP_R (and other binary keys) */
-#define ISC_NAME_MAX		223	/* iSCSI names (RFC 7143 §4.2.7.1) */
 
 /* Login stages as the CSG/NSG fields number them; FFP also stands for Text negotiation. */
 enum isc_stage {
@@ -91,37 +90,6 @@ int isc_kv_append(struct gw_buf *b, const char *key, const char *val);
 bool isc_key_is_security(const char *key);
 
 /* ---------------------------------------------------------------------------------------- */
-/* Target configuration (the `params` object of a target; see isc_param_conf_keys) */
-
-struct isc_param_conf {
-	char *HeaderDigest;		/* "CRC32C,None": digests the target accepts, in order */
-	char *DataDigest;
-	uint32_t MaxRecvDataSegmentLength;	/* declared by the target, 512..2^24-1 */
-	uint32_t MaxBurstLength;		/* upper limit, 512..2^24-1 */
-	uint32_t FirstBurstLength;		/* upper limit, 512..2^24-1, <= MaxBurstLength */
-	bool InitialR2T;			/* target wants R2T for the first burst (OR) */
-	bool ImmediateData;			/* target allows immediate data (AND) */
-	uint32_t MaxOutstandingR2T;		/* upper limit 1..65535 */
-	uint32_t MaxConnections;		/* upper limit 1..65535 */
-	uint32_t DefaultTime2Wait;		/* lower limit 0..3600 (result is the max) */
-	uint32_t DefaultTime2Retain;		/* upper limit 0..3600 */
-	uint32_t ErrorRecoveryLevel;		/* upper limit 0..2 (only 0 is implemented) */
-	uint32_t queue_depth;			/* CmdSN window, 1..65535 (not negotiated) */
-	uint32_t nop_interval;			/* seconds between NOP-In pings, 0: off */
-	uint32_t nop_timeout;			/* seconds without answer, then drop; 0: off */
-};
-
-/*
- * gw_conf table over struct isc_param_conf, keys spelled as above (as on the wire).
- * Defaults: "CRC32C,None", "CRC32C,None", 262144, 1048576, 65536, false, true, 1, 1, 2, 20, 0,
- * 128, 10, 30. Call isc_param_conf_check() after parsing for the cross-key rules.
- */
-extern const struct gw_conf_key isc_param_conf_keys[];
-/* Cross-key rules (FirstBurstLength <= MaxBurstLength). Adds to errs under "<path>.key";
- * returns 0 or -EINVAL. */
-int isc_param_conf_check(const struct isc_param_conf *c, const char *path,
-			 struct gw_errlist *errs);
-
 /* ---------------------------------------------------------------------------------------- */
 /* Negotiated values */
 

@@ -19,82 +19,12 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "conf.h"
 #include "gw_conf.h"
 #include "gw_list.h"
 #include "gw_loop.h"
 
 #define MP_LOG "mpath"
-
-enum mp_pg_policy {
-	MP_PG_FAILOVER,		/* one path per group, in configuration order */
-	MP_PG_MULTIBUS,		/* every path in one group */
-	MP_PG_GROUP_BY_PRIO,	/* groups by ALUA priority: AO 50, ANO 10, others 1 */
-};
-
-enum mp_selector {
-	MP_SEL_ROUND_ROBIN,
-	MP_SEL_QUEUE_LENGTH,	/* fewest commands in flight */
-	MP_SEL_SERVICE_TIME,	/* fewest bytes in flight (dm's service-time, throughput 1) */
-};
-
-/* failback and no_path_retry, decoded */
-#define MP_FAILBACK_MANUAL (-1)
-#define MP_FAILBACK_IMMEDIATE 0
-#define MP_NO_PATH_RETRY_QUEUE (-1)
-#define MP_NO_PATH_RETRY_FAIL 0
-
-struct mp_chap_conf {
-	char *user;
-	char *secret;
-	char *mutual_user;
-	char *mutual_secret;
-};
-
-struct mp_path_conf {
-	char *url;		/* iscsi://HOST[:PORT]/TARGET-IQN/LUN or iser://... */
-	char *initiator;	/* "" : the LUN's initiator */
-	struct mp_chap_conf chap;
-};
-
-/* The remote keys of a backstore object ("type": "remote"). */
-struct mp_conf {
-	int pg_policy;			/* enum mp_pg_policy */
-	int selector;			/* enum mp_selector */
-	uint32_t rr_min_io_rq;		/* round-robin: I/Os per path before the next */
-	uint32_t polling_interval;	/* s: path checker (TUR) period */
-	uint32_t checker_timeout;	/* s: a TUR not answered in this is a failed path */
-	char *failback;			/* "immediate" | "manual" | seconds */
-	char *no_path_retry;		/* "fail" | "queue" | polling intervals to queue */
-	char *initiator;		/* initiator name of every path unless the path sets one */
-	char *wwid;			/* expected identity ("naa.6..."), "" = the first path's */
-	uint32_t login_timeout;		/* s: TCP connect + iSCSI login + identity probe */
-	uint32_t initial_login_retry_max; /* logins per path before start-up stops waiting */
-	uint32_t io_timeout;		/* s: an I/O outstanding this long fails its path */
-	uint32_t io_stall_ms;		/* path with I/O and no reply this long gets a NOP-Out */
-	uint32_t nop_timeout_ms;	/* that NOP-Out unanswered this long: the path is dead */
-	uint32_t reconnect_delay_ms;	/* first reconnect backoff */
-	uint32_t reconnect_max_ms;	/* backoff cap */
-	uint32_t drain_timeout_ms;	/* shutdown: in-flight I/O gets this long to finish */
-	struct mp_path_conf *paths;
-	size_t npaths;
-};
-
-extern const struct gw_conf_key mp_conf_keys[];
-extern const struct gw_conf_key mp_path_conf_keys[];
-extern const struct gw_conf_key mp_chap_conf_keys[];
-
-/* Defaults, then the remote keys and the "paths" array of `in` (a backstore object); keys in
- * `ignore` belong to the caller. Errors name "<path>.<key>" / "<path>.paths[i].url". */
-int mp_conf_parse(struct mp_conf *c, const json_t *in, const char *path,
-		  const char *const *ignore, struct gw_errlist *errs);
-int mp_conf_defaults(struct mp_conf *c);
-void mp_conf_free(struct mp_conf *c);
-int mp_conf_copy(struct mp_conf *dst, const struct mp_conf *src);
-json_t *mp_conf_to_json(const struct mp_conf *c, bool mask_secrets);
-/* "immediate" 0, "manual" -1, "N" N seconds. 0 or -EINVAL. */
-int mp_parse_failback(const char *s, int32_t *out);
-/* "fail" 0, "queue" -1, "N" N polling intervals. 0 or -EINVAL. */
-int mp_parse_no_path_retry(const char *s, int32_t *out);
 
 /* I/O */
 

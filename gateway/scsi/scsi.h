@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 
 #include "bs.h"
+#include "conf.h"
 #include "gw_conf.h"
 #include "gw_list.h"
 #include "gw_loop.h"
@@ -62,14 +63,6 @@ enum scsi_task_attr {
 	SCSI_ATTR_ORDERED,
 	SCSI_ATTR_HEAD_OF_QUEUE,
 	SCSI_ATTR_ACA,
-};
-
-enum scsi_alua_state {
-	SCSI_ALUA_AO = 0x0,		/* active/optimized */
-	SCSI_ALUA_ANO = 0x1,		/* active/non-optimized */
-	SCSI_ALUA_STANDBY = 0x2,
-	SCSI_ALUA_UNAVAILABLE = 0x3,
-	SCSI_ALUA_TRANSITIONING = 0xf,
 };
 
 struct scsi_dev;
@@ -136,28 +129,11 @@ struct scsi_cmd {
 	uint32_t step;			/* multi-step commands (COMPARE AND WRITE, VERIFY...) */
 };
 
-/* Per-LU settings, one table drives parsing and printing. */
-struct scsi_lu_conf {
-	uint64_t lun;
-	char *vendor;			/* INQUIRY T10 vendor id, up to 8 chars */
-	char *product;			/* up to 16 chars */
-	char *revision;			/* up to 4 chars */
-	char *serial;			/* unit serial (VPD 0x80); generated when empty */
-	uint64_t naa;			/* NAA-6 id low 64 bits (VPD 0x83); generated when 0 */
-	bool write_cache;		/* WCE in the caching mode page */
-	bool thin;			/* report thin provisioning and accept UNMAP */
-	char *owner;			/* cluster member that owns it (the agent's; informative) */
-	uint32_t alua_group;		/* target port group that is active/optimized for this LU
-					 * (the others: non-optimized); 0: the groups' own states */
-};
-
 /* A cluster's target port group as the gateway's configuration lists it. */
 struct scsi_tpg_conf {
 	uint16_t id;
 	enum scsi_alua_state state;
 };
-
-extern const struct gw_conf_key scsi_lu_conf_keys[];
 
 enum scsi_event {
 	SCSI_EV_LUNS_CHANGED,		/* REPORTED LUNS DATA HAS CHANGED pending */

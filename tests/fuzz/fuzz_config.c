@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ctl_config.h"
+#include "conf.h"
 #include "gw_log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

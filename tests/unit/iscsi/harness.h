@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ctl_config.h"
+#include "conf.h"
 #include "ctl_gw.h"
 #include "fake_dmv.h"
 #include "isc.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctl_config.h"
+#include "conf.h"
 
 static int parse(const char *text, struct ctl_config *cfg, struct gw_errlist *errs)
 {

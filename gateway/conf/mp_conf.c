@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conf.h"
+#include "gw_list.h"
 #include "gw_log.h"
-#include "mp.h"
 
 static const struct gw_conf_enum mp_pg_enums[] = {
 	{ "failover", MP_PG_FAILOVER },

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Configuration walk. Each object's keys come from the table next to the code it configures
- * (isc_target.c, isc_param.c, isc_chap.c, scsi_dev.c, bs.c); this file only knows the shape of
+ * Configuration walk. Each object's keys come from its own table in this library
+ * (isc_conf.c, scsi_conf.c, bs_conf.c, mp_conf.c beside it); this file only knows the shape of
  * the tree and the path to name in errors ("targets[0].luns[1].backstore.size").
  */
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ctl_config.h"
+#include "conf.h"
 #include "gw_log.h"
 
 const struct gw_conf_key ctl_gateway_conf_keys[] = {
