@@ -16,8 +16,7 @@
 #include <unistd.h>
 
 #include "conf.h"
-#include "ctl_gw.h"
-#include "ctl_sock.h"
+#include "ctl.h"
 #include "gw_log.h"
 #include "gw_loop.h"
 #include "isc.h"

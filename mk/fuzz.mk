@@ -6,6 +6,8 @@
 FUZZ_SECONDS ?= 60
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRC))
+# fuzz_login_keys drives the iSCSI key parser, a private header of gateway/iscsi/.
+FUZZ_INC := -Igateway/iscsi
 
 .PHONY: fuzz fuzz-build fuzz-regress
 
@@ -16,7 +18,7 @@ fuzz-build:
 
 build/fuzz/tests/fuzz/%: tests/fuzz/%.c $(LIBGWD) $(LIBGWCONF) $(LIBGW)
 	@mkdir -p $(dir $@)
-	$(call say,FUZZ,$@)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(filter %.a,$^) $(LDLIBS)
+	$(call say,FUZZ,$@)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(FUZZ_INC) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(filter %.a,$^) $(LDLIBS)
 
 fuzz: fuzz-build
 	@for f in $(FUZZ_NAMES); do \

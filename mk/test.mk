@@ -19,8 +19,15 @@ UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(call rwildcard,tests/unit,*.c))
 # static functions overrides that object, as the linker only pulls archive members it needs.
 # Only the agent's tests link the agent, so a broken agent never blocks the gateway's tests; they
 # link what the agent links (the config library, not the engine) and only their own helpers.
-UNIT_LINK = $(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(filter %.o %.a,$^) \
-	$(CRITERION_LIBS) $(LDLIBS)
+# A test of tests/unit/MODULE/ may reach that module's private headers (and its static functions
+# by including its .c): MODULE's folder is on its include path, and nothing else private. The
+# ctl tests drive the iSCSI engine through tests/unit/iscsi/harness.h, so they see iscsi's too.
+UNIT_MOD = $(word 3,$(subst /, ,$<))
+UNIT_DIR = $(if $(filter lib,$(1)),lib,$(if $(filter agent,$(1)),agent,gateway/$(1)))
+UNIT_INC_ctl := -Igateway/iscsi
+UNIT_INC = -I$(call UNIT_DIR,$(UNIT_MOD)) $(UNIT_INC_$(UNIT_MOD))
+UNIT_LINK = $(CC) $(CFLAGS) -Itests/unit $(UNIT_INC) $(LDFLAGS) -o $@ $< \
+	$(filter %.o %.a,$^) $(CRITERION_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/unit/agent/%: tests/unit/agent/%.c $(call obj,$(filter tests/unit/agent/%,$(UNIT_HELPERS))) $(LIBAPI) $(LIBGWCONF) $(LIBGW)
 	@mkdir -p $(dir $@)

@@ -27,7 +27,7 @@
 #include "bs.h"
 #include "bs_priv.h"
 #include "gw_log.h"
-#include "mp_dm.h"
+#include "mp.h"
 
 #define BS_FILE_ZEROES (1u << 20)	/* zero buffer for WRITE ZEROES without fallocate */
 #define BS_FILE_IOV_WIN 64		/* iovec entries handed to one preadv/pwritev */

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "bs.h"
-#include "ctl_gw.h"
+#include "ctl.h"
 #include "gw_log.h"
 #include "isc.h"
 #include "scsi.h"

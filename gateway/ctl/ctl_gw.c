@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bs.h"
-#include "ctl_gw.h"
+#include "ctl.h"
 #include "dmv.h"
 #include "gw_log.h"
 #include "isc.h"

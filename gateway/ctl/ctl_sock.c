@@ -16,8 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "ctl_gw.h"
-#include "ctl_sock.h"
+#include "ctl.h"
 #include "gw_buf.h"
 #include "gw_log.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 static struct isc_conn *isc_conn_of(struct dmv_conn *dc)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 /* Login status values not in isc_param.h (RFC 7143 §11.13.5) */
 #define ISC_LOGIN_ST_AUTHZ_FAILED	0x0202

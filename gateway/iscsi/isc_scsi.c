@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 #define ISC_TASK_KEEP_BUF	(1024u * 1024)	/* larger buffers go with their task */
 #define ISC_TASK_FREE_MAX	1024

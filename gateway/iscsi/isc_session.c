@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 uint32_t isc_session_max_cmdsn(const struct isc_session *s)
 {

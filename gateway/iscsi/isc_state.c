@@ -6,7 +6,7 @@
  */
 #include <stdio.h>
 
-#include "isc.h"
+#include "isc_priv.h"
 
 static json_t *isc_state_conn(const struct isc_conn *c)
 {

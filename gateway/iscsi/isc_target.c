@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Runtime */

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 /* "host" of an "host:port" / "[v6]:port" string, into buf. */
 static const char *isc_text_host(const char *hostport, char *buf, size_t len)

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 enum {
 	ISC_TMF_ABORT_TASK = 1,

@@ -10,8 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "ctl_gw.h"
-#include "ctl_sock.h"
+#include "ctl.h"
 #include "gw_log.h"
 
 static struct gw_loop loop;

@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "conf.h"
-#include "ctl_gw.h"
+#include "ctl.h"
 #include "fake_dmv.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 #define H_TARGET "iqn.2026-11.org.isergw:t1"
 #define H_INITIATOR "iqn.2026-11.org.example:host1"

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The gateway composed from its configuration: the layer above the iSCSI engine that wires
- * portals to datamovers and targets to SCSI devices, LUs and backstores, applies live
- * configuration changes, and reports the live state the control socket serves. ctl_gw.c builds,
- * ctl_apply.c changes and reports. The iSCSI layer (isc.h) runs what is built here; it never
- * opens a backstore itself.
+ * portals to datamovers and targets to SCSI devices, LUs and backstores (ctl_gw.c), applies live
+ * configuration changes and reports the live state (ctl_apply.c), and serves both on the
+ * control socket (ctl_sock.c). The iSCSI layer (isc.h) runs what is built here; it never opens
+ * a backstore itself. The configuration it is built from is conf.h's.
  */
-#ifndef CTL_GW_H
-#define CTL_GW_H
+#ifndef CTL_H
+#define CTL_H
 
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "conf.h"
 #include "gw_conf.h"
 #include "gw_loop.h"
 #include "isc.h"
@@ -55,5 +56,31 @@ int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *conf, struct gw_errlist 
 json_t *ctl_gw_state(struct isc_gw *gw);
 /* A target's release hook (isc_target.release): frees what an apply left pending on it. */
 void ctl_target_release(struct isc_target *t);
+
+/*
+ * ctl_sock.c: the gateway's control socket (docs/CONTROL.md): a unix stream socket, mode 0600, that the
+ * agent uses to apply configuration changes live and to read live state. One JSON object per
+ * line each way, answered in order, all inside the gateway's event loop:
+ *   {"op":"apply","config":{...}}   diff against the running configuration, change only that
+ *   {"op":"config"}                 the running configuration (secrets in clear: root only)
+ *   {"op":"state"}                  sessions, per-LUN counters, portals
+ *   {"op":"drop_session","tsih":N}  close one session
+ *   {"op":"ping"}
+ * Replies: {"id":..,"ok":true,...} or {"id":..,"ok":false,"code":"...","message":"...",
+ * "errors":[{"field":"...","message":"..."}]}.
+ */
+struct ctl_sock;
+
+/* Listens on path (a stale socket there is replaced; any other file is an error). gw is the
+ * running gateway; gconf its "gateway" section (copied). 0 or -errno. */
+int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
+		    const struct ctl_gateway_conf *gconf, struct ctl_sock **out);
+/* Closes every client and removes the socket file. */
+void ctl_sock_destroy(struct ctl_sock *s);
+/* One request to its reply (new reference); what a client line goes through. */
+json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req);
+/* The running configuration as the JSON the config file holds (new reference). */
+json_t *ctl_config_dump(const struct isc_gw_conf *c, const struct ctl_gateway_conf *g,
+			bool mask_secrets);
 
 #endif

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The iSCSI target engine (RFC 7143). Owns the gateway's iSCSI objects: portals (each a
+ * datamover listener), targets (each a SCSI device with one target port for its portal group),
+ * sessions (one I_T nexus each), connections and tasks. It sits between a datamover
+ * (gateway/dmv/dmv.h, which it never asks the kind of) and the SCSI core (gateway/scsi/scsi.h).
+ *
+ * The PDU type and its pool are gateway/pdu/isc_pdu.h, shared with the datamovers.
+ * Files: isc_conn.c (connection state, dispatch, sending),
+ * isc_login.c (login phase), isc_text.c (Text / SendTargets), isc_session.c (sessions, CmdSN
+ * window and ordering), isc_scsi.c (SCSI commands and data), isc_tmf.c (task management),
+ * isc_nop.c (NOP, logout, async messages), isc_target.c (configuration, targets, portals and
+ * the isc_gw object), isc_state.c (the sessions' live state).
+ *
+ * This is its public part; gateway/iscsi/isc_priv.h has the connection, session and task
+ * objects and what the engine's files call among themselves.
+ *
+ * It is composed by gateway/ctl/ (ctl.h): ctl builds the SCSI devices and their backstores,
+ * hands each target its device, opens the portals, applies live changes and reports state. The
+ * iSCSI layer never opens or closes a backstore itself.
+ */
+#ifndef ISC_H
+#define ISC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "conf.h"
+#include "dmv.h"
+#include "gw_conf.h"
+#include "gw_hist.h"
+#include "gw_list.h"
+#include "gw_loop.h"
+#include "isc_pdu.h"
+#include "scsi.h"
+
+struct isc_gw;
+struct isc_session;
+struct isc_conn;
+struct isc_target;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Runtime objects */
+
+struct isc_portal {
+	struct gw_list node;		/* in gw->portals */
+	struct isc_gw *gw;
+	struct isc_portal_conf *conf;	/* points into gw->conf */
+	struct dmv_portal *dp;
+};
+
+/* Per-LUN I/O counters, kept by the iSCSI layer (what the control socket reports). */
+struct isc_lun_stats {
+	uint64_t lun;
+	uint64_t read_ops, write_ops, other_ops;
+	uint64_t read_bytes, write_bytes;
+	uint64_t errors;		/* commands answered with a status other than GOOD */
+	/* Latency of the GOOD reads and writes counted above, from delivery in CmdSN order
+	 * (write data still to come) to the SCSI core's completion. */
+	struct gw_hist read_lat, write_lat;
+};
+
+/* A LUN new commands must not reach: its removal waits for the commands in flight to drain.
+ * The owner (ctl) embeds it in its own record, links it and unlinks it. */
+struct isc_lun_block {
+	struct gw_list node;		/* in target->pending_luns */
+	uint64_t lun;
+};
+
+struct isc_target {
+	struct gw_list node;		/* in gw->targets, or gw->dying_targets once removed */
+	struct isc_gw *gw;
+	struct isc_target_conf *conf;	/* points into gw->conf (or a held old one) */
+	struct scsi_dev *dev;
+	struct scsi_port *port;
+	struct gw_list sessions;	/* struct isc_session.tnode */
+	struct isc_lun_stats *stats;
+	size_t nstats;
+	struct gw_list pending_luns;	/* struct isc_lun_block */
+	bool removing;			/* out of the configuration, sessions draining */
+	/* Set by the owner (ctl): called first by isc_target_destroy, to free what the owner hung
+	 * on the target (pending LUN records, owner_data). */
+	void (*release)(struct isc_target *t);
+	void *owner_data;		/* ctl: the old configuration a removed target still uses */
+};
+
+/* gateway.data_memory's default (gateway/conf/ctl_config.c says "1G"). */
+#define ISC_DATA_MEM_DEFAULT	(1ull << 30)
+
+struct isc_gw {
+	struct gw_loop *loop;
+	struct isc_gw_conf *conf;	/* owned */
+	struct isc_pdu_pool pdus;
+	struct gw_list task_free;	/* recycled tasks, buffers kept (struct isc_task.cnode) */
+	size_t ntask_free;
+	struct gw_list portals;
+	struct gw_list targets;
+	struct gw_list sessions;
+	struct gw_list login_conns;	/* connections not yet in a session */
+	uint16_t next_tsih;
+	bool stopping;
+	unsigned int nconns;
+	struct gw_list dying_targets;	/* removed targets whose sessions still drain */
+	struct gw_timer lun_timer;	/* ctl: retries LUN removals that met commands in flight */
+	bool lun_timer_on;
+	/* Command data buffers (in tasks and in the task cache) against their budget. */
+	uint64_t data_mem, data_mem_max;
+	uint64_t task_set_full;		/* commands answered TASK SET FULL for want of it */
+};
+
+/* isc_target.c: the gateway object */
+/* An empty gateway object over conf, which it takes over on success (freed at destroy). No
+ * portal or target yet: ctl_gw_create adds them. NULL on ENOMEM. */
+struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf);
+/* Stops accepting and closes every connection; sessions go away as their tasks drain. */
+void isc_gw_stop(struct isc_gw *gw);
+/* True when no session, connection or task is left. */
+bool isc_gw_idle(const struct isc_gw *gw);
+/* Frees the gateway: its targets (live and dying), portals, task cache, PDUs and conf. */
+void isc_gw_destroy(struct isc_gw *gw);
+/* A portal object for conf (not linked, no datamover yet). NULL on ENOMEM. */
+struct isc_portal *isc_portal_new(struct isc_gw *gw, struct isc_portal_conf *conf);
+/* Takes a portal out: its connections closed, its listener destroyed, the object freed. */
+void isc_portal_remove(struct isc_portal *p);
+/* A target object for tc (not linked, no SCSI device yet: the caller sets t->dev, t->port and
+ * the device's event callback isc_target_scsi_event). NULL on ENOMEM. */
+struct isc_target *isc_target_alloc(struct isc_gw *gw, struct isc_target_conf *tc);
+/* Frees a target (sessions gone, commands drained): release, then its SCSI device. */
+void isc_target_destroy(struct isc_target *t);
+/* Takes a target out of service: logins to it closed, then destroyed now if it has no session,
+ * else moved to gw->dying_targets and destroyed when its last session ends. */
+void isc_target_retire(struct isc_target *t);
+/* Closes the sessions of initiators the target's (new) ACL no longer admits. */
+void isc_target_enforce_acl(struct isc_target *t);
+struct isc_lun_stats *isc_target_lun_stats(struct isc_target *t, uint64_t lun);
+/* True while a removal of (target, lun) waits for commands to drain. */
+bool isc_target_lun_blocked(const struct isc_target *t, uint64_t lun);
+struct isc_target *isc_gw_find_target(struct isc_gw *gw, const char *name);
+/* Whether the target serves on portal p, and its TPGT. */
+bool isc_target_on_portal(const struct isc_target *t, const struct isc_portal *p);
+/* Initiator admission: 0 allowed; *chap gets the CHAP credentials (NULL: none). -EACCES. */
+int isc_target_admit(const struct isc_target *t, const char *initiator,
+		     const struct isc_chap_conf **chap);
+/* Closes the session with this TSIH. 0 or -ENOENT. */
+int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih);
+
+/* isc_state.c: live state of the iSCSI objects (the control socket's "state") */
+/* Every session with its connections (new reference, an array). */
+json_t *isc_gw_sessions_state(const struct isc_gw *gw);
+/* Sessions on target t. */
+unsigned int isc_target_nsessions(const struct isc_target *t);
+
+/* Wiring, for ctl: a portal's datamover hands new connections to isc_conn_accept (dp->priv is
+ * the struct isc_portal); a target's SCSI device reports events to isc_target_scsi_event (arg
+ * is the struct isc_target). */
+void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc);
+void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
+
+#endif
