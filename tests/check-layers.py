@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The layering check (make check-layers, part of make test-unit).
+
+Reads every #include "..." line of lib/, gateway/, agent/ and include/ and fails on:
+  dotdot    an include path with ".."
+  private   a file including another module's private header (one outside include/)
+  missing   a quoted include found neither beside the file, nor in include/ (nor agent/)
+  import    an import of a module the table below does not allow
+  cycle     two modules including each other (any module-level cycle)
+With --build DIR it also reads the objects there with nm and fails on:
+  call      a module calling (or reading) a symbol of a module it may not import
+  callcycle a module-level cycle in the graph of defined/undefined symbols
+so "no loops" holds for calls as well as includes.
+
+--self-test runs the checks over tests/layers-fixture/, a small tree that breaks every rule,
+and fails unless each breach is reported.
+
+Prints one line per failure (file, include, rule) and ends with
+"check-layers: N passed, N failed"; exits 1 on any failure.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+# Who may import whom. A module is a folder: lib/, gateway/NAME/, agent/ (one module until it is
+# split into rooms: add their rows here, e.g. 'agent/http': ['lib'], and a MODULE_OF_PATH rule).
+# gateway/main.c is the daemon's main(), allowed everything in gateway.
+GATEWAY = ['ctl', 'iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'conf', 'lib']
+ALLOWED = {
+    'lib': [],
+    'conf': ['lib'],
+    'pdu': ['lib'],
+    'dmv': ['pdu', 'lib'],
+    'mpath': ['conf', 'lib'],          # the remote backstore's paths, and dm-multipath maps
+    'bs': ['mpath', 'conf', 'lib'],
+    'scsi': ['bs', 'conf', 'lib'],
+    'iscsi': ['dmv', 'pdu', 'scsi', 'conf', 'lib'],
+    'ctl': ['iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'conf', 'lib'],
+    'main': GATEWAY,
+    'agent': ['conf', 'lib'],
+}
+
+# The public header of each module, in include/ (lib has several, all gw_*.h).
+PUBLIC = {
+    'isc_pdu.h': 'pdu', 'dmv.h': 'dmv', 'isc.h': 'iscsi', 'scsi.h': 'scsi', 'bs.h': 'bs',
+    'mp.h': 'mpath', 'ctl.h': 'ctl', 'conf.h': 'conf',
+}
+
+SCANNED = ('lib', 'gateway', 'agent', 'include')
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def module_of(rel):
+    """Module of a source path relative to the root, or None if not scanned."""
+    parts = rel.split('/')
+    if parts[0] == 'lib':
+        return 'lib'
+    if parts[0] == 'agent':
+        return 'agent'
+    if parts[0] == 'include':
+        name = parts[-1]
+        if name.startswith('gw_'):
+            return 'lib'
+        return PUBLIC.get(name, 'include?')
+    if parts[0] == 'gateway':
+        if len(parts) == 2:
+            return 'main'
+        return parts[1]
+    return None
+
+
+def sources(root):
+    for top in SCANNED:
+        for d, _, files in os.walk(os.path.join(root, top)):
+            for f in sorted(files):
+                if f.endswith(('.c', '.h')):
+                    yield os.path.relpath(os.path.join(d, f), root)
+
+
+def resolve(root, rel, inc):
+    """Where the compiler (-Iinclude -Iagent) would find inc, or where a private header of
+    that name lives in some module folder (for the message). Returns (path or None, public)."""
+    here = os.path.dirname(rel)
+    cands = [os.path.join(here, inc), os.path.join('include', inc)]
+    if rel.startswith('agent/'):
+        cands.append(os.path.join('agent', inc))
+    for c in cands:
+        if os.path.isfile(os.path.join(root, c)):
+            return os.path.normpath(c), c.startswith('include/')
+    # Not reachable: is it some other folder's header?
+    base = os.path.basename(inc)
+    for s in sources(root):
+        if s.endswith('.h') and os.path.basename(s) == base and not s.startswith('include/'):
+            return s, False
+    return None, False
+
+
+def cycles(edges):
+    """Strongly connected components with more than one node (Tarjan), as sorted lists."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    nodes = sorted(set(edges) | {b for v in edges.values() for b in v})
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+class Report:
+    def __init__(self, quiet=False):
+        self.passed = 0
+        self.failures = []     # (file, what, rule)
+        self.quiet = quiet
+
+    def ok(self):
+        self.passed += 1
+
+    def fail(self, where, what, rule, why):
+        self.failures.append((where, what, rule))
+        if not self.quiet:
+            print(f'  FAIL  {where}: {what}: {rule}: {why}')
+
+
+def check_includes(root, rep):
+    edges = {}
+    witness = {}
+    for rel in sources(root):
+        mod = module_of(rel)
+        with open(os.path.join(root, rel), encoding='utf-8', errors='replace') as f:
+            for n, line in enumerate(f, 1):
+                m = INCLUDE_RE.match(line)
+                if not m:
+                    continue
+                inc = m.group(1)
+                where = f'{rel}:{n}'
+                what = f'#include "{inc}"'
+                if '..' in inc.split('/'):
+                    rep.fail(where, what, 'dotdot', 'include paths never climb with ".."; '
+                             'use the module\'s public header in include/')
+                    continue
+                path, public = resolve(root, rel, inc)
+                if path is None:
+                    rep.fail(where, what, 'missing',
+                             'not beside the file and not in include/')
+                    continue
+                target = module_of(path)
+                if not public and target != mod:
+                    rep.fail(where, what, 'private',
+                             f'{path} is private to module {target}; use its public header '
+                             'in include/')
+                    continue
+                if rel.startswith('include/') and not public:
+                    rep.fail(where, what, 'private',
+                             f'a public header includes {path}, which is not public')
+                    continue
+                if target != mod:
+                    edges.setdefault(mod, set()).add(target)
+                    witness.setdefault((mod, target), where)
+                    if target not in ALLOWED.get(mod, []):
+                        allowed = ', '.join(ALLOWED.get(mod, [])) or 'nothing'
+                        rep.fail(where, what, 'import',
+                                 f'module {mod} may import {allowed}, not {target}')
+                        continue
+                rep.ok()
+    for comp in cycles(edges):
+        where = '; '.join(f'{a}->{b} at {witness[(a, b)]}' for a in comp for b in comp
+                          if (a, b) in witness)
+        rep.fail(' <-> '.join(comp), where, 'cycle', 'modules include each other')
+    if not cycles(edges):
+        rep.ok()
+
+
+def check_objects(root, build, rep):
+    """Module-level call graph from nm: who defines what, who needs what."""
+    objs = {}
+    for d, _, files in os.walk(build):
+        for f in files:
+            if not f.endswith('.o'):
+                continue
+            o = os.path.join(d, f)
+            src = os.path.relpath(o, build)[:-2] + '.c'
+            if not src.startswith(('lib/', 'gateway/', 'agent/')):
+                continue
+            if not os.path.isfile(os.path.join(root, src)):
+                continue            # a stale object whose source moved away
+            objs[o] = module_of(src)
+    if not objs:
+        rep.fail(build, 'objects', 'call', 'no objects of lib/, gateway/, agent/ here; '
+                 'build first (make test-build)')
+        return
+    defined, needs = {}, {}
+    for o, mod in sorted(objs.items()):
+        out = subprocess.run(['nm', '--defined-only', '-g', o], capture_output=True, text=True,
+                             check=True).stdout
+        for line in out.splitlines():
+            p = line.split()
+            if len(p) >= 3:
+                defined.setdefault(p[2], set()).add(mod)
+        out = subprocess.run(['nm', '-u', o], capture_output=True, text=True,
+                             check=True).stdout
+        for line in out.splitlines():
+            p = line.split()
+            if p:
+                needs.setdefault((mod, o), set()).add(p[-1])
+    edges, witness = {}, {}
+    for (mod, o), syms in sorted(needs.items()):
+        for s in sorted(syms):
+            for target in sorted(defined.get(s, ())):
+                if target == mod or mod in defined.get(s, ()):
+                    continue
+                edges.setdefault(mod, set()).add(target)
+                witness.setdefault((mod, target), (os.path.relpath(o, build), s))
+    for (mod, target), (o, s) in sorted(witness.items()):
+        if target in ALLOWED.get(mod, []):
+            rep.ok()
+        else:
+            rep.fail(o, f'calls {s}', 'call',
+                     f'module {mod} may use {", ".join(ALLOWED.get(mod, [])) or "nothing"}, '
+                     f'not {target}')
+    comps = cycles(edges)
+    for comp in comps:
+        where = '; '.join(f'{a}->{b} ({witness[(a, b)][0]}: {witness[(a, b)][1]})'
+                          for a in comp for b in comp if (a, b) in witness)
+        rep.fail(' <-> '.join(comp), where, 'callcycle', 'modules call each other')
+    if not comps:
+        rep.ok()
+
+
+# What the fixture must be reported for: (file, rule). Each is one deliberate breach.
+FIXTURE_EXPECT = {
+    ('gateway/scsi/scsi_up.c:3', 'dotdot'),
+    ('gateway/dmv/dmv_peek.c:3', 'private'),
+    ('gateway/dmv/dmv_peek.c:4', 'missing'),
+    ('gateway/bs/bs_back.c:3', 'import'),
+    ('include/scsi.h:3', 'private'),
+    ('gateway/mpath/mp_back.c:3', 'import'),
+    ('bs <-> mpath', 'cycle'),
+}
+
+
+def self_test(root):
+    fixture = os.path.join(root, 'tests', 'layers-fixture')
+    rep = Report(quiet=True)
+    check_includes(fixture, rep)
+    got = {(w, r) for w, _, r in rep.failures}
+    missing = FIXTURE_EXPECT - got
+    extra = got - FIXTURE_EXPECT
+    for w, r in sorted(missing):
+        print(f'  FAIL  self-test: {w}: rule {r} was not reported')
+    for w, r in sorted(extra):
+        print(f'  FAIL  self-test: {w}: rule {r} reported, not expected')
+    return len(missing) + len(extra)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--root', default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument('--build', help='build folder: also check the nm call graph of its objects')
+    ap.add_argument('--self-test', action='store_true',
+                    help='also check that tests/layers-fixture/ fails as it must')
+    a = ap.parse_args()
+    rep = Report()
+    check_includes(a.root, rep)
+    if a.build:
+        check_objects(a.root, a.build, rep)
+    failed = len(rep.failures)
+    if a.self_test:
+        bad = self_test(a.root)
+        if bad:
+            failed += bad
+        else:
+            rep.ok()
+    print(f'check-layers: {rep.passed} passed, {failed} failed')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,3 @@
+/* fixture: bs may import mpath */
+
+#include "mp.h"

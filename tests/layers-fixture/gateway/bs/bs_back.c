@@ -1,0 +1,3 @@
+/* fixture: bs may not import scsi */
+
+#include "scsi.h"

@@ -1,0 +1,3 @@
+/* fixture */
+
+#include "bs.h"

@@ -1,0 +1,3 @@
+/* fixture */
+
+#include "mp.h"

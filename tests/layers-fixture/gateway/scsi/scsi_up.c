@@ -1,0 +1,3 @@
+/* fixture: climbs out of its folder */
+
+#include "../bs/bs_priv.h"

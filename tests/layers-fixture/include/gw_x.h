@@ -1,0 +1,3 @@
+/* fixture: a lib header */
+
+int gw_x(void);

@@ -1,0 +1,3 @@
+/* fixture */
+
+#include "gw_x.h"

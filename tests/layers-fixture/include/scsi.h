@@ -1,0 +1,3 @@
+/* fixture: a public header reaching a private one */
+
+#include "scsi_priv.h"
