@@ -58,9 +58,9 @@ json_t *ctl_gw_state(struct isc_gw *gw);
 void ctl_target_release(struct isc_target *t);
 
 /*
- * ctl_sock.c: the gateway's control socket (docs/CONTROL.md): a unix stream socket, mode 0600, that the
- * agent uses to apply configuration changes live and to read live state. One JSON object per
- * line each way, answered in order, all inside the gateway's event loop:
+ * ctl_sock.c: the gateway's control socket (docs/CONTROL.md): a unix stream socket, mode 0600,
+ * that the agent uses to apply configuration changes live and to read live state. One JSON
+ * object per line each way, answered in order, all inside the gateway's event loop:
  *   {"op":"apply","config":{...}}   diff against the running configuration, change only that
  *   {"op":"config"}                 the running configuration (secrets in clear: root only)
  *   {"op":"state"}                  sessions, per-LUN counters, portals

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Backstore front (its configuration table is gateway/conf/bs_conf.c): creation by type, submission with in-flight
- * accounting, and the deferred completion queue the in-memory backstores complete through.
+ * Backstore front: creation by type, submission with in-flight accounting, and the deferred
+ * completion queue the in-memory backstores complete through. The configuration table is
+ * gateway/conf/bs_conf.c.
  */
 #include <errno.h>
 #include <stddef.h>

@@ -112,10 +112,12 @@ static void ctl_lun_pending_free(struct ctl_lun_pending *lp)
 
 void ctl_target_release(struct isc_target *t)
 {
-	while (!gw_list_empty(&t->pending_luns))
-		ctl_lun_pending_free(gw_container_of(gw_list_first_entry(&t->pending_luns,
-									 struct isc_lun_block, node),
-						     struct ctl_lun_pending, blk));
+	struct isc_lun_block *lb;
+
+	while (!gw_list_empty(&t->pending_luns)) {
+		lb = gw_list_first_entry(&t->pending_luns, struct isc_lun_block, node);
+		ctl_lun_pending_free(gw_container_of(lb, struct ctl_lun_pending, blk));
+	}
 	if (t->owner_data) {
 		ctl_conf_hold_put(t->owner_data);
 		t->owner_data = NULL;
