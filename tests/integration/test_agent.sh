@@ -157,8 +157,8 @@ check "the resized LUN reports 16 MiB" wait_for 5 bash -c \
 	"iscsi-readcapacity16 'iscsi://$T_HOST:$GW_PORT/$IQN/1' | grep -q 'LOGICAL BLOCK ADDRESS:32767'"
 api DELETE /api/v1/targets/$IQN/luns/1
 expect "DELETE lun" 204
-check "the deleted LUN is gone" wait_for 5 bash -c \
-	"! iscsi-readcapacity16 'iscsi://$T_HOST:$GW_PORT/$IQN/1'"
+check "the deleted LUN is gone (LOGICAL UNIT NOT SUPPORTED)" wait_for 5 \
+	t_refused "$T_SENSE_NO_LUN" iscsi-readcapacity16 "iscsi://$T_HOST:$GW_PORT/$IQN/1"
 
 # ACLs with CHAP and mutual CHAP; secrets are write-only.
 SECRET=agent-secret-0123
@@ -173,10 +173,11 @@ expect "PUT target: only listed initiators" 200
 if [ -x "$T_TOOLS/isergw-verify" ]; then
 	check "the ACL'd initiator logs in with mutual CHAP" "$T_TOOLS/isergw-verify" -q -n 4 \
 		-S 1048576 -i "$T_INI1" -u host1 -p "$SECRET" -U gw1 -P "$MSECRET" -N "$LURL"
-	check "a wrong secret is refused" bash -c "! '$T_TOOLS/isergw-verify' -q -n 1 -S 1048576 \
-		-i '$T_INI1' -u host1 -p wrong-secret-000 -U gw1 -P '$MSECRET' -N '$LURL'"
-	check "an initiator without ACL is refused" bash -c "! '$T_TOOLS/isergw-verify' -q -n 1 \
-		-S 1048576 -i '$T_INI2' -N '$LURL'"
+	check "a wrong secret is refused (login status 0x0201)" t_refused "$T_LOGIN_AUTH" \
+		"$T_TOOLS/isergw-verify" -q -n 1 -S 1048576 -i "$T_INI1" -u host1 \
+		-p wrong-secret-000 -U gw1 -P "$MSECRET" -N "$LURL"
+	check "an initiator without ACL is refused (login status 0x0202)" t_refused \
+		"$T_LOGIN_AUTHZ" "$T_TOOLS/isergw-verify" -q -n 1 -S 1048576 -i "$T_INI2" -N "$LURL"
 fi
 api GET /api/v1/targets/$IQN/acls
 expect "GET acls" 200

@@ -170,8 +170,9 @@ expect "PUT target: listed initiators only" 200
 if [ -x "$T_TOOLS/isergw-verify" ]; then
 	check "the initiator logs in with mutual CHAP" "$T_TOOLS/isergw-verify" -q -n 2 \
 		-S 1048576 -i "$T_INI1" -u host1 -p "$SECRET" -U gw1 -P "$MSECRET" -N "$LURL"
-	check "a wrong secret is refused" bash -c "! '$T_TOOLS/isergw-verify' -q -n 1 -S 1048576 \
-		-i '$T_INI1' -u host1 -p wrong-secret-000 -U gw1 -P '$MSECRET' -N '$LURL'"
+	check "a wrong secret is refused (login status 0x0201)" t_refused "$T_LOGIN_AUTH" \
+		"$T_TOOLS/isergw-verify" -q -n 1 -S 1048576 -i "$T_INI1" -u host1 \
+		-p wrong-secret-000 -U gw1 -P "$MSECRET" -N "$LURL"
 fi
 for p in "/api/v1/targets/$IQN/acls/$T_INI1" "/api/v1/targets/$IQN/acls" "/api/v1/targets/$IQN" \
 	/api/v1/targets /api/v1/discovery /api/v1/config; do
