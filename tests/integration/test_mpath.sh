@@ -97,7 +97,9 @@ mp_run() {
 	MP_PID=$T_LAST_PID
 }
 
-# mp_wait: waits for the harness; 0 when it printed "live: PASS".
+# mp_wait: waits for the harness; 0 when it printed "live: PASS" and then exited by itself with
+# status 0 (under test-sanitize a LeakSanitizer report at exit makes the status non-zero). What
+# went wrong is appended to its output as a "live:" line, which the failure messages show.
 mp_wait() {
 	local i=0
 	while t_alive "$MP_PID" && [ $i -lt 1200 ]; do
@@ -105,7 +107,23 @@ mp_wait() {
 		i=$((i + 1))
 	done
 	t_stop_pid "$MP_PID" 5
+	if [ "$T_STOP_WAS_DEAD" != 1 ]; then
+		echo "live: the harness did not finish within 600 s (stopped)" >>"$MP_OUT"
+		return 1
+	fi
+	if [ "$T_STOP_RC" -ne 0 ]; then
+		echo "live: the harness exited with status $T_STOP_RC ($(grep -m 1 -E \
+			'Sanitizer|runtime error' "$MP_OUT" || echo 'see its output'))" >>"$MP_OUT"
+		return 1
+	fi
 	grep -q '^live: PASS' "$MP_OUT"
+}
+
+# mp_no_fault NAME: a fault step whose precondition (both paths active) never held: the fault
+# was not injected, so the step proves nothing and fails. The harness is still waited for.
+mp_no_fault() {
+	fail "$1: precondition" "two paths never became active within 10 s: no fault injected \
+($(jq -c '[.[0].paths[].state]' "$MP_STATUS" 2>/dev/null || echo 'no status file'))"
 }
 
 # mp_paths_active N: waits (10 s) until the status file shows N active paths.
@@ -277,6 +295,8 @@ if mp_paths_active 2; then
 	ip -n "$NS_GW" link set "gA1$SFX" down
 	sleep 4
 	ip -n "$NS_GW" link set "gA1$SFX" up
+else
+	mp_no_fault "link down"
 fi
 mp_result "link down on the active path: no I/O error, every byte verified" \
 	"worst stall" max_latency_ms
@@ -296,6 +316,8 @@ if mp_paths_active 2; then
 	ip netns exec "$NS_A" iptables -A INPUT -i "bA1$SFX" -j DROP
 	sleep 5
 	ip netns exec "$NS_A" iptables -D INPUT -i "bA1$SFX" -j DROP
+else
+	mp_no_fault "silent drop"
 fi
 mp_result "packets silently dropped on one path: no I/O error, every byte verified" \
 	"worst stall" max_latency_ms
@@ -317,6 +339,8 @@ if mp_paths_active 2; then
 	sleep 3
 	mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/b.img" mpath-b 10.202.1.2:3260 || fail tgtd-b1 "restart"
 	TGT_B1=$MP_LAST_TGT
+else
+	mp_no_fault "target killed"
 fi
 mp_result "target process killed: no I/O error, every byte verified" \
 	"worst stall" max_latency_ms
@@ -343,10 +367,12 @@ mp_run nopath nopath "$T_DIR/a-npr.json" 60
 if mp_paths_active 2; then
 	sleep 1
 	ip netns exec "$NS_A" iptables -A INPUT -p tcp --dport 3260 -j DROP
+else
+	mp_no_fault "no_path_retry"
 fi
 mp_wait
 after=$(mp_val failed_after_ms)
-ip netns exec "$NS_A" iptables -D INPUT -p tcp --dport 3260 -j DROP
+ip netns exec "$NS_A" iptables -D INPUT -p tcp --dport 3260 -j DROP 2>/dev/null
 if grep -q '^live: PASS' "$MP_OUT" && [ -n "$after" ] && [ "$after" -ge 2000 ] &&
 	[ "$after" -le 9000 ]; then
 	pass "all paths down, no_path_retry 2: I/O failed with NOT READY 04/0C after ${after} ms"
@@ -365,6 +391,8 @@ if mp_paths_active 2; then
 	sleep 4
 	ip -n "$NS_GW" link set "gA1$SFX" up
 	ip -n "$NS_GW" link set "gA2$SFX" up
+else
+	mp_no_fault "queue"
 fi
 mp_result "all paths down 4 s with queue: I/O resumed, every byte verified" \
 	"longest wait" max_latency_ms
@@ -439,7 +467,8 @@ EOF
 		fail "status after restore" "$(jq -c . "$MP_GW_ST" 2>/dev/null | head -c 600)"
 	fi
 	mp_agent_restored
-	[ -n "${AGENT_PID:-}" ] && t_stop_pid "$AGENT_PID" 5
+	# SIGTERM: exit 0, no sanitizer report.
+	[ -n "${AGENT_PID:-}" ] && t_stop_checked "$AGENT_PID" agent
 	gw_stop "$GW_PID"
 else
 	skip "isergwd remote LUN" "no isergwd or isergw-verify in $T_BUILD"
