@@ -471,6 +471,29 @@ EOF
 		fail "status after restore" "$(jq -c . "$MP_GW_ST" 2>/dev/null | head -c 600)"
 	fi
 	mp_agent_restored
+	# libiscsi's own checks of WRITE SAME and UNMAP through the remote LUN: tgt's LUN is not
+	# thin, so the remote LUN reports LBPME=0 and LBPU=LBPWS=LBPWS10=0, and must refuse WRITE
+	# SAME with UNMAP (WriteSame*.UnmapVPD) and UNMAP. Every test must run and pass (CUnit
+	# counts a skip as passed); its row is "tests TOTAL RAN PASSED FAILED INACTIVE".
+	if t_need iscsi-test-cu; then
+		for fam in SCSI.WriteSame10 SCSI.WriteSame16 SCSI.Unmap; do
+			total=$(iscsi-test-cu --list 2>/dev/null | grep -c "^$fam\.")
+			timeout -k 5 120 ip netns exec "$NS_GW" iscsi-test-cu -d -t "$fam" \
+				-i "$T_INI1" -I "$T_INI2" "$GW_URL" "$GW_URL" >"$T_DIR/cu-$fam.log" 2>&1
+			rc=$?
+			row=$(grep -E '^ +tests ' "$T_DIR/cu-$fam.log" | tr -s ' ' | sed 's/^ //')
+			if [ "$rc" -eq 0 ] && [ "$total" -gt 0 ] &&
+				[ "$row" = "tests $total $total $total 0 0" ]; then
+				pass "remote LUN: iscsi-test-cu $fam, all $total passed (skips included)"
+			else
+				fail "remote LUN: iscsi-test-cu $fam" "exit $rc, '${row:-no summary}', want \
+'tests $total $total $total 0 0': $(grep -E '\[FAILED\]' "$T_DIR/cu-$fam.log" | head -n 3 |
+					tr -s ' ' | tr '\n' ';')"
+			fi
+		done
+	else
+		skip "remote LUN: iscsi-test-cu" "libiscsi-bin is not installed"
+	fi
 	# SIGTERM: exit 0, no sanitizer report.
 	[ -n "${AGENT_PID:-}" ] && t_stop_checked "$AGENT_PID" agent
 	gw_stop "$GW_PID"
