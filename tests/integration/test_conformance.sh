@@ -64,6 +64,11 @@ TGT_BASELINE_FILE=$T_ROOT/tests/integration/tgt-baseline.txt
 LIBISCSI_VERSION=$(dpkg-query -W -f='${Version}' libiscsi-bin 2>/dev/null)
 
 t_begin conformance
+if [ "$MODE" = baseline ] && { [ ${#FAMILIES[@]} -gt 0 ] || [ "$CONF_GROUPS" != "SCSI iSCSI LINUX" ]; }; then
+	fail baseline "a baseline is made of every family of SCSI, iSCSI and LINUX: no family names, \
+no CONF_GROUPS"
+	t_end
+fi
 if ! t_need iscsi-test-cu; then
 	skip conformance "iscsi-test-cu (libiscsi-bin) is not installed"
 	t_end
