@@ -206,8 +206,6 @@ RISES=$T_DIR/rises.txt
 	echo "| family | passed | failed | skipped | seconds | baseline passed | tgt passed |"
 	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >"$REPORT"
-BASE_OUT=$T_DIR/baseline.txt
-: >"$BASE_OUT"
 
 # run_family FAM: one iscsi-test-cu process over FAM. Sets NP NF NS SECS, CRASH (why tests were
 # lost, or empty) and DIED=1 when the target died; the failed tests, one "FAM.TEST: message" a
