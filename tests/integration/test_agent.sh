@@ -115,7 +115,11 @@ check "the gateway listens on the new portal" wait_for 5 t_port_open "$T_HOST" "
 api PUT /api/v1/portals/tcp1 "{\"address\":\"$T_HOST\",\"port\":$GW_PORT3}"
 expect "PUT portal (new port)" 200
 check "the changed portal moved" wait_for 5 t_port_open "$T_HOST" "$GW_PORT3"
-check "the old port is closed" wait_for 5 bash -c "! timeout 1 bash -c 'exec 3<>/dev/tcp/$T_HOST/$GW_PORT2'"
+# Closed while the gateway lives and serves the new port: a dead gateway closes every port.
+old_port_closed() {
+	! t_port_open "$T_HOST" "$GW_PORT2" && t_alive "$T_GW_PID" && t_port_open "$T_HOST" "$GW_PORT3"
+}
+check "the old port is closed, the gateway still up on the new one" wait_for 5 old_port_closed
 api GET /api/v1/portals/tcp1
 expect "GET portal" 200
 
