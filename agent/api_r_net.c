@@ -50,10 +50,14 @@ static void net_refresh(struct api_agent *ag)
 	if (n->bonds) {
 		json_array_foreach(bonds, i, b) {
 			ssize_t k = api_conf_find(n->bonds, "name", str(b, "name"));
-			const char *was = k >= 0 ? str(json_array_get(n->bonds, k), "active_slave")
-						 : NULL;
+			json_t *ob = k >= 0 ? json_array_get(n->bonds, k) : NULL;
+			const char *was = str(ob, "active_slave");
 
-			if (k >= 0 && !same(was, str(b, "active_slave")))
+			/* A failover and back between two reads leaves the same active slave but
+			 * not the same failure count: that is an event too. */
+			if (ob && (!same(was, str(b, "active_slave")) ||
+				   !json_equal(json_object_get(ob, "failovers"),
+					       json_object_get(b, "failovers"))))
 				api_event(ag, "bond", json_pack(
 					"{s:s, s:s?, s:s?, s:O}", "bond", str(b, "name"),
 					"active_slave", str(b, "active_slave"), "previous", was,

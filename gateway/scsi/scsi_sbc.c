@@ -475,6 +475,12 @@ int scsi_sbc_write_same(struct scsi_cmd *cmd)
 		scsi_cmd_invalid_cdb(cmd, 1, c[1] & 0x04 ? 2 : 1);	/* PBDATA / LBDATA */
 		return SCSI_CMD_DONE;
 	}
+	/* UNMAP=1 where VPD B2 reports LBPWS/LBPWS10 = 0 (not thin): SBC-4 says refuse, and
+	 * what the LU accepts must be what it advertises (libiscsi's WriteSame*.UnmapVPD). */
+	if ((c[1] & 0x08) && !lu->thin) {
+		scsi_cmd_invalid_cdb(cmd, 1, 3);	/* UNMAP */
+		return SCSI_CMD_DONE;
+	}
 	if (scsi_lba_bad(cmd, rw.lba, rw.n))
 		return SCSI_CMD_DONE;
 	/* WSNZ is 0: zero blocks means from the LBA to the end of the LU (SBC-3 5.42). */
@@ -503,10 +509,10 @@ int scsi_sbc_write_same(struct scsi_cmd *cmd)
 				zero = block[i] == 0;
 		}
 	}
-	/* UNMAP=1 on a thin LU deallocates whatever the data block holds: SBC lets the device
-	 * server unmap instead of writing, and LBPRZ then promises zeroes on read (initiators,
-	 * libiscsi's WriteSame*.UnmapUntilEnd among them, rely on that). */
-	if ((c[1] & 0x08) && lu->thin)
+	/* UNMAP=1 (on a thin LU, checked above) deallocates whatever the data block holds: SBC
+	 * lets the device server unmap instead of writing, and LBPRZ then promises zeroes on read
+	 * (initiators, libiscsi's WriteSame*.UnmapUntilEnd among them, rely on that). */
+	if (c[1] & 0x08)
 		zero = true;
 	chunk = zero ? 0 : ((uint64_t)rw.n << lu->block_shift < SCSI_WS_CHUNK ?
 			    (size_t)rw.n << lu->block_shift : SCSI_WS_CHUNK);
@@ -517,7 +523,7 @@ int scsi_sbc_write_same(struct scsi_cmd *cmd)
 	j->left = rw.n;
 	j->zero = zero;
 	/* UNMAP=1 on a thin LU deallocates; LBPRZ makes that read back as the zeroes asked. */
-	j->unmap = zero && (c[1] & 0x08) && lu->thin;
+	j->unmap = zero && (c[1] & 0x08);
 	for (size_t off = 0; off < chunk; off += bs)
 		scsi_cmd_data_out(cmd, 0, j->buf + off, bs);
 start:

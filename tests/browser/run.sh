@@ -68,12 +68,7 @@ agent_start() {
 
 # agent_stop: SIGTERM must end the agent cleanly (exit 0), also with a browser attached.
 agent_stop() {
-	t_stop_pid "$AGENT_PID" 10
-	if [ "$T_STOP_KILLED" = 1 ] || [ "$T_STOP_RC" -ne 0 ]; then
-		fail "agent-stop" "isergw-agent exited with status $T_STOP_RC (killed: $T_STOP_KILLED)"
-	else
-		pass "agent-stop"
-	fi
+	t_stop_checked "$AGENT_PID" agent && pass "agent-stop"
 }
 
 if ! gw_start "$T_DIR/gateway.json" "$T_DIR/gateway.log" "$GW_PORT"; then

@@ -115,7 +115,11 @@ check "the gateway listens on the new portal" wait_for 5 t_port_open "$T_HOST" "
 api PUT /api/v1/portals/tcp1 "{\"address\":\"$T_HOST\",\"port\":$GW_PORT3}"
 expect "PUT portal (new port)" 200
 check "the changed portal moved" wait_for 5 t_port_open "$T_HOST" "$GW_PORT3"
-check "the old port is closed" wait_for 5 bash -c "! timeout 1 bash -c 'exec 3<>/dev/tcp/$T_HOST/$GW_PORT2'"
+# Closed while the gateway lives and serves the new port: a dead gateway closes every port.
+old_port_closed() {
+	! t_port_open "$T_HOST" "$GW_PORT2" && t_alive "$T_GW_PID" && t_port_open "$T_HOST" "$GW_PORT3"
+}
+check "the old port is closed, the gateway still up on the new one" wait_for 5 old_port_closed
 api GET /api/v1/portals/tcp1
 expect "GET portal" 200
 
@@ -157,8 +161,8 @@ check "the resized LUN reports 16 MiB" wait_for 5 bash -c \
 	"iscsi-readcapacity16 'iscsi://$T_HOST:$GW_PORT/$IQN/1' | grep -q 'LOGICAL BLOCK ADDRESS:32767'"
 api DELETE /api/v1/targets/$IQN/luns/1
 expect "DELETE lun" 204
-check "the deleted LUN is gone" wait_for 5 bash -c \
-	"! iscsi-readcapacity16 'iscsi://$T_HOST:$GW_PORT/$IQN/1'"
+check "the deleted LUN is gone (LOGICAL UNIT NOT SUPPORTED)" wait_for 5 \
+	t_refused "$T_SENSE_NO_LUN" iscsi-readcapacity16 "iscsi://$T_HOST:$GW_PORT/$IQN/1"
 
 # ACLs with CHAP and mutual CHAP; secrets are write-only.
 SECRET=agent-secret-0123
@@ -173,10 +177,11 @@ expect "PUT target: only listed initiators" 200
 if [ -x "$T_TOOLS/isergw-verify" ]; then
 	check "the ACL'd initiator logs in with mutual CHAP" "$T_TOOLS/isergw-verify" -q -n 4 \
 		-S 1048576 -i "$T_INI1" -u host1 -p "$SECRET" -U gw1 -P "$MSECRET" -N "$LURL"
-	check "a wrong secret is refused" bash -c "! '$T_TOOLS/isergw-verify' -q -n 1 -S 1048576 \
-		-i '$T_INI1' -u host1 -p wrong-secret-000 -U gw1 -P '$MSECRET' -N '$LURL'"
-	check "an initiator without ACL is refused" bash -c "! '$T_TOOLS/isergw-verify' -q -n 1 \
-		-S 1048576 -i '$T_INI2' -N '$LURL'"
+	check "a wrong secret is refused (login status 0x0201)" t_refused "$T_LOGIN_AUTH" \
+		"$T_TOOLS/isergw-verify" -q -n 1 -S 1048576 -i "$T_INI1" -u host1 \
+		-p wrong-secret-000 -U gw1 -P "$MSECRET" -N "$LURL"
+	check "an initiator without ACL is refused (login status 0x0202)" t_refused \
+		"$T_LOGIN_AUTHZ" "$T_TOOLS/isergw-verify" -q -n 1 -S 1048576 -i "$T_INI2" -N "$LURL"
 fi
 api GET /api/v1/targets/$IQN/acls
 expect "GET acls" 200

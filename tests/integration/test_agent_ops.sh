@@ -170,8 +170,9 @@ expect "PUT target: listed initiators only" 200
 if [ -x "$T_TOOLS/isergw-verify" ]; then
 	check "the initiator logs in with mutual CHAP" "$T_TOOLS/isergw-verify" -q -n 2 \
 		-S 1048576 -i "$T_INI1" -u host1 -p "$SECRET" -U gw1 -P "$MSECRET" -N "$LURL"
-	check "a wrong secret is refused" bash -c "! '$T_TOOLS/isergw-verify' -q -n 1 -S 1048576 \
-		-i '$T_INI1' -u host1 -p wrong-secret-000 -U gw1 -P '$MSECRET' -N '$LURL'"
+	check "a wrong secret is refused (login status 0x0201)" t_refused "$T_LOGIN_AUTH" \
+		"$T_TOOLS/isergw-verify" -q -n 1 -S 1048576 -i "$T_INI1" -u host1 \
+		-p wrong-secret-000 -U gw1 -P "$MSECRET" -N "$LURL"
 fi
 for p in "/api/v1/targets/$IQN/acls/$T_INI1" "/api/v1/targets/$IQN/acls" "/api/v1/targets/$IQN" \
 	/api/v1/targets /api/v1/discovery /api/v1/config; do
@@ -273,7 +274,8 @@ check "the exposition's invariants hold with bond metrics" $PROM "$T_DIR/metrics
 # sysfs every second and tells the event stream.
 curl -s -N -H "Authorization: Bearer $READ" "$URL/api/v1/events" >"$T_DIR/events.out" 2>&1 &
 EV=$!
-sleep 0.5
+# Subscribed once its hello arrived: an event before that is not this stream's.
+check "the event stream says hello" wait_for 10 grep -q '^event: hello' "$T_DIR/events.out"
 put $B/bonding/active_slave bd0b
 put $B/lower_bd0a/bonding_slave/state backup
 put $B/lower_bd0a/bonding_slave/mii_status down
@@ -294,9 +296,6 @@ events_seen() {
 	grep -q '^event: bond' "$T_DIR/events.out" && grep -q '^event: rdma' "$T_DIR/events.out"
 }
 wait_for 5 events_seen
-kill "$EV" 2>/dev/null
-wait "$EV" 2>/dev/null
-put class/infiniband/rxe0/ports/1/state "4: ACTIVE"
 check "the event stream reports the failover (bd0a -> bd0b) and the port going down" python3 -c "
 import json, sys
 ev = {}
@@ -308,6 +307,29 @@ b, r = ev['bond'], ev['rdma']
 assert (b['bond'], b['active_slave'], b['previous'], b['failovers']) == ('bd0', 'bd0b', 'bd0a', 3), b
 assert (r['device'], r['port'], r['state'], r['previous'], r['netdev']) == ('rxe0', 1, 'DOWN', 'ACTIVE', 'bd0'), r
 "
+# A failover and straight back between two reads of sysfs: the active slave is the same, the
+# failure count is not; that is a bond event too (previous and active both bd0b).
+put $B/lower_bd0a/bonding_slave/link_failure_count 2
+flip_back_seen() {
+	python3 - "$T_DIR/events.out" <<'PY'
+import json, sys
+kind = None
+for line in open(sys.argv[1]):
+    if line.startswith("event: "):
+        kind = line[7:].strip()
+    elif line.startswith("data: ") and kind == "bond":
+        b = json.loads(line[6:])
+        if (b["previous"], b["active_slave"], b["failovers"]) == ("bd0b", "bd0b", 4):
+            sys.exit(0)
+sys.exit(1)
+PY
+}
+check "a failover and back between two reads is a bond event (failovers 4)" wait_for 5 \
+	flip_back_seen
+put $B/lower_bd0a/bonding_slave/link_failure_count 1
+kill "$EV" 2>/dev/null
+wait "$EV" 2>/dev/null
+put class/infiniband/rxe0/ports/1/state "4: ACTIVE"
 
 # Desired settings: stored, compared, reported as drift, never applied.
 api PUT /api/v1/bonds/bd0 '{"mode":"active-backup","fail_over_mac":"active","slaves":["bd0b","bd0a"],"primary":"bd0a"}'

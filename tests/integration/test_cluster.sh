@@ -242,7 +242,9 @@ kill -KILL "$GW_A" "$AG_A" 2>/dev/null
 t_forget "$GW_A"
 t_forget "$AG_A"
 KILLED_AT=$(date +%s%N)
-if wait_for $((TTL + 6)) state_is "$URL_B" 2 ao; then
+# A sanity bound, a few times the lease (2.3-4.2 s measured with 3 s): a loaded machine must
+# not fail it. The figure itself is printed; make bench is where failover times are measured.
+if wait_for $((TTL * 4 + 6)) state_is "$URL_B" 2 ao; then
 	secs=$((($(date +%s%N) - KILLED_AT) / 1000000))
 	pass "after kill -9 of gateway+agent A, B reports group 2 active/optimized (${secs} ms, lease ${TTL} s)"
 else
@@ -314,11 +316,15 @@ ok=$(grep -l '^201$' "$T_DIR"/race.* | sed 's/.*race\.//' | sort -n | tr '\n' ' 
 others=$(grep -hv '^201$\|^412$' "$T_DIR"/race.* | tr '\n' ' ')
 check "racing writes through both agents are answered 201 or 412 (201: ${ok:-none})" \
 	test -z "$others" -a -n "$ok"
-sleep $((TTL))	# both agents have re-read etcd
-api B GET /api/v1/targets
-stored=$(jget "' '.join(sorted([t['name'].rsplit('race', 1)[1] for t in j['targets'] if 'race' in t['name']], key=int))")
-check "the stored configuration holds exactly the acknowledged writes (${stored:-none})" \
-	test "${stored:-} " = "$ok"
+# Agent B re-reads etcd on its own time: waited for (15 s), not slept for. A lost update never
+# shows up, however long the wait.
+stored_is_acked() {
+	api B GET /api/v1/targets
+	stored=$(jget "' '.join(sorted([t['name'].rsplit('race', 1)[1] for t in j['targets'] if 'race' in t['name']], key=int))")
+	[ "${stored:-} " = "$ok" ]
+}
+check "the stored configuration holds exactly the acknowledged writes (${ok:-none})" \
+	wait_for 15 stored_is_acked
 check "both gateways run the same generation afterwards" wait_for 15 same_generation
 
 # ---- a clean stop ---------------------------------------------------------------------------

@@ -97,7 +97,9 @@ mp_run() {
 	MP_PID=$T_LAST_PID
 }
 
-# mp_wait: waits for the harness; 0 when it printed "live: PASS".
+# mp_wait: waits for the harness; 0 when it printed "live: PASS" and then exited by itself with
+# status 0 (under test-sanitize a LeakSanitizer report at exit makes the status non-zero). What
+# went wrong is appended to its output as a "live:" line, which the failure messages show.
 mp_wait() {
 	local i=0
 	while t_alive "$MP_PID" && [ $i -lt 1200 ]; do
@@ -105,13 +107,29 @@ mp_wait() {
 		i=$((i + 1))
 	done
 	t_stop_pid "$MP_PID" 5
+	if [ "$T_STOP_WAS_DEAD" != 1 ]; then
+		echo "live: the harness did not finish within 600 s (stopped)" >>"$MP_OUT"
+		return 1
+	fi
+	if [ "$T_STOP_RC" -ne 0 ]; then
+		echo "live: the harness exited with status $T_STOP_RC ($(grep -m 1 -E \
+			'Sanitizer|runtime error' "$MP_OUT" || echo 'see its output'))" >>"$MP_OUT"
+		return 1
+	fi
 	grep -q '^live: PASS' "$MP_OUT"
 }
 
-# mp_paths_active N: waits (10 s) until the status file shows N active paths.
+# mp_no_fault NAME: a fault step whose precondition (both paths active) never held: the fault
+# was not injected, so the step proves nothing and fails. The harness is still waited for.
+mp_no_fault() {
+	fail "$1: precondition" "two paths never became active within 30 s: no fault injected \
+($(jq -c '[.[0].paths[].state]' "$MP_STATUS" 2>/dev/null || echo 'no status file'))"
+}
+
+# mp_paths_active N: waits (30 s) until the status file shows N active paths.
 mp_paths_active() {
 	local i n
-	for i in $(seq 1 100); do
+	for i in $(seq 1 300); do
 		n=$(jq '[.[0].paths[] | select(.state == "active")] | length' "$MP_STATUS" 2>/dev/null)
 		[ "${n:-0}" -ge "$1" ] && return 0
 		sleep 0.1
@@ -185,7 +203,7 @@ mp_metric() {
 mp_agent_cut() {
 	local up
 	[ -n "$AGENT_PID" ] || return 0
-	if mp_agent_wait 3 '.status.paths[1].state != "active" and .status.paths[1].last_error != ""
+	if mp_agent_wait 10 '.status.paths[1].state != "active" and .status.paths[1].last_error != ""
 			and .backstore.type == "remote"'; then
 		pass "REST: GET of the LUN carries its status, path 2 down: $(jq -r \
 			.status.paths[1].last_error "$T_DIR/lun.json")"
@@ -213,7 +231,7 @@ mp_agent_cut() {
 mp_agent_restored() {
 	local fo
 	[ -n "$AGENT_PID" ] || return 0
-	if mp_agent_wait 5 '.status.state == "ready" and .status.paths[1].state == "active"'; then
+	if mp_agent_wait 15 '.status.state == "ready" and .status.paths[1].state == "active"'; then
 		pass "REST: path 2 active again after the restore"
 	else
 		fail "REST LUN status after restore" "$(head -c 400 "$T_DIR/lun.json")"
@@ -277,6 +295,8 @@ if mp_paths_active 2; then
 	ip -n "$NS_GW" link set "gA1$SFX" down
 	sleep 4
 	ip -n "$NS_GW" link set "gA1$SFX" up
+else
+	mp_no_fault "link down"
 fi
 mp_result "link down on the active path: no I/O error, every byte verified" \
 	"worst stall" max_latency_ms
@@ -296,14 +316,19 @@ if mp_paths_active 2; then
 	ip netns exec "$NS_A" iptables -A INPUT -i "bA1$SFX" -j DROP
 	sleep 5
 	ip netns exec "$NS_A" iptables -D INPUT -i "bA1$SFX" -j DROP
+else
+	mp_no_fault "silent drop"
 fi
 mp_result "packets silently dropped on one path: no I/O error, every byte verified" \
 	"worst stall" max_latency_ms
+# Timing here is a sanity bound, a few times the expected figure (the NOP probe finds the path
+# within about 2 s), so a loaded machine cannot fail it; make bench (tests/bench/mpath.sh)
+# measures the stall.
 stall=$(mp_val max_latency_ms)
-if [ -n "$stall" ] && [ "$stall" -lt 3500 ]; then
-	pass "silent path: worst I/O stall ${stall} ms (goal under 3 s)"
+if [ -n "$stall" ] && [ "$stall" -lt 10000 ]; then
+	pass "silent path: worst I/O stall ${stall} ms (about 2 s expected; bound 10 s)"
 else
-	fail "silent path stall" "${stall:-?} ms, goal under 3000 ms"
+	fail "silent path stall" "${stall:-?} ms, bound 10000 ms (about 2 s expected)"
 fi
 
 # 3. tgtd killed on B's path 1 (the second tgtd serves the same file), then restarted.
@@ -317,6 +342,8 @@ if mp_paths_active 2; then
 	sleep 3
 	mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/b.img" mpath-b 10.202.1.2:3260 || fail tgtd-b1 "restart"
 	TGT_B1=$MP_LAST_TGT
+else
+	mp_no_fault "target killed"
 fi
 mp_result "target process killed: no I/O error, every byte verified" \
 	"worst stall" max_latency_ms
@@ -343,12 +370,15 @@ mp_run nopath nopath "$T_DIR/a-npr.json" 60
 if mp_paths_active 2; then
 	sleep 1
 	ip netns exec "$NS_A" iptables -A INPUT -p tcp --dport 3260 -j DROP
+else
+	mp_no_fault "no_path_retry"
 fi
 mp_wait
 after=$(mp_val failed_after_ms)
-ip netns exec "$NS_A" iptables -D INPUT -p tcp --dport 3260 -j DROP
+ip netns exec "$NS_A" iptables -D INPUT -p tcp --dport 3260 -j DROP 2>/dev/null
+# Never before the 2 intervals (that is the setting); at most a few times later (a sanity bound).
 if grep -q '^live: PASS' "$MP_OUT" && [ -n "$after" ] && [ "$after" -ge 2000 ] &&
-	[ "$after" -le 9000 ]; then
+	[ "$after" -le 20000 ]; then
 	pass "all paths down, no_path_retry 2: I/O failed with NOT READY 04/0C after ${after} ms"
 else
 	fail "no_path_retry 2" "failed after ${after:-?} ms: $(grep '^live:' "$MP_OUT" | tr '\n' ' ')"
@@ -365,6 +395,8 @@ if mp_paths_active 2; then
 	sleep 4
 	ip -n "$NS_GW" link set "gA1$SFX" up
 	ip -n "$NS_GW" link set "gA2$SFX" up
+else
+	mp_no_fault "queue"
 fi
 mp_result "all paths down 4 s with queue: I/O resumed, every byte verified" \
 	"longest wait" max_latency_ms
@@ -394,7 +426,7 @@ EOF
 		sleep 0.1
 	done
 	# Both paths logged in before the cut, as the control socket tells.
-	if mp_gw_status before 10 '.state == "ready" and
+	if mp_gw_status before 30 '.state == "ready" and
 			([.paths[] | select(.state == "active")] | length == 2)'; then
 		pass "control socket: the remote LUN ready, both paths active"
 	else
@@ -415,7 +447,7 @@ EOF
 	t_stop_pid "$TGT_B2" 2
 	# While it is dead: the control socket shows path 2 down with its last error, the other
 	# still active, and the LUN's I/O failed over.
-	if mp_gw_status cut 3 '.paths[1].state != "active" and .paths[1].last_error != "" and
+	if mp_gw_status cut 10 '.paths[1].state != "active" and .paths[1].last_error != "" and
 			.paths[0].state == "active" and .failovers > 0 and .paths[1].failovers > 0'; then
 		pass "control socket while the path is cut: $(jq -c '{state, failovers,
 			path2: (.paths[1] | {state, errors, failovers, last_error})}' "$MP_GW_ST")"
@@ -431,7 +463,7 @@ EOF
 		fail "isergwd remote LUN under isergw-verify" "$(tail -n 3 "$T_DIR/verify.log" | tr '\n' ' ')"
 	fi
 	wait "$BPID" || fail "isergw-bench through the cut" "$(tail -n 2 "$T_DIR/bench-cut.log")"
-	if mp_gw_status restored 10 '.state == "ready" and .paths[1].state == "active" and
+	if mp_gw_status restored 30 '.state == "ready" and .paths[1].state == "active" and
 			.paths[1].logins >= 2 and .paths[1].last_error == ""'; then
 		pass "control socket after restore: path 2 active again, logins $(jq .paths[1].logins \
 			"$MP_GW_ST")"
@@ -439,7 +471,31 @@ EOF
 		fail "status after restore" "$(jq -c . "$MP_GW_ST" 2>/dev/null | head -c 600)"
 	fi
 	mp_agent_restored
-	[ -n "${AGENT_PID:-}" ] && t_stop_pid "$AGENT_PID" 5
+	# libiscsi's own checks of WRITE SAME and UNMAP through the remote LUN: tgt's LUN is not
+	# thin, so the remote LUN reports LBPME=0 and LBPU=LBPWS=LBPWS10=0, and must refuse WRITE
+	# SAME with UNMAP (WriteSame*.UnmapVPD) and UNMAP. Every test must run and pass (CUnit
+	# counts a skip as passed); its row is "tests TOTAL RAN PASSED FAILED INACTIVE".
+	if t_need iscsi-test-cu; then
+		for fam in SCSI.WriteSame10 SCSI.WriteSame16 SCSI.Unmap; do
+			total=$(iscsi-test-cu --list 2>/dev/null | grep -c "^$fam\.")
+			timeout -k 5 120 ip netns exec "$NS_GW" iscsi-test-cu -d -t "$fam" \
+				-i "$T_INI1" -I "$T_INI2" "$GW_URL" "$GW_URL" >"$T_DIR/cu-$fam.log" 2>&1
+			rc=$?
+			row=$(grep -E '^ +tests ' "$T_DIR/cu-$fam.log" | tr -s ' ' | sed 's/^ //')
+			if [ "$rc" -eq 0 ] && [ "$total" -gt 0 ] &&
+				[ "$row" = "tests $total $total $total 0 0" ]; then
+				pass "remote LUN: iscsi-test-cu $fam, all $total passed (skips included)"
+			else
+				fail "remote LUN: iscsi-test-cu $fam" "exit $rc, '${row:-no summary}', want \
+'tests $total $total $total 0 0': $(grep -E '\[FAILED\]' "$T_DIR/cu-$fam.log" | head -n 3 |
+					tr -s ' ' | tr '\n' ';')"
+			fi
+		done
+	else
+		skip "remote LUN: iscsi-test-cu" "libiscsi-bin is not installed"
+	fi
+	# SIGTERM: exit 0, no sanitizer report.
+	[ -n "${AGENT_PID:-}" ] && t_stop_checked "$AGENT_PID" agent
 	gw_stop "$GW_PID"
 else
 	skip "isergwd remote LUN" "no isergwd or isergw-verify in $T_BUILD"
@@ -459,14 +515,16 @@ fi
 mp_run blackhole settle "$T_DIR/bh.json" 1
 mp_wait
 settle=$(mp_val settle_ms)
-# Budget: 2 logins x 2 s, plus the backoff between them (at most 200 ms), plus 1 s slack.
-if grep -q '^live: PASS' "$MP_OUT" && [ -n "$settle" ] && [ "$settle" -le 5200 ]; then
-	pass "16 black-holed back ends: start-up settled in ${settle} ms (2 logins x 2 s + backoff; limit 5.2 s)"
+# Expected: 2 logins x 2 s plus the backoff between them (at most 200 ms), the 16 in parallel.
+# The bound is a sanity bound, three times that (one at a time would take 64 s): make bench
+# measures the figure.
+if grep -q '^live: PASS' "$MP_OUT" && [ -n "$settle" ] && [ "$settle" -le 13000 ]; then
+	pass "16 black-holed back ends: start-up settled in ${settle} ms (about 4.2 s expected; bound 13 s)"
 else
 	fail "black-holed start-up" "settled in ${settle:-?} ms: $(grep '^live:' "$MP_OUT")"
 fi
 shut=$(mp_val shutdown_ms)
-if [ -n "$shut" ] && [ "$shut" -le 4000 ]; then
+if [ -n "$shut" ] && [ "$shut" -le 12000 ]; then
 	pass "shutdown with 16 unreachable back ends took ${shut} ms"
 else
 	fail "bounded shutdown" "${shut:-?} ms"

@@ -57,9 +57,23 @@ fail() {
 	printf '  FAIL  %s: %s\n' "$1" "${2:-}"
 }
 
+# skip NAME REASON: counted as skipped; inside `make test` (ISERGW_MAKE_TEST=1) a failure
+# unless "NAME: REASON" matches a line of tests/allowed-skips.txt.
 skip() {
+	if ! t_skip_allowed "$1: ${2:-}"; then
+		fail "$1" "skipped inside make test, and not for a reason in tests/allowed-skips.txt: ${2:-}"
+		return
+	fi
 	T_SKIP=$((T_SKIP + 1))
 	printf '  skip  %s: %s\n' "$1" "${2:-}"
+}
+
+# t_skip_allowed "NAME: REASON": true outside `make test`, or when an extended regex of
+# tests/allowed-skips.txt (comments and blank lines aside) matches it.
+t_skip_allowed() {
+	[ "${ISERGW_MAKE_TEST:-0}" = 1 ] || return 0
+	grep -vE '^(#|[[:space:]]*$)' "$T_ROOT/tests/allowed-skips.txt" 2>/dev/null |
+		grep -qE -f - <(printf '%s\n' "$1") 2>/dev/null
 }
 
 # check NAME CMD...: runs CMD (output to the run folder) and counts pass/fail on its status.
@@ -74,6 +88,34 @@ check() {
 		local rc=$?
 		fail "$name" "exit $rc: $(tail -n 3 "$out" | tr '\n' ' ')"
 	fi
+}
+
+# t_refused PATTERN CMD...: a negative check that proves the refusal it claims. True only when
+# CMD fails AND its output has PATTERN (an extended regex: the sense key and ASC, the login
+# status, ...); a dead target, a refused connection or any other failure does not count. The
+# output is printed (check keeps it), with a last line saying what was wrong.
+#   check "a wrong secret is refused" t_refused 'Authentication failure\(513\)' isergw-verify ...
+# Login refusals as libiscsi prints them (isergw-verify, iscsi-*):
+T_LOGIN_AUTH='Status: Authentication failure\(513\)'
+T_LOGIN_AUTHZ='Status: Authorization failure\(514\)'
+T_LOGIN_NOTFOUND='Status: Target not found\(515\)'
+T_LOGIN_MUTUAL='Invalid CHAP_R response from the target'
+T_SENSE_NO_LUN='ILLEGAL_REQUEST\(5\) ASCQ:LOGICAL_UNIT_NOT_SUPPORTED\(0x2500\)'
+t_refused() {
+	local want=$1 out rc
+	shift
+	out=$("$@" 2>&1)
+	rc=$?
+	printf '%s\n' "$out"
+	if [ "$rc" -eq 0 ]; then
+		echo "t_refused: it succeeded; expected a refusal matching /$want/"
+		return 1
+	fi
+	if ! printf '%s\n' "$out" | grep -qE -- "$want"; then
+		echo "t_refused: exit $rc, but not the refusal expected (/$want/)"
+		return 1
+	fi
+	return 0
 }
 
 # t_begin SUITE: counters, run folder, traps. Call once at the top of a suite.
@@ -244,6 +286,9 @@ t_forget() {
 	unset "T_PID_NAME[$1]" "T_PID_KIND[$1]" "T_PID_CTL[$1]"
 }
 
+# Stops what is left, last started first. Gateways, agents and test harnesses still running
+# here must exit as asked (status 0, no SIGKILL, no sanitizer report): a crash or a
+# LeakSanitizer report at exit fails the suite instead of vanishing with the process.
 t_stop_all() {
 	local i pid
 	for ((i = ${#T_PIDS[@]} - 1; i >= 0; i--)); do
@@ -251,9 +296,49 @@ t_stop_all() {
 		case "${T_PID_KIND[$pid]:-}" in
 		tgtd) tgt_stop "$pid" ;;
 		isergwd) gw_stop "$pid" ;;
+		agent | harness) t_stop_checked "$pid" ;;
 		*) t_stop_pid "$pid" 5 ;;
 		esac
 	done
+	t_san_check
+}
+
+# t_stop_checked PID [NAME] [SECONDS]: SIGTERM (10 s), then checks what t_stop_pid saw: the
+# process was still alive, exited by itself, with status 0. Fails NAME-stop otherwise (silent
+# on success, so a suite that restarts a daemon often counts only what goes wrong), and fails
+# on any sanitizer report in the run folder. Returns 1 on a failure.
+t_stop_checked() {
+	local pid=$1 name=${2:-${T_PID_NAME[$1]:-process}} secs=${3:-10} sig="" rc=0
+	t_stop_pid "$pid" "$secs"
+	[ "$T_STOP_RC" -gt 128 ] && sig=" (signal $((T_STOP_RC - 128)))"
+	if [ "$T_STOP_WAS_DEAD" = 1 ]; then
+		fail "$name-stop" "$name (pid $pid) had already exited, status $T_STOP_RC$sig"
+		rc=1
+	elif [ "$T_STOP_KILLED" = 1 ]; then
+		fail "$name-stop" "$name (pid $pid) did not exit within $secs s of SIGTERM"
+		rc=1
+	elif [ "$T_STOP_RC" -ne 0 ]; then
+		fail "$name-stop" "$name (pid $pid) exited with status $T_STOP_RC$sig after SIGTERM"
+		rc=1
+	fi
+	t_san_check || rc=1
+	return $rc
+}
+
+# t_san_check: every sanitizer report file in $T_DIR/san (gateways, agents, harnesses) fails
+# the suite once and is printed. Returns 1 when there was one.
+t_san_check() {
+	local f rc=0
+	[ -n "${T_DIR:-}" ] && [ -d "$T_DIR/san" ] || return 0
+	for f in "$T_DIR"/san/*; do
+		[ -e "$f" ] || continue
+		case "$f" in *.seen) continue ;; esac
+		fail "sanitizer" "report $f:"
+		head -n 40 "$f" | sed 's/^/    /'
+		mv "$f" "$f.seen"
+		rc=1
+	done
+	return $rc
 }
 
 # t_cpu_ticks PID: utime+stime of PID in clock ticks (for CPU per I/O).
@@ -335,7 +420,7 @@ gw_start() {
 # gw_stop PID: SIGTERM must give a clean exit 0 within 10 s and no sanitizer report.
 # T_STOP_QUIET=1 counts only failed stops (suites that restart the gateway many times).
 gw_stop() {
-	local pid=$1 f sig=""
+	local pid=$1 sig=""
 	t_stop_pid "$pid" 10
 	[ "$T_STOP_RC" -gt 128 ] && sig=" (signal $((T_STOP_RC - 128)))"
 	if [ "$T_STOP_WAS_DEAD" = 1 ]; then
@@ -347,12 +432,7 @@ gw_stop() {
 	elif [ "${T_STOP_QUIET:-0}" != 1 ]; then
 		pass "gateway-stop"
 	fi
-	for f in "$T_DIR"/san/*; do
-		[ -e "$f" ] || continue
-		fail "sanitizer" "report $f:"
-		head -n 40 "$f" | sed 's/^/    /'
-		mv "$f" "$f.seen"
-	done
+	t_san_check
 }
 
 # ---- the target under test ----------------------------------------------------------------

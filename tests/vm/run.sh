@@ -272,6 +272,13 @@ report() {
 		printf '  FAIL  %s: %s\n' "$2" "$3"
 		;;
 	skip)
+		# Inside `make test` a skip must have a reason on tests/allowed-skips.txt.
+		if [ "${ISERGW_MAKE_TEST:-0}" = 1 ] &&
+			! grep -vE '^(#|[[:space:]]*$)' tests/allowed-skips.txt 2>/dev/null |
+			grep -qE -f - <(printf '%s: %s\n' "$2" "$3"); then
+			report fail "$2" "skipped inside make test, and not for a reason in tests/allowed-skips.txt: $3"
+			return
+		fi
 		k=$((k + 1)) sk[$suite]=$((${sk[$suite]:-0} + 1))
 		printf '  skip  %s: %s\n' "$2" "$3"
 		;;

@@ -459,3 +459,99 @@ Test(scsi_sbc, get_lba_status_reports_the_holes_of_a_sparse_file)
 	cr_assert_eq(d[0][2], 1);
 	unlink(path);
 }
+
+/*
+ * What a LU advertises for logical block provisioning (READ CAPACITY(16) LBPME, VPD B2 LBPU,
+ * LBPWS, LBPWS10, VPD B0's unmap limits) is what it accepts, for every mix of the "thin" setting
+ * and a backstore that can or cannot deallocate (the remote backstore's multipath LUN reports
+ * can_unmap from its paths). Found by libiscsi's WriteSame16.UnmapVPD on a remote LUN.
+ */
+static void lbp_check(bool thin, bool can_unmap)
+{
+	struct bs_conf bc = { .type = BS_TYPE_RAM, .size = 64 * 512, .block_size = 512,
+			      .threads = 1 };
+	struct scsi_lu_conf lc = { .lun = 5, .write_cache = true, .thin = thin };
+	uint8_t rc16[32], b2[8], b0[64], blk[512] = { 0 }, param[24] = { 0 };
+	struct tenv env;
+	struct bs *bs = NULL;
+	struct tcmd t;
+	bool lbpme, lbpu, lbpws, lbpws10;
+
+	tenv_init(&env);
+	cr_assert_eq(bs_create(&env.loop, &bc, &bs, &env.errs), 0);
+	bs->can_unmap = can_unmap;
+	cr_assert_eq(scsi_dev_add_lu(env.dev, &lc, bs, &env.errs), 0);
+	tenv_clear_ua(&env, env.a, 5);
+
+	cr_assert_eq(tcmd_run(&env, &t, env.a, 5, CDB(0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+						     0, 32, 0, 0), rc16, 32, SCSI_DIR_READ),
+		     SCSI_GOOD);
+	cr_assert_eq(tcmd_run(&env, &t, env.a, 5, CDB(0x12, 1, 0xb2, 0, 8, 0), b2, 8,
+			      SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(tcmd_run(&env, &t, env.a, 5, CDB(0x12, 1, 0xb0, 0, 64, 0), b0, 64,
+			      SCSI_DIR_READ), SCSI_GOOD);
+	lbpme = rc16[14] & 0x80;
+	lbpu = b2[5] & 0x80;
+	lbpws = b2[5] & 0x40;
+	lbpws10 = b2[5] & 0x20;
+	cr_assert_eq(lbpme, thin && can_unmap, "LBPME %d (thin %d, can_unmap %d)", lbpme, thin,
+		     can_unmap);
+	cr_assert(lbpu == lbpme && lbpws == lbpme && lbpws10 == lbpme,
+		  "B2 LBPU %d LBPWS %d LBPWS10 %d against LBPME %d", lbpu, lbpws, lbpws10, lbpme);
+	cr_assert_eq(be32(&b0[20]) != 0, lbpu, "B0 MAXIMUM UNMAP LBA COUNT %u with LBPU %d",
+		     be32(&b0[20]), lbpu);
+	cr_assert_eq(be32(&b0[24]) != 0, lbpu, "B0 MAXIMUM UNMAP DESCRIPTOR COUNT %u",
+		     be32(&b0[24]));
+
+	/* WRITE SAME(16) and (10) with UNMAP: done as asked, or INVALID FIELD IN CDB at the
+	 * UNMAP bit (byte 1 bit 3), and then nothing written. */
+	for (int ten = 0; ten < 2; ten++) {
+		uint8_t r[512];
+
+		memset(r, 0x33, sizeof(r));
+		cr_assert_eq(tcmd_run(&env, &t, env.a, 5, CDB(0x2a, 0, 0, 0, 0, 8, 0, 0, 1, 0), r,
+				      512, SCSI_DIR_WRITE), SCSI_GOOD);
+		if (ten)
+			tcmd_run(&env, &t, env.a, 5, CDB(0x41, 0x08, 0, 0, 0, 8, 0, 0, 1, 0), blk,
+				 512, SCSI_DIR_WRITE);
+		else
+			tcmd_run(&env, &t, env.a, 5, CDB(0x93, 0x08, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0,
+							 0, 1, 0, 0), blk, 512, SCSI_DIR_WRITE);
+		cr_assert_eq(tcmd_run(&env, &t, env.a, 5, CDB(0x28, 0, 0, 0, 0, 8, 0, 0, 1, 0),
+				      r, 512, SCSI_DIR_READ), SCSI_GOOD);
+		if (ten ? lbpws10 : lbpws) {
+			cr_assert_eq(r[0], 0, "WRITE SAME(%d) UNMAP deallocated", ten ? 10 : 16);
+			continue;
+		}
+		cr_assert_eq(r[0], 0x33, "WRITE SAME(%d) UNMAP refused changes nothing",
+			     ten ? 10 : 16);
+	}
+	if (!lbpws) {
+		tcmd_run(&env, &t, env.a, 5, CDB(0x93, 0x08, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 1,
+						 0, 0), blk, 512, SCSI_DIR_WRITE);
+		cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x24, 0x00);
+		cr_assert_eq(t.cmd.sense[15], 0x80 | 0x40 | 0x08 | 3, "field pointer: CDB, bit 3");
+		cr_assert_eq(be16(&t.cmd.sense[16]), 1, "field pointer: byte 1");
+	}
+
+	/* UNMAP: done, or not supported at all (LBPU 0: INVALID COMMAND OPERATION CODE). */
+	param[1] = 22;
+	param[3] = 16;
+	param[15] = 8;
+	param[19] = 1;
+	tcmd_run(&env, &t, env.a, 5, CDB(0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0), param, sizeof(param),
+		 SCSI_DIR_WRITE);
+	if (lbpu)
+		cr_assert_eq(t.cmd.status, SCSI_GOOD);
+	else
+		cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+	tenv_fini(&env);
+}
+
+Test(scsi_sbc, provisioning_advertised_is_provisioning_accepted)
+{
+	lbp_check(true, true);
+	lbp_check(true, false);
+	lbp_check(false, true);
+	lbp_check(false, false);
+}

@@ -110,6 +110,18 @@ if [ "$AGENT_OK" = 1 ]; then
 		"http://127.0.0.1:$AGENT_PORT/api/v1/events" >"$VM_WORK/events.out" 2>&1 &
 	EV_PID=$!
 	vm_on_exit "kill $EV_PID 2>/dev/null"
+	# The stream is subscribed once its hello arrived; an event the agent sends before that
+	# (its sysfs poll seeing the failover first) is not this stream's. Wait up to 15 s.
+	for _ in $(seq 1 60); do
+		grep -q '^event: hello' "$VM_WORK/events.out" 2>/dev/null && break
+		sleep 0.25
+	done
+	if grep -q '^event: hello' "$VM_WORK/events.out" 2>/dev/null; then
+		pass agent-subscribed "the event stream said hello before the cable is pulled"
+	else
+		fail agent-subscribed "no hello on the event stream within 15 s: $(tail -c 300 \
+			"$VM_WORK/events.out" 2>/dev/null)"
+	fi
 fi
 # Carrier loss on the active slave, as a pulled cable: its peer end goes down.
 t0=$(date +%s%N)

@@ -312,9 +312,15 @@ chap_target() {
 
 chap_target chap "$T_CHAP" 0
 node_set "$T_CHAP" node.session.auth.password wrong-secret-000
-if login "$T_CHAP" >"$VM_WORK/login-wrong.out" 2>&1; then
+# Refused as a wrong secret is: iscsiadm's exit 24 (authorization failure), not any failure.
+login "$T_CHAP" >"$VM_WORK/login-wrong.out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ]; then
 	fail chap/wrong-secret "login succeeded with a wrong secret"
 	logout "$T_CHAP" >/dev/null 2>&1
+elif [ "$rc" -ne 24 ]; then
+	fail chap/wrong-secret "login failed with exit $rc, not 24 (authorization failure): $(grep \
+		-m1 -iE 'error|fail' "$VM_WORK/login-wrong.out")"
 else
 	pass chap/wrong-secret "refused: $(grep -m1 -iE 'auth|fail' "$VM_WORK/login-wrong.out")"
 fi

@@ -170,10 +170,13 @@ chap_target() {
 	check "$name/logout" logout "$t"
 }
 
-# refused NAME TARGET KEY VALUE: with one CHAP setting wrong, the login must fail, and no
-# session may be left behind.
+# refused NAME TARGET KEY VALUE RC [ISCSID]: with one CHAP setting wrong, the login must fail
+# the way that setting fails: iscsiadm's exit RC (24 ISCSI_ERR_LOGIN_AUTH_FAILED when the target
+# refuses the initiator's secret; 19 ISCSI_ERR_FATAL_LOGIN when the initiator refuses the
+# target's proof) and, when given, ISCSID in iscsid's log. Any other failure (a dead gateway:
+# exit 8 or a timeout) proves nothing. No session may be left behind.
 refused() {
-	local name=$1 t=$2 key=$3 val=$4 good rc out
+	local name=$1 t=$2 key=$3 val=$4 want=$5 why=${6:-} good rc out
 	out=$VM_WORK/refused-${name//\//-}.out
 	good=$(iscsiadm -m node -T "$t" -p "$PORTAL" -S | awk -v k="$key" '$1 == k { print $3 }')
 	node_set "$t" "$key" "$val"
@@ -183,19 +186,24 @@ refused() {
 	if [ "$rc" -eq 0 ]; then
 		fail "$name" "login succeeded with a wrong $key"
 		logout "$t" >/dev/null 2>&1
+	elif [ "$rc" -ne "$want" ]; then
+		fail "$name" "login failed with exit $rc, not $want: $(grep -m1 -iE 'error|fail' "$out")"
+	elif [ -n "$why" ] && ! grep -qF "$why" "$VM_WORK/iscsid.log"; then
+		fail "$name" "exit $rc, but iscsid did not log '$why'"
 	elif iscsiadm -m session 2>/dev/null | grep -q " $t "; then
 		fail "$name" "login failed but a session to $t remains"
 	else
-		pass "$name" "refused: $(grep -m1 -iE 'auth|fail' "$out")"
+		pass "$name" "refused: $(grep -m1 -iE 'auth|fail' "$out")${why:+; iscsid: $why}"
 	fi
 	node_set "$t" "$key" "$good"
 }
 
 chap_target chap "$T_CHAP" 0
-refused chap/wrong-secret "$T_CHAP" node.session.auth.password wrong-secret-000
+refused chap/wrong-secret "$T_CHAP" node.session.auth.password wrong-secret-000 24
 chap_target mutual "$T_MUTUAL" 1
 # The initiator checks the target's answer: a target that proves a different secret is refused.
-refused mutual/wrong-target-secret "$T_MUTUAL" node.session.auth.password_in wrong-secret-111
+refused mutual/wrong-target-secret "$T_MUTUAL" node.session.auth.password_in wrong-secret-111 \
+	19 "received incorrect CHAP response from target $T_MUTUAL"
 
 # ---- the gateway stops cleanly ------------------------------------------------------------
 
