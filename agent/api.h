@@ -84,7 +84,6 @@ struct api_agent {
 	struct api_rcache metrics_gz;		/* GET /metrics, gzip'ed */
 	struct api_rcache targets_cache;	/* GET /api/v1/targets */
 	uint64_t started_ms;
-	uint64_t requests;
 	struct api_cluster *cluster;	/* NULL: a gateway alone */
 };
 
@@ -128,14 +127,18 @@ const struct api_route *api_route_match(const struct api_route *tbl, const char 
 
 #define API_MAX_HEADERS 8
 
+struct api_stream_ops;
+
 struct api_req {
-	struct api_agent *ag;
+	struct api_agent *ag;		/* the application's (api_http_start), opaque to the core */
+	struct api_http *http;
 	void *conn;			/* struct MHD_Connection */
 	char method[16];
 	char *url;
 	struct gw_buf body;
 	bool too_large;
 	bool dispatched;
+	bool admitted;			/* the access hooks let it in */
 	bool suspended;
 	bool holds_write;
 	bool waits_write;
@@ -153,18 +156,67 @@ struct api_req {
 	char *hdr_name[API_MAX_HEADERS];
 	char *hdr_value[API_MAX_HEADERS];
 	unsigned int nhdr;
-	struct api_sse *sse;		/* GET /events */
-	struct gw_list wnode;		/* in ag->write_wait */
+	const struct api_stream_ops *stream;	/* a streamed reply (GET /events), NULL: none */
+	void *stream_ctx;
 	struct gw_list snode;		/* in the server's suspended list */
-	/* An outstanding write: committed when the gateway accepts it. */
+	/* The write pipeline's (api_write.c): its queue, and an outstanding write, committed
+	 * when the gateway accepts it. */
+	struct gw_list wnode;		/* in ag->write_wait */
 	json_t *w_config;
 	json_t *w_body;
 	unsigned int w_status;
 	char *w_prefix;
 };
 
-int api_http_start(struct api_agent *ag, struct api_http **out);
+struct api_http_conf {
+	const char *listen;		/* "127.0.0.1:8080", "[::1]:8080" */
+	const char *tls_cert;		/* PEM files; both set: HTTPS */
+	const char *tls_key;
+	bool allow_remote;		/* listen beyond loopback (needs TLS) */
+	size_t body_max;		/* 0: API_BODY_MAX_DEFAULT */
+};
+
+/*
+ * What the server calls instead of knowing its plug-ins (the write pipeline, the access check,
+ * the dashboard's files): each registered hook is asked in registration order; any member may
+ * be NULL.
+ */
+struct api_http_hook {
+	/* A path no route has (decoded, no query): true when the hook replied. */
+	bool (*serve)(void *ctx, struct api_req *r, const char *path);
+	/* A route needing role `need`: 0 lets the request in, < 0 with the reply set (401/403). */
+	int (*access)(void *ctx, struct api_req *r, enum api_role need);
+	/* Just before the handler: 0 runs it, > 0 the hook parked the request (suspended; it is
+	 * dispatched again on resume), < 0 an -errno reply. */
+	int (*admit)(void *ctx, struct api_req *r);
+	/* A reply was set: what admit took is given back. */
+	void (*release)(void *ctx, struct api_req *r);
+	/* The request is freed. */
+	void (*gone)(void *ctx, struct api_req *r);
+};
+
+#define API_HTTP_HOOKS_MAX 8
+
+/* A streamed reply: read and free are MHD's content reader and its free callback (the stream
+ * can outlive the request); read returns bytes, 0 when it suspended the request until there
+ * is more, API_STREAM_END at the end. detach: the request is gone. */
+#define API_STREAM_END ((ssize_t)-1)
+struct api_stream_ops {
+	ssize_t (*read)(void *ctx, uint64_t pos, char *buf, size_t max);
+	void (*free)(void *ctx);
+	void (*detach)(void *ctx);
+};
+
+/* Listens; app is handed to every request as r->ag. Register routes and hooks before the loop
+ * runs. */
+int api_http_start(struct gw_loop *loop, const struct api_http_conf *conf,
+		   struct api_agent *app, struct api_http **out);
 void api_http_stop(struct api_http *h);
+/* The route table (ends with { .method = NULL }); without one every path is a 404. */
+void api_http_routes(struct api_http *h, const struct api_route *tbl);
+int api_http_hook(struct api_http *h, const struct api_http_hook *ops, void *ctx);
+/* Requests that reached a handler. */
+uint64_t api_http_requests(const struct api_http *h);
 
 const char *api_req_header(struct api_req *r, const char *name);
 const char *api_req_query(struct api_req *r, const char *name);
@@ -183,7 +235,9 @@ void api_reply_errno(struct api_req *r, int err, const char *field);
 void api_reply_errlist(struct api_req *r, enum api_err e, const struct gw_errlist *errs,
 		       const char *prefix);
 void api_reply_header(struct api_req *r, const char *name, const char *value);
-void api_reply_etag(struct api_req *r);
+/* 200 with a body read piece by piece (ops), of Content-Type type. */
+void api_reply_stream(struct api_req *r, const struct api_stream_ops *ops, void *ctx,
+		      const char *type);
 /* Waiting for something asynchronous: MHD stops polling the connection until resume. */
 void api_req_suspend(struct api_req *r);
 void api_req_resume(struct api_req *r);
@@ -201,6 +255,10 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 		     const char *prefix);
 /* The next waiting write may run. */
 void api_write_release(struct api_agent *ag);
+/* A write holds the configuration (between api_write_begin and its reply). */
+bool api_write_busy(const struct api_agent *ag);
+/* The write pipeline's hook: one write at a time, in arrival order (ctx: the agent). */
+extern const struct api_http_hook api_write_hook;
 /* Reconciles the gateway to the desired configuration (or adopts the gateway's configuration
  * when nothing was ever stored). */
 void api_reconcile(struct api_agent *ag);
@@ -235,10 +293,6 @@ int api_parse_lun(const char *s, uint64_t *lun);
 void api_event(struct api_agent *ag, const char *type, json_t *data);
 int api_events_init(struct api_agent *ag);
 void api_events_fini(struct api_agent *ag);
-/* For api_http.c: the MHD response of GET /events, or NULL. */
-void *api_sse_response(struct api_req *r);
-/* The request behind a subscriber is going away. */
-void api_sse_detach(struct api_req *r);
 /* Live state changed: emits session events by comparing old and new. */
 void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur);
 
@@ -265,8 +319,9 @@ void api_metrics_latency(struct gw_buf *b, const json_t *state);
 
 /* True when path (no query) is the dashboard's: "/" or "/ui/...". */
 bool api_static_path(const char *path);
-/* Serves the request's path from conf.webui_dir (reply set, true); false: not a static path. */
-bool api_static_serve(struct api_req *r);
+/* The hook that serves "/" and "/ui/..." from the folder its ctx names (const char *, NULL or
+ * "": no dashboard, a 404). */
+extern const struct api_http_hook api_static_hook;
 /* The file under root a dashboard path names, resolved (malloc'ed into *file). -ENOENT when
  * missing, a segment is "."/".."/hidden, or the resolved file lies outside root. */
 int api_static_resolve(const char *root, const char *path, char **file);
@@ -279,6 +334,9 @@ const char *api_static_type(const char *name);
 json_t *api_live_portal(struct api_agent *ag, const char *name);
 
 /* ---- the agent (api_agent.c) ----------------------------------------------------------- */
+
+/* The ETag of the desired configuration's generation. */
+void api_reply_etag(struct api_req *r);
 
 int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_conf *conf);
 void api_agent_fini(struct api_agent *ag);

@@ -101,6 +101,35 @@ static int open_etcd_store(struct api_agent *ag)
 	return r;
 }
 
+/* The server knows none of its plug-ins: the routes, the access check, the write queue and the
+ * dashboard's files are registered here. */
+static int start_http(struct api_agent *ag)
+{
+	struct api_http_conf hc = {
+		.listen = ag->conf.listen,
+		.tls_cert = ag->conf.tls_cert,
+		.tls_key = ag->conf.tls_key,
+		.allow_remote = ag->conf.allow_remote,
+		.body_max = ag->conf.body_max,
+	};
+	int r;
+
+	r = api_http_start(ag->loop, &hc, ag, &ag->http);
+	if (r)
+		return r;
+	api_http_routes(ag->http, api_routes);
+	r = api_http_hook(ag->http, &api_static_hook, (void *)ag->conf.webui_dir);
+	if (!r)
+		r = api_http_hook(ag->http, &api_auth_hook, &ag->auth);
+	if (!r)
+		r = api_http_hook(ag->http, &api_write_hook, ag);
+	if (r) {
+		api_http_stop(ag->http);
+		ag->http = NULL;
+	}
+	return r;
+}
+
 int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_conf *conf)
 {
 	int r;
@@ -147,7 +176,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	r = gw_timer_init(&ag->poll, loop, on_poll);
 	if (r)
 		goto fail_events;
-	r = api_http_start(ag, &ag->http);
+	r = start_http(ag);
 	if (r)
 		goto fail_poll;
 	if (conf->gateway_socket && *conf->gateway_socket) {
@@ -164,6 +193,8 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 			.gateway_id = conf->gateway_id,
 			.group = conf->port_group,
 			.ttl = conf->lease_ttl,
+			.changed = api_reconcile,
+			.write_busy = api_write_busy,
 		};
 
 		r = api_cluster_start(ag, &cc, &ag->cluster);

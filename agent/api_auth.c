@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api_auth.h"
+#include "api.h"
 #include "api_store.h"
 #include "gw_log.h"
 
@@ -269,3 +269,24 @@ int api_auth_check(const struct api_auth *a, const char *header, enum api_role *
 		*name = a->v[found].name;
 	return 0;
 }
+
+static int auth_access(void *ctx, struct api_req *r, enum api_role need)
+{
+	const struct api_auth *a = ctx;
+
+	if (api_auth_check(a, api_req_header(r, "Authorization"), &r->role, &r->token_name)) {
+		api_reply_header(r, "WWW-Authenticate", "Bearer realm=\"isergw\"");
+		api_reply_err(r, API_E_UNAUTHORIZED, NULL, NULL);
+		return -EACCES;
+	}
+	if (r->role < need) {
+		api_reply_err(r, API_E_FORBIDDEN, NULL, "this endpoint needs an %s token",
+			      api_role_name(need));
+		return -EACCES;
+	}
+	return 0;
+}
+
+const struct api_http_hook api_auth_hook = {
+	.access = auth_access,
+};

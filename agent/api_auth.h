@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct api_http_hook;
+
 enum api_role {
 	API_ROLE_NONE = 0,		/* no token needed (health, openapi) */
 	API_ROLE_READ = 1,
@@ -46,6 +48,9 @@ int api_auth_check(const struct api_auth *a, const char *header, enum api_role *
 /* SHA-256 of s into out. 0 or -EIO. */
 int api_auth_digest(const char *s, uint8_t out[32]);
 const char *api_role_name(enum api_role r);
+/* The HTTP server's access hook (ctx: struct api_auth): 401 without a valid token, 403 when its
+ * role is too low. */
+extern const struct api_http_hook api_auth_hook;
 /* "admin" / "read" -> role; -EINVAL otherwise. */
 int api_role_parse(const char *s, enum api_role *r);
 

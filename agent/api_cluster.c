@@ -29,6 +29,8 @@ struct api_cluster {
 	json_t *live;			/* {id: member value} as last read */
 	json_t *local_portals;		/* the gateway's own portals, NULL: not known yet */
 	struct gw_timer tick;
+	void (*changed)(struct api_agent *ag);
+	bool (*write_busy)(const struct api_agent *ag);
 	bool reachable;
 	uint64_t last_ok_ms;
 };
@@ -304,7 +306,7 @@ static void cl_tick(struct gw_timer *t)
 
 	r = c->lease ? cl_keepalive(c) : cl_register(c);
 	/* Not under a write: its compare-and-swap must compare the revision it started from. */
-	if (!r && !ag->write_busy) {
+	if (!r && !(c->write_busy && c->write_busy(ag))) {
 		r = api_store_refresh(ag->store);
 		if (r > 0) {
 			gw_info("cluster", "configuration generation %llu from etcd",
@@ -345,8 +347,8 @@ static void cl_tick(struct gw_timer *t)
 	json_decref(c->live);
 	c->groups = groups;
 	c->live = live;
-	if (changed)
-		api_reconcile(ag);
+	if (changed && c->changed)
+		c->changed(ag);
 }
 
 /* ---- the agent's side -------------------------------------------------------------------- */
@@ -368,6 +370,8 @@ int api_cluster_start(struct api_agent *ag, const struct api_cluster_conf *conf,
 	c->id = strdup(conf->gateway_id);
 	c->group = conf->group;
 	c->ttl = conf->ttl ? conf->ttl : 5;
+	c->changed = conf->changed;
+	c->write_busy = conf->write_busy;
 	if (!c->etcd || !c->prefix || !c->id) {
 		r = c->etcd ? -ENOMEM : -EINVAL;
 		goto fail;

@@ -195,3 +195,11 @@ int api_parse_lun(const char *s, uint64_t *lun)
 	*lun = v;
 	return 0;
 }
+
+void api_reply_etag(struct api_req *r)
+{
+	char tag[32];
+
+	snprintf(tag, sizeof(tag), "\"%llu\"", (unsigned long long)r->ag->store->generation);
+	api_reply_header(r, "ETag", tag);
+}

@@ -82,6 +82,10 @@ struct api_cluster_conf {
 	const char *gateway_id;
 	unsigned int group;		/* this gateway's ALUA target port group, 1..65535 */
 	unsigned int ttl;		/* lease seconds */
+	/* The agent's: the desired configuration or the members changed, so the gateway must
+	 * follow; and whether a write is under way (the store is not refreshed under it). */
+	void (*changed)(struct api_agent *ag);
+	bool (*write_busy)(const struct api_agent *ag);
 };
 
 struct api_cluster;

@@ -6,7 +6,6 @@
  * off once its queue passes 1 MiB. Events: hello, config, gateway, apply, session.
  */
 #include <errno.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +84,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 		return (ssize_t)n;
 	}
 	if (s->closed || !s->r)
-		return MHD_CONTENT_READER_END_OF_STREAM;
+		return API_STREAM_END;
 	/* Nothing to send: stop polling this connection until an event resumes it. */
 	api_req_suspend(s->r);
 	return 0;
@@ -97,31 +96,23 @@ static void sse_free(void *cls)
 
 	gw_list_del(&s->node);
 	if (s->r)
-		s->r->sse = NULL;
+		s->r->stream = NULL;
 	gw_buf_fini(&s->q);
 	free(s);
 }
 
-void api_sse_detach(struct api_req *r)
+static void sse_detach(void *cls)
 {
-	if (r->sse) {
-		r->sse->r = NULL;
-		r->sse = NULL;
-	}
+	struct api_sse *s = cls;
+
+	s->r = NULL;
 }
 
-void *api_sse_response(struct api_req *r)
-{
-	struct MHD_Response *resp;
-
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, r->sse,
-						 sse_free);
-	if (!resp)
-		return NULL;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-	return resp;
-}
+static const struct api_stream_ops sse_ops = {
+	.read = sse_read,
+	.free = sse_free,
+	.detach = sse_detach,
+};
 
 int api_h_events(struct api_req *r)
 {
@@ -136,13 +127,13 @@ int api_h_events(struct api_req *r)
 	s->r = r;
 	gw_buf_init(&s->q);
 	gw_list_add_tail(&ag->subscribers, &s->node);
-	r->sse = s;
 	n = snprintf(hello, sizeof(hello),
 		     "retry: 2000\nevent: hello\ndata: {\"generation\":%llu,\"gateway\":%s}\n\n",
 		     (unsigned long long)ag->store->generation,
 		     ag->gwc_on && ag->gwc.connected ? "true" : "false");
 	gw_buf_append(&s->q, hello, (size_t)n);
-	api_reply_text(r, 200, "text/event-stream", NULL, 0);
+	api_reply_header(r, "Cache-Control", "no-cache");
+	api_reply_stream(r, &sse_ops, s, "text/event-stream");
 	return 0;
 }
 

@@ -20,8 +20,19 @@
 #include "api.h"
 #include "gw_log.h"
 
+struct api_hook_slot {
+	const struct api_http_hook *ops;
+	void *ctx;
+};
+
 struct api_http {
-	struct api_agent *ag;
+	struct api_agent *app;		/* handed to every request, opaque here */
+	struct gw_loop *loop;
+	struct api_http_conf conf;
+	const struct api_route *routes;
+	struct api_hook_slot hooks[API_HTTP_HOOKS_MAX];
+	unsigned int nhooks;
+	uint64_t requests;
 	struct MHD_Daemon *d;
 	struct gw_watch w;
 	struct gw_timer t;
@@ -30,6 +41,96 @@ struct api_http {
 	char *cert, *key;
 	bool stopping;
 };
+
+/* ---- hooks --------------------------------------------------------------------------- */
+
+int api_http_hook(struct api_http *h, const struct api_http_hook *ops, void *ctx)
+{
+	if (h->nhooks == API_HTTP_HOOKS_MAX)
+		return -ENOSPC;
+	h->hooks[h->nhooks].ops = ops;
+	h->hooks[h->nhooks].ctx = ctx;
+	h->nhooks++;
+	return 0;
+}
+
+void api_http_routes(struct api_http *h, const struct api_route *tbl)
+{
+	h->routes = tbl;
+}
+
+uint64_t api_http_requests(const struct api_http *h)
+{
+	return h->requests;
+}
+
+static void hooks_release(struct api_req *r)
+{
+	struct api_http *h = r->http;
+	unsigned int i;
+
+	for (i = 0; i < h->nhooks; i++)
+		if (h->hooks[i].ops->release)
+			h->hooks[i].ops->release(h->hooks[i].ctx, r);
+}
+
+static void hooks_gone(struct api_req *r)
+{
+	struct api_http *h = r->http;
+	unsigned int i;
+
+	for (i = 0; i < h->nhooks; i++)
+		if (h->hooks[i].ops->gone)
+			h->hooks[i].ops->gone(h->hooks[i].ctx, r);
+}
+
+static bool hooks_serve(struct api_req *r, const char *path)
+{
+	struct api_http *h = r->http;
+	unsigned int i;
+
+	for (i = 0; i < h->nhooks; i++)
+		if (h->hooks[i].ops->serve && h->hooks[i].ops->serve(h->hooks[i].ctx, r, path))
+			return true;
+	return false;
+}
+
+/* Every access hook must let the request in; without any, a route that needs a role is
+ * refused (401): the server never opens what nobody guards. */
+static bool hooks_access(struct api_req *r, enum api_role need)
+{
+	struct api_http *h = r->http;
+	bool asked = false;
+	unsigned int i;
+
+	for (i = 0; i < h->nhooks; i++) {
+		if (!h->hooks[i].ops->access)
+			continue;
+		asked = true;
+		if (h->hooks[i].ops->access(h->hooks[i].ctx, r, need))
+			return false;
+	}
+	if (!asked)
+		api_reply_err(r, API_E_UNAUTHORIZED, NULL, NULL);
+	return asked;
+}
+
+/* 0: run the handler; > 0: a hook parked the request (suspended); < 0: -errno reply. */
+static int hooks_admit(struct api_req *r)
+{
+	struct api_http *h = r->http;
+	unsigned int i;
+	int rc;
+
+	for (i = 0; i < h->nhooks; i++) {
+		if (!h->hooks[i].ops->admit)
+			continue;
+		rc = h->hooks[i].ops->admit(h->hooks[i].ctx, r);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
 
 /* ---- replies ------------------------------------------------------------------------- */
 
@@ -60,10 +161,7 @@ static void reply_set(struct api_req *r, unsigned int status, char *body, size_t
 	r->replied = true;
 	if (status >= 400)
 		drop_header(r, "Location");
-	if (r->holds_write) {
-		r->holds_write = false;
-		api_write_release(r->ag);
-	}
+	hooks_release(r);
 }
 
 void api_reply_text(struct api_req *r, unsigned int status, const char *type, char *text,
@@ -212,14 +310,6 @@ void api_reply_header(struct api_req *r, const char *name, const char *value)
 	r->nhdr++;
 }
 
-void api_reply_etag(struct api_req *r)
-{
-	char tag[32];
-
-	snprintf(tag, sizeof(tag), "\"%llu\"", (unsigned long long)r->ag->store->generation);
-	api_reply_header(r, "ETag", tag);
-}
-
 /* ---- request helpers ----------------------------------------------------------------- */
 
 const char *api_req_header(struct api_req *r, const char *name)
@@ -267,7 +357,7 @@ json_t *api_req_json(struct api_req *r)
 
 void api_req_suspend(struct api_req *r)
 {
-	struct api_http *h = r->ag->http;
+	struct api_http *h = r->http;
 
 	if (r->suspended)
 		return;
@@ -278,7 +368,7 @@ void api_req_suspend(struct api_req *r)
 
 void api_req_resume(struct api_req *r)
 {
-	struct api_http *h = r->ag->http;
+	struct api_http *h = r->http;
 
 	if (!r->suspended)
 		return;
@@ -286,7 +376,7 @@ void api_req_resume(struct api_req *r)
 	gw_list_del(&r->snode);
 	MHD_resume_connection(r->conn);
 	/* MHD's ITC wakes its epoll set too; running it from the loop does not depend on it. */
-	gw_defer_queue(h->ag->loop, &h->run);
+	gw_defer_queue(h->loop, &h->run);
 }
 
 /* ---- the MHD side -------------------------------------------------------------------- */
@@ -318,14 +408,29 @@ static void on_run_defer(struct gw_defer *d)
 	http_run(gw_container_of(d, struct api_http, run));
 }
 
+/* ---- streamed replies ---------------------------------------------------------------- */
+
+void api_reply_stream(struct api_req *r, const struct api_stream_ops *ops, void *ctx,
+		      const char *type)
+{
+	r->stream = ops;
+	r->stream_ctx = ctx;
+	reply_set(r, 200, NULL, 0, type);
+}
+
+/* The stream's read and free go to MHD as they are: the response may outlive the request. */
+_Static_assert(API_STREAM_END == MHD_CONTENT_READER_END_OF_STREAM, "stream end marker");
+
 static enum MHD_Result queue_reply(struct api_req *r)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 	unsigned int i;
 
-	if (r->sse) {
-		resp = api_sse_response(r);
+	if (r->stream) {
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
+							 r->stream->read, r->stream_ctx,
+							 r->stream->free);
 	} else {
 		static char empty[1];
 
@@ -338,7 +443,7 @@ static enum MHD_Result queue_reply(struct api_req *r)
 	}
 	if (!resp)
 		return MHD_NO;
-	if (r->resp_type && r->resp_len)
+	if (r->resp_type && (r->resp_len || r->stream))
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
 	for (i = 0; i < r->nhdr; i++)
 		if (r->hdr_name[i] && r->hdr_value[i])
@@ -351,25 +456,30 @@ static enum MHD_Result queue_reply(struct api_req *r)
 
 static void dispatch(struct api_req *r)
 {
-	struct api_agent *ag = r->ag;
+	struct api_http *h = r->http;
 	const struct api_route *rt = r->route;
-	char allow[64], path[1024];
-	const char *q;
+	char allow[64], *path;
 	int err, rc;
 
 	r->dispatched = true;
 	if (!rt) {
-		q = strchr(r->url, '?');
-		snprintf(path, sizeof(path), "%.*s", q ? (int)(q - r->url) : (int)strlen(r->url),
-			 r->url);
-		/* The dashboard's files (api_static.c) need no token. */
-		if (api_static_serve(r))
+		/* The whole path, never a truncated copy: a cut name could name another one. */
+		path = strndup(r->url, strcspn(r->url, "?"));
+		if (!path) {
+			api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
 			return;
+		}
+		/* Paths of no route (the dashboard's files) go to the hooks that serve them. */
+		if (hooks_serve(r, path)) {
+			free(path);
+			return;
+		}
 		/* A trailing slash names the same resource. */
 		if (strlen(path) > 1 && path[strlen(path) - 1] == '/')
 			path[strlen(path) - 1] = 0;
-		rt = api_route_match(api_routes, r->method, path, r->params, &r->nparams, allow,
-				     sizeof(allow), &err);
+		err = -ENOENT;
+		rt = h->routes ? api_route_match(h->routes, r->method, path, r->params,
+						 &r->nparams, allow, sizeof(allow), &err) : NULL;
 		if (!rt) {
 			if (err == -EOPNOTSUPP) {
 				api_reply_header(r, "Allow", allow);
@@ -382,39 +492,28 @@ static void dispatch(struct api_req *r)
 			} else {
 				api_reply_err(r, API_E_NOT_FOUND, NULL, "no endpoint %s", path);
 			}
+			free(path);
 			return;
 		}
+		free(path);
 		r->route = rt;
 	}
-	if (rt->role != API_ROLE_NONE) {
-		if (api_auth_check(&ag->auth, api_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION),
-				   &r->role, &r->token_name)) {
-			api_reply_header(r, "WWW-Authenticate", "Bearer realm=\"isergw\"");
-			api_reply_err(r, API_E_UNAUTHORIZED, NULL, NULL);
-			return;
-		}
-		if (r->role < rt->role) {
-			api_reply_err(r, API_E_FORBIDDEN, NULL, "this endpoint needs an %s token",
-				      api_role_name(rt->role));
-			return;
-		}
-	}
+	if (rt->role != API_ROLE_NONE && !r->admitted && !hooks_access(r, rt->role))
+		return;
+	r->admitted = true;
 	if (r->too_large) {
 		api_reply_err(r, API_E_TOO_LARGE, NULL, "the body is over %zu bytes",
-			      ag->conf.body_max);
+			      h->conf.body_max);
 		return;
 	}
-	if ((rt->flags & API_RF_WRITE) && !r->holds_write) {
-		if (ag->write_busy) {
-			r->waits_write = true;
-			gw_list_add_tail(&ag->write_wait, &r->wnode);
-			api_req_suspend(r);
-			return;
-		}
-		ag->write_busy = true;
-		r->holds_write = true;
+	rc = hooks_admit(r);
+	if (rc > 0)
+		return;
+	if (rc < 0) {
+		api_reply_errno(r, rc, NULL);
+		return;
 	}
-	ag->requests++;
+	h->requests++;
 	rc = rt->fn(r);
 	if (rc < 0 && !r->replied && !r->suspended)
 		api_reply_errno(r, rc, NULL);
@@ -431,7 +530,8 @@ static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, con
 
 	if (!r)
 		return NULL;
-	r->ag = h->ag;
+	r->ag = h->app;
+	r->http = h;
 	r->conn = c;
 	snprintf(r->method, sizeof(r->method), "%s", method);
 	r->url = strdup(url);
@@ -449,15 +549,11 @@ static void req_free(struct api_req *r)
 {
 	unsigned int i;
 
-	if (r->waits_write)
-		gw_list_del(&r->wnode);
 	if (r->suspended)
 		gw_list_del(&r->snode);
-	if (r->holds_write) {
-		r->holds_write = false;
-		api_write_release(r->ag);
-	}
-	api_sse_detach(r);
+	hooks_gone(r);
+	if (r->stream && r->stream->detach)
+		r->stream->detach(r->stream_ctx);
 	for (i = 0; i < r->nparams; i++)
 		free(r->params[i]);
 	for (i = 0; i < r->nhdr; i++) {
@@ -465,9 +561,6 @@ static void req_free(struct api_req *r)
 		free(r->hdr_value[i]);
 	}
 	gw_buf_fini(&r->body);
-	json_decref(r->w_config);
-	json_decref(r->w_body);
-	free(r->w_prefix);
 	free(r->resp_body);
 	free(r->url);
 	free(r);
@@ -479,7 +572,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 {
 	struct api_http *h = cls;
 	struct api_req *r = *con_cls;
-	size_t max = h->ag->conf.body_max;
+	size_t max = h->conf.body_max;
 
 	(void)version;
 	if (!r) {
@@ -601,7 +694,8 @@ static char *read_pem(const char *path)
 	return buf;
 }
 
-int api_http_start(struct api_agent *ag, struct api_http **out)
+int api_http_start(struct gw_loop *loop, const struct api_http_conf *conf,
+		   struct api_agent *app, struct api_http **out)
 {
 	struct api_http *h = calloc(1, sizeof(*h));
 	struct sockaddr_storage ss;
@@ -612,26 +706,30 @@ int api_http_start(struct api_agent *ag, struct api_http **out)
 
 	if (!h)
 		return -ENOMEM;
-	h->ag = ag;
+	h->app = app;
+	h->loop = loop;
+	h->conf = *conf;
+	if (!h->conf.body_max)
+		h->conf.body_max = API_BODY_MAX_DEFAULT;
 	gw_list_init(&h->suspended);
 	gw_defer_init(&h->run, on_run_defer);
-	r = parse_listen(ag->conf.listen, &ss, &sl);
+	r = parse_listen(conf->listen, &ss, &sl);
 	if (r) {
 		gw_err("http", "--listen %s: expected ADDRESS:PORT with a numeric address",
-		       ag->conf.listen);
+		       conf->listen);
 		goto fail;
 	}
-	if (ag->conf.tls_cert && ag->conf.tls_key) {
+	if (conf->tls_cert && conf->tls_key) {
 		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
 			gw_err("http", "this libmicrohttpd has no TLS support");
 			r = -EOPNOTSUPP;
 			goto fail;
 		}
-		h->cert = read_pem(ag->conf.tls_cert);
-		h->key = read_pem(ag->conf.tls_key);
+		h->cert = read_pem(conf->tls_cert);
+		h->key = read_pem(conf->tls_key);
 		if (!h->cert || !h->key) {
 			gw_err("http", "cannot read the TLS certificate %s or key %s",
-			       ag->conf.tls_cert, ag->conf.tls_key);
+			       conf->tls_cert, conf->tls_key);
 			r = -EINVAL;
 			goto fail;
 		}
@@ -642,13 +740,13 @@ int api_http_start(struct api_agent *ag, struct api_http **out)
 	if (!is_loopback(&ss) && !h->cert) {
 		gw_err("http", "refusing to listen on %s without TLS: bearer tokens would travel "
 		       "in clear (give --tls-cert and --tls-key, and --allow-remote)",
-		       ag->conf.listen);
+		       conf->listen);
 		r = -EPERM;
 		goto fail;
 	}
-	if (!is_loopback(&ss) && !ag->conf.allow_remote) {
+	if (!is_loopback(&ss) && !conf->allow_remote) {
 		gw_err("http", "refusing to listen on %s: not a loopback address (add "
-		       "--allow-remote to serve other hosts)", ag->conf.listen);
+		       "--allow-remote to serve other hosts)", conf->listen);
 		r = -EPERM;
 		goto fail;
 	}
@@ -671,7 +769,7 @@ int api_http_start(struct api_agent *ag, struct api_http **out)
 					MHD_OPTION_CONNECTION_TIMEOUT, 120u,
 					MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
 	if (!h->d) {
-		gw_err("http", "cannot listen on %s", ag->conf.listen);
+		gw_err("http", "cannot listen on %s", conf->listen);
 		r = -EADDRINUSE;
 		goto fail;
 	}
@@ -680,14 +778,13 @@ int api_http_start(struct api_agent *ag, struct api_http **out)
 		r = -EIO;
 		goto fail;
 	}
-	gw_watch_init(&h->w, ag->loop, info->epoll_fd, on_mhd_fd);
+	gw_watch_init(&h->w, loop, info->epoll_fd, on_mhd_fd);
 	r = gw_watch_set(&h->w, EPOLLIN);
 	if (!r)
-		r = gw_timer_init(&h->t, ag->loop, on_mhd_timer);
+		r = gw_timer_init(&h->t, loop, on_mhd_timer);
 	if (r)
 		goto fail;
-	ag->http = h;
-	gw_info("http", "listening on %s%s", ag->conf.listen, h->cert ? " (https)" : "");
+	gw_info("http", "listening on %s%s", conf->listen, h->cert ? " (https)" : "");
 	*out = h;
 	return 0;
 fail:
@@ -710,11 +807,8 @@ void api_http_stop(struct api_http *h)
 	while (!gw_list_empty(&h->suspended)) {
 		struct api_req *r = gw_list_first_entry(&h->suspended, struct api_req, snode);
 
-		if (r->waits_write) {
-			gw_list_del(&r->wnode);
-			r->waits_write = false;
-		}
-		if (!r->sse)
+		/* The reply gives back what the hooks held (a queued write leaves its queue). */
+		if (!r->stream)
 			api_reply_err(r, API_E_UNAVAILABLE, NULL, "the agent is stopping");
 		api_req_resume(r);
 	}

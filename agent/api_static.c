@@ -184,9 +184,9 @@ static bool etag_matches(const char *inm, const char *etag)
 	return false;
 }
 
-bool api_static_serve(struct api_req *r)
+static bool static_serve(void *ctx, struct api_req *r, const char *upath)
 {
-	const char *root = r->ag->conf.webui_dir;
+	const char *root = ctx;
 	char *path, *file = NULL, *data = NULL, etag[64], lm[64];
 	size_t len = 0;
 	struct stat st;
@@ -194,7 +194,7 @@ bool api_static_serve(struct api_req *r)
 	int rc;
 
 	/* The whole path, never a truncated copy: a cut name could name another file. */
-	path = strndup(r->url, strcspn(r->url, "?"));
+	path = strdup(upath);
 	if (!path || !api_static_path(path)) {
 		free(path);
 		return false;
@@ -253,3 +253,7 @@ out:
 	free(path);
 	return true;
 }
+
+const struct api_http_hook api_static_hook = {
+	.serve = static_serve,
+};

@@ -29,6 +29,58 @@ void api_write_release(struct api_agent *ag)
 	api_req_resume(r);
 }
 
+bool api_write_busy(const struct api_agent *ag)
+{
+	return ag->write_busy;
+}
+
+/* Writes run one at a time, in arrival order: the rest wait suspended. */
+static int write_admit(void *ctx, struct api_req *r)
+{
+	struct api_agent *ag = ctx;
+
+	if (!(r->route->flags & API_RF_WRITE) || r->holds_write)
+		return 0;
+	if (ag->write_busy) {
+		r->waits_write = true;
+		gw_list_add_tail(&ag->write_wait, &r->wnode);
+		api_req_suspend(r);
+		return 1;
+	}
+	ag->write_busy = true;
+	r->holds_write = true;
+	return 0;
+}
+
+static void write_release(void *ctx, struct api_req *r)
+{
+	if (r->waits_write) {
+		gw_list_del(&r->wnode);
+		r->waits_write = false;
+	}
+	if (r->holds_write) {
+		r->holds_write = false;
+		api_write_release(ctx);
+	}
+}
+
+static void write_gone(void *ctx, struct api_req *r)
+{
+	write_release(ctx, r);
+	json_decref(r->w_config);
+	json_decref(r->w_body);
+	free(r->w_prefix);
+	r->w_config = NULL;
+	r->w_body = NULL;
+	r->w_prefix = NULL;
+}
+
+const struct api_http_hook api_write_hook = {
+	.admit = write_admit,
+	.release = write_release,
+	.gone = write_gone,
+};
+
 static bool etag_matches(const char *hdr, uint64_t gen)
 {
 	char want[32];
