@@ -41,6 +41,9 @@ CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
 INCLUDES := -Ilib -Igateway -Igateway/iscsi -Igateway/dmv -Igateway/scsi -Igateway/bs \
 	-Igateway/mpath -Igateway/net -Igateway/ctl -Iagent
 
+# The agent's rooms (agent/http, api, store, cluster, net, gwc; docs/ARCHITECTURE.md).
+INCLUDES += -Iagent/http -Iagent/api -Iagent/store -Iagent/cluster -Iagent/net -Iagent/gwc
+
 CFLAGS := -std=gnu11 $(OPT) $(WARN) $(FORTIFY) -fstack-protector-strong -D_GNU_SOURCE \
 	-MMD -MP $(INCLUDES) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS := $(LDSAN) $(EXTRA_LDFLAGS)

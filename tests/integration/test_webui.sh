@@ -1,5 +1,5 @@
 #!/bin/bash
-# The agent's static file server for the dashboard (agent/api_static.c), over HTTP with curl:
+# The agent's static file server for the dashboard (agent/http/api_static.c), over HTTP with curl:
 # the page and its files with their content types, ETag / Last-Modified revalidation, HEAD,
 # and nothing outside --webui-dir: "..", encoded "..", hidden files, and symlinks out of the
 # folder are all 404, while the API beside it keeps needing its token.

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../../agent/api_conf.c"
+#include "../../../../agent/api/api_conf.c"
 #include "gw_log.h"
 
 static json_t *cfg(void)
