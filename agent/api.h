@@ -123,6 +123,15 @@ const struct api_route *api_route_match(const struct api_route *tbl, const char 
 					const char *path, char **params, unsigned int *nparams,
 					char *allow, size_t allow_len, int *err);
 
+/*
+ * The path of a request target as the client sent it (up to '?', percent escapes undone) into
+ * *out (malloc'ed). -EINVAL with *why when no route and no file may ever see it: it does not
+ * begin with '/', holds a malformed escape, a NUL or other control character, an encoded '/',
+ * invalid UTF-8, a "." or ".." segment (plain or encoded) or an empty one ("/" alone and one
+ * trailing slash are fine). -ENOMEM.
+ */
+int api_route_path(const char *target, char **out, const char **why);
+
 /* ---- requests and replies (api_http.c) ------------------------------------------------- */
 
 #define API_MAX_HEADERS 8
@@ -134,9 +143,10 @@ struct api_req {
 	struct api_http *http;
 	void *conn;			/* struct MHD_Connection */
 	char method[16];
-	char *url;
+	char *url;			/* the request target as sent (encoded, with the query) */
 	struct gw_buf body;
 	bool too_large;
+	bool started;			/* the access handler has seen it */
 	bool dispatched;
 	bool admitted;			/* the access hooks let it in */
 	bool suspended;

@@ -459,13 +459,20 @@ static void dispatch(struct api_req *r)
 	struct api_http *h = r->http;
 	const struct api_route *rt = r->route;
 	char allow[64], *path;
+	const char *why;
 	int err, rc;
 
 	r->dispatched = true;
 	if (!rt) {
-		/* The whole path, never a truncated copy: a cut name could name another one. */
-		path = strndup(r->url, strcspn(r->url, "?"));
-		if (!path) {
+		/* The path as sent, decoded once and checked here for every method and route:
+		 * a NUL, an encoded '/', a dot or empty segment never reaches a hook or a
+		 * handler. The whole path, never a truncated copy. */
+		rc = api_route_path(r->url, &path, &why);
+		if (rc == -EINVAL) {
+			api_reply_err(r, API_E_BAD_REQUEST, NULL, "%s", why);
+			return;
+		}
+		if (rc) {
 			api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
 			return;
 		}
@@ -523,8 +530,9 @@ static void dispatch(struct api_req *r)
 	}
 }
 
-static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, const char *url,
-			       const char *method)
+/* The request target exactly as the client sent it (MHD's own url is decoded and ends at a
+ * decoded NUL), so the router sees what the client meant. */
+static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, const char *target)
 {
 	struct api_req *r = calloc(1, sizeof(*r));
 
@@ -533,8 +541,7 @@ static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, con
 	r->ag = h->app;
 	r->http = h;
 	r->conn = c;
-	snprintf(r->method, sizeof(r->method), "%s", method);
-	r->url = strdup(url);
+	r->url = strdup(target);
 	if (!r->url) {
 		free(r);
 		return NULL;
@@ -543,6 +550,11 @@ static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, con
 	gw_list_init(&r->wnode);
 	gw_list_init(&r->snode);
 	return r;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	return req_new(cls, c, uri);
 }
 
 static void req_free(struct api_req *r)
@@ -575,13 +587,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 	size_t max = h->conf.body_max;
 
 	(void)version;
-	if (!r) {
+	(void)url;
+	/* No request from on_uri: out of memory, the connection closes. */
+	if (!r)
+		return MHD_NO;
+	if (!r->started) {
 		const char *cl;
 
-		r = req_new(h, c, url, method);
-		if (!r)
-			return MHD_NO;
-		*con_cls = r;
+		r->started = true;
+		snprintf(r->method, sizeof(r->method), "%s", method);
 		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						 MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > max) {
@@ -755,6 +769,7 @@ int api_http_start(struct gw_loop *loop, const struct api_http_conf *conf,
 					MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
 					MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 					MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+					MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
 					MHD_OPTION_CONNECTION_LIMIT, 4096u,
 					MHD_OPTION_CONNECTION_TIMEOUT, 120u,
 					MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
@@ -765,6 +780,7 @@ int api_http_start(struct gw_loop *loop, const struct api_http_conf *conf,
 					MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
 					MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 					MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+					MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
 					MHD_OPTION_CONNECTION_LIMIT, 4096u,
 					MHD_OPTION_CONNECTION_TIMEOUT, 120u,
 					MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
