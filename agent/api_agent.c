@@ -10,18 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_cluster.h"
 #include "api_etcd.h"
 #include "gw_log.h"
-
-const char *api_version(void)
-{
-#ifdef ISERGW_VERSION
-	return ISERGW_VERSION;
-#else
-	return "0.1.0";
-#endif
-}
 
 static void on_poll_reply(void *ctx, int err, json_t *reply)
 {
@@ -51,7 +43,7 @@ static void on_gw_connected(struct api_gwc *g, void *arg)
 	struct api_agent *ag = arg;
 
 	(void)g;
-	api_event(ag, "gateway", json_pack("{s:b}", "connected", 1));
+	api_event(&ag->events, "gateway", json_pack("{s:b}", "connected", 1));
 	api_reconcile(ag);
 	on_poll(&ag->poll);
 }
@@ -68,7 +60,7 @@ static void on_gw_disconnected(struct api_gwc *g, void *arg)
 	ag->reconciling = false;
 	json_decref(ag->gw_state);
 	ag->gw_state = NULL;
-	api_event(ag, "gateway", json_pack("{s:b}", "connected", 0));
+	api_event(&ag->events, "gateway", json_pack("{s:b}", "connected", 0));
 }
 
 static const struct api_gwc_ops api_gwc_agent_ops = {
@@ -142,7 +134,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	if (!ag->conf.poll_ms)
 		ag->conf.poll_ms = 1000;
 	ag->started_ms = gw_now_ms();
-	gw_list_init(&ag->write_wait);
+	api_writes_init(&ag->writes);
 	if (mkdir(conf->state_dir, 0700) < 0 && errno != EEXIST) {
 		r = -errno;
 		gw_err("agent", "state directory %s: %s", conf->state_dir, strerror(-r));
@@ -170,7 +162,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 		r = -ENOMEM;
 		goto fail_auth;
 	}
-	r = api_events_init(ag);
+	r = api_events_init(&ag->events, ag->loop);
 	if (r)
 		goto fail_openapi;
 	r = gw_timer_init(&ag->poll, loop, on_poll);
@@ -211,7 +203,7 @@ fail_http:
 fail_poll:
 	gw_timer_fini(&ag->poll);
 fail_events:
-	api_events_fini(ag);
+	api_events_fini(&ag->events);
 fail_openapi:
 	json_decref(ag->openapi);
 fail_auth:
@@ -232,7 +224,7 @@ void api_agent_fini(struct api_agent *ag)
 	if (ag->gwc_on)
 		api_gwc_fini(&ag->gwc);
 	ag->gwc_on = false;
-	api_events_fini(ag);
+	api_events_fini(&ag->events);
 	api_http_stop(ag->http);
 	gw_timer_fini(&ag->poll);
 	json_decref(ag->openapi);

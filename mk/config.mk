@@ -39,10 +39,11 @@ PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
 
 INCLUDES := -Ilib -Igateway -Igateway/iscsi -Igateway/dmv -Igateway/scsi -Igateway/bs \
-	-Igateway/mpath -Igateway/net -Igateway/ctl -Iagent
+	-Igateway/mpath -Igateway/net -Igateway/ctl
 
-# The agent's rooms (agent/http, api, store, cluster, net, gwc; docs/ARCHITECTURE.md).
-INCLUDES += -Iagent/http -Iagent/api -Iagent/store -Iagent/cluster -Iagent/net -Iagent/gwc
+# Every module's public header lives in include/; private headers stay in the module's folder
+# and are included only from it (the agent's rooms: agent/http, api, store, cluster, net, gwc).
+INCLUDES += -Iinclude
 
 CFLAGS := -std=gnu11 $(OPT) $(WARN) $(FORTIFY) -fstack-protector-strong -D_GNU_SOURCE \
 	-MMD -MP $(INCLUDES) $(PKG_CFLAGS) $(EXTRA_CFLAGS)

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 #include "ctl_config.h"
 
 int api_conf_validate(const json_t *cfg, struct gw_errlist *errs)

@@ -6,7 +6,8 @@
  */
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 
 json_t *api_live_portal(struct api_agent *ag, const char *name)
 {

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 #include "gw_buf.h"
 
 static const char *const lun_counters[][3] = {

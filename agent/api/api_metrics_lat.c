@@ -6,7 +6,8 @@
  */
 #include <stdio.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 #include "gw_hist.h"
 
 static void series(struct gw_buf *b, const char *name, const char *suffix, const char *target,

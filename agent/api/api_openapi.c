@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 #include "ctl_config.h"
 
 static json_t *ref(const char *name)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Prometheus text format helpers shared by the metrics writers (api.h). */
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 
 void api_prom_label(struct gw_buf *b, const char *v)
 {

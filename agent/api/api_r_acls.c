@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 
 int api_h_acls_list(struct api_req *r)
 {

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 
 int api_h_luns_list(struct api_req *r)
 {

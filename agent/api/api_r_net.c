@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 #include "api_sysfs.h"
 #include "gw_log.h"
 
@@ -54,7 +55,7 @@ static void net_refresh(struct api_agent *ag)
 						 : NULL;
 
 			if (k >= 0 && !same(was, str(b, "active_slave")))
-				api_event(ag, "bond", json_pack(
+				api_event(&ag->events, "bond", json_pack(
 					"{s:s, s:s?, s:s?, s:O}", "bond", str(b, "name"),
 					"active_slave", str(b, "active_slave"), "previous", was,
 					"failovers", json_object_get(b, "failovers")));
@@ -70,7 +71,7 @@ static void net_refresh(struct api_agent *ag)
 				const char *was = str(json_array_get(old, j), "state");
 
 				if (old && j < json_array_size(old) && !same(was, str(p, "state")))
-					api_event(ag, "rdma", json_pack(
+					api_event(&ag->events, "rdma", json_pack(
 						"{s:s, s:O, s:s?, s:s?, s:O}", "device", str(d, "name"),
 						"port", json_object_get(p, "port"), "state",
 						str(p, "state"), "previous", was, "netdev",

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 #include "gw_buf.h"
 
 int api_h_portals_list(struct api_req *r)

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 
 static void on_state(void *ctx, int err, json_t *reply)
 {
@@ -77,4 +78,32 @@ int api_h_session_drop(struct api_req *r)
 		return rc;
 	api_req_suspend(r);
 	return 0;
+}
+
+/* Live state changed: a login or logout event for each session that came or went. */
+static const json_t *find_tsih(const json_t *sessions, json_int_t tsih)
+{
+	const json_t *s;
+	size_t i;
+
+	json_array_foreach(sessions, i, s)
+		if (json_integer_value(json_object_get(s, "tsih")) == tsih)
+			return s;
+	return NULL;
+}
+
+void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur)
+{
+	const json_t *os = json_object_get(old, "sessions"), *cs = json_object_get(cur, "sessions");
+	const json_t *s;
+	size_t i;
+
+	json_array_foreach(cs, i, s)
+		if (!find_tsih(os, json_integer_value(json_object_get(s, "tsih"))))
+			api_event(&ag->events, "session", json_pack("{s:s, s:O}", "action", "login",
+							   "session", s));
+	json_array_foreach(os, i, s)
+		if (!find_tsih(cs, json_integer_value(json_object_get(s, "tsih"))))
+			api_event(&ag->events, "session", json_pack("{s:s, s:O}", "action", "logout",
+							   "session", s));
 }

@@ -7,7 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
+
+const char *api_version(void)
+{
+#ifdef ISERGW_VERSION
+	return ISERGW_VERSION;
+#else
+	return "0.1.0";
+#endif
+}
 
 int api_h_health(struct api_req *r)
 {
@@ -95,4 +105,18 @@ int api_h_metrics(struct api_req *r)
 	}
 	api_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 	return 0;
+}
+
+/* GET /events: the stream opens with a hello naming the generation and the gateway's link. */
+int api_h_events(struct api_req *r)
+{
+	struct api_agent *ag = r->ag;
+	char hello[256];
+	int n;
+
+	n = snprintf(hello, sizeof(hello),
+		     "retry: 2000\nevent: hello\ndata: {\"generation\":%llu,\"gateway\":%s}\n\n",
+		     (unsigned long long)ag->store->generation,
+		     ag->gwc_on && ag->gwc.connected ? "true" : "false");
+	return api_events_subscribe(&ag->events, r, hello, (size_t)n);
 }

@@ -3,7 +3,8 @@
  * Every endpoint of the API, in one table: method, path, role, handler and what the OpenAPI
  * document says about it. Adding an endpoint is adding a line here (and its handler).
  */
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
 
 #define R(m, p, role, fn, fl, st, tag, sum, body, res, q) \
 	{ m, API_PREFIX p, role, fn, fl, st, tag, sum, body, res, q }

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_r.h"
+#include "api_cluster.h"
 #include "api_etcd.h"
 #include "gw_log.h"
 
@@ -18,20 +20,26 @@ void api_write_release(struct api_agent *ag)
 {
 	struct api_req *r;
 
-	ag->write_busy = false;
-	if (gw_list_empty(&ag->write_wait))
+	ag->writes.busy = false;
+	if (gw_list_empty(&ag->writes.wait))
 		return;
-	r = gw_list_first_entry(&ag->write_wait, struct api_req, wnode);
+	r = gw_list_first_entry(&ag->writes.wait, struct api_req, wnode);
 	gw_list_del(&r->wnode);
 	r->waits_write = false;
-	ag->write_busy = true;
+	ag->writes.busy = true;
 	r->holds_write = true;
 	api_req_resume(r);
 }
 
+void api_writes_init(struct api_writes *w)
+{
+	w->busy = false;
+	gw_list_init(&w->wait);
+}
+
 bool api_write_busy(const struct api_agent *ag)
 {
-	return ag->write_busy;
+	return ag->writes.busy;
 }
 
 /* Writes run one at a time, in arrival order: the rest wait suspended. */
@@ -41,13 +49,13 @@ static int write_admit(void *ctx, struct api_req *r)
 
 	if (!(r->route->flags & API_RF_WRITE) || r->holds_write)
 		return 0;
-	if (ag->write_busy) {
+	if (ag->writes.busy) {
 		r->waits_write = true;
-		gw_list_add_tail(&ag->write_wait, &r->wnode);
+		gw_list_add_tail(&ag->writes.wait, &r->wnode);
 		api_req_suspend(r);
 		return 1;
 	}
-	ag->write_busy = true;
+	ag->writes.busy = true;
 	r->holds_write = true;
 	return 0;
 }
@@ -164,7 +172,7 @@ static void write_commit(struct api_req *r, const char *gw_status)
 	}
 	if (!strcmp(gw_status, "applied"))
 		ag->applied_generation = ag->store->generation;
-	api_event(ag, "config", json_pack("{s:I, s:s}", "generation",
+	api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
 					  (json_int_t)ag->store->generation, "gateway", gw_status));
 	api_reply_etag(r);
 	api_reply_header(r, "X-Isergw-Gateway", gw_status);
@@ -276,7 +284,7 @@ static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 	if (json_is_true(json_object_get(reply, "ok"))) {
 		ag->applied_generation = gen;
 		gw_info("agent", "gateway reconciled to generation %llu", (unsigned long long)gen);
-		api_event(ag, "apply", json_pack("{s:b, s:I}", "ok", 1, "generation",
+		api_event(&ag->events, "apply", json_pack("{s:b, s:I}", "ok", 1, "generation",
 						 (json_int_t)gen));
 	} else {
 		struct gw_errlist errs;
@@ -286,7 +294,7 @@ static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 		ag->apply_error = gw_errlist_join(&errs);
 		gw_err("agent", "the gateway refused generation %llu: %s", (unsigned long long)gen,
 		       ag->apply_error ? ag->apply_error : "?");
-		api_event(ag, "apply", json_pack("{s:b, s:I, s:o}", "ok", 0, "generation",
+		api_event(&ag->events, "apply", json_pack("{s:b, s:I, s:o}", "ok", 0, "generation",
 						 (json_int_t)gen, "errors",
 						 json_deep_copy(json_object_get(reply, "errors"))));
 		gw_errlist_fini(&errs);
@@ -322,7 +330,7 @@ static void on_adopt_reply(void *ctx, int err, json_t *reply)
 		ag->applied_generation = ag->store->generation;
 		gw_info("agent", "first start: adopted the gateway's running configuration as "
 			"generation %llu", (unsigned long long)ag->store->generation);
-		api_event(ag, "config", json_pack("{s:I, s:s}", "generation",
+		api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
 						  (json_int_t)ag->store->generation, "gateway",
 						  "applied"));
 	}

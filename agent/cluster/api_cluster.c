@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_cluster.h"
 #include "api_etcd.h"
 #include "gw_log.h"
 
@@ -311,7 +312,7 @@ static void cl_tick(struct gw_timer *t)
 		if (r > 0) {
 			gw_info("cluster", "configuration generation %llu from etcd",
 				(unsigned long long)ag->store->generation);
-			api_event(ag, "config", json_pack("{s:I, s:s}", "generation",
+			api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
 							  (json_int_t)ag->store->generation,
 							  "gateway", "pending"));
 			changed = true;

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "api_http.h"
 #include "api_store.h"
 #include "gw_log.h"
 

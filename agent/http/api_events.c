@@ -10,15 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_http.h"
 #include "gw_log.h"
 
 #define SSE_QUEUE_MAX (1u << 20)
 #define SSE_KEEPALIVE_MS 15000
 
 struct api_sse {
-	struct gw_list node;		/* in ag->subscribers */
-	struct api_agent *ag;
+	struct gw_list node;		/* in ev->subscribers */
 	struct api_req *r;		/* NULL once the request is gone */
 	struct gw_buf q;
 	bool closed;
@@ -44,7 +43,7 @@ static void sse_push(struct api_sse *s, const char *text, size_t len)
 	sse_kick(s);
 }
 
-void api_event(struct api_agent *ag, const char *type, json_t *data)
+void api_event(struct api_events *ev, const char *type, json_t *data)
 {
 	struct api_sse *s;
 	struct gw_buf b;
@@ -52,8 +51,8 @@ void api_event(struct api_agent *ag, const char *type, json_t *data)
 
 	if (!data)
 		return;
-	ag->event_id++;
-	if (gw_list_empty(&ag->subscribers)) {
+	ev->event_id++;
+	if (gw_list_empty(&ev->subscribers)) {
 		json_decref(data);
 		return;
 	}
@@ -63,10 +62,10 @@ void api_event(struct api_agent *ag, const char *type, json_t *data)
 	if (!j)
 		return;
 	gw_buf_init(&b);
-	gw_buf_printf(&b, "id: %llu\nevent: %s\ndata: %s\n\n", (unsigned long long)ag->event_id,
+	gw_buf_printf(&b, "id: %llu\nevent: %s\ndata: %s\n\n", (unsigned long long)ev->event_id,
 		      type, j);
 	free(j);
-	gw_list_for_each_entry(s, &ag->subscribers, node)
+	gw_list_for_each_entry(s, &ev->subscribers, node)
 		sse_push(s, (const char *)b.data, b.len);
 	gw_buf_fini(&b);
 }
@@ -114,24 +113,17 @@ static const struct api_stream_ops sse_ops = {
 	.detach = sse_detach,
 };
 
-int api_h_events(struct api_req *r)
+int api_events_subscribe(struct api_events *ev, struct api_req *r, const char *hello,
+			 size_t len)
 {
-	struct api_agent *ag = r->ag;
 	struct api_sse *s = calloc(1, sizeof(*s));
-	char hello[256];
-	int n;
 
 	if (!s)
 		return -ENOMEM;
-	s->ag = ag;
 	s->r = r;
 	gw_buf_init(&s->q);
-	gw_list_add_tail(&ag->subscribers, &s->node);
-	n = snprintf(hello, sizeof(hello),
-		     "retry: 2000\nevent: hello\ndata: {\"generation\":%llu,\"gateway\":%s}\n\n",
-		     (unsigned long long)ag->store->generation,
-		     ag->gwc_on && ag->gwc.connected ? "true" : "false");
-	gw_buf_append(&s->q, hello, (size_t)n);
+	gw_list_add_tail(&ev->subscribers, &s->node);
+	gw_buf_append(&s->q, hello, len);
 	api_reply_header(r, "Cache-Control", "no-cache");
 	api_reply_stream(r, &sse_ops, s, "text/event-stream");
 	return 0;
@@ -139,59 +131,33 @@ int api_h_events(struct api_req *r)
 
 static void on_keepalive(struct gw_timer *t)
 {
-	struct api_agent *ag = gw_container_of(t, struct api_agent, keepalive);
+	struct api_events *ev = gw_container_of(t, struct api_events, keepalive);
 	struct api_sse *s;
 
 	/* A comment line keeps proxies from timing the stream out and finds dead clients. */
-	gw_list_for_each_entry(s, &ag->subscribers, node)
+	gw_list_for_each_entry(s, &ev->subscribers, node)
 		sse_push(s, ": keepalive\n\n", 13);
 }
 
-int api_events_init(struct api_agent *ag)
+int api_events_init(struct api_events *ev, struct gw_loop *loop)
 {
 	int r;
 
-	gw_list_init(&ag->subscribers);
-	r = gw_timer_init(&ag->keepalive, ag->loop, on_keepalive);
+	gw_list_init(&ev->subscribers);
+	ev->event_id = 0;
+	r = gw_timer_init(&ev->keepalive, loop, on_keepalive);
 	if (!r)
-		r = gw_timer_arm(&ag->keepalive, SSE_KEEPALIVE_MS, SSE_KEEPALIVE_MS);
+		r = gw_timer_arm(&ev->keepalive, SSE_KEEPALIVE_MS, SSE_KEEPALIVE_MS);
 	return r;
 }
 
-void api_events_fini(struct api_agent *ag)
+void api_events_fini(struct api_events *ev)
 {
 	struct api_sse *s;
 
-	gw_list_for_each_entry(s, &ag->subscribers, node) {
+	gw_list_for_each_entry(s, &ev->subscribers, node) {
 		s->closed = true;
 		sse_kick(s);
 	}
-	gw_timer_fini(&ag->keepalive);
-}
-
-static const json_t *find_tsih(const json_t *sessions, json_int_t tsih)
-{
-	const json_t *s;
-	size_t i;
-
-	json_array_foreach(sessions, i, s)
-		if (json_integer_value(json_object_get(s, "tsih")) == tsih)
-			return s;
-	return NULL;
-}
-
-void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur)
-{
-	const json_t *os = json_object_get(old, "sessions"), *cs = json_object_get(cur, "sessions");
-	const json_t *s;
-	size_t i;
-
-	json_array_foreach(cs, i, s)
-		if (!find_tsih(os, json_integer_value(json_object_get(s, "tsih"))))
-			api_event(ag, "session", json_pack("{s:s, s:O}", "action", "login",
-							   "session", s));
-	json_array_foreach(os, i, s)
-		if (!find_tsih(cs, json_integer_value(json_object_get(s, "tsih"))))
-			api_event(ag, "session", json_pack("{s:s, s:O}", "action", "logout",
-							   "session", s));
+	gw_timer_fini(&ev->keepalive);
 }

@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <zlib.h>
 
-#include "api.h"
+#include "api_http.h"
 
 char *api_gzip(const char *in, size_t len, size_t *out_len)
 {

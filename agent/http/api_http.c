@@ -17,7 +17,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "api.h"
+#include "api_http.h"
 #include "gw_log.h"
 
 struct api_hook_slot {

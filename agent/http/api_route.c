@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_http.h"
 
 #define API_SEG_MAX 256
 

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "api_http.h"
 #include "gw_log.h"
 
 #define STATIC_FILE_MAX (8u << 20)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_cluster.h"
 #include "api_etcd.h"
 #include "gw_log.h"
 

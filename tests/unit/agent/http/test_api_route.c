@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api_http.h"
 
 static int h(struct api_req *r)
 {

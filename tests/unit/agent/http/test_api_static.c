@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "api_http.h"
 
 static char base[64], root[96];
 

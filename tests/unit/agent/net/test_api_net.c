@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "api.h"
+#include "api_agent.h"
 #include "api_sysfs.h"
 
 static char root[64];

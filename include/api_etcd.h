@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The cluster side of the agent (docs/CLUSTER.md): a small client of etcd v3's JSON gateway
- * (libcurl, bounded timeouts, endpoints tried in turn), the etcd backend of the desired
- * configuration store (compare-and-swap on the key's revision, so two agents never overwrite
- * each other's change), and membership: each agent holds a lease and a member key, every agent
- * computes the same LU owners from the live members, and turns them into the gateway's ALUA
- * port groups before it applies the configuration.
+ * The store's etcd side (docs/CLUSTER.md): a small client of etcd v3's JSON gateway (libcurl,
+ * bounded timeouts, endpoints tried in turn) and the etcd backend of the desired configuration
+ * store (compare-and-swap on the key's revision, so two agents never overwrite each other's
+ * change). Membership is api_cluster.h's, over this client.
  *
  * The etcd calls are synchronous with short timeouts (connect 500 ms, whole call 1.5 s per
  * endpoint): the loop can stall that long when etcd is away, never longer.
@@ -73,36 +71,5 @@ int api_etcd_call(struct api_etcd *e, const char *path, json_t *req, json_t **re
 int api_store_open_etcd(struct api_etcd *e, const char *prefix, const char *cache_path,
 			struct api_store **out);
 struct api_etcd *api_store_etcd_client(struct api_store *s);
-
-/* ---- membership ------------------------------------------------------------------------ */
-
-struct api_cluster_conf {
-	const char *endpoints;
-	const char *prefix;		/* "/isergw/NAME" */
-	const char *gateway_id;
-	unsigned int group;		/* this gateway's ALUA target port group, 1..65535 */
-	unsigned int ttl;		/* lease seconds */
-	/* The agent's: the desired configuration or the members changed, so the gateway must
-	 * follow; and whether a write is under way (the store is not refreshed under it). */
-	void (*changed)(struct api_agent *ag);
-	bool (*write_busy)(const struct api_agent *ag);
-};
-
-struct api_cluster;
-
-/* Registers the member (refuses a group another member holds: -EADDRINUSE) and starts the
- * keepalive / watch timer. ag->store must be the etcd store. */
-int api_cluster_start(struct api_agent *ag, const struct api_cluster_conf *conf,
-		      struct api_cluster **out);
-/* Revokes the lease (the member leaves at once) and frees. */
-void api_cluster_stop(struct api_cluster *c);
-/* What the gateway should run for desired (new reference); without a cluster, desired. */
-json_t *api_cluster_gw_config(struct api_agent *ag, const json_t *desired);
-/* The gateway told its own portals (op "config"): kept as this member's. */
-void api_cluster_set_local(struct api_cluster *c, const json_t *gw_config);
-bool api_cluster_has_local(const struct api_cluster *c);
-void api_cluster_gw_lost(struct api_cluster *c);
-/* GET /cluster: members, groups, owners, etcd reachability (new reference). */
-json_t *api_cluster_status(struct api_agent *ag);
 
 #endif

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Cluster membership (agent/cluster/, docs/CLUSTER.md): each agent holds a lease and a member
+ * key in etcd (the store's client, api_etcd.h), every agent computes the same LU owners from
+ * the live members, and turns them into the gateway's ALUA port groups before it applies the
+ * configuration.
+ */
+#ifndef API_CLUSTER_H
+#define API_CLUSTER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct api_agent;
+struct api_req;
+
+struct api_cluster_conf {
+	const char *endpoints;
+	const char *prefix;		/* "/isergw/NAME" */
+	const char *gateway_id;
+	unsigned int group;		/* this gateway's ALUA target port group, 1..65535 */
+	unsigned int ttl;		/* lease seconds */
+	/* The agent's: the desired configuration or the members changed, so the gateway must
+	 * follow; and whether a write is under way (the store is not refreshed under it). */
+	void (*changed)(struct api_agent *ag);
+	bool (*write_busy)(const struct api_agent *ag);
+};
+
+struct api_cluster;
+
+/* Registers the member (refuses a group another member holds: -EADDRINUSE) and starts the
+ * keepalive / watch timer. ag->store must be the etcd store. */
+int api_cluster_start(struct api_agent *ag, const struct api_cluster_conf *conf,
+		      struct api_cluster **out);
+/* Revokes the lease (the member leaves at once) and frees. */
+void api_cluster_stop(struct api_cluster *c);
+/* What the gateway should run for desired (new reference); without a cluster, desired. */
+json_t *api_cluster_gw_config(struct api_agent *ag, const json_t *desired);
+/* The gateway told its own portals (op "config"): kept as this member's. */
+void api_cluster_set_local(struct api_cluster *c, const json_t *gw_config);
+bool api_cluster_has_local(const struct api_cluster *c);
+void api_cluster_gw_lost(struct api_cluster *c);
+/* GET /cluster: members, groups, owners, etcd reachability (new reference). */
+json_t *api_cluster_status(struct api_agent *ag);
+
+/* GET /api/v1/cluster. */
+int api_h_cluster(struct api_req *r);
+
+#endif
