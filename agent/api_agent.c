@@ -53,11 +53,10 @@ static void on_gw_disconnected(struct api_gwc *g, void *arg)
 	struct api_agent *ag = arg;
 
 	(void)g;
-	ag->applied_generation = 0;
+	api_apply_lost(&ag->apply);
 	if (ag->cluster)
 		api_cluster_gw_lost(ag->cluster);
 	ag->poll_busy = false;
-	ag->reconciling = false;
 	json_decref(ag->gw_state);
 	ag->gw_state = NULL;
 	api_event(&ag->events, "gateway", json_pack("{s:b}", "connected", 0));
@@ -229,7 +228,7 @@ void api_agent_fini(struct api_agent *ag)
 	gw_timer_fini(&ag->poll);
 	json_decref(ag->openapi);
 	json_decref(ag->gw_state);
-	free(ag->apply_error);
+	api_apply_fini(&ag->apply);
 	api_net_fini(ag);
 	api_rcache_fini(&ag->metrics_cache);
 	api_rcache_fini(&ag->metrics_gz);

@@ -58,9 +58,7 @@ struct api_agent {
 	uint64_t gw_state_ms;
 	struct gw_timer poll;
 	bool poll_busy;
-	bool reconciling;
-	uint64_t applied_generation;	/* what the gateway runs, 0: unknown */
-	char *apply_error;		/* last reconcile failure, NULL: none */
+	struct api_apply apply;		/* what the gateway runs (api_write.c's) */
 	struct api_events events;	/* server-sent events (api_events.c) */
 	json_t *openapi;
 	struct api_net net;		/* bonds and RDMA ports */

@@ -32,6 +32,13 @@ struct api_writes {
 	struct gw_list wait;		/* struct api_req.wnode */
 };
 
+/* What the gateway runs, as the write pipeline last learned it. */
+struct api_apply {
+	uint64_t generation;		/* applied, 0: unknown */
+	char *error;			/* last reconcile failure, NULL: none */
+	bool reconciling;
+};
+
 /* ---- the write pipeline (api_write.c) -------------------------------------------------- */
 
 /* Checks If-Match and returns a private copy of the desired configuration to modify; NULL
@@ -48,6 +55,9 @@ bool api_write_busy(const struct api_agent *ag);
 /* The write pipeline's hook: one write at a time, in arrival order (ctx: the agent). */
 extern const struct api_http_hook api_write_hook;
 void api_writes_init(struct api_writes *w);
+/* The gateway went away: what it runs is unknown until the next reconcile. */
+void api_apply_lost(struct api_apply *a);
+void api_apply_fini(struct api_apply *a);
 /* Reconciles the gateway to the desired configuration (or adopts the gateway's configuration
  * when nothing was ever stored). */
 void api_reconcile(struct api_agent *ag);

@@ -31,9 +31,9 @@ json_t *api_live_portal(struct api_agent *ag, const char *name)
 		return json_pack("{s:b, s:s}", "listening", 0, "reason",
 				 "the gateway has the portal but no socket (see its log)");
 	}
-	if (ag->applied_generation != ag->store->generation || ag->apply_error)
+	if (ag->apply.generation != ag->store->generation || ag->apply.error)
 		return json_pack("{s:b, s:s}", "listening", 0, "reason",
-				 ag->apply_error ? ag->apply_error :
+				 ag->apply.error ? ag->apply.error :
 				 "not applied yet: the gateway runs an older generation");
 	return json_pack("{s:b, s:s}", "listening", 0, "reason",
 			 "the gateway does not report this portal");

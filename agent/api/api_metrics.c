@@ -213,7 +213,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 	api_prom_head(&b, "isergw_config_applied_generation", "gauge",
 		      "Generation the gateway last applied (0: unknown).");
 	gw_buf_printf(&b, "isergw_config_applied_generation %llu\n",
-		      (unsigned long long)ag->applied_generation);
+		      (unsigned long long)ag->apply.generation);
 	api_prom_head(&b, "isergw_agent_requests_total", "counter",
 		      "API requests the agent handled.");
 	gw_buf_printf(&b, "isergw_agent_requests_total %llu\n", 

@@ -23,12 +23,12 @@ int api_h_health(struct api_req *r)
 {
 	struct api_agent *ag = r->ag;
 	bool up = ag->gwc_on && ag->gwc.connected;
-	bool sync = up && ag->applied_generation == ag->store->generation && !ag->apply_error;
+	bool sync = up && ag->apply.generation == ag->store->generation && !ag->apply.error;
 	json_t *gw;
 
 	gw = json_pack("{s:b, s:b, s:I, s:s?}", "connected", up, "in_sync", sync,
-		       "applied_generation", (json_int_t)ag->applied_generation, "error",
-		       ag->apply_error);
+		       "applied_generation", (json_int_t)ag->apply.generation, "error",
+		       ag->apply.error);
 	if (gw && ag->gwc_on)
 		json_object_set_new(gw, "socket", json_string(ag->gwc.path));
 	api_reply_json(r, 200, json_pack("{s:s, s:s, s:I, s:s, s:o, s:I}", "status",
@@ -63,7 +63,7 @@ int api_h_metrics(struct api_req *r)
 	struct api_agent *ag = r->ag;
 	uint64_t now = gw_now_ms();
 	const uint64_t key[API_RCACHE_KEYS] = {
-		ag->gw_state_ms, ag->store->generation, ag->applied_generation,
+		ag->gw_state_ms, ag->store->generation, ag->apply.generation,
 		(uint64_t)(ag->gwc_on && ag->gwc.connected),
 	};
 	size_t len = 0, zlen = 0;

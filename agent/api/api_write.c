@@ -37,6 +37,18 @@ void api_writes_init(struct api_writes *w)
 	gw_list_init(&w->wait);
 }
 
+void api_apply_lost(struct api_apply *a)
+{
+	a->generation = 0;
+	a->reconciling = false;
+}
+
+void api_apply_fini(struct api_apply *a)
+{
+	free(a->error);
+	a->error = NULL;
+}
+
 bool api_write_busy(const struct api_agent *ag)
 {
 	return ag->writes.busy;
@@ -171,7 +183,7 @@ static void write_commit(struct api_req *r, const char *gw_status)
 		return;
 	}
 	if (!strcmp(gw_status, "applied"))
-		ag->applied_generation = ag->store->generation;
+		ag->apply.generation = ag->store->generation;
 	api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
 					  (json_int_t)ag->store->generation, "gateway", gw_status));
 	api_reply_etag(r);
@@ -276,13 +288,13 @@ static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 	struct api_agent *ag = ctx;
 	uint64_t gen = ag->store->generation;
 
-	ag->reconciling = false;
-	free(ag->apply_error);
-	ag->apply_error = NULL;
+	ag->apply.reconciling = false;
+	free(ag->apply.error);
+	ag->apply.error = NULL;
 	if (err < 0)
 		return;
 	if (json_is_true(json_object_get(reply, "ok"))) {
-		ag->applied_generation = gen;
+		ag->apply.generation = gen;
 		gw_info("agent", "gateway reconciled to generation %llu", (unsigned long long)gen);
 		api_event(&ag->events, "apply", json_pack("{s:b, s:I}", "ok", 1, "generation",
 						 (json_int_t)gen));
@@ -291,9 +303,9 @@ static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 
 		gw_errlist_init(&errs);
 		errs_from_reply(reply, &errs);
-		ag->apply_error = gw_errlist_join(&errs);
+		ag->apply.error = gw_errlist_join(&errs);
 		gw_err("agent", "the gateway refused generation %llu: %s", (unsigned long long)gen,
-		       ag->apply_error ? ag->apply_error : "?");
+		       ag->apply.error ? ag->apply.error : "?");
 		api_event(&ag->events, "apply", json_pack("{s:b, s:I, s:o}", "ok", 0, "generation",
 						 (json_int_t)gen, "errors",
 						 json_deep_copy(json_object_get(reply, "errors"))));
@@ -307,7 +319,7 @@ static void on_adopt_reply(void *ctx, int err, json_t *reply)
 	json_t *cfg = json_object_get(reply, "config");
 	struct gw_errlist errs;
 
-	ag->reconciling = false;
+	ag->apply.reconciling = false;
 	if (err < 0)
 		return;
 	if (ag->store->generation) {
@@ -327,7 +339,7 @@ static void on_adopt_reply(void *ctx, int err, json_t *reply)
 	}
 	gw_errlist_fini(&errs);
 	if (api_store_commit(ag->store, json_deep_copy(cfg)) == 0) {
-		ag->applied_generation = ag->store->generation;
+		ag->apply.generation = ag->store->generation;
 		gw_info("agent", "first start: adopted the gateway's running configuration as "
 			"generation %llu", (unsigned long long)ag->store->generation);
 		api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
@@ -341,7 +353,7 @@ static void on_local_reply(void *ctx, int err, json_t *reply)
 {
 	struct api_agent *ag = ctx;
 
-	ag->reconciling = false;
+	ag->apply.reconciling = false;
 	if (err < 0 || !ag->cluster)
 		return;
 	api_cluster_set_local(ag->cluster, json_object_get(reply, "config"));
@@ -354,7 +366,7 @@ void api_reconcile(struct api_agent *ag)
 
 	if (!ag->gwc_on || !ag->gwc.connected)
 		return;
-	ag->reconciling = true;
+	ag->apply.reconciling = true;
 	if (ag->cluster && !api_cluster_has_local(ag->cluster))
 		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_local_reply, ag);
 	else if (ag->cluster)
@@ -369,7 +381,7 @@ void api_reconcile(struct api_agent *ag)
 						     ag->store->config),
 				 on_reconcile_reply, ag);
 	if (r)
-		ag->reconciling = false;
+		ag->apply.reconciling = false;
 }
 
 int api_gw_state(struct api_agent *ag, api_gwc_cb cb, void *ctx)
