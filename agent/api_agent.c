@@ -62,6 +62,14 @@ static void on_gw_disconnected(struct api_gwc *g, void *arg)
 	api_event(&ag->events, "gateway", json_pack("{s:b}", "connected", 0));
 }
 
+/* Bond failovers and RDMA port changes become server-sent events. */
+static void on_net_event(void *ctx, const char *type, json_t *data)
+{
+	struct api_agent *ag = ctx;
+
+	api_event(&ag->events, type, data);
+}
+
 static const struct api_gwc_ops api_gwc_agent_ops = {
 	.connected = on_gw_connected,
 	.disconnected = on_gw_disconnected,
@@ -153,7 +161,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	r = api_auth_open(&ag->auth, conf->state_dir);
 	if (r)
 		goto fail_store;
-	r = api_net_init(ag);
+	r = api_net_init(&ag->net, loop, conf->state_dir, on_net_event, ag);
 	if (r)
 		goto fail_auth_net;
 	ag->openapi = api_openapi_build(api_routes, api_version());
@@ -206,7 +214,7 @@ fail_events:
 fail_openapi:
 	json_decref(ag->openapi);
 fail_auth:
-	api_net_fini(ag);
+	api_net_fini(&ag->net);
 fail_auth_net:
 	api_auth_close(&ag->auth);
 fail_store:
@@ -229,7 +237,7 @@ void api_agent_fini(struct api_agent *ag)
 	json_decref(ag->openapi);
 	json_decref(ag->gw_state);
 	api_apply_fini(&ag->apply);
-	api_net_fini(ag);
+	api_net_fini(&ag->net);
 	api_rcache_fini(&ag->metrics_cache);
 	api_rcache_fini(&ag->metrics_gz);
 	api_rcache_fini(&ag->targets_cache);

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gw_buf.h"
 #include "gw_loop.h"
@@ -28,13 +29,23 @@ struct api_net {
 	uint64_t read_ms;
 	struct gw_timer poll;
 	bool poll_on;
+	/* Where a change goes ("bond" / "rdma" and its data, stolen); NULL: nowhere. */
+	void (*event)(void *ctx, const char *type, json_t *data);
+	void *ctx;
 };
 
 /* Loads STATE_DIR/net.json (a missing file is no desired settings). 0 or -errno (-EINVAL: a
  * corrupt file, logged). */
-int api_net_init(struct api_agent *ag);
-void api_net_fini(struct api_agent *ag);
-/* Bond and RDMA port metrics. */
+int api_net_init(struct api_net *n, struct gw_loop *loop, const char *state_dir,
+		 void (*event)(void *ctx, const char *type, json_t *data), void *ctx);
+void api_net_fini(struct api_net *n);
+/* Reads sysfs again (done every second); changes since the last read become events. */
+void api_net_refresh(struct api_net *n);
+/* Replaces the desired settings in net.json (desired is not stolen). 0 or -errno. */
+int api_net_save(struct api_net *n, json_t *desired);
+/* Index of the element of arr whose "name" is name, -1 if none. */
+ssize_t api_net_find(const json_t *arr, const char *name);
+/* Bond and RDMA port metrics (api_r_net.c). */
 void api_metrics_net(struct gw_buf *b, struct api_agent *ag);
 /* The differences between desired (a bond's desired object) and the bond's status (NULL: no
  * such bond): [{"field","desired","actual"}], empty when in sync (new reference). */

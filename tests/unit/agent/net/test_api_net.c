@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Bond and RDMA status from a sysfs tree, drift against desired settings, their validation,
- * and the small helpers behind the hot GETs (gzip, the answer cache). What an operator sees
- * in /api/v1/bonds when a slave fails, or a scraper when it asks for gzip.
+ * Bond and RDMA status from a sysfs tree, drift against desired settings, their validation:
+ * what an operator sees in /api/v1/bonds when a slave fails.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -11,9 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
-#include "api_agent.h"
+#include "api_net.h"
+#include "gw_conf.h"
 #include "api_sysfs.h"
 
 static char root[64];
@@ -217,71 +216,4 @@ Test(api_net, desired_bond_validation)
 	cr_expect_eq(check_errors("{\"slaves\":\"a b\"}", "bd0", f, sizeof(f)), 1);
 	cr_expect_eq(check_errors("[]", "bd0", f, sizeof(f)), 1);
 	cr_expect_eq(check_errors("{}", "a/b", f, sizeof(f)), 1);
-}
-
-Test(api_net, accept_encoding)
-{
-	cr_expect(api_accepts_gzip("gzip"));
-	cr_expect(api_accepts_gzip("gzip, deflate"));
-	cr_expect(api_accepts_gzip("deflate,gzip;q=0.5"));
-	cr_expect(api_accepts_gzip("identity, GZIP"));
-	cr_expect_not(api_accepts_gzip(NULL));
-	cr_expect_not(api_accepts_gzip(""));
-	cr_expect_not(api_accepts_gzip("deflate"));
-	cr_expect_not(api_accepts_gzip("gzip;q=0"));
-	cr_expect_not(api_accepts_gzip("gzip; q=0.000, identity"));
-	cr_expect_not(api_accepts_gzip("x-gzipped"));
-}
-
-Test(api_net, gzip_round_trip)
-{
-	char in[20000], out[20000];
-	size_t zlen = 0, i;
-	char *z;
-	z_stream s;
-
-	for (i = 0; i < sizeof(in); i++)
-		in[i] = "isergw_lun_read_latency_seconds_bucket "[i % 39];
-	z = api_gzip(in, sizeof(in), &zlen);
-	cr_assert_not_null(z);
-	cr_expect_lt(zlen, sizeof(in) / 10);
-	cr_expect_eq((unsigned char)z[0], 0x1f, "gzip magic");
-	cr_expect_eq((unsigned char)z[1], 0x8b);
-	memset(&s, 0, sizeof(s));
-	cr_assert_eq(inflateInit2(&s, 15 + 16), Z_OK);
-	s.next_in = (Bytef *)z;
-	s.avail_in = (uInt)zlen;
-	s.next_out = (Bytef *)out;
-	s.avail_out = sizeof(out);
-	cr_expect_eq(inflate(&s, Z_FINISH), Z_STREAM_END);
-	cr_expect_eq(s.total_out, sizeof(in));
-	cr_expect_eq(memcmp(in, out, sizeof(in)), 0);
-	inflateEnd(&s);
-	free(z);
-}
-
-Test(api_net, answer_cache)
-{
-	struct api_rcache c = { 0 };
-	uint64_t k1[API_RCACHE_KEYS] = { 7, 1, 0, 0 }, k2[API_RCACHE_KEYS] = { 8, 1, 0, 0 };
-	size_t len = 0;
-	char *t;
-
-	cr_expect_null(api_rcache_get(&c, k1, 0, 0, &len), "empty");
-	api_rcache_put(&c, k1, "hello", 5, 1000);
-	t = api_rcache_get(&c, k1, 0, 999999, &len);
-	cr_assert_not_null(t);
-	cr_expect_eq(len, 5);
-	cr_expect_str_eq(t, "hello");
-	free(t);
-	cr_expect_null(api_rcache_get(&c, k2, 0, 1000, &len), "another key misses");
-	t = api_rcache_get(&c, k1, 500, 1499, &len);
-	cr_expect_not_null(t, "younger than the age limit");
-	free(t);
-	cr_expect_null(api_rcache_get(&c, k1, 500, 1500, &len), "as old as the limit misses");
-	api_rcache_put(&c, k2, "bye", 3, 2000);
-	cr_expect_null(api_rcache_get(&c, k1, 0, 2000, &len), "replaced");
-	cr_expect_eq(c.builds, 2u);
-	cr_expect_eq(c.hits, 2u);
-	api_rcache_fini(&c);
 }
