@@ -12,7 +12,6 @@
 #include "api_agent.h"
 #include "api_r.h"
 #include "api_cluster.h"
-#include "api_etcd.h"
 
 static json_t *cfg_targets(const struct api_req *r)
 {

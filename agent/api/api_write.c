@@ -13,7 +13,6 @@
 #include "api_agent.h"
 #include "api_r.h"
 #include "api_cluster.h"
-#include "api_etcd.h"
 #include "gw_log.h"
 
 void api_write_release(struct api_agent *ag)
