@@ -62,6 +62,11 @@ static void on_gw_disconnected(struct api_gwc *g, void *arg)
 	api_event(&ag->events, "gateway", json_pack("{s:b}", "connected", 0));
 }
 
+static void on_cluster_event(struct api_agent *ag, const char *type, json_t *data)
+{
+	api_event(&ag->events, type, data);
+}
+
 /* Bond failovers and RDMA port changes become server-sent events. */
 static void on_net_event(void *ctx, const char *type, json_t *data)
 {
@@ -194,6 +199,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 			.ttl = conf->lease_ttl,
 			.changed = api_reconcile,
 			.write_busy = api_write_busy,
+			.event = on_cluster_event,
 		};
 
 		r = api_cluster_start(ag, &cc, &ag->cluster);

@@ -13,7 +13,6 @@
 #include <stdint.h>
 
 struct api_agent;
-struct api_req;
 
 struct api_cluster_conf {
 	const char *endpoints;
@@ -25,6 +24,8 @@ struct api_cluster_conf {
 	 * follow; and whether a write is under way (the store is not refreshed under it). */
 	void (*changed)(struct api_agent *ag);
 	bool (*write_busy)(const struct api_agent *ag);
+	/* A server-sent event (data stolen): another agent changed the configuration. */
+	void (*event)(struct api_agent *ag, const char *type, json_t *data);
 };
 
 struct api_cluster;
@@ -43,8 +44,5 @@ bool api_cluster_has_local(const struct api_cluster *c);
 void api_cluster_gw_lost(struct api_cluster *c);
 /* GET /cluster: members, groups, owners, etcd reachability (new reference). */
 json_t *api_cluster_status(struct api_agent *ag);
-
-/* GET /api/v1/cluster. */
-int api_h_cluster(struct api_req *r);
 
 #endif

@@ -3,7 +3,6 @@
 #ifndef API_R_H
 #define API_R_H
 
-#include "api_cluster.h"
 #include "api_http.h"
 
 int api_h_health(struct api_req *r);
@@ -43,5 +42,6 @@ int api_h_bond_get(struct api_req *r);
 int api_h_bond_put(struct api_req *r);
 int api_h_bond_delete(struct api_req *r);
 int api_h_rdma_list(struct api_req *r);
+int api_h_cluster(struct api_req *r);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api_agent.h"
+#include "api_cluster.h"
 #include "api_r.h"
 
 const char *api_version(void)
@@ -119,4 +120,16 @@ int api_h_events(struct api_req *r)
 		     (unsigned long long)ag->store->generation,
 		     ag->gwc_on && ag->gwc.connected ? "true" : "false");
 	return api_events_subscribe(&ag->events, r, hello, (size_t)n);
+}
+
+/* GET /cluster: members, port groups and LU owners (404 without --store etcd). */
+int api_h_cluster(struct api_req *r)
+{
+	if (!r->ag->cluster) {
+		api_reply_err(r, API_E_NOT_FOUND, NULL,
+			      "this agent is not in a cluster (--store etcd)");
+		return 0;
+	}
+	api_reply_json(r, 200, api_cluster_status(r->ag));
+	return 0;
 }

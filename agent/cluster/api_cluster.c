@@ -32,6 +32,7 @@ struct api_cluster {
 	struct gw_timer tick;
 	void (*changed)(struct api_agent *ag);
 	bool (*write_busy)(const struct api_agent *ag);
+	void (*event)(struct api_agent *ag, const char *type, json_t *data);
 	bool reachable;
 	uint64_t last_ok_ms;
 };
@@ -312,9 +313,11 @@ static void cl_tick(struct gw_timer *t)
 		if (r > 0) {
 			gw_info("cluster", "configuration generation %llu from etcd",
 				(unsigned long long)ag->store->generation);
-			api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
-							  (json_int_t)ag->store->generation,
-							  "gateway", "pending"));
+			if (c->event)
+				c->event(ag, "config",
+					 json_pack("{s:I, s:s}", "generation",
+						   (json_int_t)ag->store->generation,
+						   "gateway", "pending"));
 			changed = true;
 			r = 0;
 		}
@@ -372,6 +375,7 @@ int api_cluster_start(struct api_agent *ag, const struct api_cluster_conf *conf,
 	c->group = conf->group;
 	c->ttl = conf->ttl ? conf->ttl : 5;
 	c->changed = conf->changed;
+	c->event = conf->event;
 	c->write_busy = conf->write_busy;
 	if (!c->etcd || !c->prefix || !c->id) {
 		r = c->etcd ? -ENOMEM : -EINVAL;
@@ -495,15 +499,4 @@ json_t *api_cluster_status(struct api_agent *ag)
 		      json_incref(json_object_get(eff, "cluster")) : json_null());
 	json_decref(eff);
 	return t;
-}
-
-int api_h_cluster(struct api_req *r)
-{
-	if (!r->ag->cluster) {
-		api_reply_err(r, API_E_NOT_FOUND, NULL,
-			      "this agent is not in a cluster (--store etcd)");
-		return 0;
-	}
-	api_reply_json(r, 200, api_cluster_status(r->ag));
-	return 0;
 }
