@@ -216,7 +216,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 		      (unsigned long long)ag->apply.generation);
 	api_prom_head(&b, "isergw_agent_requests_total", "counter",
 		      "API requests the agent handled.");
-	gw_buf_printf(&b, "isergw_agent_requests_total %llu\n", 
+	gw_buf_printf(&b, "isergw_agent_requests_total %llu\n",
 		      (unsigned long long)api_http_requests(ag->http));
 	api_metrics_net(&b, ag);
 	if (!up || !st) {
