@@ -29,6 +29,7 @@ struct api_agent;		/* the application's, handed to every request */
 struct api_http;
 struct api_req;
 struct api_sse;
+struct api_wreq;
 
 /* ---- routes (api_route.c; the table is the application's) -------------------------- */
 
@@ -91,8 +92,6 @@ struct api_req {
 	bool dispatched;
 	bool admitted;			/* the access hooks let it in */
 	bool suspended;
-	bool holds_write;
-	bool waits_write;
 	enum api_role role;
 	const char *token_name;
 	const struct api_route *route;
@@ -110,13 +109,7 @@ struct api_req {
 	const struct api_stream_ops *stream;	/* a streamed reply (GET /events), NULL: none */
 	void *stream_ctx;
 	struct gw_list snode;		/* in the server's suspended list */
-	/* The write pipeline's (api_write.c): its queue, and an outstanding write, committed
-	 * when the gateway accepts it. */
-	struct gw_list wnode;		/* in ag->write_wait */
-	json_t *w_config;
-	json_t *w_body;
-	unsigned int w_status;
-	char *w_prefix;
+	struct api_wreq *wr;		/* the write pipeline's (api_write.c), opaque here */
 };
 
 struct api_http_conf {

@@ -29,7 +29,7 @@ extern const struct api_route api_routes[];
 /* Writes run one at a time, in arrival order (the rest wait suspended). */
 struct api_writes {
 	bool busy;
-	struct gw_list wait;		/* struct api_req.wnode */
+	struct gw_list wait;		/* struct api_wreq.node (api_write.c) */
 };
 
 /* What the gateway runs, as the write pipeline last learned it. */

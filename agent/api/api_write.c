@@ -15,19 +15,41 @@
 #include "api_cluster.h"
 #include "gw_log.h"
 
+/* A request's part in the write pipeline (r->wr, opaque to the server), made when first
+ * needed and freed with the request. */
+struct api_wreq {
+	struct api_req *r;
+	struct gw_list node;		/* in ag->writes.wait */
+	bool holds, waits;
+	/* An outstanding write: committed when the gateway accepts it. */
+	json_t *config, *body;
+	unsigned int status;
+	char *prefix;
+};
+
+static struct api_wreq *wreq(struct api_req *r)
+{
+	if (!r->wr) {
+		r->wr = calloc(1, sizeof(*r->wr));
+		if (r->wr)
+			r->wr->r = r;
+	}
+	return r->wr;
+}
+
 void api_write_release(struct api_agent *ag)
 {
-	struct api_req *r;
+	struct api_wreq *w;
 
 	ag->writes.busy = false;
 	if (gw_list_empty(&ag->writes.wait))
 		return;
-	r = gw_list_first_entry(&ag->writes.wait, struct api_req, wnode);
-	gw_list_del(&r->wnode);
-	r->waits_write = false;
+	w = gw_list_first_entry(&ag->writes.wait, struct api_wreq, node);
+	gw_list_del(&w->node);
+	w->waits = false;
 	ag->writes.busy = true;
-	r->holds_write = true;
-	api_req_resume(r);
+	w->holds = true;
+	api_req_resume(w->r);
 }
 
 void api_writes_init(struct api_writes *w)
@@ -57,41 +79,52 @@ bool api_write_busy(const struct api_agent *ag)
 static int write_admit(void *ctx, struct api_req *r)
 {
 	struct api_agent *ag = ctx;
+	struct api_wreq *w;
 
-	if (!(r->route->flags & API_RF_WRITE) || r->holds_write)
+	if (!(r->route->flags & API_RF_WRITE) || (r->wr && r->wr->holds))
 		return 0;
+	w = wreq(r);
+	if (!w)
+		return -ENOMEM;
 	if (ag->writes.busy) {
-		r->waits_write = true;
-		gw_list_add_tail(&ag->writes.wait, &r->wnode);
+		w->waits = true;
+		gw_list_add_tail(&ag->writes.wait, &w->node);
 		api_req_suspend(r);
 		return 1;
 	}
 	ag->writes.busy = true;
-	r->holds_write = true;
+	w->holds = true;
 	return 0;
 }
 
 static void write_release(void *ctx, struct api_req *r)
 {
-	if (r->waits_write) {
-		gw_list_del(&r->wnode);
-		r->waits_write = false;
+	struct api_wreq *w = r->wr;
+
+	if (!w)
+		return;
+	if (w->waits) {
+		gw_list_del(&w->node);
+		w->waits = false;
 	}
-	if (r->holds_write) {
-		r->holds_write = false;
+	if (w->holds) {
+		w->holds = false;
 		api_write_release(ctx);
 	}
 }
 
 static void write_gone(void *ctx, struct api_req *r)
 {
+	struct api_wreq *w = r->wr;
+
+	if (!w)
+		return;
 	write_release(ctx, r);
-	json_decref(r->w_config);
-	json_decref(r->w_body);
-	free(r->w_prefix);
-	r->w_config = NULL;
-	r->w_body = NULL;
-	r->w_prefix = NULL;
+	json_decref(w->config);
+	json_decref(w->body);
+	free(w->prefix);
+	free(w);
+	r->wr = NULL;
 }
 
 const struct api_http_hook api_write_hook = {
@@ -159,11 +192,12 @@ json_t *api_write_begin(struct api_req *r)
 static void write_commit(struct api_req *r, const char *gw_status)
 {
 	struct api_agent *ag = r->ag;
-	json_t *cfg = r->w_config, *body = r->w_body;
+	struct api_wreq *w = r->wr;
+	json_t *cfg = w->config, *body = w->body;
 	int rc;
 
-	r->w_config = NULL;
-	r->w_body = NULL;
+	w->config = NULL;
+	w->body = NULL;
 	rc = api_store_commit(ag->store, cfg);
 	if (rc) {
 		json_decref(body);
@@ -188,7 +222,7 @@ static void write_commit(struct api_req *r, const char *gw_status)
 	api_reply_etag(r);
 	api_reply_header(r, "X-Isergw-Gateway", gw_status);
 	if (body)
-		api_reply_json(r, r->w_status, body);
+		api_reply_json(r, w->status, body);
 	else
 		api_reply_text(r, 204, NULL, NULL, 0);
 }
@@ -223,7 +257,7 @@ static void on_apply_reply(void *ctx, int err, json_t *reply)
 
 		gw_errlist_init(&errs);
 		errs_from_reply(reply, &errs);
-		api_reply_errlist(r, API_E_APPLY_FAILED, &errs, r->w_prefix);
+		api_reply_errlist(r, API_E_APPLY_FAILED, &errs, r->wr->prefix);
 		gw_errlist_fini(&errs);
 		/* A refused apply leaves the gateway as it was; say so again to be sure. */
 		api_reconcile(r->ag);
@@ -236,6 +270,7 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 {
 	struct api_agent *ag = r->ag;
 	struct gw_errlist errs;
+	struct api_wreq *w;
 	json_t *eff;
 	int rc;
 
@@ -260,11 +295,18 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 		return 0;
 	}
 	gw_errlist_fini(&errs);
-	r->w_config = cfg;
-	r->w_body = body;
-	r->w_status = status;
-	free(r->w_prefix);
-	r->w_prefix = prefix ? strdup(prefix) : NULL;
+	w = wreq(r);
+	if (!w) {
+		json_decref(cfg);
+		json_decref(body);
+		api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
+		return 0;
+	}
+	w->config = cfg;
+	w->body = body;
+	w->status = status;
+	free(w->prefix);
+	w->prefix = prefix ? strdup(prefix) : NULL;
 	if (!ag->gwc_on || !ag->gwc.connected) {
 		write_commit(r, ag->gwc_on ? "unreachable" : "none");
 		return 0;

@@ -547,7 +547,6 @@ static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, con
 		return NULL;
 	}
 	gw_buf_init(&r->body);
-	gw_list_init(&r->wnode);
 	gw_list_init(&r->snode);
 	return r;
 }
