@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Bonds and RDMA ports (/api/v1/bonds, /api/v1/rdma, their /metrics): status from sysfs
- * (api_sysfs.h) and, for bonds, desired settings the agent keeps and compares with what the
- * host runs ("drift"). Desired bond settings are host-local (interface names differ from one
- * gateway to the next), so they live beside the store in STATE_DIR/net.json, not in the
- * shared desired configuration; the agent reports drift and never changes host networking.
+ * Bond and RDMA port state (agent/net/; served as /api/v1/bonds, /api/v1/rdma and in /metrics
+ * by agent/api): status from sysfs (api_sysfs.h) and, for bonds, desired settings the agent
+ * keeps and compares with what the host runs ("drift"). Desired bond settings are host-local
+ * (interface names differ from one gateway to the next), so they live beside the store in
+ * STATE_DIR/net.json, not in the shared desired configuration; the agent reports drift and
+ * never changes host networking.
  */
 #ifndef API_NET_H
 #define API_NET_H
@@ -14,10 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "gw_buf.h"
 #include "gw_loop.h"
 
-struct api_agent;
 struct gw_errlist;
 
 struct api_net {
@@ -45,8 +44,6 @@ void api_net_refresh(struct api_net *n);
 int api_net_save(struct api_net *n, json_t *desired);
 /* Index of the element of arr whose "name" is name, -1 if none. */
 ssize_t api_net_find(const json_t *arr, const char *name);
-/* Bond and RDMA port metrics (api_r_net.c). */
-void api_metrics_net(struct gw_buf *b, struct api_agent *ag);
 /* The differences between desired (a bond's desired object) and the bond's status (NULL: no
  * such bond): [{"field","desired","actual"}], empty when in sync (new reference). */
 json_t *api_bond_drift(const json_t *desired, const json_t *status);

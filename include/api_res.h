@@ -100,6 +100,9 @@ void api_prom_head(struct gw_buf *b, const char *name, const char *type, const c
 /* Per-LUN read/write latency histograms from a gateway "state" answer (api_metrics_lat.c). */
 void api_metrics_latency(struct gw_buf *b, const json_t *state);
 
+/* Bond and RDMA port metrics (api_r_net.c). */
+void api_metrics_net(struct gw_buf *b, struct api_agent *ag);
+
 /* ---- live state for readers (api_live.c) --------------------------------------------- */
 
 /* {"listening": true|false|null, "bound"?, "reason"?} of a portal, from the polled state. */
