@@ -10,18 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "api.h"
+#include "api_agent.h"
+#include "api_cluster.h"
 #include "api_etcd.h"
 #include "gw_log.h"
-
-const char *api_version(void)
-{
-#ifdef ISERGW_VERSION
-	return ISERGW_VERSION;
-#else
-	return "0.1.0";
-#endif
-}
 
 static void on_poll_reply(void *ctx, int err, json_t *reply)
 {
@@ -51,7 +43,7 @@ static void on_gw_connected(struct api_gwc *g, void *arg)
 	struct api_agent *ag = arg;
 
 	(void)g;
-	api_event(ag, "gateway", json_pack("{s:b}", "connected", 1));
+	api_event(&ag->events, "gateway", json_pack("{s:b}", "connected", 1));
 	api_reconcile(ag);
 	on_poll(&ag->poll);
 }
@@ -61,14 +53,26 @@ static void on_gw_disconnected(struct api_gwc *g, void *arg)
 	struct api_agent *ag = arg;
 
 	(void)g;
-	ag->applied_generation = 0;
+	api_apply_lost(&ag->apply);
 	if (ag->cluster)
 		api_cluster_gw_lost(ag->cluster);
 	ag->poll_busy = false;
-	ag->reconciling = false;
 	json_decref(ag->gw_state);
 	ag->gw_state = NULL;
-	api_event(ag, "gateway", json_pack("{s:b}", "connected", 0));
+	api_event(&ag->events, "gateway", json_pack("{s:b}", "connected", 0));
+}
+
+static void on_cluster_event(struct api_agent *ag, const char *type, json_t *data)
+{
+	api_event(&ag->events, type, data);
+}
+
+/* Bond failovers and RDMA port changes become server-sent events. */
+static void on_net_event(void *ctx, const char *type, json_t *data)
+{
+	struct api_agent *ag = ctx;
+
+	api_event(&ag->events, type, data);
 }
 
 static const struct api_gwc_ops api_gwc_agent_ops = {
@@ -101,6 +105,35 @@ static int open_etcd_store(struct api_agent *ag)
 	return r;
 }
 
+/* The server knows none of its plug-ins: the routes, the access check, the write queue and the
+ * dashboard's files are registered here. */
+static int start_http(struct api_agent *ag)
+{
+	struct api_http_conf hc = {
+		.listen = ag->conf.listen,
+		.tls_cert = ag->conf.tls_cert,
+		.tls_key = ag->conf.tls_key,
+		.allow_remote = ag->conf.allow_remote,
+		.body_max = ag->conf.body_max,
+	};
+	int r;
+
+	r = api_http_start(ag->loop, &hc, ag, &ag->http);
+	if (r)
+		return r;
+	api_http_routes(ag->http, api_routes);
+	r = api_http_hook(ag->http, &api_static_hook, (void *)ag->conf.webui_dir);
+	if (!r)
+		r = api_http_hook(ag->http, &api_auth_hook, &ag->auth);
+	if (!r)
+		r = api_http_hook(ag->http, &api_write_hook, ag);
+	if (r) {
+		api_http_stop(ag->http);
+		ag->http = NULL;
+	}
+	return r;
+}
+
 int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_conf *conf)
 {
 	int r;
@@ -113,7 +146,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	if (!ag->conf.poll_ms)
 		ag->conf.poll_ms = 1000;
 	ag->started_ms = gw_now_ms();
-	gw_list_init(&ag->write_wait);
+	api_writes_init(&ag->writes);
 	if (mkdir(conf->state_dir, 0700) < 0 && errno != EEXIST) {
 		r = -errno;
 		gw_err("agent", "state directory %s: %s", conf->state_dir, strerror(-r));
@@ -133,7 +166,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	r = api_auth_open(&ag->auth, conf->state_dir);
 	if (r)
 		goto fail_store;
-	r = api_net_init(ag);
+	r = api_net_init(&ag->net, loop, conf->state_dir, on_net_event, ag);
 	if (r)
 		goto fail_auth_net;
 	ag->openapi = api_openapi_build(api_routes, api_version());
@@ -141,13 +174,13 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 		r = -ENOMEM;
 		goto fail_auth;
 	}
-	r = api_events_init(ag);
+	r = api_events_init(&ag->events, ag->loop);
 	if (r)
 		goto fail_openapi;
 	r = gw_timer_init(&ag->poll, loop, on_poll);
 	if (r)
 		goto fail_events;
-	r = api_http_start(ag, &ag->http);
+	r = start_http(ag);
 	if (r)
 		goto fail_poll;
 	if (conf->gateway_socket && *conf->gateway_socket) {
@@ -164,9 +197,16 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 			.gateway_id = conf->gateway_id,
 			.group = conf->port_group,
 			.ttl = conf->lease_ttl,
+			.changed = api_reconcile,
+			.write_busy = api_write_busy,
+			.event = on_cluster_event,
+			.loop = ag->loop,
+			.store = ag->store,
+			.listen = ag->conf.listen,
+			.ag = ag,
 		};
 
-		r = api_cluster_start(ag, &cc, &ag->cluster);
+		r = api_cluster_start(&cc, &ag->cluster);
 		if (r)
 			goto fail_gwc;
 	}
@@ -180,11 +220,11 @@ fail_http:
 fail_poll:
 	gw_timer_fini(&ag->poll);
 fail_events:
-	api_events_fini(ag);
+	api_events_fini(&ag->events);
 fail_openapi:
 	json_decref(ag->openapi);
 fail_auth:
-	api_net_fini(ag);
+	api_net_fini(&ag->net);
 fail_auth_net:
 	api_auth_close(&ag->auth);
 fail_store:
@@ -201,13 +241,13 @@ void api_agent_fini(struct api_agent *ag)
 	if (ag->gwc_on)
 		api_gwc_fini(&ag->gwc);
 	ag->gwc_on = false;
-	api_events_fini(ag);
+	api_events_fini(&ag->events);
 	api_http_stop(ag->http);
 	gw_timer_fini(&ag->poll);
 	json_decref(ag->openapi);
 	json_decref(ag->gw_state);
-	free(ag->apply_error);
-	api_net_fini(ag);
+	api_apply_fini(&ag->apply);
+	api_net_fini(&ag->net);
 	api_rcache_fini(&ag->metrics_cache);
 	api_rcache_fini(&ag->metrics_gz);
 	api_rcache_fini(&ag->targets_cache);

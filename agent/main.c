@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 
-#include "api.h"
+#include "api_agent.h"
 #include "gw_log.h"
 #include "gw_loop.h"
 

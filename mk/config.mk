@@ -38,10 +38,10 @@ PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
 
-# Public headers only: include/ holds lib's and one per gateway module; a module's private
-# headers stay in its folder, reached by same-folder #include "x.h" (tests/check-layers.py checks
-# it). agent/ is on the path until it is split into rooms with their own public headers.
-INCLUDES := -Iinclude -Iagent
+# Public headers only: include/ holds lib's, one per gateway module and the agent rooms' (agent/http,
+# api, store, cluster, net, gwc); a module's private headers stay in its folder, reached by
+# same-folder #include "x.h" (tests/check-layers.py checks it).
+INCLUDES := -Iinclude
 
 CFLAGS := -std=gnu11 $(OPT) $(WARN) $(FORTIFY) -fstack-protector-strong -D_GNU_SOURCE \
 	-MMD -MP $(INCLUDES) $(PKG_CFLAGS) $(EXTRA_CFLAGS)

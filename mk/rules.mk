@@ -64,11 +64,11 @@ $(BUILD)/isergwd: $(call obj,gateway/main.c) $(LIBGWD) $(LIBGWCONF) $(LIBGW)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The agent validates configurations with the gateway's own parser and tables (libgwconf), never
-# the engine: the CLI likewise.
+# the engine. The CLI is a REST client: it needs only the shared core (and libcurl, jansson).
 $(BUILD)/isergw-agent: $(call obj,agent/main.c) $(LIBAPI) $(LIBGWCONF) $(LIBGW)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/isergwctl: $(call obj,$(CLI_SRC)) $(LIBAPI) $(LIBGWCONF) $(LIBGW)
+$(BUILD)/isergwctl: $(call obj,$(CLI_SRC)) $(LIBGW)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:

@@ -22,9 +22,10 @@ UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(call rwildcard,tests/unit,*.c))
 # link what the agent links (the config library, not the engine) and only their own helpers.
 # A test of tests/unit/MODULE/ may reach that module's private headers (and its static functions
 # by including its .c): MODULE's folder is on its include path, and nothing else private. The
+# agent's tests see their room's folder (tests/unit/agent/ROOM/ -> agent/ROOM/). The
 # ctl tests drive the iSCSI engine through tests/unit/iscsi/harness.h, so they see iscsi's too.
 UNIT_MOD = $(word 3,$(subst /, ,$<))
-UNIT_DIR = $(if $(filter lib,$(1)),lib,$(if $(filter agent,$(1)),agent,gateway/$(1)))
+UNIT_DIR = $(if $(filter lib,$(1)),lib,$(if $(filter agent,$(1)),agent/$(word 4,$(subst /, ,$<)),gateway/$(1)))
 UNIT_INC_ctl := -Igateway/iscsi
 UNIT_INC = -I$(call UNIT_DIR,$(UNIT_MOD)) $(UNIT_INC_$(UNIT_MOD))
 UNIT_LINK = $(CC) $(CFLAGS) -Itests/unit $(UNIT_INC) $(LDFLAGS) -o $@ $< \

@@ -5,7 +5,7 @@
 Reads every #include "..." line of lib/, gateway/, agent/ and include/ and fails on:
   dotdot    an include path with ".."
   private   a file including another module's private header (one outside include/)
-  missing   a quoted include found neither beside the file, nor in include/ (nor agent/)
+  missing   a quoted include found neither beside the file nor in include/
   import    an import of a module the table below does not allow
   cycle     two modules including each other (any module-level cycle)
 With --build DIR it also reads the objects there with nm and fails on:
@@ -25,9 +25,10 @@ import re
 import subprocess
 import sys
 
-# Who may import whom. A module is a folder: lib/, gateway/NAME/, agent/ (one module until it is
-# split into rooms: add their rows here, e.g. 'agent/http': ['lib'], and a MODULE_OF_PATH rule).
-# gateway/main.c is the daemon's main(), allowed everything in gateway.
+# Who may import whom. A module is a folder: lib/, gateway/NAME/, agent/ROOM/. gateway/main.c is
+# the daemon's main(), allowed everything in gateway. The agent's resources (agent/api/) and its
+# composition (agent/api_agent.c, agent/main.c) are one module, "agent": they share struct
+# api_agent, and every other room is below them and knows nothing of them.
 GATEWAY = ['ctl', 'iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'conf', 'lib']
 ALLOWED = {
     'lib': [],
@@ -40,13 +41,24 @@ ALLOWED = {
     'iscsi': ['dmv', 'pdu', 'scsi', 'conf', 'lib'],
     'ctl': ['iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'conf', 'lib'],
     'main': GATEWAY,
-    'agent': ['conf', 'lib'],
+    'agent/store': ['lib'],            # the desired configuration: file or etcd
+    'agent/gwc': ['lib'],              # the gateway's control-socket client
+    'agent/http': ['agent/store', 'lib'],     # tokens are stored with the store's atomic write
+    'agent/net': ['agent/store', 'lib'],      # desired bond settings likewise
+    'agent/cluster': ['agent/store', 'lib'],
+    'agent': ['agent/http', 'agent/store', 'agent/gwc', 'agent/net', 'agent/cluster', 'conf',
+              'lib'],
+    'agent/cli': ['lib'],
 }
 
 # The public header of each module, in include/ (lib has several, all gw_*.h).
 PUBLIC = {
     'isc_pdu.h': 'pdu', 'dmv.h': 'dmv', 'isc.h': 'iscsi', 'scsi.h': 'scsi', 'bs.h': 'bs',
     'mp.h': 'mpath', 'ctl.h': 'ctl', 'conf.h': 'conf',
+    'api_http.h': 'agent/http', 'api_err.h': 'agent/http', 'api_auth.h': 'agent/http',
+    'api_rcache.h': 'agent/http', 'api_store.h': 'agent/store', 'api_etcd.h': 'agent/store',
+    'api_gwc.h': 'agent/gwc', 'api_net.h': 'agent/net', 'api_sysfs.h': 'agent/net',
+    'api_cluster.h': 'agent/cluster', 'api_agent.h': 'agent', 'api_res.h': 'agent',
 }
 
 SCANNED = ('lib', 'gateway', 'agent', 'include')
@@ -59,7 +71,9 @@ def module_of(rel):
     if parts[0] == 'lib':
         return 'lib'
     if parts[0] == 'agent':
-        return 'agent'
+        if len(parts) == 2 or parts[1] == 'api':
+            return 'agent'
+        return 'agent/' + parts[1]
     if parts[0] == 'include':
         name = parts[-1]
         if name.startswith('gw_'):
@@ -81,12 +95,10 @@ def sources(root):
 
 
 def resolve(root, rel, inc):
-    """Where the compiler (-Iinclude -Iagent) would find inc, or where a private header of
+    """Where the compiler (-Iinclude) would find inc, or where a private header of
     that name lives in some module folder (for the message). Returns (path or None, public)."""
     here = os.path.dirname(rel)
     cands = [os.path.join(here, inc), os.path.join('include', inc)]
-    if rel.startswith('agent/'):
-        cands.append(os.path.join('agent', inc))
     for c in cands:
         if os.path.isfile(os.path.join(root, c)):
             return os.path.normpath(c), c.startswith('include/')

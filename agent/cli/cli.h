@@ -71,7 +71,11 @@ char *cli_cell(const json_t *j);
 int cli_kv_apply(json_t *obj, const char *arg);
 
 /* bond list | show NAME | set NAME k=v.. | forget NAME; rdma list (cli_net.c). */
-int cli_cmd_bond(struct cli *c, int argc, char **argv);
-int cli_cmd_rdma(struct cli *c, int argc, char **argv);
+/* Verbs of the command table with their own output (cli_net.c): path is the resource's, argv
+ * the arguments after its name. */
+int cli_bond_list(struct cli *c, const char *path, int argc, char **argv);
+int cli_bond_show(struct cli *c, const char *path, int argc, char **argv);
+int cli_bond_set(struct cli *c, const char *path, int argc, char **argv);
+int cli_rdma_list(struct cli *c, const char *path, int argc, char **argv);
 
 #endif

@@ -202,15 +202,6 @@ static int set_obj(struct cli *c, const char *path, int argc, char **argv)
 	return rc;
 }
 
-static int del(struct cli *c, const char *path)
-{
-	int rc = call(c, "DELETE", path, NULL, NULL, NULL);
-
-	if (!rc && !c->quiet && !c->json)
-		printf("deleted\n");
-	return rc;
-}
-
 /* ---- lists --------------------------------------------------------------------------- */
 
 static int list(struct cli *c, const char *path, const char *key, const char *const *cols,
@@ -259,50 +250,9 @@ static int list(struct cli *c, const char *path, const char *key, const char *co
 	return CLI_OK;
 }
 
-/* pre + escaped a + mid + escaped b (b may be NULL). */
-static char *pathf(const char *pre, const char *a, const char *mid, const char *b)
-{
-	char *ea = cli_escape(a), *eb = b ? cli_escape(b) : NULL, *s = NULL;
-
-	if (asprintf(&s, "%s%s%s%s", pre, ea ? ea : "", mid, eb ? eb : "") < 0)
-		s = NULL;
-	free(ea);
-	free(eb);
-	return s;
-}
-
-static int cmd_target(struct cli *c, int argc, char **argv)
-{
-	static const char *const cols[] = { "NAME", "ALIAS", "PORTALS", "LUNS", "ACLS",
-					    "ANY-INITIATOR", "CHAP" };
-	static const char *const f[] = { "name", "alias", "portals", "luns", "initiators",
-					 "allow_any_initiator", "chap" };
-	char *path = NULL;
-	int rc = CLI_EUSAGE;
-
-	if (argc < 1)
-		return CLI_EUSAGE;
-	if (!strcmp(argv[0], "list"))
-		return list(c, API "/targets", "targets", cols, f, 7);
-	if (argc < 2)
-		return CLI_EUSAGE;
-	path = pathf(API "/targets/", argv[1], "", NULL);
-	if (!strcmp(argv[0], "show"))
-		rc = show(c, path);
-	else if (!strcmp(argv[0], "create"))
-		rc = send_obj(c, "POST", API "/targets", json_pack("{s:s}", "name", argv[1]),
-			      argc - 2, argv + 2);
-	else if (!strcmp(argv[0], "set"))
-		rc = set_obj(c, path, argc - 2, argv + 2);
-	else if (!strcmp(argv[0], "delete"))
-		rc = del(c, path);
-	free(path);
-	return rc;
-}
-
 /* lun paths IQN LUN: the LUN's back-end paths from its live status (remote paths, or the
  * paths of a dm-multipath map under a block backstore). */
-static int lun_paths(struct cli *c, const char *path)
+static int lun_paths(struct cli *c, const char *path, int argc, char **argv)
 {
 	static const char *const cols[] = { "PATH", "STATE", "GROUP", "PRIO", "ALUA", "IN-USE",
 					    "ERRORS", "FAILOVERS", "LAST-ERROR" };
@@ -311,8 +261,11 @@ static int lun_paths(struct cli *c, const char *path)
 	struct cli_table t;
 	json_t *j, *st, *p;
 	size_t i, k;
-	int rc = call(c, "GET", path, NULL, &j, NULL);
+	int rc;
 
+	(void)argc;
+	(void)argv;
+	rc = call(c, "GET", path, NULL, &j, NULL);
 	if (rc)
 		return rc;
 	st = json_object_get(j, "status");
@@ -363,115 +316,182 @@ static int lun_paths(struct cli *c, const char *path)
 	return CLI_OK;
 }
 
-static int cmd_lun(struct cli *c, int argc, char **argv)
+/* ---- the resources: one table drives list / show / create / set / delete ---------------- */
+
+enum cli_verb_kind {
+	CLI_V_LIST,			/* GET the collection, a table of cols/fields */
+	CLI_V_CREATE,			/* POST the collection: {id_key: ID} + k=v */
+	CLI_V_SHOW,			/* GET the object, its JSON */
+	CLI_V_SET,			/* GET, merge k=v, PUT with If-Match */
+	CLI_V_DELETE,			/* DELETE the object */
+};
+
+typedef int (*cli_verb_fn)(struct cli *c, const char *path, int argc, char **argv);
+
+struct cli_verb {
+	const char *name;		/* the word on the command line */
+	enum cli_verb_kind kind;	/* what it does, and whether it names an object */
+	cli_verb_fn fn;			/* instead of the kind's own action, NULL: none */
+	const char *done, *done_tail;	/* DELETE: "<done><ID><done_tail>", NULL: "deleted" */
+};
+
+struct cli_res {
+	const char *name;		/* "lun" */
+	const char *coll;		/* "/targets/{}/luns": each {} is a parent argument */
+	unsigned int parents;		/* arguments naming the parent, before the ID */
+	bool single;			/* the collection path is the object (discovery) */
+	const char *key;		/* LIST: the array in the answer */
+	const char *id_key;		/* CREATE: the ID goes into the body under this key */
+	bool id_opt_int;		/* CREATE: the ID is optional and a number (a LUN) */
+	const char *const *cols, *const *fields;
+	size_t ncols;
+	struct cli_verb verbs[6];	/* ends with .name = NULL */
+};
+
+static const char *const target_cols[] = { "NAME", "ALIAS", "PORTALS", "LUNS", "ACLS",
+					   "ANY-INITIATOR", "CHAP" };
+static const char *const target_f[] = { "name", "alias", "portals", "luns", "initiators",
+					"allow_any_initiator", "chap" };
+static const char *const lun_cols[] = { "LUN", "TYPE", "SIZE", "PATH", "BLOCK", "PRODUCT" };
+static const char *const lun_f[] = { "lun", "backstore.type", "backstore.size",
+				     "backstore.path", "backstore.block_size", "product" };
+static const char *const acl_cols[] = { "INITIATOR", "CHAP-USER", "MUTUAL-USER" };
+static const char *const acl_f[] = { "name", "chap.user", "chap.mutual_user" };
+static const char *const portal_cols[] = { "NAME", "TRANSPORT", "ADDRESS", "PORT" };
+static const char *const portal_f[] = { "name", "transport", "address", "port" };
+static const char *const session_cols[] = { "TSIH", "TARGET", "INITIATOR", "TRANSPORT",
+					    "PEER" };
+static const char *const session_f[] = { "tsih", "target", "initiator", "transport", "peer" };
+
+#define CLI_CRUD(create)                                                                    \
+	{ "list", CLI_V_LIST, NULL, NULL, NULL }, { create, CLI_V_CREATE, NULL, NULL, NULL }, \
+	{ "show", CLI_V_SHOW, NULL, NULL, NULL }, { "set", CLI_V_SET, NULL, NULL, NULL },     \
+	{ "delete", CLI_V_DELETE, NULL, NULL, NULL }
+
+static const struct cli_res cli_res[] = {
+	{ "target", "/targets", 0, false, "targets", "name", false, target_cols, target_f, 7,
+	  { CLI_CRUD("create") } },
+	{ "lun", "/targets/{}/luns", 1, false, "luns", "lun", true, lun_cols, lun_f, 6,
+	  { CLI_CRUD("create"), { "paths", CLI_V_SHOW, lun_paths, NULL, NULL } } },
+	{ "acl", "/targets/{}/acls", 1, false, "acls", "name", false, acl_cols, acl_f, 3,
+	  { CLI_CRUD("add") } },
+	{ "portal", "/portals", 0, false, "portals", "name", false, portal_cols, portal_f, 4,
+	  { CLI_CRUD("create") } },
+	{ "discovery", "/discovery", 0, true, NULL, NULL, false, NULL, NULL, 0,
+	  { { "show", CLI_V_SHOW, NULL, NULL, NULL }, { "set", CLI_V_SET, NULL, NULL, NULL } } },
+	{ "session", "/sessions", 0, false, "sessions", NULL, false, session_cols, session_f, 5,
+	  { { "list", CLI_V_LIST, NULL, NULL, NULL },
+	    { "drop", CLI_V_DELETE, NULL, "session ", " dropped" } } },
+	{ "bond", "/bonds", 0, false, NULL, NULL, false, NULL, NULL, 0,
+	  { { "list", CLI_V_LIST, cli_bond_list, NULL, NULL },
+	    { "show", CLI_V_SHOW, cli_bond_show, NULL, NULL },
+	    { "set", CLI_V_SET, cli_bond_set, NULL, NULL },
+	    { "forget", CLI_V_DELETE, NULL, "desired settings of ", " forgotten" } } },
+	{ "rdma", "/rdma", 0, false, NULL, NULL, false, NULL, NULL, 0,
+	  { { "list", CLI_V_LIST, cli_rdma_list, NULL, NULL } } },
+	{ "cluster", "/cluster", 0, true, NULL, NULL, false, NULL, NULL, 0,
+	  { { "show", CLI_V_SHOW, NULL, NULL, NULL } } },
+};
+
+/* API + coll with each {} replaced by the next escaped parent, then "/" + escaped id. */
+static char *res_path(const char *coll, char **parents, const char *id)
 {
-	static const char *const cols[] = { "LUN", "TYPE", "SIZE", "PATH", "BLOCK", "PRODUCT" };
-	static const char *const f[] = { "lun", "backstore.type", "backstore.size",
-					 "backstore.path", "backstore.block_size", "product" };
-	char *path = NULL;
-	int rc = CLI_EUSAGE;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	const char *p;
+	char *e;
 
-	if (argc < 2)
-		return CLI_EUSAGE;
-	if (!strcmp(argv[0], "list")) {
-		path = pathf(API "/targets/", argv[1], "/luns", NULL);
-		rc = list(c, path, "luns", cols, f, 6);
-	} else if (!strcmp(argv[0], "create")) {
-		json_t *o = json_object();
-		int skip = 2;
-
-		path = pathf(API "/targets/", argv[1], "/luns", NULL);
-		if (argc > 2 && !strchr(argv[2], '=')) {
-			json_object_set_new(o, "lun", json_integer(strtoll(argv[2], NULL, 10)));
-			skip = 3;
+	if (!f)
+		return NULL;
+	fputs(API, f);
+	for (p = coll; *p; p++) {
+		if (p[0] == '{' && p[1] == '}') {
+			e = cli_escape(*parents++);
+			fputs(e ? e : "", f);
+			free(e);
+			p++;
+		} else {
+			fputc(*p, f);
 		}
-		rc = send_obj(c, "POST", path, o, argc - skip, argv + skip);
-	} else if (argc >= 3) {
-		path = pathf(API "/targets/", argv[1], "/luns/", argv[2]);
-		if (!strcmp(argv[0], "show"))
-			rc = show(c, path);
-		else if (!strcmp(argv[0], "paths"))
-			rc = lun_paths(c, path);
-		else if (!strcmp(argv[0], "set"))
-			rc = set_obj(c, path, argc - 3, argv + 3);
-		else if (!strcmp(argv[0], "delete"))
-			rc = del(c, path);
 	}
-	free(path);
-	return rc;
+	if (id) {
+		e = cli_escape(id);
+		fprintf(f, "/%s", e ? e : "");
+		free(e);
+	}
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
 }
 
-static int cmd_acl(struct cli *c, int argc, char **argv)
+/* RES VERB [PARENT..] [ID] [k=v..] */
+static int res_run(struct cli *c, const struct cli_res *res, int argc, char **argv)
 {
-	static const char *const cols[] = { "INITIATOR", "CHAP-USER", "MUTUAL-USER" };
-	static const char *const f[] = { "name", "chap.user", "chap.mutual_user" };
-	char *path = NULL;
-	int rc = CLI_EUSAGE;
-
-	if (argc < 2)
-		return CLI_EUSAGE;
-	if (!strcmp(argv[0], "list")) {
-		path = pathf(API "/targets/", argv[1], "/acls", NULL);
-		rc = list(c, path, "acls", cols, f, 3);
-	} else if (argc >= 3 && !strcmp(argv[0], "add")) {
-		path = pathf(API "/targets/", argv[1], "/acls", NULL);
-		rc = send_obj(c, "POST", path, json_pack("{s:s}", "name", argv[2]), argc - 3,
-			      argv + 3);
-	} else if (argc >= 3) {
-		path = pathf(API "/targets/", argv[1], "/acls/", argv[2]);
-		if (!strcmp(argv[0], "show"))
-			rc = show(c, path);
-		else if (!strcmp(argv[0], "set"))
-			rc = set_obj(c, path, argc - 3, argv + 3);
-		else if (!strcmp(argv[0], "delete"))
-			rc = del(c, path);
-	}
-	free(path);
-	return rc;
-}
-
-static int cmd_portal(struct cli *c, int argc, char **argv)
-{
-	static const char *const cols[] = { "NAME", "TRANSPORT", "ADDRESS", "PORT" };
-	static const char *const f[] = { "name", "transport", "address", "port" };
-	char *path = NULL;
-	int rc = CLI_EUSAGE;
+	const struct cli_verb *v;
+	unsigned int need = 1 + res->parents;	/* the verb and the parents */
+	bool item;
+	const char *id = NULL;
+	char *path;
+	int rest, rc = CLI_EUSAGE;
+	json_t *o;
 
 	if (argc < 1)
 		return CLI_EUSAGE;
-	if (!strcmp(argv[0], "list"))
-		return list(c, API "/portals", "portals", cols, f, 4);
-	if (argc < 2)
+	for (v = res->verbs; v->name && strcmp(v->name, argv[0]); v++)
+		;
+	if (!v->name)
 		return CLI_EUSAGE;
-	path = pathf(API "/portals/", argv[1], "", NULL);
-	if (!strcmp(argv[0], "show"))
-		rc = show(c, path);
-	else if (!strcmp(argv[0], "create"))
-		rc = send_obj(c, "POST", API "/portals", json_pack("{s:s}", "name", argv[1]),
-			      argc - 2, argv + 2);
-	else if (!strcmp(argv[0], "set"))
-		rc = set_obj(c, path, argc - 2, argv + 2);
-	else if (!strcmp(argv[0], "delete"))
-		rc = del(c, path);
-	free(path);
-	return rc;
-}
-
-static int cmd_session(struct cli *c, int argc, char **argv)
-{
-	static const char *const cols[] = { "TSIH", "TARGET", "INITIATOR", "TRANSPORT", "PEER" };
-	static const char *const f[] = { "tsih", "target", "initiator", "transport", "peer" };
-	char *path;
-	int rc;
-
-	if (argc >= 1 && !strcmp(argv[0], "list"))
-		return list(c, API "/sessions", "sessions", cols, f, 5);
-	if (argc < 2 || strcmp(argv[0], "drop"))
+	item = !res->single && v->kind != CLI_V_LIST && v->kind != CLI_V_CREATE;
+	/* A create names its new object too, unless its ID is optional (a LUN number). */
+	if (item || (v->kind == CLI_V_CREATE && !res->id_opt_int))
+		need++;
+	if ((unsigned int)argc < need)
 		return CLI_EUSAGE;
-	path = pathf(API "/sessions/", argv[1], "", NULL);
-	rc = call(c, "DELETE", path, NULL, NULL, NULL);
-	if (!rc && !c->quiet && !c->json)
-		printf("session %s dropped\n", argv[1]);
+	if (item || v->kind == CLI_V_CREATE)
+		id = (unsigned int)argc > 1 + res->parents ? argv[1 + res->parents] : NULL;
+	if (res->id_opt_int && v->kind == CLI_V_CREATE && id && strchr(id, '='))
+		id = NULL;
+	rest = argc - (int)(1 + res->parents) - (id ? 1 : 0);
+	path = res_path(res->coll, argv + 1, item ? id : NULL);
+	if (!path)
+		return CLI_EUSAGE;
+	argv += argc - rest;
+	if (v->fn) {
+		rc = v->fn(c, path, rest, argv);
+	} else {
+		switch (v->kind) {
+		case CLI_V_LIST:
+			rc = list(c, path, res->key, res->cols, res->fields, res->ncols);
+			break;
+		case CLI_V_CREATE:
+			o = json_object();
+			if (res->id_opt_int && id)
+				json_object_set_new(o, res->id_key,
+						    json_integer(strtoll(id, NULL, 10)));
+			else if (id)
+				json_object_set_new(o, res->id_key, json_string(id));
+			rc = send_obj(c, "POST", path, o, rest, argv);
+			break;
+		case CLI_V_SHOW:
+			rc = show(c, path);
+			break;
+		case CLI_V_SET:
+			rc = set_obj(c, path, rest, argv);
+			break;
+		case CLI_V_DELETE:
+			rc = call(c, "DELETE", path, NULL, NULL, NULL);
+			if (!rc && !c->quiet && !c->json) {
+				if (v->done)
+					printf("%s%s%s\n", v->done, id, v->done_tail);
+				else
+					printf("deleted\n");
+			}
+			break;
+		}
+	}
 	free(path);
 	return rc;
 }
@@ -572,6 +592,7 @@ static int run(struct cli *c, int argc, char **argv, bool dry)
 {
 	const char *cmd = argv[0];
 	struct cli_resp r;
+	size_t i;
 	int rc;
 
 	argc--;
@@ -593,32 +614,9 @@ static int run(struct cli *c, int argc, char **argv, bool dry)
 	}
 	if (!strcmp(cmd, "events"))
 		return cli_http_stream(c, API "/events");
-	if (!strcmp(cmd, "target"))
-		return cmd_target(c, argc, argv);
-	if (!strcmp(cmd, "lun"))
-		return cmd_lun(c, argc, argv);
-	if (!strcmp(cmd, "acl"))
-		return cmd_acl(c, argc, argv);
-	if (!strcmp(cmd, "portal"))
-		return cmd_portal(c, argc, argv);
-	if (!strcmp(cmd, "discovery")) {
-		if (argc >= 1 && !strcmp(argv[0], "show"))
-			return show(c, API "/discovery");
-		if (argc >= 2 && !strcmp(argv[0], "set"))
-			return set_obj(c, API "/discovery", argc - 1, argv + 1);
-		return CLI_EUSAGE;
-	}
-	if (!strcmp(cmd, "session"))
-		return cmd_session(c, argc, argv);
-	if (!strcmp(cmd, "bond"))
-		return cli_cmd_bond(c, argc, argv);
-	if (!strcmp(cmd, "rdma"))
-		return cli_cmd_rdma(c, argc, argv);
-	if (!strcmp(cmd, "cluster")) {
-		if (argc >= 1 && !strcmp(argv[0], "show"))
-			return show(c, API "/cluster");
-		return CLI_EUSAGE;
-	}
+	for (i = 0; i < sizeof(cli_res) / sizeof(cli_res[0]); i++)
+		if (!strcmp(cmd, cli_res[i].name))
+			return res_run(c, &cli_res[i], argc, argv);
 	if (!strcmp(cmd, "config"))
 		return cmd_config(c, argc, argv, dry);
 	if (!strcmp(cmd, "raw"))

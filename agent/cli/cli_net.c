@@ -197,47 +197,38 @@ static int bond_set(struct cli *c, const char *path, int argc, char **argv)
 	return rc;
 }
 
-int cli_cmd_bond(struct cli *c, int argc, char **argv)
+/* The ladder's verbs for bond and rdma (the table in cli_main.c). */
+int cli_bond_list(struct cli *c, const char *path, int argc, char **argv)
 {
-	char *path, *e;
-	int rc = CLI_EUSAGE;
+	(void)path;
+	(void)argc;
+	(void)argv;
+	return bond_list(c);
+}
 
-	if (argc >= 1 && !strcmp(argv[0], "list"))
-		return bond_list(c);
-	if (argc < 2)
-		return CLI_EUSAGE;
-	e = cli_escape(argv[1]);
-	if (!e || asprintf(&path, API "/bonds/%s", e) < 0) {
-		free(e);
-		return CLI_EUSAGE;
-	}
-	free(e);
-	if (!strcmp(argv[0], "show")) {
-		json_t *j;
+int cli_bond_show(struct cli *c, const char *path, int argc, char **argv)
+{
+	json_t *j;
+	int rc;
 
-		rc = get_json(c, path, &j);
-		if (!rc)
-			cli_print_json(j);
-		json_decref(j);
-	} else if (!strcmp(argv[0], "set")) {
-		rc = bond_set(c, path, argc - 2, argv + 2);
-	} else if (!strcmp(argv[0], "forget")) {
-		struct cli_resp r;
-
-		rc = cli_http(c, "DELETE", path, NULL, &r);
-		if (!rc && r.status >= 400)
-			rc = cli_print_error(&r);
-		else if (!rc && !c->quiet && !c->json)
-			printf("desired settings of %s forgotten\n", argv[1]);
-		cli_resp_free(&r);
-	}
-	free(path);
+	(void)argc;
+	(void)argv;
+	rc = get_json(c, path, &j);
+	if (!rc)
+		cli_print_json(j);
+	json_decref(j);
 	return rc;
 }
 
-int cli_cmd_rdma(struct cli *c, int argc, char **argv)
+int cli_bond_set(struct cli *c, const char *path, int argc, char **argv)
 {
-	if (argc >= 1 && !strcmp(argv[0], "list"))
-		return rdma_list(c);
-	return CLI_EUSAGE;
+	return bond_set(c, path, argc, argv);
+}
+
+int cli_rdma_list(struct cli *c, const char *path, int argc, char **argv)
+{
+	(void)path;
+	(void)argc;
+	(void)argv;
+	return rdma_list(c);
 }

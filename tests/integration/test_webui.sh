@@ -1,5 +1,5 @@
 #!/bin/bash
-# The agent's static file server for the dashboard (agent/api_static.c), over HTTP with curl:
+# The agent's static file server for the dashboard (agent/http/api_static.c), over HTTP with curl:
 # the page and its files with their content types, ETag / Last-Modified revalidation, HEAD,
 # and nothing outside --webui-dir: "..", encoded "..", hidden files, and symlinks out of the
 # folder are all 404, while the API beside it keeps needing its token.
@@ -105,6 +105,24 @@ refused() {
 	fi
 }
 
+# malformed NAME PATH [CURL ARGS...]: 400 with the API's JSON error (bad_request), nothing
+# leaked: the router refuses the path before any file or resource sees it.
+malformed() {
+	local name=$1 p=$2
+	shift 2
+	get "$p" "$@"
+	if [ "$CODE" != 400 ]; then
+		fail "$name" "HTTP $CODE for $p, want 400"
+	elif ! python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['error']; \
+sys.exit(not (e['code'] == 'bad_request' and e['message']))" "$T_DIR/body" 2>/dev/null; then
+		fail "$name" "400 without the API's JSON error: $(head -c 200 "$T_DIR/body")"
+	elif grep -q 'SECRET\|HIDDEN\|root:\|demo' "$T_DIR/body"; then
+		fail "$name" "400 but the body leaks: $(head -c 100 "$T_DIR/body")"
+	else
+		pass "$name"
+	fi
+}
+
 if ! agent_start 1 --webui-dir "$ROOT"; then
 	fail start "the agent did not start: $(tail -n 5 "$T_DIR/agent.1.log" | tr '\n' ' ')"
 	t_end
@@ -140,12 +158,14 @@ get /ui/app.js -X POST -d x
 check "POST to a file is 405 with Allow: GET, HEAD" \
 	test "$CODE" = 405 -a "$(hdr Allow)" = "GET, HEAD"
 
-refused "../ out of the folder" /ui/../secret.txt
-refused "../ from a subfolder" /ui/img/../../secret.txt
-refused "percent-encoded .." /ui/%2e%2e/secret.txt
-refused "percent-encoded slash and .." /ui/..%2fsecret.txt
-refused "./ segment" /ui/./app.js
-refused "empty segment" /ui//app.js
+malformed "../ out of the folder: 400" /ui/../secret.txt
+malformed "../ from a subfolder: 400" /ui/img/../../secret.txt
+malformed "percent-encoded ..: 400" /ui/%2e%2e/secret.txt
+malformed "percent-encoded slash and ..: 400" /ui/..%2fsecret.txt
+malformed "./ segment: 400" /ui/./app.js
+malformed "empty segment: 400" /ui//app.js
+malformed "an encoded NUL in a file name: 400" /ui/app.js%00.png
+malformed "invalid UTF-8 in a file name: 400" /ui/%ff.js
 refused "a hidden file" /ui/.htpasswd
 refused "a relative symlink out of the folder" /ui/rel.txt
 refused "an absolute symlink out of the folder" /ui/abs.txt
@@ -155,7 +175,7 @@ refused "a folder" /ui/img/
 refused "a missing file" /ui/nope.js
 served "a 1023-byte path is served" "/ui/$LONG_REL" "$ROOT/$LONG_REL" application/octet-stream
 refused "a longer path is not cut down to it" "/ui/${LONG_REL}zz"
-refused "an absolute path in the URL" //etc/passwd
+malformed "an absolute path in the URL: 400" //etc/passwd
 
 get /api/v1/targets
 check "the API beside the files still needs a token (401)" test "$CODE" = 401
@@ -174,6 +194,50 @@ sys.exit(not (p['listening'] is None and '--gateway-socket' in p['reason']))" "$
 get /api/v1/portals/tcp0 -H "Authorization: Bearer $TOKEN"
 check "GET /portals/NAME has no status (it round-trips through PUT)" \
 	python3 -c "import json,sys; sys.exit('status' in json.load(open(sys.argv[1])))" "$T_DIR/body"
+
+# Hostile paths on the API, for every method: a percent-decoded NUL once ended the path, so
+# GET /targets/%00/luns/0 listed the targets and .../demo%00junk named the demo target. Each
+# must be a 400 that never reaches a resource: the demo target is untouched throughout.
+DEMO=iqn.2026-11.org.isergw:demo
+AUTH=(-H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json')
+curl -s -o /dev/null "${AUTH[@]}" --data-binary \
+	"{\"name\":\"$DEMO\",\"alias\":\"before\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}" \
+	"$URL/api/v1/targets"
+get "/api/v1/targets/$DEMO" "${AUTH[@]}"
+check "the demo target exists (alias before)" test "$CODE" = 200 -a \
+	"$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('alias'))" \
+	"$T_DIR/body")" = before
+malformed "GET /targets/%00/luns/0: 400" /api/v1/targets/%00/luns/0 "${AUTH[@]}"
+malformed "GET /targets/DEMO%00junk: 400" "/api/v1/targets/$DEMO%00junk" "${AUTH[@]}"
+malformed "GET without a token: 400 before the token is asked for" /api/v1/targets/%00
+malformed "GET /targets/%ff (invalid UTF-8): 400" /api/v1/targets/%ff "${AUTH[@]}"
+malformed "GET /targets/%c0%af (overlong /): 400" /api/v1/targets/%c0%af "${AUTH[@]}"
+malformed "GET an encoded / inside a segment: 400" "/api/v1/targets/$DEMO%2Fluns" "${AUTH[@]}"
+malformed "GET a .. segment: 400" "/api/v1/targets/$DEMO/luns/../acls" "${AUTH[@]}"
+malformed "GET an encoded .. segment: 400" "/api/v1/targets/$DEMO/%2E%2E" "${AUTH[@]}"
+malformed "GET a . segment: 400" "/api/v1/./targets" "${AUTH[@]}"
+malformed "GET an empty segment: 400" "/api/v1//targets" "${AUTH[@]}"
+malformed "GET a malformed escape: 400" "/api/v1/targets/%zz" "${AUTH[@]}"
+malformed "PUT /targets/DEMO%00junk: 400" "/api/v1/targets/$DEMO%00junk" "${AUTH[@]}" \
+	-X PUT --data-binary '{"alias":"hostile","allow_any_initiator":true,"portals":["tcp0"]}'
+malformed "PUT a . segment: 400" "/api/v1/targets/./$DEMO" "${AUTH[@]}" \
+	-X PUT --data-binary '{"alias":"hostile","allow_any_initiator":true,"portals":["tcp0"]}'
+malformed "POST /targets%00x: 400" "/api/v1/targets%00x" "${AUTH[@]}" --data-binary \
+	'{"name":"iqn.2026-11.org.isergw:hostile","allow_any_initiator":true,"portals":["tcp0"]}'
+malformed "POST an empty segment: 400" "/api/v1//targets" "${AUTH[@]}" --data-binary \
+	'{"name":"iqn.2026-11.org.isergw:hostile","allow_any_initiator":true,"portals":["tcp0"]}'
+malformed "DELETE /targets/DEMO%00junk: 400" "/api/v1/targets/$DEMO%00junk" "${AUTH[@]}" \
+	-X DELETE
+malformed "DELETE an encoded .. segment: 400" "/api/v1/targets/$DEMO/luns/%2e%2e" \
+	"${AUTH[@]}" -X DELETE
+malformed "DELETE invalid UTF-8: 400" "/api/v1/targets/$DEMO%ed%a0%80" "${AUTH[@]}" -X DELETE
+get /api/v1/targets "${AUTH[@]}"
+check "after them the demo target is the only one, its alias unchanged" \
+	python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['targets']; \
+sys.exit(not ([x['name'] for x in t] == ['$DEMO'] and t[0].get('alias') == 'before'))" \
+	"$T_DIR/body"
+get "/api/v1/targets/$DEMO" "${AUTH[@]}" -X DELETE
+check "the demo target itself still deletes (204)" test "$CODE" = 204
 agent_stop
 
 # Without the folder: a clear 404 naming it, and the API unaffected.

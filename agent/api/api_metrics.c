@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT
+/*
+ * /metrics in the Prometheus text format (version 0.0.4). Values come from the gateway's last
+ * "state" answer, refreshed every poll interval, so scraping never waits on the gateway and a
+ * scrape storm never reaches it. Names carry the isergw_ prefix; counters end in _total.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_agent.h"
+#include "api_r.h"
+#include "gw_buf.h"
+
+static const char *const lun_counters[][3] = {
+    {"read_ops", "isergw_lun_read_ops_total", "READ commands completed on the LUN."},
+    {"write_ops", "isergw_lun_write_ops_total", "WRITE commands completed on the LUN."},
+    {"read_bytes", "isergw_lun_read_bytes_total", "Bytes read from the LUN by initiators."},
+    {"write_bytes", "isergw_lun_write_bytes_total", "Bytes written to the LUN by initiators."},
+    {"errors", "isergw_lun_errors_total", "Commands on the LUN that ended in CHECK CONDITION."},
+};
+
+static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t *sessions)
+{
+	static const char *const transports[] = { "tcp", "iser" };
+	json_t *t, *s;
+	size_t i, j, k;
+
+	api_prom_head(b, "isergw_sessions", "gauge",
+		      "Logged-in iSCSI sessions per target and transport.");
+	json_array_foreach(json_object_get(ag->store->config, "targets"), i, t) {
+		const char *name = json_string_value(json_object_get(t, "name"));
+
+		for (k = 0; k < 2; k++) {
+			unsigned int n = 0;
+
+			json_array_foreach(sessions, j, s) {
+				const char *st = json_string_value(json_object_get(s, "target"));
+				const char *tr = json_string_value(json_object_get(s, "transport"));
+
+				if (st && name && !strcmp(st, name) && tr &&
+				    !strcmp(tr, transports[k]))
+					n++;
+			}
+			gw_buf_append(b, "isergw_sessions{target=\"", 24);
+			api_prom_label(b, name);
+			gw_buf_printf(b, "\",transport=\"%s\"} %u\n", transports[k], n);
+		}
+	}
+	{
+		unsigned int n = 0;
+
+		json_array_foreach(sessions, j, s)
+			if (!json_is_string(json_object_get(s, "target")))
+				n++;
+		api_prom_head(b, "isergw_discovery_sessions", "gauge",
+			      "Discovery sessions logged in.");
+		gw_buf_printf(b, "isergw_discovery_sessions %u\n", n);
+	}
+}
+
+/* ---- backstore status: remote LUN paths, dm-multipath maps ---------------------------- */
+
+/* One sample NAME{target,lun[,path]} VALUE. */
+static void bs_sample(struct gw_buf *b, const char *name, const char *target, const json_t *l,
+		      const char *path, long long v)
+{
+	gw_buf_printf(b, "%s{target=\"", name);
+	api_prom_label(b, target);
+	gw_buf_printf(b, "\",lun=\"%lld\"",
+		      (long long)json_integer_value(json_object_get(l, "lun")));
+	if (path) {
+		gw_buf_append(b, ",path=\"", 7);
+		api_prom_label(b, path);
+		gw_buf_append(b, "\"", 1);
+	}
+	gw_buf_printf(b, "} %lld\n", v);
+}
+
+static const char *const path_counters[][3] = {
+    {"failovers", "isergw_path_failovers_total",
+     "I/Os moved off the path to another one after it failed them."},
+    {"errors", "isergw_path_errors_total", "Transport and path errors seen on the path."},
+    {"ios", "isergw_path_ios_total", "I/Os completed on the path."},
+    {"logins", "isergw_path_logins_total", "Logins of the path."},
+};
+
+/* A path's name in labels: its URL (remote LUNs, credentials removed by the gateway) or its
+ * device (dm-multipath). */
+static const char *path_name(const json_t *p)
+{
+	const char *n = json_string_value(json_object_get(p, "url"));
+
+	return n ? n : json_string_value(json_object_get(p, "dev"));
+}
+
+/* One family from an integer of each LUN's live status (LUNs without it are left out). */
+static void lun_status_family(struct gw_buf *b, const json_t *targets, const char *key,
+			      const char *name, const char *type, const char *help)
+{
+	const char *tn;
+	json_t *t, *l;
+	size_t i, j;
+
+	api_prom_head(b, name, type, help);
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			json_t *v = json_object_get(json_object_get(l, "status"), key);
+
+			if (json_is_integer(v))
+				bs_sample(b, name, tn, l, NULL, (long long)json_integer_value(v));
+		}
+	}
+}
+
+static void path_metrics(struct gw_buf *b, const json_t *targets)
+{
+	json_t *t, *l, *p, *paths;
+	size_t i, j, k, c;
+	const char *tn;
+
+	api_prom_head(b, "isergw_lun_state", "gauge",
+		      "1 for the backstore's current state (label state), per LUN with a live "
+		      "status.");
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			const char *st = json_string_value(
+			    json_object_get(json_object_get(l, "status"), "state"));
+
+			if (!st)
+				continue;
+			gw_buf_printf(b, "isergw_lun_state{target=\"");
+			api_prom_label(b, tn);
+			gw_buf_printf(b, "\",lun=\"%lld\",state=\"",
+				      (long long)json_integer_value(json_object_get(l, "lun")));
+			api_prom_label(b, st);
+			gw_buf_append(b, "\"} 1\n", 5);
+		}
+	}
+	lun_status_family(b, targets, "failovers", "isergw_lun_failovers_total", "counter",
+			  "I/Os of the LUN re-driven on another path.");
+	lun_status_family(b, targets, "queued", "isergw_lun_queued", "gauge",
+			  "I/Os of the LUN waiting for a usable path.");
+	api_prom_head(b, "isergw_path_up", "gauge",
+		      "1 when the back-end path is usable "
+		      "(remote: active; dm-multipath: active and ready).");
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			paths = json_object_get(json_object_get(l, "status"), "paths");
+			json_array_foreach(paths, k, p) {
+				json_t *up = json_object_get(p, "up");
+				const char *st = json_string_value(json_object_get(p, "state"));
+
+				bs_sample(b, "isergw_path_up", tn, l, path_name(p),
+					  json_is_boolean(up) ? json_is_true(up) :
+					  st && !strcmp(st, "active"));
+			}
+		}
+	}
+	for (c = 0; c < GW_ARRAY_SIZE(path_counters); c++) {
+		api_prom_head(b, path_counters[c][1], "counter", path_counters[c][2]);
+		json_array_foreach(targets, i, t) {
+			tn = json_string_value(json_object_get(t, "name"));
+			json_array_foreach(json_object_get(t, "luns"), j, l) {
+				paths = json_object_get(json_object_get(l, "status"), "paths");
+				json_array_foreach(paths, k, p) {
+					json_t *v = json_object_get(p, path_counters[c][0]);
+
+					if (json_is_integer(v))
+						bs_sample(b, path_counters[c][1], tn, l,
+							  path_name(p),
+							  (long long)json_integer_value(v));
+				}
+			}
+		}
+	}
+	api_prom_head(b, "isergw_path_latency_microseconds", "gauge",
+		      "Moving average of the path's I/O service time.");
+	json_array_foreach(targets, i, t) {
+		tn = json_string_value(json_object_get(t, "name"));
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			paths = json_object_get(json_object_get(l, "status"), "paths");
+			json_array_foreach(paths, k, p) {
+				json_t *v = json_object_get(p, "latency_us");
+
+				if (json_is_integer(v))
+					bs_sample(b, "isergw_path_latency_microseconds", tn, l,
+						  path_name(p), (long long)json_integer_value(v));
+			}
+		}
+	}
+}
+
+char *api_metrics_text(struct api_agent *ag, size_t *len)
+{
+	const json_t *st = ag->gw_state;
+	bool up = ag->gwc_on && ag->gwc.connected;
+	struct gw_buf b;
+	json_t *t, *l;
+	size_t i, j, c;
+
+	gw_buf_init(&b);
+	api_prom_head(&b, "isergw_gateway_up", "gauge",
+		      "1 when the agent is connected to the gateway.");
+	gw_buf_printf(&b, "isergw_gateway_up %d\n", up ? 1 : 0);
+	api_prom_head(&b, "isergw_config_generation", "gauge",
+		      "Generation of the desired configuration.");
+	gw_buf_printf(&b, "isergw_config_generation %llu\n",
+		      (unsigned long long)ag->store->generation);
+	api_prom_head(&b, "isergw_config_applied_generation", "gauge",
+		      "Generation the gateway last applied (0: unknown).");
+	gw_buf_printf(&b, "isergw_config_applied_generation %llu\n",
+		      (unsigned long long)ag->apply.generation);
+	api_prom_head(&b, "isergw_agent_requests_total", "counter",
+		      "API requests the agent handled.");
+	gw_buf_printf(&b, "isergw_agent_requests_total %llu\n",
+		      (unsigned long long)api_http_requests(ag->http));
+	api_metrics_net(&b, ag);
+	if (!up || !st) {
+		*len = b.len;
+		return gw_buf_steal(&b);
+	}
+	sessions_metric(&b, ag, json_object_get(st, "sessions"));
+	for (c = 0; c < GW_ARRAY_SIZE(lun_counters); c++) {
+		api_prom_head(&b, lun_counters[c][1], "counter", lun_counters[c][2]);
+		json_array_foreach(json_object_get(st, "targets"), i, t) {
+			json_array_foreach(json_object_get(t, "luns"), j, l) {
+				json_t *v = json_object_get(l, lun_counters[c][0]);
+
+				if (!json_is_integer(v))
+					continue;
+				gw_buf_printf(&b, "%s{target=\"", lun_counters[c][1]);
+				api_prom_label(&b, json_string_value(json_object_get(t, "name")));
+				gw_buf_printf(
+				    &b, "\",lun=\"%lld\"} %lld\n",
+				    (long long)json_integer_value(json_object_get(l, "lun")),
+				    (long long)json_integer_value(v));
+			}
+		}
+	}
+	api_metrics_latency(&b, st);
+	path_metrics(&b, json_object_get(st, "targets"));
+	*len = b.len;
+	return gw_buf_steal(&b);
+}

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The OpenAPI 3.0 document served at /api/v1/openapi.json, built at start from the two
+ * sources of truth: the route table (paths, methods, roles, statuses) and the gateway's
+ * keyword tables (object schemas, with ranges, defaults and help), so it cannot drift from
+ * what the agent does or what the gateway accepts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_agent.h"
+#include "api_r.h"
+#include "conf.h"
+
+static json_t *ref(const char *name)
+{
+	char buf[128];
+
+	snprintf(buf, sizeof(buf), "#/components/schemas/%s", name);
+	return json_pack("{s:s}", "$ref", buf);
+}
+
+static json_t *array_of(const char *name)
+{
+	return json_pack("{s:s, s:o}", "type", "array", "items", ref(name));
+}
+
+static json_t *list_of(const char *key, const char *name)
+{
+	return json_pack("{s:s, s:{s:o}}", "type", "object", "properties", key, array_of(name));
+}
+
+/* Table schema plus nested members. */
+static json_t *table(const struct gw_conf_key *tbl)
+{
+	return gw_conf_schema(tbl);
+}
+
+static void add_prop(json_t *schema, const char *key, json_t *s)
+{
+	json_object_set_new(json_object_get(schema, "properties"), key, s);
+}
+
+/* A LUN's read-only live status (GET only; ignored when sent back): the backstore's own
+ * report, docs/CONTROL.md. Remote LUNs list their iSCSI paths, block backstores on a
+ * dm-multipath map the map's paths. */
+static json_t *lun_status_schema(void)
+{
+	json_t *path = json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s},"
+		" s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}}",
+		"type", "object", "properties",
+		"url", "type", "string", "dev", "type", "string", "state", "type", "string",
+		"group", "type", "integer", "priority", "type", "integer",
+		"alua_state", "type", "string", "in_use", "type", "boolean",
+		"errors", "type", "integer", "failovers", "type", "integer",
+		"latency_us", "type", "integer", "last_error", "type", "string",
+		"dm_st", "type", "string", "chk_st", "type", "string", "up", "type", "boolean");
+
+	return json_pack("{s:s, s:b, s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s},"
+			 " s:{s:s}, s:{s:s, s:o}}}",
+			 "type", "object", "readOnly", 1, "description",
+			 "live backstore state from the gateway; absent while it is unreachable",
+			 "properties", "state", "type", "string", "failovers", "type", "integer",
+			 "queued", "type", "integer", "map", "type", "string",
+			 "warning", "type", "string", "identity", "type", "string",
+			 "paths", "type", "array", "items", path);
+}
+
+static json_t *schemas(void)
+{
+	json_t *sc = json_object(), *o;
+
+	json_object_set_new(sc, "Chap", table(isc_chap_conf_keys));
+	json_object_set_new(sc, "Params", table(isc_param_conf_keys));
+	json_object_set_new(sc, "Portal", table(isc_portal_conf_keys));
+	json_object_set_new(sc, "Backstore", table(bs_conf_keys));
+	json_object_set_new(sc, "Gateway", table(ctl_gateway_conf_keys));
+	o = table(isc_initiator_conf_keys);
+	add_prop(o, "chap", ref("Chap"));
+	json_object_set_new(sc, "Acl", o);
+	o = table(scsi_lu_conf_keys);
+	add_prop(o, "backstore", ref("Backstore"));
+	add_prop(o, "status", lun_status_schema());
+	json_object_set_new(sc, "Lun", o);
+	o = table(isc_discovery_conf_keys);
+	add_prop(o, "chap", ref("Chap"));
+	json_object_set_new(sc, "Discovery", o);
+	o = table(isc_target_conf_keys);
+	add_prop(o, "chap", ref("Chap"));
+	add_prop(o, "params", ref("Params"));
+	add_prop(o, "initiators", array_of("Acl"));
+	add_prop(o, "luns", array_of("Lun"));
+	json_object_set_new(sc, "Target", o);
+	json_object_set_new(sc, "Config", json_pack(
+		"{s:s, s:{s:o, s:o, s:o, s:o}, s:[s], s:b}", "type", "object", "properties",
+		"gateway", ref("Gateway"), "portals", array_of("Portal"), "discovery",
+		ref("Discovery"), "targets", array_of("Target"), "required", "portals",
+		"additionalProperties", 0));
+	json_object_set_new(sc, "TargetList", list_of("targets", "Target"));
+	json_object_set_new(sc, "LunList", list_of("luns", "Lun"));
+	json_object_set_new(sc, "AclList", list_of("acls", "Acl"));
+	/* A listed portal also carries its live status (api_live.c), read-only. */
+	o = table(isc_portal_conf_keys);
+	add_prop(o, "status", json_pack(
+		"{s:s, s:b, s:{s:{s:s, s:b}, s:{s:s}, s:{s:s}}}", "type", "object", "readOnly", 1,
+		"properties", "listening", "type", "boolean", "nullable", 1, "bound", "type", "string",
+		"reason", "type", "string"));
+	json_object_set_new(sc, "PortalListed", o);
+	json_object_set_new(sc, "PortalList", list_of("portals", "PortalListed"));
+	json_object_set_new(sc, "Session", json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object",
+		"properties", "tsih", "type", "integer", "target", "type", "string", "initiator",
+		"type", "string", "isid", "type", "string", "transport", "type", "string",
+		"connections", "type", "array"));
+	json_object_set_new(sc, "SessionList", list_of("sessions", "Session"));
+	json_object_set_new(sc, "Health",
+			    json_pack("{s:s, s:{s:{s:s, s:[s,s]}, s:{s:s}, s:{s:s}, s:{s:s}}}",
+				      "type", "object", "properties", "status", "type", "string",
+				      "enum", "ok", "degraded", "version", "type", "string",
+				      "generation", "type", "integer", "gateway", "type",
+				      "object"));
+	json_object_set_new(sc, "Version", json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object", "properties", "version",
+		"type", "string", "api", "type", "string", "role", "type", "string"));
+	json_object_set_new(sc, "Validation", json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s}}}", "type", "object", "properties", "valid", "type",
+		"boolean", "generation", "type", "integer"));
+	json_object_set_new(sc, "BondDesired", json_pack(
+		"{s:s, s:b, s:{s:{s:s}, s:{s:s, s:[s,s,s,s,s,s,s]}, s:{s:s, s:[s,s,s]}, "
+		"s:{s:s, s:{s:s}}, s:{s:s}}}", "type", "object", "additionalProperties", 0,
+		"properties", "name", "type", "string", "mode", "type", "string", "enum",
+		"balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad", "balance-tlb",
+		"balance-alb", "fail_over_mac", "type", "string", "enum", "none", "active", "follow",
+		"slaves", "type", "array", "items", "type", "string", "primary", "type", "string"));
+	json_object_set_new(sc, "Bond", json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
+		"s:{s:s}, s:o, s:{s:s}, s:{s:s}}}", "type", "object", "properties",
+		"name", "type", "string", "present", "type", "boolean", "mode", "type", "string",
+		"fail_over_mac", "type", "string", "active_slave", "type", "string", "mii_status",
+		"type", "string", "slaves", "type", "array", "failovers", "type", "integer",
+		"rdma_devices", "type", "array", "desired", ref("BondDesired"), "drift", "type",
+		"array", "warnings", "type", "array"));
+	json_object_set_new(sc, "BondList", list_of("bonds", "Bond"));
+	json_object_set_new(sc, "RdmaDevice", json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object", "properties",
+		"name", "type", "string", "netdev", "type", "string", "node_guid", "type", "string",
+		"ports", "type", "array"));
+	json_object_set_new(sc, "RdmaList", list_of("devices", "RdmaDevice"));
+	json_object_set_new(sc, "Error", json_pack(
+		"{s:s, s:[s], s:{s:{s:s, s:[s,s], s:{s:{s:s}, s:{s:s}, s:{s:s}}}, "
+		"s:{s:s, s:{s:s, s:{s:{s:s}, s:{s:s}}}}}}",
+		"type", "object", "required", "error", "properties",
+		"error", "type", "object", "required", "code", "message", "properties",
+		"code", "type", "string", "message", "type", "string", "field", "type", "string",
+		"errors", "type", "array", "items", "type", "object", "properties", "field", "type",
+		"string", "message", "type", "string"));
+	return sc;
+}
+
+static json_t *err_response(const char *desc)
+{
+	return json_pack("{s:s, s:{s:{s:o}}}", "description", desc, "content", "application/json",
+			 "schema", ref("Error"));
+}
+
+static json_t *operation(const struct api_route *rt)
+{
+	json_t *op, *resp, *params = json_array();
+	const char *p;
+	char status[8];
+
+	resp = json_object();
+	snprintf(status, sizeof(status), "%u", rt->ok_status);
+	if (rt->flags & API_RF_TEXT)
+		json_object_set_new(resp, status, json_pack("{s:s, s:{s:{s:{s:s}}}}", "description",
+			"OK", "content", !strcmp(rt->pattern, "/metrics") ? "text/plain" :
+			"text/event-stream", "schema", "type", "string"));
+	else if (rt->result)
+		json_object_set_new(resp, status, json_pack("{s:s, s:{s:{s:o}}}", "description",
+			"OK", "content", "application/json", "schema", ref(rt->result)));
+	else
+		json_object_set_new(resp, status, json_pack("{s:s}", "description",
+							    rt->ok_status == 204 ? "Done" : "OK"));
+	if (rt->role != API_ROLE_NONE) {
+		json_object_set_new(resp, "401", err_response("missing or unknown token"));
+		if (rt->role == API_ROLE_ADMIN)
+			json_object_set_new(resp, "403", err_response("read-only token"));
+	}
+	if (strchr(rt->pattern, '{'))
+		json_object_set_new(resp, "404", err_response("no such resource"));
+	if (rt->body) {
+		json_object_set_new(resp, "400", err_response("malformed JSON or bad parameter"));
+		json_object_set_new(resp, "413", err_response("body too large"));
+		json_object_set_new(resp, "422", err_response(
+			"invalid: every error, with the offending field"));
+	}
+	if (rt->flags & API_RF_WRITE) {
+		json_object_set_new(resp, "409", err_response("duplicate or still in use"));
+		json_object_set_new(resp, "412", err_response("If-Match is stale"));
+	}
+	if (rt->flags & API_RF_GATEWAY)
+		json_object_set_new(resp, "503", err_response("gateway unreachable"));
+	op = json_pack("{s:s, s:[s], s:o}", "summary", rt->summary, "tags", rt->tag, "responses",
+		       resp);
+	if (rt->role == API_ROLE_NONE)
+		json_object_set_new(op, "security", json_array());
+	else
+		json_object_set_new(op, "x-isergw-role", json_string(api_role_name(rt->role)));
+	if (rt->body)
+		json_object_set_new(op, "requestBody",
+				    json_pack("{s:b, s:{s:{s:o}}}", "required", 1, "content",
+					      "application/json", "schema", ref(rt->body)));
+	for (p = strchr(rt->pattern, '{'); p; p = strchr(p + 1, '{')) {
+		const char *e = strchr(p, '}');
+		char name[32];
+
+		snprintf(name, sizeof(name), "%.*s", (int)(e - p - 1), p + 1);
+		json_array_append_new(params, json_pack("{s:s, s:s, s:b, s:{s:s}}", "name", name,
+							"in", "path", "required", 1, "schema",
+							"type", strcmp(name, "lun") &&
+							strcmp(name, "tsih") ? "string" :
+							"integer"));
+	}
+	if (rt->flags & API_RF_WRITE)
+		json_array_append_new(params, json_pack(
+			"{s:s, s:s, s:b, s:s, s:{s:s}}", "name", "If-Match", "in", "header",
+			"required", 0, "description",
+			"generation the change was based on (the ETag of a GET); 412 if stale",
+			"schema", "type", "string"));
+	if (rt->query) {
+		char q[64];
+		const char *c = strchr(rt->query, ':');
+
+		snprintf(q, sizeof(q), "%.*s", (int)(c - rt->query), rt->query);
+		json_array_append_new(params, json_pack("{s:s, s:s, s:b, s:s, s:{s:s}}", "name", q,
+							"in", "query", "required", 0,
+							"description", c + 1, "schema", "type",
+							"boolean"));
+	}
+	if (json_array_size(params))
+		json_object_set_new(op, "parameters", params);
+	else
+		json_decref(params);
+	return op;
+}
+
+json_t *api_openapi_build(const struct api_route *tbl, const char *version)
+{
+	json_t *paths = json_object(), *doc;
+	const struct api_route *rt;
+
+	for (rt = tbl; rt->method; rt++) {
+		json_t *item = json_object_get(paths, rt->pattern);
+		char m[16];
+		size_t i;
+
+		if (!item) {
+			item = json_object();
+			json_object_set_new(paths, rt->pattern, item);
+		}
+		for (i = 0; rt->method[i] && i < sizeof(m) - 1; i++)
+			m[i] = (char)(rt->method[i] | 0x20);
+		m[i] = 0;
+		json_object_set_new(item, m, operation(rt));
+	}
+	doc = json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:{s:o, s:{s:{s:s, s:s}}}, s:[{s:[]}]}",
+			"openapi", "3.0.3", "info", "title", "isergw agent API", "version", version,
+			"description", "Provisioning and monitoring of an isergw gateway. "
+			"Errors are {\"error\": {\"code\", \"message\", \"field\"}}.",
+			"paths", paths, "components", "schemas", schemas(), "securitySchemes",
+			"bearer", "type", "http", "scheme", "bearer", "security", "bearer");
+	return doc;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Cluster membership (agent/cluster/, docs/CLUSTER.md): each agent holds a lease and a member
+ * key in etcd (the store's client, api_etcd.h), every agent computes the same LU owners from
+ * the live members, and turns them into the gateway's ALUA port groups before it applies the
+ * configuration.
+ */
+#ifndef API_CLUSTER_H
+#define API_CLUSTER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct api_agent;
+struct api_store;
+struct gw_loop;
+
+struct api_cluster_conf {
+	const char *endpoints;
+	const char *prefix;		/* "/isergw/NAME" */
+	const char *gateway_id;
+	unsigned int group;		/* this gateway's ALUA target port group, 1..65535 */
+	unsigned int ttl;		/* lease seconds */
+	struct gw_loop *loop;
+	struct api_store *store;	/* the etcd store */
+	const char *listen;		/* the agent's address, published with the member */
+	struct api_agent *ag;		/* handed back to the callbacks below, never read */
+	/* The agent's: the desired configuration or the members changed, so the gateway must
+	 * follow; and whether a write is under way (the store is not refreshed under it). */
+	void (*changed)(struct api_agent *ag);
+	bool (*write_busy)(const struct api_agent *ag);
+	/* A server-sent event (data stolen): another agent changed the configuration. */
+	void (*event)(struct api_agent *ag, const char *type, json_t *data);
+};
+
+struct api_cluster;
+
+/* Registers the member (refuses a group another member holds: -EADDRINUSE) and starts the
+ * keepalive / watch timer. conf->store must be the etcd store. */
+int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **out);
+/* Revokes the lease (the member leaves at once) and frees. */
+void api_cluster_stop(struct api_cluster *c);
+/* What the gateway should run for desired (new reference); c NULL (no cluster): desired. */
+json_t *api_cluster_gw_config(const struct api_cluster *c, const json_t *desired);
+/* The gateway told its own portals (op "config"): kept as this member's. */
+void api_cluster_set_local(struct api_cluster *c, const json_t *gw_config);
+bool api_cluster_has_local(const struct api_cluster *c);
+void api_cluster_gw_lost(struct api_cluster *c);
+/* GET /cluster: members, groups, owners, etcd reachability (new reference). */
+json_t *api_cluster_status(const struct api_cluster *c);
+
+#endif

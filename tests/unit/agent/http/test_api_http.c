@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The HTTP core over a real socket on loopback, with routes and hooks registered the way the
+ * agent does it: what a client sees when no access check is registered (401, never open), when
+ * a hook serves a path, refuses a request or parks it, and when a path is hostile (400 before
+ * any hook or handler runs). The server runs in this thread's loop between client steps.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api_http.h"
+#include "gw_loop.h"
+
+static struct gw_loop loop;
+static struct api_http *srv;
+static unsigned int port;
+static unsigned int handled, served, admitted, released, gone;
+static char seen_path[256];
+static int admit_rc;
+
+static int h_ok(struct api_req *r)
+{
+	handled++;
+	api_reply_json(r, 200, json_pack("{s:b}", "ok", 1));
+	return 0;
+}
+
+static const struct api_route routes[] = {
+	{ .method = "GET", .pattern = "/api/v1/open", .role = API_ROLE_NONE, .fn = h_ok },
+	{ .method = "GET", .pattern = "/api/v1/guarded", .role = API_ROLE_READ, .fn = h_ok },
+	{ .method = "GET", .pattern = "/api/v1/things/{thing}", .role = API_ROLE_NONE, .fn = h_ok },
+	{ .method = "PUT", .pattern = "/api/v1/things/{thing}", .role = API_ROLE_NONE, .fn = h_ok },
+	{ .method = "DELETE", .pattern = "/api/v1/things/{thing}", .role = API_ROLE_NONE,
+	  .fn = h_ok },
+	{ .method = "POST", .pattern = "/api/v1/things", .role = API_ROLE_NONE, .fn = h_ok },
+	{ .method = NULL },
+};
+
+/* Serves "/files/..." as text: the path it gets is the decoded one. */
+static bool t_serve(void *ctx, struct api_req *r, const char *path)
+{
+	(void)ctx;
+	if (strncmp(path, "/files/", 7))
+		return false;
+	served++;
+	snprintf(seen_path, sizeof(seen_path), "%s", path);
+	api_reply_text(r, 200, "text/plain", strdup("file"), 4);
+	return true;
+}
+
+static int t_admit(void *ctx, struct api_req *r)
+{
+	(void)ctx;
+	admitted++;
+	if (admit_rc < 0)
+		return admit_rc;
+	(void)r;
+	return 0;
+}
+
+static void t_release(void *ctx, struct api_req *r)
+{
+	(void)ctx;
+	(void)r;
+	released++;
+}
+
+static void t_gone(void *ctx, struct api_req *r)
+{
+	(void)ctx;
+	(void)r;
+	gone++;
+}
+
+static const struct api_http_hook plain_hook = {
+	.serve = t_serve,
+	.admit = t_admit,
+	.release = t_release,
+	.gone = t_gone,
+};
+
+/* Lets the request in only with "Authorization: yes". */
+static int t_access(void *ctx, struct api_req *r, enum api_role need)
+{
+	const char *a = api_req_header(r, "Authorization");
+
+	(void)ctx;
+	(void)need;
+	if (a && !strcmp(a, "yes"))
+		return 0;
+	api_reply_err(r, API_E_UNAUTHORIZED, NULL, NULL);
+	return -EACCES;
+}
+
+static const struct api_http_hook access_hook = {
+	.access = t_access,
+};
+
+static unsigned int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static void start(bool with_access)
+{
+	char listen[32];
+	struct api_http_conf c = { .listen = listen };
+
+	handled = served = admitted = released = gone = 0;
+	admit_rc = 0;
+	seen_path[0] = 0;
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	port = free_port();
+	snprintf(listen, sizeof(listen), "127.0.0.1:%u", port);
+	cr_assert_eq(api_http_start(&loop, &c, NULL, &srv), 0);
+	api_http_routes(srv, routes);
+	cr_assert_eq(api_http_hook(srv, &plain_hook, NULL), 0);
+	if (with_access)
+		cr_assert_eq(api_http_hook(srv, &access_hook, NULL), 0);
+}
+
+static void stop(void)
+{
+	api_http_stop(srv);
+	gw_loop_fini(&loop);
+}
+
+/* Sends req (a whole HTTP/1.1 request with Connection: close) and returns the status code;
+ * the answer goes to out. The loop runs between the client's steps. */
+static int http(const char *req, char *out, size_t outlen)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	size_t sent = 0, got = 0, len = strlen(req);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), i, code = -1;
+
+	cr_assert_geq(fd, 0);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) && errno != EINPROGRESS)
+		cr_assert_fail("connect: %s", strerror(errno));
+	for (i = 0; i < 500; i++) {
+		struct pollfd p = { .fd = fd, .events = sent < len ? POLLOUT : POLLIN };
+		ssize_t n;
+
+		gw_loop_run_once(&loop, 5);
+		if (poll(&p, 1, 5) <= 0)
+			continue;
+		if (sent < len) {
+			n = send(fd, req + sent, len - sent, MSG_NOSIGNAL);
+			if (n > 0)
+				sent += (size_t)n;
+			continue;
+		}
+		n = recv(fd, out + got, outlen - 1 - got, 0);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got == outlen - 1)
+			break;
+	}
+	close(fd);
+	out[got] = 0;
+	if (sscanf(out, "HTTP/1.%*d %d", &code) != 1)
+		code = -1;
+	/* Let the server see the close and free the request. */
+	for (i = 0; i < 5; i++)
+		gw_loop_run_once(&loop, 2);
+	return code;
+}
+
+static int get(const char *method, const char *path, const char *extra, char *out, size_t len)
+{
+	bool body = strcmp(method, "GET") && strcmp(method, "DELETE");
+	char req[1024];
+
+	snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n%s%s",
+		 method, path, extra ? extra : "", body ? "Content-Length: 2\r\n\r\n{}" : "\r\n");
+	return http(req, out, len);
+}
+
+Test(api_http, a_route_that_needs_a_role_is_refused_without_an_access_hook)
+{
+	char out[4096];
+
+	start(false);
+	cr_expect_eq(get("GET", "/api/v1/open", NULL, out, sizeof(out)), 200);
+	cr_expect_eq(handled, 1);
+	cr_expect_eq(get("GET", "/api/v1/guarded", "Authorization: yes\r\n", out, sizeof(out)),
+		     401, "no access hook registered: the server stays closed");
+	cr_expect_eq(handled, 1);
+	cr_expect_eq(api_http_requests(srv), 1);
+	stop();
+}
+
+Test(api_http, the_access_hook_decides)
+{
+	char out[4096];
+
+	start(true);
+	cr_expect_eq(get("GET", "/api/v1/guarded", NULL, out, sizeof(out)), 401);
+	cr_expect_eq(handled, 0);
+	cr_expect_eq(get("GET", "/api/v1/guarded", "Authorization: yes\r\n", out, sizeof(out)),
+		     200);
+	cr_expect_eq(handled, 1);
+	/* A route that needs no role is not asked about. */
+	cr_expect_eq(get("GET", "/api/v1/open", NULL, out, sizeof(out)), 200);
+	stop();
+}
+
+Test(api_http, hooks_serve_unrouted_paths_admit_release_and_see_requests_go)
+{
+	char out[4096];
+
+	start(false);
+	cr_expect_eq(get("GET", "/files/a%20b.txt", NULL, out, sizeof(out)), 200);
+	cr_expect_eq(served, 1);
+	cr_expect_str_eq(seen_path, "/files/a b.txt", "the serve hook gets the decoded path");
+	cr_expect_eq(handled, 0);
+	cr_expect_eq(get("PUT", "/api/v1/things/x", NULL, out, sizeof(out)), 200);
+	cr_expect_eq(admitted, 1);
+	cr_expect_eq(handled, 1);
+	cr_expect_geq(released, 2, "every reply gives back what admit took");
+	cr_expect_eq(gone, 2);
+	admit_rc = -EBUSY;
+	cr_expect_geq(get("PUT", "/api/v1/things/x", NULL, out, sizeof(out)), 400,
+		      "an admit hook's -errno is the reply");
+	cr_expect_eq(handled, 1, "and the handler never runs");
+	cr_expect_eq(get("GET", "/nowhere", NULL, out, sizeof(out)), 404);
+	cr_expect(strstr(out, "\"not_found\"") != NULL, "%s", out);
+	stop();
+}
+
+Test(api_http, hostile_paths_are_400_before_any_hook_or_handler)
+{
+	static const char *const methods[] = { "GET", "PUT", "POST", "DELETE" };
+	static const char *const paths[] = {
+		"/api/v1/things/%00", "/api/v1/things/x%00junk", "/api/v1/things/%2e%2e",
+		"/api/v1/things/..", "/api/v1/./things", "/api/v1//things", "/api/v1/things/a%2Fb",
+		"/api/v1/things/%ff", "/files/%00", "/files/../secret", "/files/%2e%2e/secret",
+	};
+	char out[4096];
+	size_t m, p;
+
+	start(false);
+	for (m = 0; m < 4; m++) {
+		for (p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
+			cr_expect_eq(get(methods[m], paths[p], NULL, out, sizeof(out)), 400,
+				     "%s %s", methods[m], paths[p]);
+			cr_expect(strstr(out, "\"bad_request\"") != NULL, "%s %s: %s",
+				  methods[m], paths[p], out);
+		}
+	}
+	cr_expect_eq(handled, 0);
+	cr_expect_eq(served, 0);
+	cr_expect_eq(admitted, 0);
+	stop();
+}
