@@ -5,11 +5,12 @@
  * sessions (one I_T nexus each), connections and tasks. It sits between a datamover
  * (gateway/dmv/dmv.h, which it never asks the kind of) and the SCSI core (gateway/scsi/scsi.h).
  *
- * Files: isc_pdu.c (PDU layout), isc_conn.c (connection state, dispatch, sending),
- * isc_login.c (login phase), isc_text.c (Text / SendTargets), isc_session.c (sessions, CmdSN
- * window and ordering), isc_scsi.c (SCSI commands and data), isc_tmf.c (task management),
- * isc_nop.c (NOP, logout, async messages), isc_target.c (configuration and the isc_gw object),
- * isc_apply.c (live configuration changes and live state, for the control socket).
+ * Files: isc_pdu.c (PDU layout), isc_conn.c (connection state, dispatch), isc_xmit.c (building,
+ * stamping and sending PDUs, Reject), isc_login.c (login phase), isc_text.c (Text /
+ * SendTargets), isc_session.c (sessions, CmdSN window and ordering), isc_scsi.c (SCSI commands
+ * and data), isc_tmf.c (task management), isc_nop.c (NOP, logout, async messages),
+ * isc_target.c (configuration and the isc_gw object), isc_apply.c (live configuration changes
+ * and live state, for the control socket).
  */
 #ifndef ISC_H
 #define ISC_H
@@ -381,17 +382,21 @@ int isc_target_admit(const struct isc_target *t, const char *initiator,
 void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc);
 /* Drops the connection (and, if it was the session's last, the session once tasks drain). */
 void isc_conn_close(struct isc_conn *c, const char *why);
+/* Applies negotiated params to the datamover (after the final Login Response is queued). */
+void isc_conn_enter_ffp(struct isc_conn *c);
+
+/* isc_xmit.c: what the PDU handlers answer with; calls nothing above it. */
 /* Assigns StatSN (advancing it when `advance`), ExpCmdSN and MaxCmdSN to BHS bytes 24..35. */
 void isc_conn_stamp(struct isc_conn *c, uint8_t *bhs, bool advance);
 /* Queues a PDU (consumes the reference). */
 int isc_conn_send(struct isc_conn *c, struct isc_pdu *pdu);
 /* A target PDU with opcode, F bit, ITT; refcnt 1. NULL on ENOMEM (logged). */
 struct isc_pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt);
+/* In full feature phase only (before it the dispatcher closes the connection instead). */
 void isc_conn_reject(struct isc_conn *c, const uint8_t *bhs, uint8_t reason);
 uint32_t isc_conn_next_ttt(struct isc_conn *c);
-/* Applies negotiated params to the datamover (after the final Login Response is queued). */
-void isc_conn_enter_ffp(struct isc_conn *c);
-/* Re-applies them after a Text negotiation in full feature phase changed some. */
+/* Applies negotiated params to the datamover: after a Text negotiation in full feature phase
+ * changed some (at login, isc_conn_enter_ffp does it). */
 void isc_conn_apply_params(struct isc_conn *c);
 
 /* isc_login.c */
