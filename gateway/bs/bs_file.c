@@ -141,7 +141,7 @@ static int bs_file_rw_iov(struct bs_file *f, bool write, const struct iovec *iov
 			if (write)
 				return -EIO;
 			/* The file shrank under us: what is past its end reads as zeroes. */
-			bs_iov_zero(iov, iovcnt, done, len - done);
+			gw_iov_zero(iov, iovcnt, done, len - done);
 			break;
 		}
 		done += (uint64_t)r;
@@ -176,12 +176,12 @@ static int bs_file_rw(struct bs_file *f, struct bs_io *io, struct bs_file_bounce
 	one.iov_base = b->p;
 	one.iov_len = end - start;
 	if (write) {
-		bs_iov_to_buf(io->iov, io->iovcnt, 0, b->p, io->len);
+		gw_iov_to_buf(io->iov, io->iovcnt, 0, b->p, io->len);
 		return bs_file_rw_iov(f, true, &one, 1, start, end - start, io->fua);
 	}
 	rc = bs_file_rw_iov(f, false, &one, 1, start, end - start, false);
 	if (rc == 0)
-		bs_buf_to_iov(io->iov, io->iovcnt, 0, (uint8_t *)b->p + (io->offset - start),
+		gw_buf_to_iov(io->iov, io->iovcnt, 0, (uint8_t *)b->p + (io->offset - start),
 			      io->len);
 	return rc;
 }

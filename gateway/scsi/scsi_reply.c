@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "gw_iov.h"
 #include "scsi_priv.h"
 
 /* Sense */
@@ -88,75 +89,33 @@ void scsi_cmd_bs_error(struct scsi_cmd *cmd, int err)
 
 void scsi_cmd_data_in(struct scsi_cmd *cmd, const void *buf, uint32_t len)
 {
-	const uint8_t *p = buf;
 	uint32_t room = scsi_cmd_in_room(cmd);
-	uint32_t n = len < room ? len : room;
-	uint32_t done = 0;
 
-	for (int i = 0; i < cmd->iovcnt && done < n; i++) {
-		uint32_t l = (uint32_t)cmd->iov[i].iov_len;
-
-		if (l > n - done)
-			l = n - done;
-		memcpy(cmd->iov[i].iov_base, p + done, l);
-		done += l;
-	}
-	cmd->xfer_len = done;
+	cmd->xfer_len = (uint32_t)gw_buf_to_iov(cmd->iov, cmd->iovcnt, 0, buf,
+						len < room ? len : room);
 	cmd->cdb_xfer_len = len;
 }
 
 uint32_t scsi_cmd_put(struct scsi_cmd *cmd, uint32_t off, const void *buf, uint32_t len)
 {
 	uint32_t room = scsi_cmd_in_room(cmd);
-	const uint8_t *p = buf;
-	uint32_t done = 0;
 
 	if (off >= room)
 		return 0;
 	if (len > room - off)
 		len = room - off;
-	for (int i = 0; i < cmd->iovcnt && done < len; i++) {
-		uint32_t l = (uint32_t)cmd->iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > len - done)
-			l = len - done;
-		memcpy((uint8_t *)cmd->iov[i].iov_base + off, p + done, l);
-		done += l;
-		off = 0;
-	}
-	return done;
+	return (uint32_t)gw_buf_to_iov(cmd->iov, cmd->iovcnt, off, buf, len);
 }
 
 uint32_t scsi_cmd_data_out(struct scsi_cmd *cmd, uint32_t off, void *buf, uint32_t len)
 {
 	uint32_t have = scsi_cmd_out_len(cmd);
-	uint8_t *p = buf;
-	uint32_t done = 0;
 
 	if (off >= have)
 		return 0;
 	if (len > have - off)
 		len = have - off;
-	for (int i = 0; i < cmd->iovcnt && done < len; i++) {
-		uint32_t l = (uint32_t)cmd->iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > len - done)
-			l = len - done;
-		memcpy(p + done, (const uint8_t *)cmd->iov[i].iov_base + off, l);
-		done += l;
-		off = 0;
-	}
-	return done;
+	return (uint32_t)gw_iov_to_buf(cmd->iov, cmd->iovcnt, off, buf, len);
 }
 
 uint64_t scsi_lun_decode(const uint8_t lun[8])
