@@ -51,6 +51,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gw_conf.h"
 #include "gw_list.h"
 #include "gw_loop.h"
 #include "isc_pdu.h"
@@ -211,6 +212,20 @@ struct dmv_conn {
 	/* counters */
 	uint64_t rx_pdus, tx_pdus, rx_bytes, tx_bytes;
 };
+
+/*
+ * The transports a portal can name (dmv_name.c): the one table of their names, for
+ * configuration tables (GW_CONF_ENUM), state and metrics. A portal's configuration stores the
+ * id; ISC_PORTAL_TCP and ISC_PORTAL_ISER have the same values.
+ */
+enum dmv_transport_id {
+	DMV_TRANSPORT_TCP = 0,
+	DMV_TRANSPORT_ISER = 1,
+	DMV_TRANSPORT_NR,
+};
+extern const struct gw_conf_enum dmv_transport_enums[];	/* terminated by { NULL, 0 } */
+/* "tcp", "iser"; NULL for an id out of range. */
+const char *dmv_transport_name(int id);
 
 /* Transports by name ("tcp"); NULL if unknown. */
 const struct dmv_transport *dmv_transport_find(const char *name);
