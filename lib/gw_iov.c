@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * I/O vector <-> flat buffer copies. One walker finds each segment's part of the window
- * [skip, skip + len) and hands it to the copy, the reverse copy or the zeroing.
+ * [skip, skip + len) and hands it to the copy, the reverse copy or the zeroing; the slicer
+ * hands the same parts back as a vector.
  */
 #include <stdint.h>
 #include <string.h>
@@ -63,4 +64,33 @@ size_t gw_buf_to_iov(const struct iovec *iov, int iovcnt, size_t skip, const voi
 size_t gw_iov_zero(const struct iovec *iov, int iovcnt, size_t skip, size_t len)
 {
 	return gw_iov_walk(iov, iovcnt, skip, NULL, len, GW_IOV_ZERO);
+}
+
+int gw_iov_slice(const struct iovec *iov, int iovcnt, uint64_t skip, uint64_t len,
+		 struct iovec *out, int max, uint64_t *covered)
+{
+	uint64_t left = len;
+	int n = 0;
+
+	for (int i = 0; i < iovcnt && n < max && left; i++) {
+		uint64_t l = iov[i].iov_len;
+
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		l -= skip;
+		if (l > left)
+			l = left;
+		if (out) {
+			out[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
+			out[n].iov_len = (size_t)l;
+		}
+		n++;
+		left -= l;
+		skip = 0;
+	}
+	if (covered)
+		*covered = len - left;
+	return n;
 }

@@ -15,6 +15,7 @@
 
 #include <iscsi/iscsi.h>
 
+#include "gw_iov.h"
 #include "gw_log.h"
 #include "mp_priv.h"
 
@@ -491,25 +492,10 @@ static void mp_lun_bury(struct mp_lun *lun, struct iscsi_context *ctx)
 
 int mp_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len, struct iovec *out)
 {
-	int n = 0;
+	uint64_t covered;
+	int n = gw_iov_slice(iov, cnt, off, len, out, INT_MAX, &covered);
 
-	for (int i = 0; i < cnt && len; i++) {
-		uint64_t l = iov[i].iov_len, take;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		take = l - off < len ? l - off : len;
-		if (out) {
-			out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
-			out[n].iov_len = (size_t)take;
-		}
-		n++;
-		len -= take;
-		off = 0;
-	}
-	return len ? -EINVAL : n;
+	return covered < len ? -EINVAL : n;
 }
 
 static void mp_part_done(struct mp_io *pio)

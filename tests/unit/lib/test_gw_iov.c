@@ -78,3 +78,33 @@ Test(iov, zero_clears_only_the_window)
 	cr_expect_eq(memcmp(seg_a, "A\0\0", 3), 0);
 	cr_expect_eq(memcmp(seg_c, "\0\0\0GH", 5), 0);
 }
+
+Test(iov, slice_covers_a_range_across_segments)
+{
+	struct iovec iov[3], out[3];
+	uint64_t covered;
+
+	split_iov(iov);
+	/* bytes 2..6: the last of a, none of the empty one, the first four of c */
+	cr_assert_eq(gw_iov_slice(iov, 3, 2, 5, out, 3, &covered), 2);
+	cr_expect_eq(covered, 5);
+	cr_expect_eq(out[0].iov_base, seg_a + 2);
+	cr_expect_eq(out[0].iov_len, 1);
+	cr_expect_eq(out[1].iov_base, seg_c);
+	cr_expect_eq(out[1].iov_len, 4);
+	cr_expect_eq(gw_iov_slice(iov, 3, 2, 5, NULL, 3, NULL), 2, "counting only");
+}
+
+Test(iov, slice_stops_at_max_entries_or_the_vector_end)
+{
+	struct iovec iov[3], out[3];
+	uint64_t covered;
+
+	split_iov(iov);
+	cr_expect_eq(gw_iov_slice(iov, 3, 0, 8, out, 1, &covered), 1);
+	cr_expect_eq(covered, 3, "one entry holds segment a only");
+	cr_expect_eq(gw_iov_slice(iov, 3, 4, 100, out, 3, &covered), 1);
+	cr_expect_eq(covered, 4, "the vector ends 4 bytes later");
+	cr_expect_eq(gw_iov_slice(iov, 3, 8, 1, out, 3, &covered), 0);
+	cr_expect_eq(covered, 0);
+}
