@@ -226,11 +226,13 @@ enum isc_conn_state {
 };
 
 struct isc_login;
+struct isc_conn_ops;
 
 #define ISC_ASYNC_MAX	16		/* Asynchronous Messages tracked / waiting per connection */
 
 struct isc_conn {
 	struct gw_list node;		/* in session->conns, or gw->login_conns */
+	const struct isc_conn_ops *ops;	/* the dispatcher's (isc_priv.h), set at accept */
 	struct isc_gw *gw;
 	struct isc_portal *portal;
 	struct dmv_conn *dc;
@@ -380,12 +382,12 @@ int isc_target_admit(const struct isc_target *t, const char *initiator,
 
 /* isc_conn.c */
 void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc);
+
+/* isc_xmit.c: what the PDU handlers answer with; calls nothing above it. */
 /* Drops the connection (and, if it was the session's last, the session once tasks drain). */
 void isc_conn_close(struct isc_conn *c, const char *why);
 /* Applies negotiated params to the datamover (after the final Login Response is queued). */
 void isc_conn_enter_ffp(struct isc_conn *c);
-
-/* isc_xmit.c: what the PDU handlers answer with; calls nothing above it. */
 /* Assigns StatSN (advancing it when `advance`), ExpCmdSN and MaxCmdSN to BHS bytes 24..35. */
 void isc_conn_stamp(struct isc_conn *c, uint8_t *bhs, bool advance);
 /* Queues a PDU (consumes the reference). */

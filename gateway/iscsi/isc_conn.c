@@ -10,20 +10,28 @@
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 static struct isc_conn *isc_conn_of(struct dmv_conn *dc)
 {
 	return dc->priv;
 }
 
-void isc_conn_enter_ffp(struct isc_conn *c)
+static void isc_conn_do_enter_ffp(struct isc_conn *c)
 {
 	isc_conn_apply_params(c);
 	c->state = ISC_CONN_FFP;
 	gw_timer_disarm(&c->nop_timer);
 	isc_nop_start(c);
 }
+
+static void isc_conn_do_close(struct isc_conn *c, const char *why);
+
+/* What the handlers ask of the connection (isc_conn_close / isc_conn_enter_ffp). */
+static const struct isc_conn_ops isc_conn_ops = {
+	.close = isc_conn_do_close,
+	.enter_ffp = isc_conn_do_enter_ffp,
+};
 
 /* ---------------------------------------------------------------------------------------- */
 /* Up-calls from the datamover */
@@ -159,6 +167,7 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
 		dmv_conn_close(dc);
 		return;
 	}
+	c->ops = &isc_conn_ops;
 	c->gw = gw;
 	c->portal = p;
 	c->dc = dc;
@@ -192,7 +201,7 @@ static void isc_conn_free(struct gw_close *cl)
 	free(c);
 }
 
-void isc_conn_close(struct isc_conn *c, const char *why)
+static void isc_conn_do_close(struct isc_conn *c, const char *why)
 {
 	struct isc_session *s = c->sess;
 

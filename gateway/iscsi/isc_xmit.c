@@ -2,14 +2,15 @@
 /*
  * What every PDU handler needs to answer: a new target PDU, the StatSN/ExpCmdSN/MaxCmdSN
  * stamp, sending, Reject, target transfer tags, and handing negotiated parameters to the
- * datamover. It calls nothing back in the dispatcher (isc_conn.c) or the handlers, so they
- * all sit above it.
+ * datamover; and closing a connection or moving it to full feature phase, through what the
+ * dispatcher registered (isc_priv.h). It calls nothing in the dispatcher (isc_conn.c) or the
+ * handlers by name, so they all sit above it.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc.h"
+#include "isc_priv.h"
 
 /* Here rather than in isc_session.c: every PDU sent carries it, and the stamp must not call
  * up into the session layer. */
@@ -109,4 +110,14 @@ void isc_conn_apply_params(struct isc_conn *c)
 	if (dp.max_recv_dsl < 8192)
 		dp.max_recv_dsl = 8192;
 	dmv_conn_set_params(c->dc, &dp);
+}
+
+void isc_conn_close(struct isc_conn *c, const char *why)
+{
+	c->ops->close(c, why);
+}
+
+void isc_conn_enter_ffp(struct isc_conn *c)
+{
+	c->ops->enter_ffp(c);
 }
