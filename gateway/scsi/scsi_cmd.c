@@ -2,9 +2,10 @@
 /*
  * Command dispatch: the opcode table (CDB length, flags, reservation class, handler and CDB
  * usage data for REPORT SUPPORTED OPERATION CODES), the checks every command goes through in
- * SAM order (LUN, unit attention, opcode, reservations, ALUA state, task attribute) and
- * completion. Sense and data-buffer helpers are scsi_reply.c's. done never runs inside
- * scsi_cmd_submit: a command that finishes synchronously completes from its gw_defer.
+ * SAM order (LUN, unit attention, opcode, reservations, ALUA state, task attribute). Running
+ * and completing a command is scsi_exec.c's, sense and data-buffer helpers scsi_reply.c's.
+ * done never runs inside scsi_cmd_submit: a command that finishes synchronously completes
+ * from its gw_defer.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,14 +13,6 @@
 
 #include "gw_log.h"
 #include "scsi_priv.h"
-
-enum {
-	SCSI_CMD_ST_NEW,
-	SCSI_CMD_ST_WAITING,		/* in the LU's task set queue, not started */
-	SCSI_CMD_ST_RUNNING,
-	SCSI_CMD_ST_COMPLETING,		/* done is queued */
-	SCSI_CMD_ST_DONE,
-};
 
 #define CTL 0x00	/* control byte: NACA and LINK are not supported, so not evaluated */
 
@@ -156,87 +149,6 @@ const struct scsi_op *scsi_op_next(const struct scsi_op *prev)
 		return scsi_ops;
 	prev++;
 	return prev < scsi_ops + GW_ARRAY_SIZE(scsi_ops) ? prev : NULL;
-}
-
-/* Completion */
-
-static void scsi_cmd_complete(struct scsi_cmd *cmd)
-{
-	struct scsi_lu *lu = cmd->lu;
-
-	free(cmd->core_priv);
-	cmd->core_priv = NULL;
-	if (lu) {
-		if (!gw_list_empty(&cmd->range_node))
-			scsi_range_release(cmd);
-		if (cmd->state == SCSI_CMD_ST_RUNNING || cmd->state == SCSI_CMD_ST_COMPLETING)
-			scsi_task_end(cmd);
-		lu->nr_cmds--;
-	}
-	cmd->state = SCSI_CMD_ST_DONE;
-	cmd->done(cmd);
-}
-
-static void scsi_cmd_defer_fn(struct gw_defer *d)
-{
-	scsi_cmd_complete(gw_container_of(d, struct scsi_cmd, defer));
-}
-
-static void scsi_cmd_complete_later(struct scsi_cmd *cmd)
-{
-	if (cmd->state != SCSI_CMD_ST_RUNNING)
-		cmd->state = SCSI_CMD_ST_NEW;
-	gw_defer_queue(cmd->dev->loop, &cmd->defer);
-}
-
-void scsi_cmd_finish(struct scsi_cmd *cmd)
-{
-	scsi_cmd_complete(cmd);
-}
-
-void scsi_cmd_finish_later(struct scsi_cmd *cmd)
-{
-	gw_defer_queue(cmd->dev->loop, &cmd->defer);
-}
-
-static void scsi_cmd_run(struct scsi_cmd *cmd)
-{
-	const struct scsi_op *op = cmd->op;
-
-	if (op->fn(cmd) == SCSI_CMD_DONE)
-		scsi_cmd_complete_later(cmd);
-}
-
-void scsi_cmd_rerun(struct scsi_cmd *cmd)
-{
-	scsi_cmd_run(cmd);
-}
-
-/* Called by the task set when the command may start. */
-void scsi_task_run(struct scsi_cmd *cmd)
-{
-	cmd->state = SCSI_CMD_ST_RUNNING;
-	scsi_cmd_run(cmd);
-}
-
-bool scsi_task_is_waiting(const struct scsi_cmd *cmd)
-{
-	return cmd->state == SCSI_CMD_ST_WAITING;
-}
-
-void scsi_task_mark_waiting(struct scsi_cmd *cmd)
-{
-	cmd->state = SCSI_CMD_ST_WAITING;
-}
-
-/* Completes a command that never started (aborted while queued, reset). */
-void scsi_task_abort_queued(struct scsi_cmd *cmd)
-{
-	gw_list_del(&cmd->node);
-	cmd->status = SCSI_TASK_ABORTED;
-	cmd->sense_len = 0;
-	cmd->state = SCSI_CMD_ST_NEW;
-	gw_defer_queue(cmd->dev->loop, &cmd->defer);
 }
 
 /* What the CDB asks to move, before the handler knows better (residual accounting). */
@@ -395,12 +307,4 @@ void scsi_cmd_submit(struct scsi_cmd *cmd)
 done:
 	cmd->state = SCSI_CMD_ST_NEW;
 	gw_defer_queue(cmd->dev->loop, &cmd->defer);
-}
-
-int scsi_abort_cmd(struct scsi_cmd *cmd)
-{
-	if (cmd->state != SCSI_CMD_ST_WAITING)
-		return -EBUSY;
-	scsi_task_abort_queued(cmd);
-	return 0;
 }

@@ -181,7 +181,17 @@ uint32_t scsi_cmd_data_out(struct scsi_cmd *cmd, uint32_t off, void *buf, uint32
 /* Sense from a backstore error. */
 void scsi_cmd_bs_error(struct scsi_cmd *cmd, int err);
 
-/* scsi_cmd.c: completion and the task set's hooks */
+/* scsi_exec.c: running and completing a command, and the task set's hooks */
+/* Where a command is (cmd->state); set by the dispatcher and scsi_exec.c. */
+enum {
+	SCSI_CMD_ST_NEW,
+	SCSI_CMD_ST_WAITING,		/* in the LU's task set queue, not started */
+	SCSI_CMD_ST_RUNNING,
+	SCSI_CMD_ST_COMPLETING,		/* done is queued */
+	SCSI_CMD_ST_DONE,
+};
+/* The command's gw_defer: completes it. */
+void scsi_cmd_defer_fn(struct gw_defer *d);
 /* Ends an asynchronous handler: the command completes now (loop thread, not in submit). */
 void scsi_cmd_finish(struct scsi_cmd *cmd);
 /* The same from a defer: for asynchronous handlers that fail before their I/O is queued. */
