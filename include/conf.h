@@ -233,10 +233,17 @@ int mp_parse_no_path_retry(const char *s, int32_t *out);
 /* ---------------------------------------------------------------------------------------- */
 /* iSCSI: portals, targets, discovery, cluster groups (isc_conf.c) */
 
+/* The transports a portal can name, and the one table of their names (isc_conf.c): the portal
+ * key parses with it, and the gateway's state and the agent's metrics print with it. The
+ * datamovers are found by the same names (dmv_transport_find). */
 enum isc_portal_transport {
 	ISC_PORTAL_TCP = 0,
 	ISC_PORTAL_ISER = 1,
+	ISC_PORTAL_NR,
 };
+extern const struct gw_conf_enum isc_transport_enums[];	/* terminated by { NULL, 0 } */
+/* "tcp", "iser"; NULL for an id out of range. */
+const char *isc_transport_name(int id);
 
 struct isc_portal_conf {
 	char *name;

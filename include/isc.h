@@ -6,8 +6,8 @@
  * (gateway/dmv/dmv.h, which it never asks the kind of) and the SCSI core (gateway/scsi/scsi.h).
  *
  * The PDU type and its pool are gateway/pdu/isc_pdu.h, shared with the datamovers.
- * Files: isc_conn.c (connection state, dispatch, sending),
- * isc_login.c (login phase), isc_text.c (Text / SendTargets), isc_session.c (sessions, CmdSN
+ * Files: isc_conn.c (connection state, dispatch), isc_xmit.c (building, stamping and sending
+ * PDUs, Reject), isc_login.c (login phase), isc_text.c (Text / SendTargets), isc_session.c (sessions, CmdSN
  * window and ordering), isc_scsi.c (SCSI commands and data), isc_tmf.c (task management),
  * isc_nop.c (NOP, logout, async messages), isc_target.c (configuration, targets, portals and
  * the isc_gw object), isc_state.c (the sessions' live state).

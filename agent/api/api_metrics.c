@@ -10,6 +10,7 @@
 
 #include "api_agent.h"
 #include "api_r.h"
+#include "conf.h"
 #include "gw_buf.h"
 
 static const char *const lun_counters[][3] = {
@@ -22,7 +23,6 @@ static const char *const lun_counters[][3] = {
 
 static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t *sessions)
 {
-	static const char *const transports[] = { "tcp", "iser" };
 	json_t *t, *s;
 	size_t i, j, k;
 
@@ -31,7 +31,8 @@ static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t
 	json_array_foreach(json_object_get(ag->store->config, "targets"), i, t) {
 		const char *name = json_string_value(json_object_get(t, "name"));
 
-		for (k = 0; k < 2; k++) {
+		for (k = 0; k < ISC_PORTAL_NR; k++) {
+			const char *tn = isc_transport_name((int)k);
 			unsigned int n = 0;
 
 			json_array_foreach(sessions, j, s) {
@@ -39,12 +40,12 @@ static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t
 				const char *tr = json_string_value(json_object_get(s, "transport"));
 
 				if (st && name && !strcmp(st, name) && tr &&
-				    !strcmp(tr, transports[k]))
+				    !strcmp(tr, tn))
 					n++;
 			}
 			gw_buf_append(b, "isergw_sessions{target=\"", 24);
 			api_prom_label(b, name);
-			gw_buf_printf(b, "\",transport=\"%s\"} %u\n", transports[k], n);
+			gw_buf_printf(b, "\",transport=\"%s\"} %u\n", tn, n);
 		}
 	}
 	{

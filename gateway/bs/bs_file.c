@@ -76,31 +76,6 @@ static int bs_bounce_get(struct bs_file_bounce *b, size_t len)
 	return 0;
 }
 
-/* Fills v with the part of iov from `skip` spanning at most len bytes. */
-static int bs_iov_window(const struct iovec *iov, int iovcnt, uint64_t skip, uint64_t len,
-			 struct iovec *v, int max)
-{
-	int n = 0;
-
-	for (int i = 0; i < iovcnt && n < max && len; i++) {
-		size_t l = iov[i].iov_len;
-
-		if (skip >= l) {
-			skip -= l;
-			continue;
-		}
-		l -= skip;
-		if (l > len)
-			l = len;
-		v[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
-		v[n].iov_len = l;
-		n++;
-		len -= l;
-		skip = 0;
-	}
-	return n;
-}
-
 static bool bs_iov_aligned(const struct iovec *iov, int iovcnt, uint32_t align)
 {
 	for (int i = 0; i < iovcnt; i++) {
@@ -119,7 +94,7 @@ static int bs_file_rw_iov(struct bs_file *f, bool write, const struct iovec *iov
 
 	while (done < len) {
 		struct iovec v[BS_FILE_IOV_WIN];
-		int n = bs_iov_window(iov, iovcnt, done, len - done, v, BS_FILE_IOV_WIN);
+		int n = gw_iov_slice(iov, iovcnt, done, len - done, v, BS_FILE_IOV_WIN, NULL);
 		ssize_t r;
 
 		if (n == 0)
@@ -141,7 +116,7 @@ static int bs_file_rw_iov(struct bs_file *f, bool write, const struct iovec *iov
 			if (write)
 				return -EIO;
 			/* The file shrank under us: what is past its end reads as zeroes. */
-			bs_iov_zero(iov, iovcnt, done, len - done);
+			gw_iov_zero(iov, iovcnt, done, len - done);
 			break;
 		}
 		done += (uint64_t)r;
@@ -176,12 +151,12 @@ static int bs_file_rw(struct bs_file *f, struct bs_io *io, struct bs_file_bounce
 	one.iov_base = b->p;
 	one.iov_len = end - start;
 	if (write) {
-		bs_iov_to_buf(io->iov, io->iovcnt, 0, b->p, io->len);
+		gw_iov_to_buf(io->iov, io->iovcnt, 0, b->p, io->len);
 		return bs_file_rw_iov(f, true, &one, 1, start, end - start, io->fua);
 	}
 	rc = bs_file_rw_iov(f, false, &one, 1, start, end - start, false);
 	if (rc == 0)
-		bs_buf_to_iov(io->iov, io->iovcnt, 0, (uint8_t *)b->p + (io->offset - start),
+		gw_buf_to_iov(io->iov, io->iovcnt, 0, (uint8_t *)b->p + (io->offset - start),
 			      io->len);
 	return rc;
 }
@@ -349,7 +324,7 @@ static bool bs_file_try_inline(struct bs_file *f, struct bs_io *io)
 		flags = RWF_NOWAIT;
 	else
 		return false;
-	n = bs_iov_window(io->iov, io->iovcnt, 0, io->len, v, BS_FILE_IOV_WIN);
+	n = gw_iov_slice(io->iov, io->iovcnt, 0, io->len, v, BS_FILE_IOV_WIN, NULL);
 	if (n == 0)
 		return false;
 	r = write ? pwritev2(f->fd, v, n, (off_t)io->offset, flags) :

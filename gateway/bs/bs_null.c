@@ -23,7 +23,7 @@ static int bs_null_submit(struct bs *bs, struct bs_io *io)
 {
 	(void)bs;
 	if (io->op == BS_READ &&
-	    bs_iov_zero(io->iov, io->iovcnt, 0, io->len) != io->len)
+	    gw_iov_zero(io->iov, io->iovcnt, 0, io->len) != io->len)
 		return -EINVAL;
 	bs_complete_later(io);
 	return 0;

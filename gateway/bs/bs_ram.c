@@ -62,11 +62,11 @@ static int bs_ram_submit(struct bs *bs, struct bs_io *io)
 
 	switch (io->op) {
 	case BS_READ:
-		if (bs_buf_to_iov(io->iov, io->iovcnt, 0, mem + io->offset, io->len) != io->len)
+		if (gw_buf_to_iov(io->iov, io->iovcnt, 0, mem + io->offset, io->len) != io->len)
 			return -EINVAL;
 		break;
 	case BS_WRITE:
-		if (bs_iov_to_buf(io->iov, io->iovcnt, 0, mem + io->offset, io->len) != io->len)
+		if (gw_iov_to_buf(io->iov, io->iovcnt, 0, mem + io->offset, io->len) != io->len)
 			return -EINVAL;
 		break;
 	case BS_UNMAP:

@@ -225,11 +225,19 @@ const char *isc_check_name(const void *field)
 	return NULL;
 }
 
-static const struct gw_conf_enum isc_transport_enums[] = {
+const struct gw_conf_enum isc_transport_enums[] = {
 	{ "tcp", ISC_PORTAL_TCP },
 	{ "iser", ISC_PORTAL_ISER },
 	{ NULL, 0 },
 };
+
+const char *isc_transport_name(int id)
+{
+	for (const struct gw_conf_enum *e = isc_transport_enums; e->name; e++)
+		if (e->value == id)
+			return e->name;
+	return NULL;
+}
 
 const struct gw_conf_key isc_portal_conf_keys[] = {
 	{ .name = "name", .type = GW_CONF_STR, .offset = offsetof(struct isc_portal_conf, name),

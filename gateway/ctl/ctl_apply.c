@@ -439,7 +439,6 @@ static json_t *ctl_state_hist(const struct gw_hist *h)
 
 json_t *ctl_gw_state(struct isc_gw *gw)
 {
-	static const char *const tnames[] = { "tcp", "iser" };
 	json_t *portals = json_array(), *targets = json_array(), *sessions;
 	struct isc_portal *p;
 	struct isc_target *t;
@@ -447,7 +446,7 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 	gw_list_for_each_entry(p, &gw->portals, node) {
 		json_t *po = json_pack(
 			"{s:s, s:s, s:s, s:i, s:b, s:s?}", "name", p->conf->name,
-			"transport", tnames[p->conf->transport == ISC_PORTAL_ISER],
+			"transport", isc_transport_name(p->conf->transport),
 			"address", p->conf->address ? p->conf->address : "",
 			"port", (int)p->conf->port, "listening", p->dp && p->dp->listening,
 			"bound", p->dp && p->dp->listening ? p->dp->addr : NULL);

@@ -176,7 +176,6 @@ fail:
 
 int ctl_gw_listen(struct isc_gw *gw)
 {
-	static const char *const tnames[] = { "tcp", "iser" };
 	struct isc_portal *p;
 	int r;
 
@@ -186,7 +185,7 @@ int ctl_gw_listen(struct isc_gw *gw)
 			.address = p->conf->address,
 			.port = (uint16_t)p->conf->port,
 		};
-		const char *tn = tnames[p->conf->transport == ISC_PORTAL_ISER];
+		const char *tn = isc_transport_name(p->conf->transport);
 
 		if (p->dp)
 			continue;

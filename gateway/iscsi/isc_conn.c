@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * iSCSI connections: created when a datamover accepts, they receive PDUs through the dmv
- * up-calls, dispatch them by state and opcode, stamp sequence numbers on what they send, and
- * tear themselves down (two-phase) when the initiator leaves, logs out or breaks the protocol.
+ * up-calls, dispatch them by state and opcode to the PDU handlers (isc_login, isc_text,
+ * isc_scsi, isc_tmf, isc_nop), and tear themselves down (two-phase) when the initiator leaves,
+ * logs out or breaks the protocol. Building and sending PDUs is isc_xmit.c's.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -16,105 +17,21 @@ static struct isc_conn *isc_conn_of(struct dmv_conn *dc)
 	return dc->priv;
 }
 
-void isc_conn_stamp(struct isc_conn *c, uint8_t *bhs, bool advance)
-{
-	struct isc_session *s = c->sess;
-
-	isc_put32(bhs, 24, c->stat_sn);
-	if (advance)
-		c->stat_sn++;
-	if (s) {
-		isc_put32(bhs, 28, s->exp_cmdsn);
-		isc_put32(bhs, 32, isc_session_max_cmdsn(s));
-	}
-}
-
-struct isc_pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt)
-{
-	struct isc_pdu *pdu = isc_pdu_get(&c->gw->pdus);
-
-	if (!pdu) {
-		gw_err_rl("iscsi", "%s: out of memory for a PDU", c->dc->peer);
-		return NULL;
-	}
-	pdu->bhs[0] = opcode;
-	pdu->bhs[1] = ISC_FL_F;
-	isc_put32(pdu->bhs, 16, itt);
-	return pdu;
-}
-
-int isc_conn_send(struct isc_conn *c, struct isc_pdu *pdu)
-{
-	if (c->state == ISC_CONN_CLOSED) {
-		isc_pdu_put(pdu);
-		return -ECONNRESET;
-	}
-	return dmv_send_pdu(c->dc, pdu);
-}
-
-uint32_t isc_conn_next_ttt(struct isc_conn *c)
-{
-	/* TTTs from the datamover's space, so R2T and NOP/Text tags never collide. */
-	return dmv_conn_next_ttt(c->dc);
-}
-
-void isc_conn_reject(struct isc_conn *c, const uint8_t *bhs, uint8_t reason)
-{
-	struct isc_pdu *pdu;
-
-	if (c->state != ISC_CONN_FFP) {
-		/* Before full feature phase there is no Reject: the login fails. */
-		isc_conn_close(c, "protocol error during login");
-		return;
-	}
-	pdu = isc_conn_new_pdu(c, ISC_OP_REJECT, ISC_RSVD_TAG);
-	if (!pdu)
-		return;
-	pdu->bhs[2] = reason;
-	isc_conn_stamp(c, pdu->bhs, true);
-	if (isc_pdu_set_data(pdu, bhs, ISC_BHS_LEN)) {
-		isc_pdu_put(pdu);
-		return;
-	}
-	gw_dbg("iscsi", "%s: Reject reason 0x%02x for %s ITT 0x%x", c->dc->peer, reason,
-	       isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_itt(bhs));
-	isc_conn_send(c, pdu);
-}
-
-void isc_conn_apply_params(struct isc_conn *c)
-{
-	/* This connection's own negotiation: digests and MaxRecvDataSegmentLength are
-	 * connection-scoped (a second MC/S connection may differ from the leading one); the
-	 * session-wide keys were fixed to the session's values on non-leading connections. */
-	const struct isc_params *p = c->neg ? isc_neg_params(c->neg) : &c->sess->params;
-	struct dmv_conn_params dp;
-
-	memset(&dp, 0, sizeof(dp));
-	dp.header_digest = p->header_digest;
-	dp.data_digest = p->data_digest;
-	dp.max_recv_dsl = p->max_recv_dsl;
-	dp.max_xmit_dsl = p->max_xmit_dsl;
-	dp.max_burst_length = p->max_burst_length;
-	dp.first_burst_length = p->first_burst_length;
-	dp.max_outstanding_r2t = p->max_outstanding_r2t;
-	if (p->rdma_extensions) {
-		/* iSER replaces MaxRecvDataSegmentLength with a key per direction (RFC 7145 §6). */
-		dp.max_recv_dsl = p->target_recv_dsl;
-		dp.max_xmit_dsl = p->initiator_recv_dsl;
-	}
-	/* A discovery session still receives at least the login-time 8192 bytes per PDU. */
-	if (dp.max_recv_dsl < 8192)
-		dp.max_recv_dsl = 8192;
-	dmv_conn_set_params(c->dc, &dp);
-}
-
-void isc_conn_enter_ffp(struct isc_conn *c)
+static void isc_conn_do_enter_ffp(struct isc_conn *c)
 {
 	isc_conn_apply_params(c);
 	c->state = ISC_CONN_FFP;
 	gw_timer_disarm(&c->nop_timer);
 	isc_nop_start(c);
 }
+
+static void isc_conn_do_close(struct isc_conn *c, const char *why);
+
+/* What the handlers ask of the connection (isc_conn_close / isc_conn_enter_ffp). */
+static const struct isc_conn_ops isc_conn_ops = {
+	.close = isc_conn_do_close,
+	.enter_ffp = isc_conn_do_enter_ffp,
+};
 
 /* ---------------------------------------------------------------------------------------- */
 /* Up-calls from the datamover */
@@ -195,7 +112,14 @@ static void isc_conn_dmv_stamp(struct dmv_conn *dc, uint8_t *bhs)
 
 static void isc_conn_dmv_reject(struct dmv_conn *dc, const uint8_t *bhs, uint8_t reason)
 {
-	isc_conn_reject(isc_conn_of(dc), bhs, reason);
+	struct isc_conn *c = isc_conn_of(dc);
+
+	if (c->state != ISC_CONN_FFP) {
+		/* Before full feature phase there is no Reject: the login fails. */
+		isc_conn_close(c, "protocol error during login");
+		return;
+	}
+	isc_conn_reject(c, bhs, reason);
 }
 
 static void isc_conn_lost(struct dmv_conn *dc, int err)
@@ -243,6 +167,7 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
 		dmv_conn_close(dc);
 		return;
 	}
+	c->ops = &isc_conn_ops;
 	c->gw = gw;
 	c->portal = p;
 	c->dc = dc;
@@ -276,7 +201,7 @@ static void isc_conn_free(struct gw_close *cl)
 	free(c);
 }
 
-void isc_conn_close(struct isc_conn *c, const char *why)
+static void isc_conn_do_close(struct isc_conn *c, const char *why)
 {
 	struct isc_session *s = c->sess;
 

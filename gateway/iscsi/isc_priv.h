@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to gateway/iscsi/: connections, sessions, tasks and task management, and what the
- * engine's files (isc_conn.c, isc_login.c, isc_text.c, isc_session.c, isc_scsi.c, isc_tmf.c,
- * isc_nop.c, isc_target.c, isc_state.c) call among themselves. The public part is isc.h.
+ * engine's files (isc_conn.c, isc_xmit.c, isc_login.c, isc_text.c, isc_session.c, isc_scsi.c,
+ * isc_tmf.c, isc_nop.c, isc_target.c, isc_state.c) call among themselves. The public part is
+ * isc.h.
+ *
+ * isc_conn.c is connection state and dispatch; isc_xmit.c builds, stamps and sends PDUs and
+ * Rejects, and calls nothing above it. The PDU handlers close a connection or move it to full
+ * feature phase through the ops the dispatcher registers with each connection at accept
+ * (struct isc_conn_ops), so they never call the dispatcher by name while it calls them.
  */
 #ifndef ISC_PRIV_H
 #define ISC_PRIV_H
@@ -76,11 +82,13 @@ enum isc_conn_state {
 };
 
 struct isc_login;
+struct isc_conn_ops;
 
 #define ISC_ASYNC_MAX	16		/* Asynchronous Messages tracked / waiting per connection */
 
 struct isc_conn {
 	struct gw_list node;		/* in session->conns, or gw->login_conns */
+	const struct isc_conn_ops *ops;	/* the dispatcher's, set at accept */
 	struct isc_gw *gw;
 	struct isc_portal *portal;
 	struct dmv_conn *dc;
@@ -148,20 +156,31 @@ struct isc_session {
 	uint64_t login_ms;		/* loop time of the login */
 };
 
-/* isc_conn.c */
+struct isc_conn_ops {
+	/* Tears the connection down: every handler's per-connection state, then the
+	 * datamover's, two-phase. */
+	void (*close)(struct isc_conn *c, const char *why);
+	/* The final Login Response is queued: negotiated parameters to the datamover, NOP
+	 * pings on. */
+	void (*enter_ffp)(struct isc_conn *c);
+};
+
+/* isc_xmit.c: what the PDU handlers answer with; calls nothing above it. */
 /* Drops the connection (and, if it was the session's last, the session once tasks drain). */
 void isc_conn_close(struct isc_conn *c, const char *why);
+/* Applies negotiated params to the datamover (after the final Login Response is queued). */
+void isc_conn_enter_ffp(struct isc_conn *c);
 /* Assigns StatSN (advancing it when `advance`), ExpCmdSN and MaxCmdSN to BHS bytes 24..35. */
 void isc_conn_stamp(struct isc_conn *c, uint8_t *bhs, bool advance);
 /* Queues a PDU (consumes the reference). */
 int isc_conn_send(struct isc_conn *c, struct isc_pdu *pdu);
 /* A target PDU with opcode, F bit, ITT; refcnt 1. NULL on ENOMEM (logged). */
 struct isc_pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt);
+/* In full feature phase only (before it the dispatcher closes the connection instead). */
 void isc_conn_reject(struct isc_conn *c, const uint8_t *bhs, uint8_t reason);
 uint32_t isc_conn_next_ttt(struct isc_conn *c);
-/* Applies negotiated params to the datamover (after the final Login Response is queued). */
-void isc_conn_enter_ffp(struct isc_conn *c);
-/* Re-applies them after a Text negotiation in full feature phase changed some. */
+/* Applies negotiated params to the datamover: after a Text negotiation in full feature phase
+ * changed some (at login, isc_conn_enter_ffp does it). */
 void isc_conn_apply_params(struct isc_conn *c);
 
 /* isc_login.c */

@@ -16,13 +16,6 @@
 #include "gw_log.h"
 #include "isc_priv.h"
 
-uint32_t isc_session_max_cmdsn(const struct isc_session *s)
-{
-	uint32_t room = s->queue_depth > s->active ? s->queue_depth - s->active : 0;
-
-	return s->exp_cmdsn - 1 + room;
-}
-
 uint32_t isc_session_window(uint32_t queue_depth, uint32_t tp_max, uint32_t moupdu)
 {
 	uint32_t w = queue_depth ? queue_depth : 1;

@@ -15,6 +15,7 @@
 
 #include <iscsi/iscsi.h>
 
+#include "gw_iov.h"
 #include "gw_log.h"
 #include "mp_priv.h"
 
@@ -38,24 +39,12 @@ static void mp_lun_defer_fn(struct gw_defer *d);
 static void mp_lun_tick_fn(struct gw_timer *t);
 static void mp_lun_flush_graves(struct mp_lun *lun);
 
-void mp_io_set_sense(struct mp_io *io, uint8_t key, uint8_t asc, uint8_t ascq)
-{
-	memset(io->sense, 0, sizeof(io->sense));
-	io->sense[0] = 0x70;
-	io->sense[2] = key & 0x0f;
-	io->sense[7] = 10;
-	io->sense[12] = asc;
-	io->sense[13] = ascq;
-	io->sense_len = MP_SENSE_LEN;
-	io->status = 0x02;
-}
-
 static void mp_lun_kick(struct mp_lun *lun)
 {
 	gw_defer_queue(lun->loop, &lun->defer);
 }
 
-void mp_lun_complete(struct mp_lun *lun, struct mp_io *io)
+static void mp_lun_complete(struct mp_lun *lun, struct mp_io *io)
 {
 	gw_list_add_tail(&lun->doneq, &io->node);
 	mp_lun_kick(lun);
@@ -89,7 +78,7 @@ static void mp_lun_splice(struct gw_list *to, struct gw_list *from)
 	}
 }
 
-void mp_lun_redrive(struct mp_lun *lun, struct mp_io *io, bool path_failure)
+static void mp_lun_redrive(struct mp_lun *lun, struct mp_io *io, bool path_failure)
 {
 	size_t cap = lun->npaths * 4 < 8 ? 8 : lun->npaths * 4;
 
@@ -110,7 +99,7 @@ void mp_lun_redrive(struct mp_lun *lun, struct mp_io *io, bool path_failure)
 	mp_lun_kick(lun);
 }
 
-void mp_lun_retry(struct mp_lun *lun, struct mp_io *io, uint64_t at_ms)
+static void mp_lun_retry(struct mp_lun *lun, struct mp_io *io, uint64_t at_ms)
 {
 	io->retry_at_ms = at_ms;
 	if (at_ms <= gw_now_ms()) {
@@ -143,7 +132,7 @@ void mp_lun_capacity(struct mp_lun *lun, uint64_t size)
 		lun->ops->capacity_changed(lun, size, lun->ops_arg);
 }
 
-int mp_lun_check_identity(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len)
+static int mp_lun_check_identity(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len)
 {
 	if (lun->ident[0] && strcmp(lun->ident, p->ident) != 0) {
 		snprintf(msg, len, "it reports %s, the LUN is %s%s: not the same device", p->ident,
@@ -206,7 +195,7 @@ static void mp_lun_update_group(struct mp_lun *lun, uint64_t now)
 			lun->cur_rank < old ? "failback" : "failover", lun->cur_rank, old);
 }
 
-void mp_lun_path_changed(struct mp_lun *lun, struct mp_path *p)
+static void mp_lun_path_changed(struct mp_lun *lun, struct mp_path *p)
 {
 	uint64_t now = gw_now_ms();
 	bool usable;
@@ -359,6 +348,18 @@ static void mp_lun_tick_fn(struct gw_timer *t)
 		mp_lun_kick(lun);
 }
 
+static void mp_lun_bury(struct mp_lun *lun, struct iscsi_context *ctx);
+
+/* What the paths report back (mp_priv.h): registered with each path at mp_path_init. */
+static const struct mp_path_owner_ops mp_lun_path_owner = {
+	.changed = mp_lun_path_changed,
+	.redrive = mp_lun_redrive,
+	.retry = mp_lun_retry,
+	.complete = mp_lun_complete,
+	.check_identity = mp_lun_check_identity,
+	.bury = mp_lun_bury,
+};
+
 int mp_lun_create(struct gw_loop *loop, const struct mp_conf *conf, uint32_t block_size,
 		  uint64_t size, const struct mp_lun_ops *ops, void *arg, struct mp_lun **out,
 		  struct gw_errlist *errs)
@@ -414,8 +415,8 @@ int mp_lun_create(struct gw_loop *loop, const struct mp_conf *conf, uint32_t blo
 		char field[32];
 
 		snprintf(field, sizeof(field), "paths[%zu].url", i);
-		rc = mp_path_init(lun, &lun->paths[i], (unsigned int)i, &lun->conf.paths[i], errs,
-				  field);
+		rc = mp_path_init(lun, &mp_lun_path_owner, &lun->paths[i], (unsigned int)i,
+				  &lun->conf.paths[i], errs, field);
 		if (rc < 0)
 			goto fail;
 		lun->npaths++;
@@ -473,7 +474,7 @@ void mp_lun_destroy(struct mp_lun *lun)
 	free(lun);
 }
 
-void mp_lun_bury(struct mp_lun *lun, struct iscsi_context *ctx)
+static void mp_lun_bury(struct mp_lun *lun, struct iscsi_context *ctx)
 {
 	struct mp_grave *g = calloc(1, sizeof(*g)), **pp = &lun->graves;
 
@@ -491,25 +492,10 @@ void mp_lun_bury(struct mp_lun *lun, struct iscsi_context *ctx)
 
 int mp_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len, struct iovec *out)
 {
-	int n = 0;
+	uint64_t covered;
+	int n = gw_iov_slice(iov, cnt, off, len, out, INT_MAX, &covered);
 
-	for (int i = 0; i < cnt && len; i++) {
-		uint64_t l = iov[i].iov_len, take;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		take = l - off < len ? l - off : len;
-		if (out) {
-			out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
-			out[n].iov_len = (size_t)take;
-		}
-		n++;
-		len -= take;
-		off = 0;
-	}
-	return len ? -EINVAL : n;
+	return covered < len ? -EINVAL : n;
 }
 
 static void mp_part_done(struct mp_io *pio)

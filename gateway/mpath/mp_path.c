@@ -153,8 +153,9 @@ static void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const ch
 	p->state_since_ms = gw_now_ms();
 }
 
-int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
-		 const struct mp_path_conf *pc, struct gw_errlist *errs, const char *field)
+int mp_path_init(struct mp_lun *lun, const struct mp_path_owner_ops *owner, struct mp_path *p,
+		 unsigned int idx, const struct mp_path_conf *pc, struct gw_errlist *errs,
+		 const char *field)
 {
 	const char *ini = pc->initiator && pc->initiator[0] ? pc->initiator : lun->conf.initiator;
 	struct iscsi_context *tmp;
@@ -163,6 +164,7 @@ int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
 
 	memset(p, 0, sizeof(*p));
 	p->lun = lun;
+	p->owner = owner;
 	p->idx = idx;
 	p->alua_state = -1;
 	p->prio = MP_PRIO_OTHER;
@@ -256,7 +258,7 @@ static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 			iscsi_disconnect(ctx);
 		p->iser_cm = false;
 		iscsi_scsi_cancel_all_tasks(ctx);
-		mp_lun_bury(p->lun, ctx);
+		p->owner->bury(p->lun, ctx);
 	} else {
 		struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
 		int fd = iscsi_get_fd(ctx);
@@ -281,7 +283,7 @@ static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 		io->path = NULL;
 		io->last_path = p;
 		if (!p->lun->destroying)
-			mp_lun_redrive(p->lun, io, true);
+			p->owner->redrive(p->lun, io, true);
 	}
 	if (p->ctl_task) {
 		scsi_free_scsi_task(p->ctl_task);
@@ -388,7 +390,7 @@ void mp_path_fail(struct mp_path *p, const char *fmt, ...)
 	p->check_pending = false;
 	p->nop_pending = false;
 	gw_defer_queue(lun->loop, &p->teardown);
-	mp_lun_path_changed(lun, p);
+	p->owner->changed(lun, p);
 }
 
 static void mp_path_refuse(struct mp_path *p, const char *msg)
@@ -409,7 +411,7 @@ static void mp_path_refuse(struct mp_path *p, const char *msg)
 	p->check_pending = false;
 	p->nop_pending = false;
 	gw_defer_queue(lun->loop, &p->teardown);
-	mp_lun_path_changed(lun, p);
+	p->owner->changed(lun, p);
 }
 
 static void mp_path_watch_fn(struct gw_watch *w, uint32_t events)
@@ -513,7 +515,7 @@ static void mp_path_probe_done(struct mp_path *p)
 		mp_path_refuse(p, msg);
 		return;
 	}
-	if (mp_lun_check_identity(lun, p, msg, sizeof(msg)) < 0) {
+	if (p->owner->check_identity(lun, p, msg, sizeof(msg)) < 0) {
 		mp_path_refuse(p, msg);
 		return;
 	}
@@ -525,7 +527,7 @@ static void mp_path_probe_done(struct mp_path *p)
 	standby = p->alua && (p->alua_state == 0x2 || p->alua_state == 0x3 ||
 			      p->alua_state == 0xe);
 	mp_path_set_state(p, standby ? MP_PATH_STANDBY : MP_PATH_ACTIVE, p->ident);
-	mp_lun_path_changed(lun, p);
+	p->owner->changed(lun, p);
 }
 
 static void mp_path_probe_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
@@ -951,9 +953,9 @@ static void mp_path_check_cb(struct iscsi_context *iscsi, int status, void *data
 	want = standby ? MP_PATH_STANDBY : MP_PATH_ACTIVE;
 	if (want != p->state) {
 		mp_path_set_state(p, want, "path checker");
-		mp_lun_path_changed(lun, p);
+		p->owner->changed(lun, p);
 	} else if (was_rtpg) {
-		mp_lun_path_changed(lun, p);	/* priority may have moved */
+		p->owner->changed(lun, p);	/* priority may have moved */
 	}
 	if (!was_rtpg && p->alua && p->ctx)
 		mp_path_check_send(p, true);
@@ -1066,7 +1068,7 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 			mp_path_fail(p, "I/O %s: %s", mp_status_text(status),
 				     iscsi_get_error(iscsi));
 		p->failovers++;
-		mp_lun_redrive(lun, io, true);
+		p->owner->redrive(lun, io, true);
 		return;
 	}
 	if (status == SCSI_STATUS_CHECK_CONDITION) {
@@ -1079,7 +1081,7 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 	switch (v) {
 	case MP_V_OK:
 		io->result = 0;
-		mp_lun_complete(lun, io);
+		p->owner->complete(lun, io);
 		return;
 	case MP_V_RETRY:
 		if (status == SCSI_STATUS_CHECK_CONDITION && key == 0x6 && asc == 0x2a &&
@@ -1087,8 +1089,8 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 			p->next_check_ms = now;	/* ALUA or capacity changed: look again */
 		if (now - io->start_ms < (uint64_t)lun->conf.io_timeout * 1000 &&
 		    io->retries < 200) {
-			mp_lun_retry(lun, io, now + mp_retry_delay_ms(io->retries, (uint8_t)status,
-								      key));
+			p->owner->retry(lun, io,
+					now + mp_retry_delay_ms(io->retries, (uint8_t)status, key));
 			io->retries++;
 			return;
 		}
@@ -1098,7 +1100,7 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 			mp_path_fail(p, "sense %x/%02x/%02x: this port cannot reach the LU", key,
 				     asc, ascq);
 		p->failovers++;
-		mp_lun_redrive(lun, io, true);
+		p->owner->redrive(lun, io, true);
 		return;
 	case MP_V_PASS:
 		break;
@@ -1109,7 +1111,7 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 		mp_io_set_sense(io, key, asc, ascq);
 	gw_dbg(MP_LOG, "%s: path %s: status %#x sense %x/%02x/%02x returned to the host",
 	       lun->name, p->url, status, key, asc, ascq);
-	mp_lun_complete(lun, io);
+	p->owner->complete(lun, io);
 }
 
 int mp_path_send(struct mp_path *p, struct mp_io *io)

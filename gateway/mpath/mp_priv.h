@@ -55,8 +55,29 @@ enum mp_probe_step {
  * libiscsi's connect can hang for good (see TROUBLESHOOTING.md). */
 #define MP_ISER_STALE_WAIT_MS 30000u
 
+/*
+ * What a path reports to the LUN that owns it. The owner registers these at mp_path_init; a
+ * path never calls into mp_lun.c by name. Each gets the owner and the path or I/O concerned.
+ */
+struct mp_path_owner_ops {
+	/* The path's state, priority or ALUA state changed: the owner re-evaluates its group. */
+	void (*changed)(struct mp_lun *lun, struct mp_path *p);
+	/* io left the path (it failed, or cannot reach the LU): send it again, elsewhere if
+	 * path_failure. */
+	void (*redrive)(struct mp_lun *lun, struct mp_io *io, bool path_failure);
+	/* The LU asked to retry io: again at at_ms, on any path. */
+	void (*retry)(struct mp_lun *lun, struct mp_io *io, uint64_t at_ms);
+	/* io is finished with its status and sense. */
+	void (*complete)(struct mp_lun *lun, struct mp_io *io);
+	/* A new path's identity against the LUN's: 0, or -EMEDIUMTYPE with msg filled. */
+	int (*check_identity)(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len);
+	/* Destroys ctx (already disconnected) MP_ISER_GRAVE_MS from now. */
+	void (*bury)(struct mp_lun *lun, struct iscsi_context *ctx);
+};
+
 struct mp_path {
 	struct mp_lun *lun;
+	const struct mp_path_owner_ops *owner;
 	unsigned int idx;		/* configuration order */
 	char *url;			/* as configured, less any CHAP password: for logs */
 	char *portal;
@@ -200,12 +221,13 @@ const char *mp_lun_state_name(enum mp_lun_state s);
 const char *mp_alua_state_name(int s);
 
 /* mp_path.c */
-int mp_path_init(struct mp_lun *lun, struct mp_path *p, unsigned int idx,
-		 const struct mp_path_conf *pc, struct gw_errlist *errs, const char *field);
+int mp_path_init(struct mp_lun *lun, const struct mp_path_owner_ops *owner, struct mp_path *p,
+		 unsigned int idx, const struct mp_path_conf *pc, struct gw_errlist *errs,
+		 const char *field);
 void mp_path_fini(struct mp_path *p);
 void mp_path_tick(struct mp_path *p, uint64_t now_ms);
 /* Marks the path failed (reason logged once), tears its session down from a defer and
- * schedules a reconnect. I/O in flight on it comes back through mp_lun_redrive(). */
+ * schedules a reconnect. I/O in flight on it goes back through owner->redrive. */
 void mp_path_fail(struct mp_path *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sends io on p; < 0: not sent (p was failed), the caller re-dispatches. */
 int mp_path_send(struct mp_path *p, struct mp_io *io);
@@ -214,17 +236,8 @@ json_t *mp_url_public(const char *url);
 /* url without the CHAP password of its user%password@ part (malloc'd; NULL without memory). */
 char *mp_url_strip(const char *url);
 
-/* mp_lun.c, for the paths */
-void mp_lun_path_changed(struct mp_lun *lun, struct mp_path *p);
-void mp_lun_redrive(struct mp_lun *lun, struct mp_io *io, bool path_failure);
-void mp_lun_retry(struct mp_lun *lun, struct mp_io *io, uint64_t at_ms);
-void mp_lun_complete(struct mp_lun *lun, struct mp_io *io);
+/* mp_lun.c */
 void mp_lun_capacity(struct mp_lun *lun, uint64_t size);
-/* Identity of a new path against the LUN's: 0, or -EMEDIUMTYPE with msg filled. */
-int mp_lun_check_identity(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len);
-void mp_io_set_sense(struct mp_io *io, uint8_t key, uint8_t asc, uint8_t ascq);
-/* Destroys ctx (already disconnected) MP_ISER_GRAVE_MS from now, from the LUN's tick. */
-void mp_lun_bury(struct mp_lun *lun, struct iscsi_context *ctx);
 /* The part of iov[0..cnt) covering bytes [off, off + len): entries written to out (when not
  * NULL), their number returned; -EINVAL when iov holds fewer than off + len bytes. */
 int mp_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len, struct iovec *out);
@@ -238,5 +251,7 @@ int mp_vpd83_parse(const uint8_t *d, size_t len, char *ident, size_t identlen, i
  * group). 0, or -ENOENT. */
 int mp_rtpg_state(const uint8_t *d, size_t len, int tpg, int *state);
 void mp_cdb_rw16(uint8_t cdb[16], uint8_t opcode, uint64_t lba, uint32_t nblocks, bool fua);
+/* Fixed-format sense into io; status CHECK CONDITION. */
+void mp_io_set_sense(struct mp_io *io, uint8_t key, uint8_t asc, uint8_t ascq);
 
 #endif

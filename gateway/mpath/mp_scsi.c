@@ -130,3 +130,15 @@ void mp_cdb_rw16(uint8_t cdb[16], uint8_t opcode, uint64_t lba, uint32_t nblocks
 	for (int i = 0; i < 4; i++)
 		cdb[10 + i] = (uint8_t)(nblocks >> (24 - 8 * i));
 }
+
+void mp_io_set_sense(struct mp_io *io, uint8_t key, uint8_t asc, uint8_t ascq)
+{
+	memset(io->sense, 0, sizeof(io->sense));
+	io->sense[0] = 0x70;
+	io->sense[2] = key & 0x0f;
+	io->sense[7] = 10;
+	io->sense[12] = asc;
+	io->sense[13] = ascq;
+	io->sense_len = MP_SENSE_LEN;
+	io->status = 0x02;
+}

@@ -164,6 +164,8 @@ struct scsi_lu {
 /* scsi_cmd.c */
 const struct scsi_op *scsi_op_find(uint8_t opcode, uint8_t sa, bool *sa_valid_op);
 const struct scsi_op *scsi_op_next(const struct scsi_op *prev);	/* NULL: first */
+
+/* scsi_reply.c: sense and data-buffer helpers; they call nothing else in the core. */
 void scsi_cmd_invalid_cdb(struct scsi_cmd *cmd, uint16_t byte, int bit);
 void scsi_cmd_invalid_param(struct scsi_cmd *cmd, uint16_t byte, int bit);
 void scsi_cmd_param_len_error(struct scsi_cmd *cmd);
@@ -176,14 +178,26 @@ void scsi_cmd_data_in(struct scsi_cmd *cmd, const void *buf, uint32_t len);
 uint32_t scsi_cmd_put(struct scsi_cmd *cmd, uint32_t off, const void *buf, uint32_t len);
 /* Copies data-out bytes [off, off+len) to buf; returns what was available. */
 uint32_t scsi_cmd_data_out(struct scsi_cmd *cmd, uint32_t off, void *buf, uint32_t len);
+/* Sense from a backstore error. */
+void scsi_cmd_bs_error(struct scsi_cmd *cmd, int err);
+
+/* scsi_exec.c: running and completing a command, and the task set's hooks */
+/* Where a command is (cmd->state); set by the dispatcher and scsi_exec.c. */
+enum {
+	SCSI_CMD_ST_NEW,
+	SCSI_CMD_ST_WAITING,		/* in the LU's task set queue, not started */
+	SCSI_CMD_ST_RUNNING,
+	SCSI_CMD_ST_COMPLETING,		/* done is queued */
+	SCSI_CMD_ST_DONE,
+};
+/* The command's gw_defer: completes it. */
+void scsi_cmd_defer_fn(struct gw_defer *d);
 /* Ends an asynchronous handler: the command completes now (loop thread, not in submit). */
 void scsi_cmd_finish(struct scsi_cmd *cmd);
 /* The same from a defer: for asynchronous handlers that fail before their I/O is queued. */
 void scsi_cmd_finish_later(struct scsi_cmd *cmd);
 /* Runs the command's handler again (a range lock it waited for was released). */
 void scsi_cmd_rerun(struct scsi_cmd *cmd);
-/* Sense from a backstore error. */
-void scsi_cmd_bs_error(struct scsi_cmd *cmd, int err);
 /* The task set's hooks into command state. */
 void scsi_task_run(struct scsi_cmd *cmd);
 bool scsi_task_is_waiting(const struct scsi_cmd *cmd);

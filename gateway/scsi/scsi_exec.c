@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A command's run: its handler started (by the task set, or again after a range lock), its
+ * completion (from a gw_defer, so never inside scsi_cmd_submit, or at once for an
+ * asynchronous handler that finished), and its end while still queued (abort, reset). The
+ * task set (scsi_dev.c) and the handlers call in here; it reaches a handler only through the
+ * opcode table entry the dispatcher put in cmd->op.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "scsi_priv.h"
+
+/* Completion */
+
+static void scsi_cmd_complete(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->lu;
+
+	free(cmd->core_priv);
+	cmd->core_priv = NULL;
+	if (lu) {
+		if (!gw_list_empty(&cmd->range_node))
+			scsi_range_release(cmd);
+		if (cmd->state == SCSI_CMD_ST_RUNNING || cmd->state == SCSI_CMD_ST_COMPLETING)
+			scsi_task_end(cmd);
+		lu->nr_cmds--;
+	}
+	cmd->state = SCSI_CMD_ST_DONE;
+	cmd->done(cmd);
+}
+
+void scsi_cmd_defer_fn(struct gw_defer *d)
+{
+	scsi_cmd_complete(gw_container_of(d, struct scsi_cmd, defer));
+}
+
+static void scsi_cmd_complete_later(struct scsi_cmd *cmd)
+{
+	if (cmd->state != SCSI_CMD_ST_RUNNING)
+		cmd->state = SCSI_CMD_ST_NEW;
+	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+}
+
+void scsi_cmd_finish(struct scsi_cmd *cmd)
+{
+	scsi_cmd_complete(cmd);
+}
+
+void scsi_cmd_finish_later(struct scsi_cmd *cmd)
+{
+	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+}
+
+static void scsi_cmd_run(struct scsi_cmd *cmd)
+{
+	const struct scsi_op *op = cmd->op;
+
+	if (op->fn(cmd) == SCSI_CMD_DONE)
+		scsi_cmd_complete_later(cmd);
+}
+
+void scsi_cmd_rerun(struct scsi_cmd *cmd)
+{
+	scsi_cmd_run(cmd);
+}
+
+/* Called by the task set when the command may start. */
+void scsi_task_run(struct scsi_cmd *cmd)
+{
+	cmd->state = SCSI_CMD_ST_RUNNING;
+	scsi_cmd_run(cmd);
+}
+
+bool scsi_task_is_waiting(const struct scsi_cmd *cmd)
+{
+	return cmd->state == SCSI_CMD_ST_WAITING;
+}
+
+void scsi_task_mark_waiting(struct scsi_cmd *cmd)
+{
+	cmd->state = SCSI_CMD_ST_WAITING;
+}
+
+/* Completes a command that never started (aborted while queued, reset). */
+void scsi_task_abort_queued(struct scsi_cmd *cmd)
+{
+	gw_list_del(&cmd->node);
+	cmd->status = SCSI_TASK_ABORTED;
+	cmd->sense_len = 0;
+	cmd->state = SCSI_CMD_ST_NEW;
+	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+}
+
+int scsi_abort_cmd(struct scsi_cmd *cmd)
+{
+	if (cmd->state != SCSI_CMD_ST_WAITING)
+		return -EBUSY;
+	scsi_task_abort_queued(cmd);
+	return 0;
+}

@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One path against a fake back end (fake_iscsi.h), reporting to a recording owner instead of
+ * a LUN: login and identity probe, what each answer to an I/O makes the path do (mp_classify's
+ * verdicts acted on: complete, pass the sense up, retry, fail the path and re-drive), the
+ * checker, an I/O that never comes back, and the reconnect backoff.
+ */
+#include "fake_iscsi.h"
+
+#include "../../../gateway/mpath/mp_path.c"
+
+/* The owner: records what the path reports. */
+static struct {
+	int changed, redrives, retries, completes, buried;
+	bool last_redrive_path_failure;
+	uint64_t last_retry_at;
+	struct mp_io *last;
+	int identity_rc;
+} rec;
+
+static void rec_changed(struct mp_lun *lun, struct mp_path *p)
+{
+	(void)lun;
+	(void)p;
+	rec.changed++;
+}
+
+static void rec_redrive(struct mp_lun *lun, struct mp_io *io, bool path_failure)
+{
+	(void)lun;
+	rec.redrives++;
+	rec.last_redrive_path_failure = path_failure;
+	rec.last = io;
+}
+
+static void rec_retry(struct mp_lun *lun, struct mp_io *io, uint64_t at_ms)
+{
+	(void)lun;
+	rec.retries++;
+	rec.last_retry_at = at_ms;
+	rec.last = io;
+}
+
+static void rec_complete(struct mp_lun *lun, struct mp_io *io)
+{
+	(void)lun;
+	rec.completes++;
+	rec.last = io;
+}
+
+static int rec_check_identity(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len)
+{
+	(void)lun;
+	(void)p;
+	if (rec.identity_rc)
+		snprintf(msg, len, "not the same device");
+	return rec.identity_rc;
+}
+
+static void rec_bury(struct mp_lun *lun, struct iscsi_context *ctx)
+{
+	(void)lun;
+	rec.buried++;
+	iscsi_destroy_context(ctx);
+}
+
+static const struct mp_path_owner_ops rec_owner = {
+	.changed = rec_changed,
+	.redrive = rec_redrive,
+	.retry = rec_retry,
+	.complete = rec_complete,
+	.check_identity = rec_check_identity,
+	.bury = rec_bury,
+};
+
+static struct gw_loop loop;
+static struct mp_lun lun;
+static struct mp_path path;
+static uint8_t buf[4096];
+static struct iovec iov = { buf, sizeof(buf) };
+
+static void setup(void)
+{
+	struct mp_path_conf pc = { .url = (char *)"iscsi://192.0.2.1:3260/iqn.2026-11.org.test:t/0" };
+	struct gw_errlist errs = { 0 };
+
+	fake_iscsi_reset();
+	memset(&rec, 0, sizeof(rec));
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	memset(&lun, 0, sizeof(lun));
+	cr_assert_eq(mp_conf_defaults(&lun.conf), 0);
+	lun.loop = &loop;
+	lun.block_size = FAKE_BLOCK;
+	lun.rng = 42;
+	snprintf(lun.name, sizeof(lun.name), "test");
+	cr_assert_eq(mp_path_init(&lun, &rec_owner, &path, 0, &pc, &errs, "paths[0].url"), 0);
+}
+
+static void teardown(void)
+{
+	lun.destroying = true;
+	mp_path_fini(&path);
+	mp_conf_free(&lun.conf);
+	gw_loop_fini(&loop);
+}
+
+TestSuite(mp_path, .init = setup, .fini = teardown);
+
+/* Everything pending, until quiet: the fake back end's answers and the loop's defers. */
+static void pump(void)
+{
+	for (int i = 0, quiet = 0; i < 500 && quiet < 3; i++) {
+		int n = fake_iscsi_run();
+
+		n += gw_loop_run_once(&loop, 0);
+		quiet = n ? 0 : quiet + 1;
+	}
+}
+
+static void tick(uint64_t ms)
+{
+	fake_now += ms;
+	mp_path_tick(&path, fake_now);
+	pump();
+}
+
+static void bring_up(void)
+{
+	tick(0);
+	cr_assert_eq(path.state, MP_PATH_ACTIVE, "path is %s: %s",
+		     mp_path_state_name(path.state), path.last_error);
+}
+
+static void read_io(struct mp_io *io)
+{
+	memset(io, 0, sizeof(*io));
+	io->op = MP_READ;
+	io->len = sizeof(buf);
+	io->iov = &iov;
+	io->iovcnt = 1;
+	io->lun = &lun;
+	io->start_ms = fake_now;
+	cr_assert_eq(mp_path_send(&path, io), 0);
+}
+
+Test(mp_path, logs_in_and_learns_the_device)
+{
+	bring_up();
+	cr_expect_str_eq(path.ident, "naa.60000000000000000000000000000001");
+	cr_expect_eq(path.size, (uint64_t)FAKE_BLOCKS * FAKE_BLOCK);
+	cr_expect_eq(path.block_size, FAKE_BLOCK);
+	cr_expect_eq(fake_tgt[0].logins, 1);
+	cr_expect_geq(rec.changed, 1, "the owner hears that the path is up");
+	cr_expect_not(path.alua, "no ALUA on this back end");
+}
+
+Test(mp_path, alua_state_sets_priority_and_standby)
+{
+	fake_tgt[0].alua_state = 0x1;	/* active/non-optimized */
+	bring_up();
+	cr_expect(path.alua);
+	cr_expect_eq(path.prio, MP_PRIO_ANO);
+	cr_expect_eq(path.alua_tpg, 1);
+
+	/* The checker reads the group's state again: standby takes the path out of I/O. */
+	fake_tgt[0].alua_state = 0x2;
+	rec.changed = 0;
+	tick((uint64_t)lun.conf.polling_interval * 1000);
+	cr_expect_eq(path.state, MP_PATH_STANDBY);
+	cr_expect_geq(rec.changed, 1);
+	cr_expect_not(mp_path_usable(&path));
+}
+
+Test(mp_path, another_device_is_refused)
+{
+	rec.identity_rc = -EMEDIUMTYPE;
+	tick(0);
+	cr_expect_eq(path.state, MP_PATH_REFUSED);
+	cr_expect_not(mp_path_usable(&path));
+	cr_expect_eq(path.next_attempt_ms, fake_now + lun.conf.reconnect_max_ms,
+		     "retried slowly, in case the storage is being reconfigured");
+}
+
+Test(mp_path, a_block_size_mismatch_is_refused)
+{
+	fake_tgt[0].block_size = 4096;
+	tick(0);
+	cr_expect_eq(path.state, MP_PATH_REFUSED);
+	cr_expect(strstr(path.last_error, "block size") != NULL, "%s", path.last_error);
+}
+
+Test(mp_path, good_answer_completes_with_the_data)
+{
+	struct mp_io io;
+
+	bring_up();
+	read_io(&io);
+	pump();
+	cr_assert_eq(rec.completes, 1);
+	cr_expect_eq(rec.last, &io);
+	cr_expect_eq(io.result, 0);
+	cr_expect_eq(buf[0], 'A');
+	cr_expect_eq(buf[sizeof(buf) - 1], 'A');
+	cr_expect_eq(path.nr_inflight, 0);
+	cr_expect_eq(path.ios, 1);
+}
+
+/* What each kind of answer makes the path do. */
+struct verdict_case {
+	const char *what;
+	struct fake_answer a;
+	int completes, retries, redrives;
+	bool path_fails;
+	int result;
+};
+
+static void check_answer(const struct verdict_case *vc)
+{
+	struct mp_io io;
+
+	bring_up();
+	fake_tgt[0].answer = vc->a;
+	read_io(&io);
+	pump();
+	cr_expect_eq(rec.completes, vc->completes, "%s: completes", vc->what);
+	cr_expect_eq(rec.retries, vc->retries, "%s: retries", vc->what);
+	cr_expect_eq(rec.redrives, vc->redrives, "%s: re-drives", vc->what);
+	cr_expect_eq(path.state == MP_PATH_DOWN, vc->path_fails, "%s: path %s", vc->what,
+		     mp_path_state_name(path.state));
+	if (vc->completes)
+		cr_expect_eq(io.result, vc->result, "%s: result", vc->what);
+	if (vc->redrives)
+		cr_expect(rec.last_redrive_path_failure, "%s: counted as a failover", vc->what);
+}
+
+Test(mp_path, media_error_goes_to_the_host_as_is)
+{
+	struct verdict_case vc = { "MEDIUM ERROR", { SCSI_STATUS_CHECK_CONDITION, 0x3, 0x11, 0 },
+				   1, 0, 0, false, -EREMOTEIO };
+
+	check_answer(&vc);
+	cr_expect_eq(rec.last->status, SCSI_STATUS_CHECK_CONDITION);
+	cr_expect_eq(rec.last->sense[2], 0x3);
+	cr_expect_eq(rec.last->sense[12], 0x11);
+}
+
+Test(mp_path, reservation_conflict_goes_to_the_host)
+{
+	struct verdict_case vc = { "RESERVATION CONFLICT", { .status = SCSI_STATUS_RESERVATION_CONFLICT },
+				   1, 0, 0, false, -EREMOTEIO };
+
+	check_answer(&vc);
+	cr_expect_eq(rec.last->status, SCSI_STATUS_RESERVATION_CONFLICT);
+}
+
+Test(mp_path, unit_attention_is_retried_later_on_the_same_terms)
+{
+	struct verdict_case vc = { "UNIT ATTENTION", { SCSI_STATUS_CHECK_CONDITION, 0x6, 0x29, 0 },
+				   0, 1, 0, false, 0 };
+
+	check_answer(&vc);
+	cr_expect_eq(rec.last_retry_at, fake_now, "a unit attention is reported once: at once");
+	cr_expect_eq(rec.last->retries, 1);
+}
+
+Test(mp_path, busy_is_retried)
+{
+	struct verdict_case vc = { "BUSY", { .status = SCSI_STATUS_BUSY }, 0, 1, 0, false, 0 };
+
+	check_answer(&vc);
+	cr_expect_eq(rec.last_retry_at, fake_now + 20, "BUSY waits before the next try");
+}
+
+Test(mp_path, port_unavailable_fails_the_path_and_redrives)
+{
+	struct verdict_case vc = { "02/04/0C", { SCSI_STATUS_CHECK_CONDITION, 0x2, 0x04, 0x0c },
+				   0, 0, 1, true, 0 };
+
+	check_answer(&vc);
+	cr_expect_eq(path.failovers, 1);
+	cr_expect(strstr(path.last_error, "cannot reach the LU") != NULL, "%s", path.last_error);
+}
+
+Test(mp_path, transport_error_fails_the_path_and_redrives)
+{
+	struct verdict_case vc = { "transport error", { .status = SCSI_STATUS_ERROR }, 0, 0, 1, true, 0 };
+
+	check_answer(&vc);
+	cr_expect_eq(path.errors, 1);
+}
+
+Test(mp_path, retries_stop_when_io_timeout_is_spent)
+{
+	struct mp_io io;
+
+	bring_up();
+	fake_tgt[0].answer = (struct fake_answer){ .status = SCSI_STATUS_BUSY };
+	read_io(&io);
+	io.start_ms = fake_now - (uint64_t)lun.conf.io_timeout * 1000;
+	pump();
+	cr_expect_eq(rec.retries, 0);
+	cr_assert_eq(rec.completes, 1, "the host sees the last answer");
+	cr_expect_eq(io.result, -EREMOTEIO);
+	cr_expect_eq(io.status, SCSI_STATUS_BUSY);
+}
+
+Test(mp_path, io_that_never_returns_fails_the_path_and_comes_back)
+{
+	struct mp_io io;
+
+	bring_up();
+	fake_tgt[0].hold = true;
+	read_io(&io);
+	pump();
+	cr_assert_eq(fake_held(0), 1);
+	/* Past io_stall_ms the path is probed with a NOP-Out; the NOP-In keeps it up. */
+	tick(lun.conf.io_stall_ms);
+	cr_expect_eq(path.state, MP_PATH_ACTIVE);
+	cr_expect_eq(rec.redrives, 0);
+	/* io_timeout: the path is failed and the I/O handed back for another path. */
+	tick((uint64_t)lun.conf.io_timeout * 1000);
+	cr_expect_eq(path.state, MP_PATH_DOWN);
+	cr_assert_eq(rec.redrives, 1);
+	cr_expect_eq(rec.last, &io);
+	cr_expect_eq(path.nr_inflight, 0);
+}
+
+Test(mp_path, checker_fails_a_dead_path)
+{
+	bring_up();
+	fake_tgt[0].down = true;
+	tick((uint64_t)lun.conf.polling_interval * 1000);
+	cr_expect_eq(path.state, MP_PATH_DOWN);
+	cr_expect(strstr(path.last_error, "path checker") != NULL, "%s", path.last_error);
+}
+
+Test(mp_path, failed_logins_back_off_exponentially_with_jitter)
+{
+	uint64_t base = lun.conf.reconnect_delay_ms, cap = lun.conf.reconnect_max_ms;
+
+	fake_tgt[0].down = true;
+	for (uint32_t n = 0; n < 12; n++) {
+		uint64_t d = base << n < cap ? base << n : cap, wait;
+
+		tick(0);
+		cr_assert_eq(path.state, MP_PATH_DOWN, "login %u", n);
+		wait = path.next_attempt_ms - fake_now;
+		cr_expect(wait >= d / 2 && wait <= d, "login %u: next in %llu ms, expected %llu/2..%llu",
+			  n, (unsigned long long)wait, (unsigned long long)d, (unsigned long long)d);
+		/* Not before its time. */
+		tick(wait - 1);
+		cr_expect_eq(path.logins, n + 1, "login %u came early", n);
+		fake_now += 1;
+	}
+	cr_expect_eq(fake_tgt[0].logins, 0);
+
+	/* Back: it logs in; a path that was working retries quickly after its next failure. */
+	fake_tgt[0].down = false;
+	tick(0);
+	cr_assert_eq(path.state, MP_PATH_ACTIVE);
+	mp_path_fail(&path, "test");
+	cr_expect_leq(path.next_attempt_ms - fake_now, base);
+}
