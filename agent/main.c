@@ -24,6 +24,9 @@
 #include "gw_loop.h"
 
 static struct gw_loop loop;
+/* The agent and whether it serves: SIGHUP reloads its token list only then. */
+static struct api_agent agent;
+static bool agent_up;
 
 static void usage(FILE *f)
 {
@@ -105,9 +108,34 @@ static int check_cluster_opts(struct api_conf *c)
 	return 0;
 }
 
+/* SIGHUP: the token list is read again; a file that does not load keeps the tokens in use. */
+static void reload_tokens(void)
+{
+	struct api_auth a;
+	int r;
+
+	sd_notify(0, "RELOADING=1\nSTATUS=reloading the token list");
+	r = api_auth_open(&a, agent.conf.state_dir);
+	if (r) {
+		gw_err("agent", "SIGHUP: %s/tokens.json: %s: keeping the %zu tokens in use",
+		       agent.conf.state_dir, strerror(-r), agent.auth.n);
+		api_auth_close(&a);
+	} else {
+		api_auth_close(&agent.auth);
+		agent.auth = a;
+		gw_info("agent", "SIGHUP: %zu tokens loaded", agent.auth.n);
+	}
+	sd_notify(0, "READY=1\nSTATUS=serving");
+}
+
 static void on_signal(struct gw_signal *s, int signo)
 {
 	(void)s;
+	if (signo == SIGHUP) {
+		if (agent_up)
+			reload_tokens();
+		return;
+	}
 	gw_info("agent", "%s received: stopping", strsignal(signo));
 	gw_loop_stop(&loop, 0);
 }
@@ -164,10 +192,10 @@ int main(int argc, char **argv)
 		{ "openapi", no_argument, NULL, 1007 },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const int sigs[] = { SIGINT, SIGTERM };
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	struct api_conf conf = { .listen = "127.0.0.1:8080", .webui_dir = API_WEBUI_DIR };
 	const char *token_name = NULL, *role = "admin";
-	struct api_agent ag;
+	struct api_agent *ag = &agent;
 	struct gw_signal sig;
 	int c, r;
 
@@ -212,11 +240,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (gw_loop_init(&loop))
 		return 1;
-	if (gw_signal_init(&sig, &loop, sigs, 2, on_signal)) {
+	if (gw_signal_init(&sig, &loop, sigs, 3, on_signal)) {
 		gw_loop_fini(&loop);
 		return 1;
 	}
-	r = api_agent_init(&ag, &loop, &conf);
+	r = api_agent_init(ag, &loop, &conf);
 	if (r) {
 		gw_signal_fini(&sig);
 		gw_loop_fini(&loop);
@@ -228,10 +256,12 @@ int main(int argc, char **argv)
 	else if (conf.webui_dir && *conf.webui_dir)
 		gw_info("agent", "dashboard at %s://%s/ from %s", conf.tls_cert ? "https" : "http",
 			conf.listen, conf.webui_dir);
+	agent_up = true;
 	sd_notify(0, "READY=1\nSTATUS=serving");
 	r = gw_loop_run(&loop);
 	sd_notify(0, "STOPPING=1");
-	api_agent_fini(&ag);
+	agent_up = false;
+	api_agent_fini(ag);
 	gw_signal_fini(&sig);
 	gw_loop_fini(&loop);
 	gw_info("agent", "stopped");
