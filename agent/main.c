@@ -38,6 +38,7 @@ static void usage(FILE *f)
 		"                    [--store etcd --etcd-endpoints URLS --cluster-prefix KEY\n"
 		"                     --gateway-id NAME --port-group N [--lease-ttl SECONDS]]\n"
 		"       isergw-agent --state-dir DIR --add-token NAME [--role admin|read]\n"
+		"       isergw-agent --state-dir DIR --init-tokens\n"
 		"  --state-dir DIR        desired configuration, tokens (created 0700)\n"
 		"  --listen ADDR:PORT     HTTP(S) address (default 127.0.0.1:8080)\n"
 		"  --gateway-socket PATH  the gateway's control socket (none: store only)\n"
@@ -47,6 +48,8 @@ static void usage(FILE *f)
 		"  --webui-dir DIR        the dashboard's files, served at / (default "
 		API_WEBUI_DIR "; \"\": none)\n"
 		"  --add-token NAME       create a token, print it once, and exit\n"
+		"  --init-tokens          create the token list with the first admin token (in\n"
+		"                         DIR/admin.token, mode 0600) unless it exists, and exit\n"
 		"  --openapi              print the API's OpenAPI document and exit\n");
 	/* A cluster of gateways (docs/CLUSTER.md). */
 	fprintf(f,
@@ -168,6 +171,26 @@ static int add_token(const char *dir, const char *name, const char *role)
 	return 0;
 }
 
+/* --init-tokens: what the first start does to the token list (the first admin token, in
+ * DIR/admin.token), done ahead of it: package installation, images built offline. */
+static int init_tokens(const char *dir)
+{
+	struct api_auth a;
+	int r;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "isergw-agent: %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	r = api_auth_open(&a, dir);
+	api_auth_close(&a);
+	if (r) {
+		fprintf(stderr, "isergw-agent: %s/tokens.json: %s\n", dir, strerror(-r));
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -190,12 +213,14 @@ int main(int argc, char **argv)
 		{ "port-group", required_argument, NULL, 1005 },
 		{ "lease-ttl", required_argument, NULL, 1006 },
 		{ "openapi", no_argument, NULL, 1007 },
+		{ "init-tokens", no_argument, NULL, 1008 },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	struct api_conf conf = { .listen = "127.0.0.1:8080", .webui_dir = API_WEBUI_DIR };
 	const char *token_name = NULL, *role = "admin";
 	struct api_agent *ag = &agent;
+	bool init_only = false;
 	struct gw_signal sig;
 	int c, r;
 
@@ -226,6 +251,7 @@ int main(int argc, char **argv)
 		case 1005: conf.port_group = (unsigned int)strtoul(optarg, NULL, 10); break;
 		case 1006: conf.lease_ttl = (unsigned int)strtoul(optarg, NULL, 10); break;
 		case 1007: return print_openapi();
+		case 1008: init_only = true; break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -233,6 +259,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (init_only)
+		return init_tokens(conf.state_dir);
 	if (token_name)
 		return add_token(conf.state_dir, token_name, role);
 	if (check_cluster_opts(&conf))
