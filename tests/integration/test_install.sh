@@ -263,6 +263,19 @@ else
 	fail "systemctl reload isergwd" "$(tr '\n' ' ' <"$T_DIR/reload.out")"
 fi
 
+# A file with a mistake: the reload changes nothing, says why, and the gateway serves on.
+cp "$ROOT/etc/isergw/isergwd.json" "$T_DIR/isergwd.json.good"
+sed -i 's/"port": 3261/"port": 99999/' "$ROOT/etc/isergw/isergwd.json"
+C systemctl reload isergwd.service >/dev/null 2>&1
+sleep 0.5
+if C journalctl -u isergwd.service --no-pager 2>/dev/null | grep -q 'not applied.*99999 is out of range' &&
+	port_open 3261 && [ "$(C systemctl is-active isergwd.service)" = active ]; then
+	pass "a reload of a file with a mistake changes nothing and names the mistake in the journal"
+else
+	fail "reload of a bad file" "$(C journalctl -u isergwd.service --no-pager | tail -n 2 | tr '\n' ' ')"
+fi
+cp "$T_DIR/isergwd.json.good" "$ROOT/etc/isergw/isergwd.json"
+
 # The agent: a token added on disk counts after `systemctl reload isergw-agent`.
 RTOK=$(C isergw-agent --state-dir "$STATE" --add-token install-read --role read 2>/dev/null)
 c1=$(api "$RTOK" GET /api/v1/targets)

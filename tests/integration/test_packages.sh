@@ -45,6 +45,21 @@ cv=$(dpkg-parsechangelog -l packaging/debian/changelog -S Version)
 [ "$cv" = "$VERSION" ] && pass "debian/changelog is at VERSION ($VERSION)" ||
 	fail "changelog version" "$cv, VERSION $VERSION"
 
+# The completion, with bash-completion's two helpers it calls stood in for (the host need not
+# have bash-completion installed): commands, sub-commands and options complete.
+comp() {
+	bash -c '_init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}
+		words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
+		_filedir() { :; }
+		. deploy/bash-completion/isergwctl
+		COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _isergwctl; echo "${COMPREPLY[*]}"' comp "$@"
+}
+c1=$(comp isergwctl ta) c2=$(comp isergwctl lun p) c3=$(comp isergwctl --js)
+c4=$(comp isergwctl --json config ex)
+[ "$c1" = target ] && [ "$c2" = paths ] && [ "$c3" = --json ] && [ "$c4" = export ] &&
+	pass "bash completion: isergwctl ta -> target, lun p -> paths, --js -> --json, config ex -> export" ||
+	fail "bash completion" "got '$c1' '$c2' '$c3' '$c4'"
+
 # ---- Debian ---------------------------------------------------------------------------------
 if make --no-print-directory -s deb >"$T_DIR/deb.out" 2>&1; then
 	pass "make deb: dpkg-buildpackage -us -uc -b from the tarball"
