@@ -58,7 +58,8 @@ static void reload_config(void)
 	int r;
 
 	if (!reload_gw) {
-		gw_warn("main", "SIGHUP before the gateway runs: ignored");
+		/* Starting: the file was just read; stopping: nothing to apply to. */
+		gw_warn("main", "SIGHUP while not serving: ignored");
 		return;
 	}
 	sd_notify(0, "RELOADING=1\nSTATUS=reloading the configuration");
@@ -82,6 +83,8 @@ static void reload_config(void)
 	} else if (ctl_config_parse(root, &c, &errs) == 0) {
 		r = isc_gw_apply(reload_gw, c.isc, &errs);
 		c.isc = NULL;
+		if (r && !errs.n)
+			gw_errlist_add(&errs, "", "%s", strerror(-r));
 		if (!r)
 			reload_gw->data_mem_max = c.gateway.data_memory;
 		ctl_config_free(&c);
@@ -237,8 +240,6 @@ int main(int argc, char **argv)
 		gw = NULL;
 		goto out_loop;
 	}
-	reload_path = config;
-	reload_gw = gw;
 	/* Remote backstores log in in parallel; READY=1 waits until each has a path or has
 	 * spent its login budget (login_timeout x initial_login_retry_max), never longer.
 	 * LUNs still without a path answer NOT READY and keep logging in. */
@@ -259,8 +260,11 @@ int main(int argc, char **argv)
 				    &ctl);
 		if (r)
 			goto out_gw;
-		reload_ctl = ctl;
 	}
+	/* SIGHUP applies the file from now on: READY=1 is never sent before this one. */
+	reload_path = config;
+	reload_gw = gw;
+	reload_ctl = ctl;
 	sd_notify(0, "READY=1\nSTATUS=serving");
 	gw_info("main", "ready");
 	r = gw_loop_run(&loop);

@@ -53,6 +53,8 @@ deb: dist
 	cd build/deb/$(DIST) && DEB_BUILD_OPTIONS="parallel=2 noautodbgsym $(DEB_BUILD_OPTIONS)" \
 		dpkg-buildpackage -us -uc -b >../build.log 2>&1 || { tail -n 30 ../build.log; exit 1; }
 	rm -f build/pkg/*.deb && cp build/deb/*.deb build/deb/*.changes build/pkg/
+	@# The copy's own build/ holds *.d files the top Makefile would pick up (-include).
+	rm -rf build/deb/$(DIST)
 
 # rpmbuild from the dist tarball (Source0) and packaging/rpm/isergw.spec. On Debian the host's
 # libraries have no RPM provides, so build dependencies are not checked there (--nodeps);
@@ -64,3 +66,4 @@ rpm: dist
 		--define "_topdir $(CURDIR)/build/rpmbuild" --define "_build_id_links none" \
 		--define "version $(VERSION)" --define "rel $(RPM_RELEASE)" packaging/rpm/isergw.spec
 	rm -f build/pkg/*.rpm && cp build/rpmbuild/RPMS/*/*.rpm build/pkg/
+	rm -rf build/rpmbuild/BUILD build/rpmbuild/BUILDROOT

@@ -392,6 +392,10 @@ else
 	[ "$modes" = "$want" ] &&
 		pass "rpm: modes of config (0600), state (0700) and the %post's admin token (0600)" ||
 		fail "rpm modes" "$modes"
+	[ -L "$ROOT/etc/systemd/system/multi-user.target.wants/isergwd.service" ] &&
+		[ -L "$ROOT/etc/systemd/system/multi-user.target.wants/isergw-agent.service" ] &&
+		pass "rpm %post presets both units enabled (80-isergw.preset), systemd not running" ||
+		fail "rpm preset" "$(ls "$ROOT/etc/systemd/system/multi-user.target.wants/")"
 	grep -q "first admin token is in" "$T_DIR/rpm-install.out" &&
 		pass "rpm %post created the first admin token and says where" ||
 		fail "rpm %post" "$(tr '\n' ' ' <"$T_DIR/rpm-install.out")"

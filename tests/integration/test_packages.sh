@@ -41,6 +41,11 @@ fi
 check "debian/control takes library dependencies from shlibs only" \
 	sh -c '! grep -E "^ *(Depends|Pre-Depends):.*(^|[ ,])lib[a-z]" packaging/debian/control &&
 		[ "$(grep -c "\${shlibs:Depends}" packaging/debian/control)" = 2 ]'
+sv=$(sed -n 's/^%{!?version: %global version \(.*\)}$/\1/p' packaging/rpm/isergw.spec)
+[ "$sv" = "$VERSION" ] && pass "isergw.spec's own version (for rpmbuild -ta) is VERSION" ||
+	fail "spec version" "$sv, VERSION $VERSION"
+mv=$(grep -L "^\.TH .* \"isergw $VERSION\"" docs/man/*.[0-9])
+[ -z "$mv" ] && pass "the man pages name isergw $VERSION" || fail "man page versions" "$mv"
 cv=$(dpkg-parsechangelog -l packaging/debian/changelog -S Version)
 [ "$cv" = "$VERSION" ] && pass "debian/changelog is at VERSION ($VERSION)" ||
 	fail "changelog version" "$cv, VERSION $VERSION"
@@ -159,8 +164,9 @@ if [ -n "$RG" ] && [ -n "$RA" ] && [ -n "$RW" ]; then
 	[ "$cf" = "/etc/isergw/isergwd.json /etc/isergw/isergw-agent.conf " ] &&
 		pass "rpm: %config(noreplace) for both files in /etc/isergw" || fail "rpm configfiles" "$cf"
 	sc=$(rpm -qp --scripts "$RA" 2>/dev/null)
-	printf '%s\n' "$sc" | grep -q -- '--init-tokens' && printf '%s\n' "$sc" | grep -q 'preset' &&
-		printf '%s\n' "$sc" | grep -q 'try-restart' &&
+	printf '%s\n' "$sc" | grep -q -- '--init-tokens' &&
+		printf '%s\n' "$sc" | grep -q 'preset isergw-agent.service' &&
+		printf '%s\n' "$sc" | grep -q 'try-restart isergw-agent.service' &&
 		pass "rpm agent scriptlets: first token, preset (enable), try-restart on upgrade" ||
 		fail "rpm scriptlets" "$(printf '%s\n' "$sc" | head -n 5 | tr '\n' ' ')"
 	rpm -qpl "$RG" "$RA" | grep -q '^/usr/share/man/man8/isergwd.8' &&
