@@ -24,6 +24,9 @@
 #include "gw_loop.h"
 
 static struct gw_loop loop;
+/* The agent and whether it serves: SIGHUP reloads its token list only then. */
+static struct api_agent agent;
+static bool agent_up;
 
 static void usage(FILE *f)
 {
@@ -35,6 +38,7 @@ static void usage(FILE *f)
 		"                    [--store etcd --etcd-endpoints URLS --cluster-prefix KEY\n"
 		"                     --gateway-id NAME --port-group N [--lease-ttl SECONDS]]\n"
 		"       isergw-agent --state-dir DIR --add-token NAME [--role admin|read]\n"
+		"       isergw-agent --state-dir DIR --init-tokens\n"
 		"  --state-dir DIR        desired configuration, tokens (created 0700)\n"
 		"  --listen ADDR:PORT     HTTP(S) address (default 127.0.0.1:8080)\n"
 		"  --gateway-socket PATH  the gateway's control socket (none: store only)\n"
@@ -44,6 +48,8 @@ static void usage(FILE *f)
 		"  --webui-dir DIR        the dashboard's files, served at / (default "
 		API_WEBUI_DIR "; \"\": none)\n"
 		"  --add-token NAME       create a token, print it once, and exit\n"
+		"  --init-tokens          create the token list with the first admin token (in\n"
+		"                         DIR/admin.token, mode 0600) unless it exists, and exit\n"
 		"  --openapi              print the API's OpenAPI document and exit\n");
 	/* A cluster of gateways (docs/CLUSTER.md). */
 	fprintf(f,
@@ -105,9 +111,34 @@ static int check_cluster_opts(struct api_conf *c)
 	return 0;
 }
 
+/* SIGHUP: the token list is read again; a file that does not load keeps the tokens in use. */
+static void reload_tokens(void)
+{
+	struct api_auth a;
+	int r;
+
+	sd_notify(0, "RELOADING=1\nSTATUS=reloading the token list");
+	r = api_auth_open(&a, agent.conf.state_dir);
+	if (r) {
+		gw_err("agent", "SIGHUP: %s/tokens.json: %s: keeping the %zu tokens in use",
+		       agent.conf.state_dir, strerror(-r), agent.auth.n);
+		api_auth_close(&a);
+	} else {
+		api_auth_close(&agent.auth);
+		agent.auth = a;
+		gw_info("agent", "SIGHUP: %zu tokens loaded", agent.auth.n);
+	}
+	sd_notify(0, "READY=1\nSTATUS=serving");
+}
+
 static void on_signal(struct gw_signal *s, int signo)
 {
 	(void)s;
+	if (signo == SIGHUP) {
+		if (agent_up)
+			reload_tokens();
+		return;
+	}
 	gw_info("agent", "%s received: stopping", strsignal(signo));
 	gw_loop_stop(&loop, 0);
 }
@@ -140,6 +171,26 @@ static int add_token(const char *dir, const char *name, const char *role)
 	return 0;
 }
 
+/* --init-tokens: what the first start does to the token list (the first admin token, in
+ * DIR/admin.token), done ahead of it: package installation, images built offline. */
+static int init_tokens(const char *dir)
+{
+	struct api_auth a;
+	int r;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "isergw-agent: %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	r = api_auth_open(&a, dir);
+	api_auth_close(&a);
+	if (r) {
+		fprintf(stderr, "isergw-agent: %s/tokens.json: %s\n", dir, strerror(-r));
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -162,12 +213,14 @@ int main(int argc, char **argv)
 		{ "port-group", required_argument, NULL, 1005 },
 		{ "lease-ttl", required_argument, NULL, 1006 },
 		{ "openapi", no_argument, NULL, 1007 },
+		{ "init-tokens", no_argument, NULL, 1008 },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const int sigs[] = { SIGINT, SIGTERM };
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	struct api_conf conf = { .listen = "127.0.0.1:8080", .webui_dir = API_WEBUI_DIR };
 	const char *token_name = NULL, *role = "admin";
-	struct api_agent ag;
+	struct api_agent *ag = &agent;
+	bool init_only = false;
 	struct gw_signal sig;
 	int c, r;
 
@@ -198,6 +251,7 @@ int main(int argc, char **argv)
 		case 1005: conf.port_group = (unsigned int)strtoul(optarg, NULL, 10); break;
 		case 1006: conf.lease_ttl = (unsigned int)strtoul(optarg, NULL, 10); break;
 		case 1007: return print_openapi();
+		case 1008: init_only = true; break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -205,6 +259,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (init_only)
+		return init_tokens(conf.state_dir);
 	if (token_name)
 		return add_token(conf.state_dir, token_name, role);
 	if (check_cluster_opts(&conf))
@@ -212,11 +268,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (gw_loop_init(&loop))
 		return 1;
-	if (gw_signal_init(&sig, &loop, sigs, 2, on_signal)) {
+	if (gw_signal_init(&sig, &loop, sigs, 3, on_signal)) {
 		gw_loop_fini(&loop);
 		return 1;
 	}
-	r = api_agent_init(&ag, &loop, &conf);
+	r = api_agent_init(ag, &loop, &conf);
 	if (r) {
 		gw_signal_fini(&sig);
 		gw_loop_fini(&loop);
@@ -228,10 +284,12 @@ int main(int argc, char **argv)
 	else if (conf.webui_dir && *conf.webui_dir)
 		gw_info("agent", "dashboard at %s://%s/ from %s", conf.tls_cert ? "https" : "http",
 			conf.listen, conf.webui_dir);
+	agent_up = true;
 	sd_notify(0, "READY=1\nSTATUS=serving");
 	r = gw_loop_run(&loop);
 	sd_notify(0, "STOPPING=1");
-	api_agent_fini(&ag);
+	agent_up = false;
+	api_agent_fini(ag);
 	gw_signal_fini(&sig);
 	gw_loop_fini(&loop);
 	gw_info("agent", "stopped");

@@ -2,7 +2,9 @@
 # Installs, with apt-get, every Debian 12 package isergw needs to build, run and test.
 # Idempotent: when everything is present it installs nothing and touches no network.
 #
-#   deploy/install-deps.sh [build|run|test|all]    (default: all)
+#   deploy/install-deps.sh [build|run|test|all]...    (default: all; several add up)
+# build: compile; run: start the programs built here (make run); test: build, run and every
+# suite's tools, the packaging ones (debhelper, lintian, debootstrap, nspawn, rpm) included.
 set -eu
 
 BUILD="make gcc pkg-config libibverbs-dev librdmacm-dev libiscsi-dev libmicrohttpd-dev
@@ -13,16 +15,20 @@ TEST="libcriterion-dev libiscsi-bin tgt curl iproute2 iptables procps psmisc
 clang libclang-rt-14-dev rpm cpio
 qemu-system-x86 busybox-static kmod open-iscsi ibverbs-utils rdmacm-utils e2fsprogs
 etcd-server openssl wrk util-linux multipath-tools jq python3
-chromium chromium-driver nodejs fio"
+chromium chromium-driver nodejs fio
+debhelper dpkg-dev fakeroot lintian debootstrap systemd-container rpmlint"
 
-what=${1:-all}
-case "$what" in
-build) want="$BUILD" ;;
-run) want="$RUN" ;;
-test) want="$BUILD $RUN $TEST" ;;
-all) want="$BUILD $RUN $TEST" ;;
-*) echo "usage: $0 [build|run|test|all]" >&2; exit 2 ;;
-esac
+[ $# -eq 0 ] && set -- all
+want=""
+for what in "$@"; do
+	case "$what" in
+	build) want="$want $BUILD" ;;
+	run) want="$want $RUN" ;;
+	test | all) want="$want $BUILD $RUN $TEST" ;;
+	*) echo "usage: $0 [build|run|test|all]..." >&2; exit 2 ;;
+	esac
+done
+want=$(printf '%s\n' $want | sort -u)
 
 missing=""
 for p in $want; do
@@ -33,8 +39,8 @@ for p in $want; do
 	esac
 done
 # npm installs the browser suite's playwright-core; a nodejs from elsewhere may bundle it.
-case "$what" in
-test | all) command -v npm >/dev/null 2>&1 || missing="$missing npm" ;;
+case " $* " in
+*" test "* | *" all "*) command -v npm >/dev/null 2>&1 || missing="$missing npm" ;;
 esac
 [ -z "$missing" ] && exit 0
 

@@ -2,7 +2,8 @@
 /*
  * isergwd: reads and validates the configuration, builds targets and portals, serves until
  * SIGINT/SIGTERM, then stops accepting, closes sessions, drains in-flight I/O (bounded) and
- * frees everything.
+ * frees everything. SIGHUP re-reads the configuration file and applies the difference, as the
+ * control socket's apply does.
  *
  *   isergwd [--config FILE | --state-dir DIR] [--check] [--debug LIST] [--foreground]
  */
@@ -25,6 +26,10 @@
 
 static struct gw_loop loop;
 static bool stop_requested;
+/* What SIGHUP needs: the file, the running gateway and its control socket once they exist. */
+static const char *reload_path;
+static struct isc_gw *reload_gw;
+static struct ctl_sock *reload_ctl;
 
 static void usage(FILE *f)
 {
@@ -40,9 +45,69 @@ static void usage(FILE *f)
 		"  --control-socket PATH  unix socket for the agent (default: gateway.control_socket)\n");
 }
 
+/* SIGHUP: the file through the control socket's own apply (the gateway section included);
+ * without a control socket, the targets and portals through ctl_gw_apply. A file with errors
+ * changes nothing. */
+static void reload_config(void)
+{
+	struct gw_errlist errs;
+	json_error_t jerr;
+	json_t *root, *req, *reply;
+	struct ctl_config c;
+	char *j;
+	int r;
+
+	if (!reload_gw) {
+		/* Starting: the file was just read; stopping: nothing to apply to. */
+		gw_warn("main", "SIGHUP while not serving: ignored");
+		return;
+	}
+	sd_notify(0, "RELOADING=1\nSTATUS=reloading the configuration");
+	gw_info("main", "SIGHUP: reloading %s", reload_path);
+	gw_errlist_init(&errs);
+	root = json_load_file(reload_path, 0, &jerr);
+	if (!root) {
+		gw_err("main", "%s: line %d: %s: nothing changed", reload_path, jerr.line, jerr.text);
+	} else if (reload_ctl) {
+		req = json_pack("{s:s, s:O}", "op", "apply", "config", root);
+		reply = req ? ctl_sock_handle(reload_ctl, req) : NULL;
+		if (json_is_true(json_object_get(reply, "ok"))) {
+			gw_info("main", "%s applied", reload_path);
+		} else {
+			j = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+			gw_err("main", "%s not applied: %s", reload_path, j ? j : "no memory");
+			free(j);
+		}
+		json_decref(reply);
+		json_decref(req);
+	} else if (ctl_config_parse(root, &c, &errs) == 0) {
+		r = ctl_gw_apply(reload_gw, c.isc, &errs);
+		c.isc = NULL;
+		if (r && !errs.n)
+			gw_errlist_add(&errs, "", "%s", strerror(-r));
+		if (!r)
+			reload_gw->data_mem_max = c.gateway.data_memory;
+		ctl_config_free(&c);
+		if (!r)
+			gw_info("main", "%s applied", reload_path);
+	}
+	if (errs.n) {
+		j = gw_errlist_join(&errs);
+		gw_err("main", "%s not applied: %s", reload_path, j ? j : "no memory");
+		free(j);
+	}
+	gw_errlist_fini(&errs);
+	json_decref(root);
+	sd_notify(0, "READY=1\nSTATUS=serving");
+}
+
 static void on_signal(struct gw_signal *s, int signo)
 {
 	(void)s;
+	if (signo == SIGHUP) {
+		reload_config();
+		return;
+	}
 	gw_info("main", "%s received: stopping", strsignal(signo));
 	stop_requested = true;
 	gw_loop_stop(&loop, 0);
@@ -72,7 +137,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const int sigs[] = { SIGINT, SIGTERM };
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	const char *config = NULL, *state_dir = NULL, *debug = NULL, *ctl_path = NULL;
 	char *ctl_conf_path = NULL;
 	struct ctl_gateway_conf ctl_gconf = { NULL, NULL, 0 };
@@ -158,7 +223,7 @@ int main(int argc, char **argv)
 		ctl_config_free(&cfg);
 		goto out_errs;
 	}
-	if (gw_signal_init(&sig, &loop, sigs, 2, on_signal) == 0)
+	if (gw_signal_init(&sig, &loop, sigs, 3, on_signal) == 0)
 		sig_on = true;
 	r = ctl_gw_create(&loop, cfg.isc, &gw, &errs);
 	cfg.isc = NULL;		/* the gw owns it now, on success and failure */
@@ -196,6 +261,10 @@ int main(int argc, char **argv)
 		if (r)
 			goto out_gw;
 	}
+	/* SIGHUP applies the file from now on: READY=1 is never sent before this one. */
+	reload_path = config;
+	reload_gw = gw;
+	reload_ctl = ctl;
 	sd_notify(0, "READY=1\nSTATUS=serving");
 	gw_info("main", "ready");
 	r = gw_loop_run(&loop);
@@ -205,6 +274,8 @@ int main(int argc, char **argv)
 out_gw:
 	sd_notify(0, "STOPPING=1");
 	/* No reconfiguration while draining. */
+	reload_gw = NULL;
+	reload_ctl = NULL;
 	ctl_sock_destroy(ctl);
 	isc_gw_stop(gw);
 	ctl_gw_bs_shutdown(gw);

@@ -107,8 +107,9 @@ soak: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
 	@BUILD=$(BUILD) tests/soak/run.sh
 
-# A sub-make builds after `deps`: pkg-config flags are read when make starts, so on a fresh
-# machine they exist only in a make started after the install.
-run: deps
+# A sub-make builds after the install: pkg-config flags are read when make starts, so on a fresh
+# machine they exist only in a make started after it. Only what building and running need.
+run:
+	@deploy/install-deps.sh build run
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) deploy/run-demo.sh
