@@ -80,10 +80,13 @@ clean:
 help:
 	@sed -n 's/^#   //p' Makefile mk/*.mk
 
-#   make docs       docs/openapi.json from the agent's route table, and docs/API.md from it
+#   make docs       docs/openapi.json from the agent's route table, docs/API.md from it, and
+#                   docs/architecture.{dot,svg} from tests/check-layers.py's module table
 .PHONY: docs
 docs: $(BUILD)/isergw-agent
 	$(BUILD)/isergw-agent --openapi >docs/openapi.json
 	python3 docs/render-api.py docs/openapi.json >docs/API.md
+	python3 tests/check-layers.py --dot >docs/architecture.dot
+	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
 
 -include $(call rwildcard,$(BUILD),*.d)
