@@ -62,6 +62,15 @@ static void reload_config(void)
 		gw_warn("main", "SIGHUP while not serving: ignored");
 		return;
 	}
+	if (ctl_sock_managed(reload_ctl)) {
+		/* The agent's store is the truth: applying the file would be undone at the agent's
+		 * next write or reconnect, silently. Say so instead, and change nothing. */
+		gw_err("main", "SIGHUP: not applying %s: this gateway's configuration is managed by "
+		       "its agent over the control socket; change it through the REST API "
+		       "(isergwctl) instead", reload_path);
+		sd_notify(0, "STATUS=serving; reload refused: configuration managed by the agent");
+		return;
+	}
 	sd_notify(0, "RELOADING=1\nSTATUS=reloading the configuration");
 	gw_info("main", "SIGHUP: reloading %s", reload_path);
 	gw_errlist_init(&errs);

@@ -77,6 +77,9 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 		    const struct ctl_gateway_conf *gconf, struct ctl_sock **out);
 /* Closes every client and removes the socket file. */
 void ctl_sock_destroy(struct ctl_sock *s);
+/* Whether a client of the socket (the agent) has applied a configuration since start: the
+ * gateway then follows the agent's store, and a reload of the file would be undone by it. */
+bool ctl_sock_managed(const struct ctl_sock *s);
 /* One request to its reply (new reference); what a client line goes through. */
 json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req);
 /* The running configuration as the JSON the config file holds (new reference). */

@@ -41,6 +41,7 @@ struct ctl_sock {
 	struct gw_watch w;
 	struct gw_list clients;
 	uint64_t applies;
+	uint64_t client_applies;	/* of those, by a client of the socket (the agent) */
 };
 
 /* ---- the running configuration as JSON --------------------------------------------- */
@@ -235,6 +236,11 @@ static json_t *op_drop(struct ctl_sock *cs, const json_t *req)
 	return json_pack("{s:b}", "ok", 1);
 }
 
+bool ctl_sock_managed(const struct ctl_sock *s)
+{
+	return s && s->client_applies > 0;
+}
+
 json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req)
 {
 	const char *op = json_string_value(json_object_get(req, "op"));
@@ -311,6 +317,9 @@ static void client_line(struct ctl_client *c, const char *line, size_t len)
 		    fail("bad_request", "not a JSON object: %s", req ? "wrong type" : jerr.text);
 	else
 		reply = ctl_sock_handle(c->s, req);
+	if (req && json_is_true(json_object_get(reply, "ok")) &&
+	    !strcmp(json_string_value(json_object_get(req, "op")) ?: "", "apply"))
+		c->s->client_applies++;
 	json_decref(req);
 	text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
 	json_decref(reply);

@@ -93,6 +93,24 @@ c['targets'][0]['luns'].append({'lun': 1, 'product': 'reloaded', 'backstore': {'
 	[ "$closed" = 1 ] && t_port_open "$T_HOST" "$P1" &&
 		pass "SIGHUP $what: a portal taken out of the file stops listening" ||
 		fail "SIGHUP portal removal ($mode)" "port $P2 still open"
+	if [ "$mode" = socket ]; then
+		# A client of the socket (the agent) applies a configuration: from then on the
+		# agent's store is the truth, and a reload of the file would be undone by it later,
+		# silently. SIGHUP says so and changes nothing.
+		applied=$(gw_ctl "$T_DIR/ctl.sock" \
+			"{\"op\": \"apply\", \"config\": $(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$CONF")}")
+		edit "c['targets'][0]['luns'].append({'lun': 2, 'product': 'fromfile', 'backstore': {'type': 'ram', 'size': '4M'}})"
+		: >"$T_DIR/gw.log"
+		kill -HUP "$GP"
+		if echo "$applied" | grep -q '"ok": *true' &&
+			log_has "managed by its agent over the control socket" && t_alive "$GP" &&
+			! iscsi-inq "iscsi://$T_HOST:$P1/$TG_IQN/2" 2>&1 | grep -q "Product:fromfile" &&
+			iscsi-inq "iscsi://$T_HOST:$P1/$TG_IQN/0" >/dev/null 2>&1; then
+			pass "SIGHUP after a client applied over the socket: refused with a reason, nothing changes"
+		else
+			fail "SIGHUP on an agent-managed gateway" "apply: $applied; $(tail -n 3 "$T_DIR/gw.log" | tr '\n' ' ')"
+		fi
+	fi
 	gw_stop "$GP"
 done
 
