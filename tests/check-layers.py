@@ -28,7 +28,7 @@ import sys
 # Who may import whom. A module is a folder: lib/, gateway/NAME/, agent/ (one module until it is
 # split into rooms: add their rows here, e.g. 'agent/http': ['lib'], and a MODULE_OF_PATH rule).
 # gateway/main.c is the daemon's main(), allowed everything in gateway.
-GATEWAY = ['ctl', 'iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'conf', 'lib']
+GATEWAY = ['ctl', 'iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'net', 'conf', 'lib']
 ALLOWED = {
     'lib': [],
     'conf': ['lib'],
@@ -38,7 +38,8 @@ ALLOWED = {
     'bs': ['mpath', 'conf', 'lib'],
     'scsi': ['bs', 'conf', 'lib'],
     'iscsi': ['dmv', 'pdu', 'scsi', 'conf', 'lib'],
-    'ctl': ['iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'conf', 'lib'],
+    'net': ['conf', 'lib'],            # bonds, RDMA ports, portal chains, verdicts
+    'ctl': ['iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'net', 'conf', 'lib'],
     'main': GATEWAY,
     'agent': ['conf', 'lib'],
 }
@@ -46,7 +47,7 @@ ALLOWED = {
 # The public header of each module, in include/ (lib has several, all gw_*.h).
 PUBLIC = {
     'isc_pdu.h': 'pdu', 'dmv.h': 'dmv', 'isc.h': 'iscsi', 'scsi.h': 'scsi', 'bs.h': 'bs',
-    'mp.h': 'mpath', 'ctl.h': 'ctl', 'conf.h': 'conf',
+    'mp.h': 'mpath', 'ctl.h': 'ctl', 'conf.h': 'conf', 'net.h': 'net',
 }
 
 SCANNED = ('lib', 'gateway', 'agent', 'include')
