@@ -113,8 +113,8 @@ static void mon_read(struct net_mon *n, bool first)
 	net_model_carry(&m, first ? NULL : &n->model, n->read_at_ms, on_failover, n);
 	net_judge(&m);
 	if (first)
-		gw_info("net", "network (%s): %zu netdevs, %zu bonds, %zu RDMA ports, %zu verdicts",
-			n->reader->ops->name, m.nlinks, m.nbonds, m.nports, m.nverdicts);
+		gw_info("net", "network (%s): %zu netdevs, %zu bonds, %zu RDMA ports",
+			n->reader->ops->name, m.nlinks, m.nbonds, m.nports);
 	log_changes(first ? NULL : &n->model, &m);
 	net_model_fini(&n->model);
 	n->model = m;

@@ -378,8 +378,16 @@ static void check_no_rdma(const struct net_rule *r, struct net_model *m)
 		const struct net_chain *c = &m->chains[i];
 		struct vctx x = chain_ctx(c);
 
-		if (c->iser && *c->netdev && c->rdma < 0 && (!*c->bond || *c->slave))
-			verdict_add(r, m, &x);
+		char via[64];
+
+		if (!c->iser || !*c->netdev || c->rdma >= 0 || (*c->bond && !*c->slave))
+			continue;
+		if (*c->bond)
+			snprintf(via, sizeof(via), "it nor on its active slave %s", c->slave);
+		else
+			snprintf(via, sizeof(via), "it");
+		x.value = via;
+		verdict_add(r, m, &x);
 	}
 }
 
@@ -557,8 +565,8 @@ const struct net_rule net_rules[] = {
 	  "move {addr} from {netdev} to {bond} (ip addr del {addr}/PREFIX dev {netdev}; "
 	  "ip addr add {addr}/PREFIX dev {bond})" },
 	{ "portal-no-rdma", NET_SEV_ERROR, "portal", check_no_rdma,
-	  "iSER portal {portal}: address {addr} is on {netdev}, which has no RDMA device "
-	  "(through {slave}): the portal cannot accept iSER connections",
+	  "iSER portal {portal}: address {addr} is on {netdev}, and no RDMA port sits on "
+	  "{value}: the portal cannot accept iSER connections",
 	  "put {addr} on a netdev with an RDMA port (RoCE NIC, IPoIB, or Soft-RoCE: rdma link add "
 	  "rxe0 type rxe netdev {netdev}), or make the portal tcp" },
 	{ "portal-rdma-port-down", NET_SEV_ERROR, "portal", check_port_down,

@@ -282,10 +282,30 @@ Test(net_verdict, iser_portal_without_rdma)
 	fx_addrs(&f, "eth9 10.9.9.9/24");
 	fx_read(&f, &m, &p, 1);
 	has("portal-no-rdma", "portal/iser0");
+	cr_assert(strstr(net_model_verdict(&m, "portal-no-rdma", NULL)->message,
+			 "is on eth9, and no RDMA port sits on it:"), "%s",
+		  net_model_verdict(&m, "portal-no-rdma", NULL)->message);
 	net_model_fini(&m);
 	/* TCP needs no RDMA. */
 	fx_read(&f, &m, &t, 1);
 	cr_assert_eq(m.nverdicts, 0, "verdicts: %s", fx_ids(&m));
+}
+
+Test(net_verdict, iser_portal_on_a_bond_of_plain_nics)
+{
+	fx_bond(&f, "bond0", "active-backup 1", "none 0", 100, "eth1", "eth1 eth2");
+	fx_link(&f, "eth1", 1, "02:00:00:00:00:01", true, 10000);
+	fx_link(&f, "eth2", 1, "02:00:00:00:00:02", true, 10000);
+	fx_slave(&f, "eth1", "active", "up", "02:00:00:00:00:01");
+	fx_slave(&f, "eth2", "backup", "up", "02:00:00:00:00:02");
+	fx_addrs(&f, "bond0 192.168.10.5/24");
+	fx_read(&f, &m, &fx_iser0, 1);
+	has("portal-no-rdma", "portal/iser0");
+	cr_assert(strstr(net_model_verdict(&m, "portal-no-rdma", NULL)->message,
+			 "nor on its active slave eth1"));
+	/* No RDMA slave: fail_over_mac does not matter here. */
+	hasnt("bond-fail-over-mac");
+	hasnt("bond-rdma-slaves-fail-over-mac");
 }
 
 Test(net_verdict, portal_address_nowhere_and_wildcard)
