@@ -183,7 +183,14 @@ if [ "$(id -u)" != 0 ] || ! ip netns add "$NS" 2>/dev/null; then
 	skip live "needs root and ip netns (network namespaces)"
 	t_end
 fi
-trap 'ip netns del "$NS" 2>/dev/null; t_exit_trap' EXIT
+# The namespace goes on any exit; the suite's own status is kept for t_exit_trap.
+net_exit() {
+	local rc=$?
+	ip netns del "$NS" 2>/dev/null
+	(exit $rc)
+	t_exit_trap
+}
+trap net_exit EXIT
 nsx() { ip netns exec "$NS" "$@"; }
 nsx ip link set lo up
 nsx ip link add nv1 type veth peer name nv2
