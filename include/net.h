@@ -182,6 +182,11 @@ void net_model_resolve(struct net_model *m, const struct net_portal *portals, si
  * fn for each (may be NULL). now_ms is the wall clock. */
 void net_model_carry(struct net_model *m, const struct net_model *old, uint64_t now_ms,
 		     void (*fn)(const struct net_bond *b, void *arg), void *arg);
+/* An active slave seen between reads (an rtnetlink message): counted as a failover, as
+ * net_model_carry would, when it differs from the last one seen; the next read then agrees and
+ * counts nothing more. True when it was a failover (b->last says which). */
+bool net_model_note_active(struct net_model *m, const char *bond, const char *active,
+			   uint64_t now_ms);
 /* "fe80::..." form of a GID, in buf of NET_GIDSTR. */
 void net_gid_str(const uint8_t raw[16], char *buf);
 const char *net_severity_name(int sev);

@@ -333,6 +333,30 @@ static void slave_ids(const struct net_model *m, const struct net_bond *b, const
 	net_gid_str(p->gids[0].raw, gid);
 }
 
+/* One sighting of b's active slave (in m, with the slaves' MACs and GIDs as ids shows them):
+ * a change to another slave than the last one seen is a failover. */
+static bool note_active(struct net_bond *b, const char *active, const struct net_model *ids_old,
+			const struct net_bond *ob, const struct net_model *ids_new, uint64_t now_ms)
+{
+	struct net_failover *f = &b->last;
+
+	if (!active || !*active)
+		return false;
+	if (!*b->last_active || !strcmp(b->last_active, active)) {
+		copy(b->last_active, sizeof(b->last_active), active);
+		return false;
+	}
+	b->failovers++;
+	b->has_last = true;
+	f->time_ms = now_ms;
+	copy(f->old_slave, sizeof(f->old_slave), b->last_active);
+	copy(f->new_slave, sizeof(f->new_slave), active);
+	slave_ids(ids_old, ob, f->old_slave, f->old_mac, f->old_gid);
+	slave_ids(ids_new, b, f->new_slave, f->new_mac, f->new_gid);
+	copy(b->last_active, sizeof(b->last_active), active);
+	return true;
+}
+
 void net_model_carry(struct net_model *m, const struct net_model *old, uint64_t now_ms,
 		     void (*fn)(const struct net_bond *b, void *arg), void *arg)
 {
@@ -348,24 +372,18 @@ void net_model_carry(struct net_model *m, const struct net_model *old, uint64_t 
 			b->last = o->last;
 			copy(b->last_active, sizeof(b->last_active), o->last_active);
 		}
-		if (!*b->active)
-			continue;
-		if (o && *b->last_active && strcmp(b->last_active, b->active)) {
-			struct net_failover *f = &b->last;
-
-			b->failovers++;
-			b->has_last = true;
-			f->time_ms = now_ms;
-			copy(f->old_slave, sizeof(f->old_slave), b->last_active);
-			copy(f->new_slave, sizeof(f->new_slave), b->active);
-			/* The old slave as the last read saw it, the new one as now. */
-			slave_ids(old, o, f->old_slave, f->old_mac, f->old_gid);
-			slave_ids(m, b, f->new_slave, f->new_mac, f->new_gid);
-			if (fn)
-				fn(b, arg);
-		}
-		copy(b->last_active, sizeof(b->last_active), b->active);
+		/* The old slave as the last read saw it, the new one as now. */
+		if (note_active(b, b->active, o ? old : m, o ? o : b, m, now_ms) && fn)
+			fn(b, arg);
 	}
+}
+
+bool net_model_note_active(struct net_model *m, const char *bond, const char *active,
+			   uint64_t now_ms)
+{
+	struct net_bond *b = net_model_bond(m, bond);
+
+	return b && note_active(b, active, m, b, m, now_ms);
 }
 
 /* ---- JSON ---------------------------------------------------------------------------------- */

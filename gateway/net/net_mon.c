@@ -8,7 +8,9 @@
  * change of active slave, and logs the verdicts that appear or go.
  */
 #include <errno.h>
+#include <linux/if_link.h>
 #include <linux/rtnetlink.h>
+#include <netlink/attr.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <netlink/socket.h>
@@ -19,7 +21,7 @@
 #include <time.h>
 
 #include "gw_log.h"
-#include "net.h"
+#include "net_priv.h"
 
 #define NET_POLL_LIVE_MS 10000
 #define NET_POLL_SYSFS_MS 1000
@@ -130,12 +132,40 @@ static void on_timer(struct gw_timer *t)
 	mon_read(gw_container_of(t, struct net_mon, timer), false);
 }
 
+/* A bond's RTM_NEWLINK carries its active slave (IFLA_BOND_ACTIVE_SLAVE, sent on every
+ * failover): each message is counted on its own, so a flip and a flip back that arrive in one
+ * batch, before the re-read, are two failovers and not none. libnl 3.7 has no accessor for
+ * bonding attributes: its attribute parser reads them. */
+void net_mon_rtmsg(struct net_mon *n, struct nlmsghdr *h)
+{
+	struct nlattr *tb[IFLA_MAX + 1], *li[IFLA_INFO_MAX + 1], *bd[IFLA_BOND_MAX + 1];
+	char bond[NET_IFNAME];
+	const char *active = NULL;
+	uint32_t ifindex;
+	size_t i;
+
+	n->events++;
+	if (h->nlmsg_type != RTM_NEWLINK ||
+	    nlmsg_parse(h, sizeof(struct ifinfomsg), tb, IFLA_MAX, NULL) < 0 ||
+	    !tb[IFLA_IFNAME] || !tb[IFLA_LINKINFO] ||
+	    nla_parse_nested(li, IFLA_INFO_MAX, tb[IFLA_LINKINFO], NULL) < 0 ||
+	    !li[IFLA_INFO_KIND] || !li[IFLA_INFO_DATA] || nla_strcmp(li[IFLA_INFO_KIND], "bond") ||
+	    nla_parse_nested(bd, IFLA_BOND_MAX, li[IFLA_INFO_DATA], NULL) < 0 ||
+	    !bd[IFLA_BOND_ACTIVE_SLAVE] || nla_len(bd[IFLA_BOND_ACTIVE_SLAVE]) < 4)
+		return;
+	nla_strlcpy(bond, tb[IFLA_IFNAME], sizeof(bond));
+	ifindex = nla_get_u32(bd[IFLA_BOND_ACTIVE_SLAVE]);
+	/* A slave the last read did not see: the re-read that follows counts it. */
+	for (i = 0; i < n->model.nlinks; i++)
+		if (n->model.links[i].ifindex == (int)ifindex)
+			active = n->model.links[i].name;
+	if (active && net_model_note_active(&n->model, bond, active, wall_ms()))
+		on_failover(net_model_bond(&n->model, bond), n);
+}
+
 static int on_nl_msg(struct nl_msg *msg, void *arg)
 {
-	struct net_mon *n = arg;
-
-	(void)msg;
-	n->events++;
+	net_mon_rtmsg(arg, nlmsg_hdr(msg));
 	return NL_SKIP;
 }
 

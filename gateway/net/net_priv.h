@@ -24,4 +24,8 @@ int net_sysfs_gids(const char *root, struct net_rdma_port *p);
 /* Where the port has no netdev yet: rxe's parent, or an IPoIB link whose device is the port's. */
 void net_sysfs_port_netdevs(const char *root, struct net_model *m);
 
+/* net_mon.c: one rtnetlink message (what the event socket hands over; tests build their own). */
+struct nlmsghdr;
+void net_mon_rtmsg(struct net_mon *n, struct nlmsghdr *h);
+
 #endif

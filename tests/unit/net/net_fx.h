@@ -197,6 +197,9 @@ static inline void fx_roce_bond(const struct fx *f, const char *fom)
 	fx_link(f, "ens1f1", 1, "02:00:00:00:00:02", true, 100000);
 	fx_slave(f, "ens1f0", "active", "up", "02:00:00:00:00:01");
 	fx_slave(f, "ens1f1", "backup", "up", "02:00:00:00:00:02");
+	fx_put(f, "class/net/ens1f0/ifindex", "3");
+	fx_put(f, "class/net/ens1f1/ifindex", "4");
+	fx_put(f, "class/net/bond0/ifindex", "5");
 	fx_port(f, "mlx5_0", 1, 4, true);
 	fx_gid(f, "mlx5_0", 1, 0, "fe80:0000:0000:0000:0000:00ff:fe00:0001", "IB/RoCE v1",
 	       "ens1f0");
