@@ -131,9 +131,11 @@ static int live_device(struct net_reader *rd, struct net_model *m, struct ibv_de
 	unsigned int p;
 	int r = 0;
 
+	/* Not ours to open (device permissions): sysfs shows the same ports to anyone. */
 	if (!ctx) {
-		gw_dbg("net", "%s: cannot open: %s", ibv_get_device_name(dev), strerror(errno));
-		return 0;
+		gw_dbg("net", "%s: cannot open (%s): its ports from sysfs",
+		       ibv_get_device_name(dev), strerror(errno));
+		return net_sysfs_rdma_dev(rd->sysfs, m, ibv_get_device_name(dev));
 	}
 	if (ibv_query_device(ctx, &da))
 		goto out;

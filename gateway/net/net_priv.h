@@ -21,6 +21,8 @@ bool net_read_line(char *buf, size_t len, const char *fmt, ...)
 int net_sysfs_bonds(const char *root, const char *procfs, struct net_model *m);
 /* The GID table of a port from ROOT/class/infiniband/DEV/ports/N/gids and gid_attrs/. */
 int net_sysfs_gids(const char *root, struct net_rdma_port *p);
+/* One RDMA device's ports from ROOT/class/infiniband/DEV/ports/ (GIDs included). */
+int net_sysfs_rdma_dev(const char *root, struct net_model *m, const char *dev);
 /* Where the port has no netdev yet: rxe's parent, or an IPoIB link whose device is the port's. */
 void net_sysfs_port_netdevs(const char *root, struct net_model *m);
 

@@ -420,40 +420,47 @@ static int sysfs_links(struct net_reader *r, struct net_model *m)
 }
 
 /* Ports: state "4: ACTIVE" -> 4, link layer, rate, GIDs, netdev (GID 0's). */
-static int sysfs_rdma(struct net_reader *r, struct net_model *m)
+int net_sysfs_rdma_dev(const char *root, struct net_model *m, const char *dev)
 {
 	char path[PATH_MAX], v[128];
-	char **devs, **ports;
-	size_t nd, np, i, j;
+	char **ports;
+	size_t np, j;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports", root, dev);
+	ports = list_dir(path, &np);
+	for (j = 0; j < np && !rc; j++) {
+		struct net_rdma_port *p = net_model_add_port(m, dev, (unsigned int)atoi(ports[j]));
+
+		if (!p) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports/%s", root, dev, ports[j]);
+		if (net_read_line(v, sizeof(v), "%s/state", path))
+			p->state = atoi(v);
+		net_read_line(v, sizeof(v), "%s/link_layer", path);
+		p->ethernet = !strcasecmp(v, "Ethernet");
+		read_str(p->rate, sizeof(p->rate), path, "rate");
+		if (net_read_line(v, sizeof(v), "%s/gid_attrs/ndevs/0", path) && ifname_ok(v))
+			net_copy(p->netdev, sizeof(p->netdev), v);
+		rc = net_sysfs_gids(root, p);
+	}
+	free_list(ports, np);
+	return rc;
+}
+
+static int sysfs_rdma(struct net_reader *r, struct net_model *m)
+{
+	char path[PATH_MAX];
+	char **devs;
+	size_t nd, i;
 	int rc = 0;
 
 	snprintf(path, sizeof(path), "%s/class/infiniband", r->sysfs);
 	devs = list_dir(path, &nd);
-	for (i = 0; i < nd && !rc; i++) {
-		snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports", r->sysfs, devs[i]);
-		ports = list_dir(path, &np);
-		for (j = 0; j < np && !rc; j++) {
-			struct net_rdma_port *p = net_model_add_port(m, devs[i],
-								     (unsigned int)atoi(ports[j]));
-
-			if (!p) {
-				rc = -ENOMEM;
-				break;
-			}
-			snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports/%s", r->sysfs,
-				 devs[i], ports[j]);
-			if (net_read_line(v, sizeof(v), "%s/state", path))
-				p->state = atoi(v);
-			net_read_line(v, sizeof(v), "%s/link_layer", path);
-			p->ethernet = !strcasecmp(v, "Ethernet");
-			read_str(p->rate, sizeof(p->rate), path, "rate");
-			if (net_read_line(v, sizeof(v), "%s/gid_attrs/ndevs/0", path) &&
-			    ifname_ok(v))
-				net_copy(p->netdev, sizeof(p->netdev), v);
-			rc = net_sysfs_gids(r->sysfs, p);
-		}
-		free_list(ports, np);
-	}
+	for (i = 0; i < nd && !rc; i++)
+		rc = net_sysfs_rdma_dev(r->sysfs, m, devs[i]);
 	free_list(devs, nd);
 	return rc;
 }
