@@ -111,7 +111,7 @@ struct net_rdma_port {
 	unsigned int port;
 	int state;		/* 1 DOWN .. 4 ACTIVE (enum ibv_port_state), 0 unknown */
 	bool ethernet;		/* link layer Ethernet (RoCE) rather than InfiniBand */
-	char netdev[NET_IFNAME];	/* the netdev the port sits on (RoCE: GID 0's; IB: IPoIB's) */
+	char netdev[NET_IFNAME];	/* what it sits on (RoCE: GID 0's netdev; IB: IPoIB's) */
 	char rate[32];
 	struct net_gid *gids;
 	size_t ngids;
@@ -201,7 +201,8 @@ struct net_rule {
 	const char *object;	/* what it is about: "bond", "portal", "netdev" */
 	/* Finds every breach in m and files it with net_verdict_add. */
 	void (*check)(const struct net_rule *r, struct net_model *m);
-	const char *message;	/* templates: {bond} {slave} {portal} {addr} {netdev} {rdma} {value} */
+	/* templates: {bond} {slave} {portal} {addr} {netdev} {rdma} {value} */
+	const char *message;
 	const char *fix;
 };
 

@@ -278,7 +278,8 @@ void net_mon_set_portals(struct net_mon *n, const struct isc_portal_conf *p, siz
 		return;
 	for (i = 0; i < np; i++) {
 		snprintf(v[i].name, sizeof(v[i].name), "%s", p[i].name ? p[i].name : "");
-		snprintf(v[i].address, sizeof(v[i].address), "%s", p[i].address ? p[i].address : "");
+		snprintf(v[i].address, sizeof(v[i].address), "%s",
+			 p[i].address ? p[i].address : "");
 		v[i].iser = p[i].transport == ISC_PORTAL_ISER;
 	}
 	free(n->portals);

@@ -436,7 +436,8 @@ int net_sysfs_rdma_dev(const char *root, struct net_model *m, const char *dev)
 			rc = -ENOMEM;
 			break;
 		}
-		snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports/%s", root, dev, ports[j]);
+		snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports/%s", root, dev,
+			 ports[j]);
 		if (net_read_line(v, sizeof(v), "%s/state", path))
 			p->state = atoi(v);
 		net_read_line(v, sizeof(v), "%s/link_layer", path);

@@ -35,7 +35,8 @@ static void expand(char *out, size_t len, const char *tpl, const struct vctx *c)
 			size_t kl = strlen(keys[k].key);
 
 			if (!strncmp(tpl, keys[k].key, kl)) {
-				const char *v = *(const char *const *)((const char *)c + keys[k].off);
+				const char *v =
+					*(const char *const *)((const char *)c + keys[k].off);
 				int w = snprintf(out + o, len - o, "%s", v ? v : "?");
 
 				o += w > 0 ? (size_t)w : 0;
