@@ -21,6 +21,7 @@
 #include "gw_log.h"
 #include "gw_loop.h"
 #include "isc.h"
+#include "net.h"
 
 #define DRAIN_MAX_MS 10000
 
@@ -151,6 +152,7 @@ int main(int argc, char **argv)
 	char *ctl_conf_path = NULL;
 	struct ctl_gateway_conf ctl_gconf = { NULL, NULL, 0 };
 	struct ctl_sock *ctl = NULL;
+	struct net_mon *net = NULL;
 	char *state_config = NULL, *dbg = NULL;
 	struct isc_gw *gw = NULL;
 	struct ctl_config cfg;
@@ -261,6 +263,13 @@ int main(int argc, char **argv)
 		gw_info("main", "back ends settled in %llu ms",
 			(unsigned long long)(gw_now_ms() - t0));
 	}
+	/* The network model: bonds, RDMA ports, each portal's chain, verdicts in the log. It only
+	 * reads; without it (no rtnetlink) the gateway serves all the same. */
+	r = net_mon_create(&loop, &net);
+	if (r)
+		gw_warn("main", "no network model: %s", strerror(-r));
+	else
+		net_mon_set_portals(net, gw->conf->portals, gw->conf->nportals);
 	r = ctl_gw_listen(gw);
 	if (r)
 		goto out_gw;
@@ -269,6 +278,7 @@ int main(int argc, char **argv)
 				    &ctl);
 		if (r)
 			goto out_gw;
+		ctl_sock_set_net(ctl, net);
 	}
 	/* SIGHUP applies the file from now on: READY=1 is never sent before this one. */
 	reload_path = config;
@@ -286,6 +296,7 @@ out_gw:
 	reload_gw = NULL;
 	reload_ctl = NULL;
 	ctl_sock_destroy(ctl);
+	net_mon_destroy(net);
 	isc_gw_stop(gw);
 	ctl_gw_bs_shutdown(gw);
 	/* Drain: commands still in the backstores complete and their sessions go away. */

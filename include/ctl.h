@@ -63,7 +63,7 @@ void ctl_target_release(struct isc_target *t);
  * object per line each way, answered in order, all inside the gateway's event loop:
  *   {"op":"apply","config":{...}}   diff against the running configuration, change only that
  *   {"op":"config"}                 the running configuration (secrets in clear: root only)
- *   {"op":"state"}                  sessions, per-LUN counters, portals
+ *   {"op":"state"}                  sessions, per-LUN counters, portals, the network (net)
  *   {"op":"drop_session","tsih":N}  close one session
  *   {"op":"ping"}
  * Replies: {"id":..,"ok":true,...} or {"id":..,"ok":false,"code":"...","message":"...",
@@ -80,6 +80,10 @@ void ctl_sock_destroy(struct ctl_sock *s);
 /* Whether a client of the socket (the agent) has applied a configuration since start: the
  * gateway then follows the agent's store, and a reload of the file would be undone by it. */
 bool ctl_sock_managed(const struct ctl_sock *s);
+struct net_mon;
+/* The network model (net.h) whose state is the "net" object of the state reply, and which an
+ * apply tells the new portals; NULL (the default) leaves "net" out. */
+void ctl_sock_set_net(struct ctl_sock *s, struct net_mon *net);
 /* One request to its reply (new reference); what a client line goes through. */
 json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req);
 /* The running configuration as the JSON the config file holds (new reference). */

@@ -33,7 +33,7 @@ import sys
 # the daemon's main(), allowed everything in gateway. The agent's resources (agent/api/) and its
 # composition (agent/api_agent.c, agent/main.c) are one module, "agent": they share struct
 # api_agent, and every other room is below them and knows nothing of them.
-GATEWAY = ['ctl', 'iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'conf', 'lib']
+GATEWAY = ['ctl', 'iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'net', 'conf', 'lib']
 ALLOWED = {
     'lib': [],
     'conf': ['lib'],
@@ -43,7 +43,8 @@ ALLOWED = {
     'bs': ['mpath', 'conf', 'lib'],
     'scsi': ['bs', 'conf', 'lib'],
     'iscsi': ['dmv', 'pdu', 'scsi', 'conf', 'lib'],
-    'ctl': ['iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'conf', 'lib'],
+    'net': ['conf', 'lib'],            # bonds, RDMA ports, portal chains, verdicts
+    'ctl': ['iscsi', 'dmv', 'pdu', 'scsi', 'bs', 'mpath', 'net', 'conf', 'lib'],
     'main': GATEWAY,
     'agent/store': ['lib'],            # the desired configuration: file or etcd
     'agent/gwc': ['lib'],              # the gateway's control-socket client
@@ -58,7 +59,7 @@ ALLOWED = {
 # The public header of each module, in include/ (lib has several, all gw_*.h).
 PUBLIC = {
     'isc_pdu.h': 'pdu', 'dmv.h': 'dmv', 'isc.h': 'iscsi', 'scsi.h': 'scsi', 'bs.h': 'bs',
-    'mp.h': 'mpath', 'ctl.h': 'ctl', 'conf.h': 'conf',
+    'mp.h': 'mpath', 'ctl.h': 'ctl', 'conf.h': 'conf', 'net.h': 'net',
     'api_http.h': 'agent/http', 'api_err.h': 'agent/http', 'api_auth.h': 'agent/http',
     'api_rcache.h': 'agent/http', 'api_store.h': 'agent/store', 'api_etcd.h': 'agent/store',
     'api_gwc.h': 'agent/gwc', 'api_net.h': 'agent/net', 'api_sysfs.h': 'agent/net',

@@ -19,6 +19,7 @@
 #include "ctl.h"
 #include "gw_buf.h"
 #include "gw_log.h"
+#include "net.h"
 
 #define CTL_LINE_MAX (16u << 20)
 
@@ -42,6 +43,7 @@ struct ctl_sock {
 	struct gw_list clients;
 	uint64_t applies;
 	uint64_t client_applies;	/* of those, by a client of the socket (the agent) */
+	struct net_mon *net;		/* not owned; NULL: no "net" in state */
 };
 
 /* ---- the running configuration as JSON --------------------------------------------- */
@@ -147,6 +149,8 @@ static json_t *state_json(struct ctl_sock *cs)
 	}
 	json_object_set_new(st, "ok", json_true());
 	json_object_set_new(st, "applies", json_integer((json_int_t)cs->applies));
+	if (cs->net)
+		json_object_set_new(st, "net", net_mon_json(cs->net));
 	return st;
 }
 
@@ -212,6 +216,9 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 	}
 	ctl_config_free(&c);
 	cs->applies++;
+	/* Portals may have come or gone: their chains and verdicts follow. */
+	if (cs->net)
+		net_mon_set_portals(cs->net, cs->gw->conf->portals, cs->gw->conf->nportals);
 	return json_pack("{s:b}", "ok", 1);
 }
 
@@ -476,6 +483,11 @@ fail:
 	free(s->path);
 	free(s);
 	return r;
+}
+
+void ctl_sock_set_net(struct ctl_sock *s, struct net_mon *net)
+{
+	s->net = net;
 }
 
 void ctl_sock_destroy(struct ctl_sock *s)
