@@ -305,7 +305,8 @@ mkdir -p "$(dirname "$OUT")"
 	echo
 	cat "$TABLE_CUT"
 	echo
-	echo "Start-up with black-holed back ends (login_timeout 5 s x initial_login_retry_max 2):"
+	echo "Start-up with black-holed back ends (defaults: gateway.boot_wait 2 s, login_timeout 5 s,"
+	echo "initial_login_retry_max 1; READY at the boot_wait bound, the LUNs log in in the background):"
 	echo
 	cat "$TABLE_BOOT"
 	echo
