@@ -150,7 +150,7 @@ int main(int argc, char **argv)
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	const char *config = NULL, *state_dir = NULL, *debug = NULL, *ctl_path = NULL;
 	char *ctl_conf_path = NULL;
-	struct ctl_gateway_conf ctl_gconf = { NULL, NULL, 0 };
+	struct ctl_gateway_conf ctl_gconf = { NULL, NULL, 0, 0 };
 	struct ctl_sock *ctl = NULL;
 	struct net_mon *net = NULL;
 	char *state_config = NULL, *dbg = NULL;
@@ -160,6 +160,7 @@ int main(int argc, char **argv)
 	struct gw_signal sig;
 	bool check = false, sig_on = false;
 	uint64_t deadline;
+	uint32_t boot_wait = 0;
 	int c, r, rc = 1;
 
 	gw_log_set_ident("isergwd");
@@ -242,6 +243,8 @@ int main(int argc, char **argv)
 	if (!r)
 		gw->data_mem_max = cfg.gateway.data_memory;
 	ctl_gconf.log_debug = cfg.gateway.log_debug;
+	ctl_gconf.boot_wait = cfg.gateway.boot_wait;
+	boot_wait = cfg.gateway.boot_wait;
 	cfg.gateway.log_debug = NULL;
 	if (cfg.gateway.control_socket && *cfg.gateway.control_socket)
 		ctl_conf_path = strdup(cfg.gateway.control_socket);
@@ -251,17 +254,24 @@ int main(int argc, char **argv)
 		gw = NULL;
 		goto out_loop;
 	}
-	/* Remote backstores log in in parallel; READY=1 waits until each has a path or has
-	 * spent its login budget (login_timeout x initial_login_retry_max), never longer.
-	 * LUNs still without a path answer NOT READY and keep logging in. */
+	/* Remote backstores log in in parallel; READY=1 waits until each has a path or has had
+	 * its first login (initial_login_retry_max), or gateway.boot_wait ran out, whichever comes
+	 * first. LUNs still without a path answer NOT READY, becoming ready (02/04/01), which
+	 * initiators retry, and keep logging in; their first login reports the size with a unit
+	 * attention. */
 	if (!ctl_gw_settled(gw)) {
 		uint64_t t0 = gw_now_ms();
 
 		sd_notify(0, "STATUS=logging in to back ends");
-		while (!ctl_gw_settled(gw) && !loop.stopping)
-			gw_loop_run_once(&loop, 100);
-		gw_info("main", "back ends settled in %llu ms",
-			(unsigned long long)(gw_now_ms() - t0));
+		r = ctl_gw_boot_wait(&loop, gw, (uint64_t)boot_wait * 1000);
+		if (r == -ETIMEDOUT)
+			gw_info("main", "boot_wait (%u s) reached after %llu ms: LUNs without a "
+				"path answer NOT READY (becoming ready) and log in in the background",
+				boot_wait, (unsigned long long)(gw_now_ms() - t0));
+		else if (r == 0)
+			gw_info("main", "back ends settled in %llu ms",
+				(unsigned long long)(gw_now_ms() - t0));
+		r = 0;
 	}
 	/* The network model: bonds, RDMA ports, each portal's chain, verdicts in the log. It only
 	 * reads; without it (no rtnetlink) the gateway serves all the same. */

@@ -327,6 +327,7 @@ struct ctl_gateway_conf {
 	char *log_debug;		/* debug components, "iscsi,scsi" / "all" / "" */
 	char *control_socket;		/* unix socket path, "" = none */
 	uint64_t data_memory;		/* bytes of task data buffers, all sessions together */
+	uint32_t boot_wait;		/* s: longest start-up wait for remote LUNs' logins */
 };
 
 extern const struct gw_conf_key ctl_gateway_conf_keys[];

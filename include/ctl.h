@@ -24,9 +24,14 @@ int ctl_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw 
 		  struct gw_errlist *errs);
 /* Opens every portal; logs "listening on ADDR (tcp)" per portal. 0 or the first -errno. */
 int ctl_gw_listen(struct isc_gw *gw);
-/* Start-up: every remote backstore has a path or spent its initial login budget (bounded by
- * login_timeout x initial_login_retry_max), so main() can wait for it before READY=1. */
+/* Start-up: every remote backstore has a path or spent its initial login budget (its first
+ * login_timeout x initial_login_retry_max, default 1 attempt). */
 bool ctl_gw_settled(const struct isc_gw *gw);
+/* Runs the loop until ctl_gw_settled or bound_ms passed (gateway.boot_wait; 0: returns at
+ * once), so main() opens the portals and sends READY=1 within the bound however many back
+ * ends are unreachable. LUNs not settled keep logging in and answer NOT READY, becoming ready
+ * (02/04/01) until a path is up. 0 settled, -ETIMEDOUT, or -EINTR (the loop was stopped). */
+int ctl_gw_boot_wait(struct gw_loop *loop, const struct isc_gw *gw, uint64_t bound_ms);
 /* Shutdown: remote backstores stop queueing and fail what is still in flight after their
  * drain_timeout_ms, so the drain below never waits on a dead back end. */
 void ctl_gw_bs_shutdown(struct isc_gw *gw);

@@ -28,6 +28,12 @@ const struct gw_conf_key ctl_gateway_conf_keys[] = {
 	  .max = 1ull << 40, .def = "1G",
 	  .help = "Memory for command data buffers, all sessions together. A command that "
 		  "would need more is answered TASK SET FULL, which initiators retry." },
+	{ .name = "boot_wait", .type = GW_CONF_U32,
+	  .offset = offsetof(struct ctl_gateway_conf, boot_wait), .min = 0, .max = 600,
+	  .def = "2",
+	  .help = "Seconds start-up waits at most for remote LUNs' first logins before the "
+		  "portals listen and READY=1; 0: do not wait. LUNs not logged in yet answer "
+		  "NOT READY, becoming ready (02/04/01) and keep logging in." },
 	GW_CONF_END,
 };
 

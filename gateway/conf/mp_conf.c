@@ -140,8 +140,9 @@ const struct gw_conf_key mp_conf_keys[] = {
 	  .min = 1, .max = 300, .def = "5",
 	  .help = "seconds for TCP connect, iSCSI login and the identity probe of one attempt" },
 	{ .name = "initial_login_retry_max", .type = GW_CONF_U32,
-	  .offset = MPK(initial_login_retry_max), .min = 1, .max = 100, .def = "2",
-	  .help = "logins per path start-up waits for; reconnects go on in the background" },
+	  .offset = MPK(initial_login_retry_max), .min = 1, .max = 100, .def = "1",
+	  .help = "logins per path start-up waits for (never longer than gateway.boot_wait); "
+		  "reconnects go on in the background" },
 	{ .name = "io_timeout", .type = GW_CONF_U32, .offset = MPK(io_timeout),
 	  .min = 1, .max = 3600, .def = "30",
 	  .help = "seconds one I/O may be outstanding on a path before the path is failed" },

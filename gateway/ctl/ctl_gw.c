@@ -220,6 +220,25 @@ bool ctl_gw_settled(const struct isc_gw *gw)
 	return true;
 }
 
+int ctl_gw_boot_wait(struct gw_loop *loop, const struct isc_gw *gw, uint64_t bound_ms)
+{
+	uint64_t end = gw_now_ms() + bound_ms;
+
+	for (;;) {
+		uint64_t now;
+
+		if (ctl_gw_settled(gw))
+			return 0;
+		if (loop->stopping)
+			return -EINTR;
+		now = gw_now_ms();
+		if (now >= end)
+			return -ETIMEDOUT;
+		/* The LUNs tick every 100 ms; a shorter wait keeps the bound close. */
+		gw_loop_run_once(loop, (int)(end - now < 100 ? end - now : 100));
+	}
+}
+
 void ctl_gw_bs_shutdown(struct isc_gw *gw)
 {
 	struct isc_target *t;

@@ -214,6 +214,8 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 			(unsigned long long)(cs->gw->data_mem_max >> 20));
 		cs->gw->data_mem_max = c.gateway.data_memory;
 	}
+	/* Read at start-up only: kept so that "config" shows what the next start will use. */
+	cs->gconf.boot_wait = c.gateway.boot_wait;
 	ctl_config_free(&c);
 	cs->applies++;
 	/* Portals may have come or gone: their chains and verdicts follow. */

@@ -174,9 +174,10 @@ static void mp_lun_check_settled(struct mp_lun *lun)
 	}
 	if (all_spent) {
 		lun->settled = true;
-		gw_warn(MP_LOG, "%s: start-up: no path after %u logins each; the LUN reports "
+		gw_warn(MP_LOG, "%s: start-up: no path after %u login%s each; the LUN reports "
 			"NOT READY (becoming ready) while logins go on in the background",
-			lun->name, lun->conf.initial_login_retry_max);
+			lun->name, lun->conf.initial_login_retry_max,
+			lun->conf.initial_login_retry_max == 1 ? "" : "s");
 	}
 }
 

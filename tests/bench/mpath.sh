@@ -14,7 +14,8 @@
 #    before the cut to the first one completed on the other path); the slowest single I/O is
 #    shown too. Zero errors are required. Goal: under 1 s (reset) and 3 s (silent).
 # 2. Start-up: isergwd with 1 and with 16 remote LUNs whose only path is black-holed, from exec
-#    to "main: ready" (portals open, READY=1), and its stop.
+#    to "main: ready" (portals open, READY=1), and its stop. Goal: under 3 s (gateway.boot_wait
+#    2 s bounds the wait for the back ends' first logins).
 # 3. Proxy cost: the host reading (and writing) through the gateway (host -> gateway -> tgtd b1,
 #    one path) against the host reading tgtd b1 directly, same run, alternating order. Goal: 80%
 #    of direct IOPS at 4 KiB QD 32 and 90% of direct MiB/s at 512 KiB.
@@ -211,8 +212,8 @@ fi
 
 # ---- 2. start-up with unreachable back ends -------------------------------------------------
 
-echo "| unreachable back ends | ready after ms | stop took ms |" >"$TABLE_BOOT"
-echo "| ---: | ---: | ---: |" >>"$TABLE_BOOT"
+echo "| unreachable back ends | ready after ms | stop took ms | goal |" >"$TABLE_BOOT"
+echo "| ---: | ---: | ---: | --- |" >>"$TABLE_BOOT"
 for n in 1 16; do
 	[[ $PARTS == *" boot "* ]] || break
 	luns=""
@@ -224,8 +225,10 @@ for n in 1 16; do
 	gw_conf "$T_DIR/boot-$n.json" "$luns"
 	if gw_up "boot-$n" "$T_DIR/boot-$n.json"; then
 		gw_down
-		echo "| $n | $READY_MS | $STOP_MS |" >>"$TABLE_BOOT"
-		pass "start-up with $n black-holed back ends: ready after $READY_MS ms, stopped in $STOP_MS ms"
+		met=met
+		[ "$READY_MS" -ge 3000 ] && met=missed
+		echo "| $n | $READY_MS | $STOP_MS | < 3000 ms: $met |" >>"$TABLE_BOOT"
+		pass "start-up with $n black-holed back ends: ready after $READY_MS ms, stopped in $STOP_MS ms (goal < 3000 ms: $met)"
 	else
 		fail "start-up with $n black-holed back ends" "not ready: $(tail -n 2 "$T_DIR/gw-boot-$n.log")"
 	fi
@@ -305,7 +308,8 @@ mkdir -p "$(dirname "$OUT")"
 	echo
 	cat "$TABLE_CUT"
 	echo
-	echo "Start-up with black-holed back ends (login_timeout 5 s x initial_login_retry_max 2):"
+	echo "Start-up with black-holed back ends (defaults: gateway.boot_wait 2 s, login_timeout 5 s,"
+	echo "initial_login_retry_max 1; READY at the boot_wait bound, the LUNs log in in the background):"
 	echo
 	cat "$TABLE_BOOT"
 	echo

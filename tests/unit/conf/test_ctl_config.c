@@ -234,3 +234,36 @@ Test(ctl_config, cluster_groups_parse_and_are_checked)
 		  gw_errlist_join(&errs));
 	gw_errlist_fini(&errs);
 }
+
+Test(ctl_config, boot_wait_defaults_to_2_s_and_is_range_checked)
+{
+	static const char base[] =
+		"{ \"portals\": [ { \"name\": \"p\" } ],"
+		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"],"
+		"    \"luns\": [ { \"lun\": 0, \"backstore\": { \"type\": \"remote\", \"paths\":"
+		"      [ { \"url\": \"iscsi://192.0.2.1/iqn.2026-11.org.x:b/0\" } ] } } ] } ] }";
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+	char text[1024];
+
+	/* The defaults: READY waits at most 2 s, for one login attempt per path. */
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse(base, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_expect_eq(cfg.gateway.boot_wait, 2);
+	cr_expect_eq(cfg.isc->targets[0].luns[0].bs.remote->initial_login_retry_max, 1);
+	ctl_config_free(&cfg);
+	gw_errlist_fini(&errs);
+
+	snprintf(text, sizeof(text), "{ \"gateway\": { \"boot_wait\": 0 }, %s", base + 1);
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse(text, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_expect_eq(cfg.gateway.boot_wait, 0);
+	ctl_config_free(&cfg);
+	gw_errlist_fini(&errs);
+
+	snprintf(text, sizeof(text), "{ \"gateway\": { \"boot_wait\": 601 }, %s", base + 1);
+	gw_errlist_init(&errs);
+	cr_assert_neq(parse(text, &cfg, &errs), 0);
+	cr_expect(has_error(&errs, "gateway.boot_wait", "600"), "%s", gw_errlist_join(&errs));
+	gw_errlist_fini(&errs);
+}
