@@ -28,6 +28,13 @@ const struct gw_conf_key ctl_gateway_conf_keys[] = {
 	  .max = 1ull << 40, .def = "1G",
 	  .help = "Memory for command data buffers, all sessions together. A command that "
 		  "would need more is answered TASK SET FULL, which initiators retry." },
+	{ .name = "fence_margin_ms", .type = GW_CONF_U32,
+	  .offset = offsetof(struct ctl_gateway_conf, fence_margin_ms), .min = 100, .max = 30000,
+	  .def = "1000",
+	  .help = "Cluster: a gateway whose agent stops renewing its ownership lease moves its "
+		  "LUNs to ALUA standby this long before the lease's deadline; a taking gateway "
+		  "waits the lease TTL plus this before it reports active/optimized "
+		  "(docs/CLUSTER.md). A gateway never given a lease is not affected." },
 	GW_CONF_END,
 };
 
