@@ -67,6 +67,22 @@ static void on_cluster_event(struct api_agent *ag, const char *type, json_t *dat
 	api_event(&ag->events, type, data);
 }
 
+static void on_lease_reply(void *ctx, int err, json_t *reply)
+{
+	(void)ctx;
+	if (err >= 0 && !json_is_true(json_object_get(reply, "ok")))
+		gw_warn("cluster", "the gateway does not take leases (%s): it cannot fence itself",
+			json_string_value(json_object_get(reply, "message")) ?: "?");
+}
+
+/* Fencing (docs/CLUSTER.md): the gateway's ownership is valid for valid_ms from now. */
+static void on_cluster_lease(struct api_agent *ag, uint64_t valid_ms)
+{
+	if (ag->gwc_on && ag->gwc.connected)
+		api_gwc_call(&ag->gwc, json_pack("{s:s, s:I}", "op", "lease", "valid_ms",
+						 (json_int_t)valid_ms), on_lease_reply, ag);
+}
+
 /* Bond failovers and RDMA port changes become server-sent events. */
 static void on_net_event(void *ctx, const char *type, json_t *data)
 {
@@ -200,6 +216,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 			.changed = api_reconcile,
 			.write_busy = api_write_busy,
 			.event = on_cluster_event,
+			.lease = on_cluster_lease,
 			.loop = ag->loop,
 			.store = ag->store,
 			.listen = ag->conf.listen,

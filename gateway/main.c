@@ -150,7 +150,7 @@ int main(int argc, char **argv)
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	const char *config = NULL, *state_dir = NULL, *debug = NULL, *ctl_path = NULL;
 	char *ctl_conf_path = NULL;
-	struct ctl_gateway_conf ctl_gconf = { NULL, NULL, 0, 0 };
+	struct ctl_gateway_conf ctl_gconf = { 0 };
 	struct ctl_sock *ctl = NULL;
 	struct net_mon *net = NULL;
 	char *state_config = NULL, *dbg = NULL;
@@ -245,6 +245,7 @@ int main(int argc, char **argv)
 	ctl_gconf.log_debug = cfg.gateway.log_debug;
 	ctl_gconf.boot_wait = cfg.gateway.boot_wait;
 	boot_wait = cfg.gateway.boot_wait;
+	ctl_gconf.fence_margin_ms = cfg.gateway.fence_margin_ms;
 	cfg.gateway.log_debug = NULL;
 	if (cfg.gateway.control_socket && *cfg.gateway.control_socket)
 		ctl_conf_path = strdup(cfg.gateway.control_socket);

@@ -32,7 +32,13 @@ struct api_cluster_conf {
 	bool (*write_busy)(const struct api_agent *ag);
 	/* A server-sent event (data stolen): another agent changed the configuration. */
 	void (*event)(struct api_agent *ag, const char *type, json_t *data);
+	/* Fencing: tell the gateway its ownership is valid for valid_ms from now (op "lease");
+	 * called after every tick that renewed the lease, right after the states' push. */
+	void (*lease)(struct api_agent *ag, uint64_t valid_ms);
 };
+
+/* The gateways' default gateway.fence_margin_ms (docs/CLUSTER.md). */
+#define API_CLUSTER_FENCE_MARGIN_MS 1000
 
 struct api_cluster;
 
@@ -47,6 +53,15 @@ json_t *api_cluster_gw_config(const struct api_cluster *c, const json_t *desired
 void api_cluster_set_local(struct api_cluster *c, const json_t *gw_config);
 bool api_cluster_has_local(const struct api_cluster *c);
 void api_cluster_gw_lost(struct api_cluster *c);
+/*
+ * Takeover holds (pure): eff is an effective configuration (every LU's "owner" resolved).
+ * An LU whose owner is self and not in owned gets a hold in held until now + hold_ms, and
+ * moves to owned once it passed; LUs no longer self's leave both. True when owned changed.
+ * mark_pending sets "alua_pending": true on every LU of self's not in owned.
+ */
+bool api_cluster_holds_update(const json_t *eff, const char *self, json_t *owned, json_t *held,
+			      uint64_t now_ms, uint64_t hold_ms);
+void api_cluster_mark_pending(json_t *eff, const char *self, const json_t *owned);
 /* GET /cluster: members, groups, owners, etcd reachability (new reference). */
 json_t *api_cluster_status(const struct api_cluster *c);
 

@@ -117,6 +117,8 @@ struct scsi_lu_conf {
 	char *owner;			/* cluster member that owns it (the agent's; informative) */
 	uint32_t alua_group;		/* target port group that is active/optimized for this LU
 					 * (the others: non-optimized); 0: the groups' own states */
+	bool alua_pending;		/* ownership moving to alua_group: it reports
+					 * transitioning until the agent clears this */
 };
 extern const struct gw_conf_key scsi_lu_conf_keys[];
 
@@ -328,6 +330,7 @@ struct ctl_gateway_conf {
 	char *control_socket;		/* unix socket path, "" = none */
 	uint64_t data_memory;		/* bytes of task data buffers, all sessions together */
 	uint32_t boot_wait;		/* s: longest start-up wait for remote LUNs' logins */
+	uint32_t fence_margin_ms;	/* cluster: fence this long before the lease's deadline */
 };
 
 extern const struct gw_conf_key ctl_gateway_conf_keys[];

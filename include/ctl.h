@@ -71,6 +71,9 @@ void ctl_target_release(struct isc_target *t);
  *   {"op":"state"}                  sessions, per-LUN counters, portals, the network (net)
  *   {"op":"drop_session","tsih":N}  close one session
  *   {"op":"ping"}
+ *   {"op":"lease","valid_ms":N}     cluster: this gateway's ownership is valid for N ms from
+ *                                   now; without another one by then less
+ *                                   gateway.fence_margin_ms every LUN reports ALUA standby
  * Replies: {"id":..,"ok":true,...} or {"id":..,"ok":false,"code":"...","message":"...",
  * "errors":[{"field":"...","message":"..."}]}.
  */

@@ -159,10 +159,15 @@ void scsi_dev_set_alua(struct scsi_dev *dev, uint16_t tpg_id, enum scsi_alua_sta
  * GROUPS. Any change of state raises ASYMMETRIC ACCESS STATE CHANGED (2A/06). 0 or -ENOMEM.
  */
 int scsi_dev_set_groups(struct scsi_dev *dev, const struct scsi_tpg_conf *groups, size_t n);
-/* The LU's active/optimized group (0: none, the groups' states apply), and its owner's name;
- * a change of the LU's access states raises 2A/06 on the LU. -ENOENT or -ENOMEM. */
-int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group,
+/* The LU's active/optimized group (0: none, the groups' states apply), whether it is still
+ * pending (that group reports transitioning meanwhile), and its owner's name; a change of the
+ * LU's access states raises 2A/06 on the LU. -ENOENT or -ENOMEM. */
+int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group, bool pending,
 			 const char *owner);
+/* Self-fencing (docs/CLUSTER.md): while fenced, every group with a local port reports standby
+ * for every LU it would report active/optimized or non-optimized, so commands through this
+ * gateway get NOT READY (04/0B). A change raises 2A/06 on every LU. */
+void scsi_dev_set_fenced(struct scsi_dev *dev, bool fenced);
 /* The access state of group tpg_id for lun (what REPORT TARGET PORT GROUPS says). */
 enum scsi_alua_state scsi_dev_alua_state(struct scsi_dev *dev, uint64_t lun, uint16_t tpg_id);
 

@@ -7,6 +7,14 @@
  * change by another agent is reconciled here too) and the live members; when the members
  * change it recomputes the owners (the same pure function on every agent, so all agree without
  * electing anyone) and pushes the resulting ALUA states to its gateway.
+ *
+ * Fencing (docs/CLUSTER.md): after every tick that renewed the lease and read the members, the
+ * agent pushes the states first, then {"op":"lease","valid_ms":N}: the lease's deadline counted
+ * from when the renewal was sent. The gateway fences itself (standby) at that deadline less
+ * its margin if no renewal follows. An LU that becomes this member's stays pending (its group
+ * reports transitioning) for TTL + margin after the agent first saw it so, long enough for any
+ * previous owner to have released it or fenced itself; a lapsed or re-granted lease starts
+ * every hold again.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -38,6 +46,11 @@ struct api_cluster {
 	void (*event)(struct api_agent *ag, const char *type, json_t *data);
 	bool reachable;
 	uint64_t last_ok_ms;
+	void (*lease_cb)(struct api_agent *ag, uint64_t valid_ms);
+	uint64_t valid_until_ms;	/* monotonic: the lease's deadline as last renewed */
+	json_t *owned;			/* {"TARGET\nLUN": true} this member reports optimized */
+	json_t *held;			/* {"TARGET\nLUN": until_ms} becoming this member's */
+	char *last_push;		/* the states last pushed (a change pushes again) */
 };
 
 /* ---- ownership (pure) -------------------------------------------------------------------- */
@@ -188,7 +201,94 @@ nomem:
 	return NULL;
 }
 
+/* ---- takeover holds (pure) ------------------------------------------------------------------ */
+
+static char *lu_key(const json_t *t, const json_t *l)
+{
+	const char *tname = json_string_value(json_object_get(t, "name"));
+	char *k = NULL;
+
+	if (asprintf(&k, "%s\n%llu", tname ? tname : "",
+		     (unsigned long long)json_integer_value(json_object_get(l, "lun"))) < 0)
+		return NULL;
+	return k;
+}
+
+bool api_cluster_holds_update(const json_t *eff, const char *self, json_t *owned, json_t *held,
+			      uint64_t now_ms, uint64_t hold_ms)
+{
+	json_t *mine = json_object(), *t, *l, *v;
+	bool changed = false;
+	const char *k;
+	size_t i, j;
+	void *tmp;
+
+	json_array_foreach(json_object_get(eff, "targets"), i, t)
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			const char *own = json_string_value(json_object_get(l, "owner"));
+			char *key;
+
+			if (!own || strcmp(own, self) || !(key = lu_key(t, l)))
+				continue;
+			json_object_set_new(mine, key, json_true());
+			if (!json_object_get(owned, key)) {
+				json_t *u = json_object_get(held, key);
+
+				if (!u) {
+					json_object_set_new(held, key,
+							    json_integer((json_int_t)(now_ms +
+										      hold_ms)));
+				} else if ((uint64_t)json_integer_value(u) <= now_ms) {
+					json_object_del(held, key);
+					json_object_set_new(owned, key, json_true());
+					changed = true;
+				}
+			}
+			free(key);
+		}
+	json_object_foreach_safe(owned, tmp, k, v)
+		if (!json_object_get(mine, k)) {
+			json_object_del(owned, k);
+			changed = true;
+		}
+	json_object_foreach_safe(held, tmp, k, v)
+		if (!json_object_get(mine, k))
+			json_object_del(held, k);
+	json_decref(mine);
+	return changed;
+}
+
+void api_cluster_mark_pending(json_t *eff, const char *self, const json_t *owned)
+{
+	json_t *t, *l;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(eff, "targets"), i, t)
+		json_array_foreach(json_object_get(t, "luns"), j, l) {
+			const char *own = json_string_value(json_object_get(l, "owner"));
+			char *key;
+
+			json_object_del(l, "alua_pending");
+			if (!own || strcmp(own, self) || !(key = lu_key(t, l)))
+				continue;
+			if (!json_object_get(owned, key))
+				json_object_set_new(l, "alua_pending", json_true());
+			free(key);
+		}
+}
+
 /* ---- etcd side --------------------------------------------------------------------------- */
+
+/* gateway.fence_margin_ms of the desired configuration: the gateways fence this early, and a
+ * taker waits this beyond the TTL. */
+static uint64_t cl_margin(const struct api_cluster *c)
+{
+	json_int_t m = json_integer_value(json_object_get(json_object_get(c->store->config,
+									   "gateway"),
+							  "fence_margin_ms"));
+
+	return m >= 100 && m <= 30000 ? (uint64_t)m : API_CLUSTER_FENCE_MARGIN_MS;
+}
 
 static char *cl_key(struct api_cluster *c, const char *dir, const char *id)
 {
@@ -256,7 +356,8 @@ static json_t *cl_member_value(struct api_cluster *c)
 static int cl_register(struct api_cluster *c)
 {
 	json_t *resp = NULL, *req;
-	int64_t lease;
+	uint64_t sent = gw_now_ms();
+	int64_t lease, granted;
 	char ttl[16];
 	int r;
 
@@ -266,6 +367,7 @@ static int cl_register(struct api_cluster *c)
 	if (r)
 		return r;
 	lease = api_etcd_int(resp, "ID", 0);
+	granted = api_etcd_int(resp, "TTL", c->ttl);
 	json_decref(resp);
 	if (!lease)
 		return -EPROTO;
@@ -275,6 +377,11 @@ static int cl_register(struct api_cluster *c)
 	if (r)
 		return r;	/* the lease expires on its own */
 	c->lease = lease;
+	/* A new lease: the others may have taken what this member held, so every LU it owns
+	 * waits again. The deadline counts from before the grant was asked for. */
+	json_object_clear(c->owned);
+	json_object_clear(c->held);
+	c->valid_until_ms = sent + (uint64_t)(granted > 0 ? granted : c->ttl) * 1000u;
 	gw_info("cluster", "member %s (port group %u) joined %s with a %u s lease", c->id,
 		c->group, c->prefix, c->ttl);
 	return 0;
@@ -283,6 +390,8 @@ static int cl_register(struct api_cluster *c)
 static int cl_keepalive(struct api_cluster *c)
 {
 	json_t *resp = NULL, *req;
+	uint64_t sent = gw_now_ms();
+	int64_t ttl;
 	char id[24];
 	int r;
 
@@ -292,7 +401,10 @@ static int cl_keepalive(struct api_cluster *c)
 	if (r)
 		return r;
 	/* An expired lease comes back without a TTL. */
-	if (api_etcd_int(json_object_get(resp, "result"), "TTL", 0) <= 0) {
+	ttl = api_etcd_int(json_object_get(resp, "result"), "TTL", 0);
+	if (ttl > 0)
+		c->valid_until_ms = sent + (uint64_t)ttl * 1000u;
+	if (ttl <= 0) {
 		gw_warn("cluster", "lease of member %s expired: joining again", c->id);
 		c->lease = 0;
 		r = cl_register(c);
@@ -305,10 +417,21 @@ static void cl_tick(struct gw_timer *t)
 {
 	struct api_cluster *c = gw_container_of(t, struct api_cluster, tick);
 	struct api_agent *ag = c->ag;	/* only handed to the callbacks */
-	json_t *groups = NULL, *live = NULL;
+	json_t *groups = NULL, *live = NULL, *eff;
+	uint64_t margin = cl_margin(c), now;
 	bool changed = false;
+	char *push;
 	int r;
 
+	/* The gateway fenced itself (or is about to): what it owned must be earned again. */
+	if (c->valid_until_ms && gw_now_ms() + margin >= c->valid_until_ms &&
+	    (json_object_size(c->owned) || json_object_size(c->held))) {
+		gw_warn("cluster", "lease of member %s lapsed: its gateway fenced itself; its LUNs "
+			"wait %u ms before they are optimized again", c->id,
+			c->ttl * 1000u + (unsigned int)margin);
+		json_object_clear(c->owned);
+		json_object_clear(c->held);
+	}
 	r = c->lease ? cl_keepalive(c) : cl_register(c);
 	/* Not under a write: its compare-and-swap must compare the revision it started from. */
 	if (!r && !(c->write_busy && c->write_busy(ag))) {
@@ -354,8 +477,29 @@ static void cl_tick(struct gw_timer *t)
 	json_decref(c->live);
 	c->groups = groups;
 	c->live = live;
+	now = gw_now_ms();
+	eff = api_cluster_gw_config(c, c->store->config);	/* holds marked from before */
+	if (eff && api_cluster_holds_update(eff, c->id, c->owned, c->held, now,
+					    c->ttl * 1000u + margin)) {
+		json_decref(eff);
+		eff = api_cluster_gw_config(c, c->store->config);
+	}
+	push = eff ? json_dumps(eff, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(eff);
+	if (push && (!c->last_push || strcmp(push, c->last_push)))
+		changed = true;
+	if (changed && c->changed && c->local_portals) {
+		free(c->last_push);
+		c->last_push = push;
+		push = NULL;
+	}
+	free(push);
 	if (changed && c->changed)
 		c->changed(ag);
+	/* The states first, then the deadline: the gateway handles them in this order. Not
+	 * before its own portals are known (api_reconcile asks for them before it applies). */
+	if (c->lease_cb && c->local_portals)
+		c->lease_cb(ag, c->valid_until_ms > now ? c->valid_until_ms - now : 0);
 }
 
 /* ---- the agent's side -------------------------------------------------------------------- */
@@ -381,7 +525,10 @@ int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **
 	c->changed = conf->changed;
 	c->event = conf->event;
 	c->write_busy = conf->write_busy;
-	if (!c->etcd || !c->prefix || !c->id) {
+	c->lease_cb = conf->lease;
+	c->owned = json_object();
+	c->held = json_object();
+	if (!c->etcd || !c->prefix || !c->id || !c->owned || !c->held) {
 		r = c->etcd ? -ENOMEM : -EINVAL;
 		goto fail;
 	}
@@ -411,6 +558,8 @@ int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **
 	*out = c;
 	return 0;
 fail:
+	json_decref(c->owned);
+	json_decref(c->held);
 	free(c->prefix);
 	free(c->id);
 	free(c->listen);
@@ -426,6 +575,10 @@ void api_cluster_stop(struct api_cluster *c)
 	if (!c)
 		return;
 	gw_timer_fini(&c->tick);
+	/* A clean stop fences the gateway first (best effort: its own timer does it anyway
+	 * before a taker's wait ends). */
+	if (c->lease_cb && c->local_portals)
+		c->lease_cb(c->ag, 0);
 	if (c->lease) {
 		snprintf(id, sizeof(id), "%lld", (long long)c->lease);
 		if (api_etcd_call(c->etcd, "/v3/lease/revoke", json_pack("{s:s}", "ID", id),
@@ -436,6 +589,9 @@ void api_cluster_stop(struct api_cluster *c)
 	json_decref(c->groups);
 	json_decref(c->live);
 	json_decref(c->local_portals);
+	json_decref(c->owned);
+	json_decref(c->held);
+	free(c->last_push);
 	free(c->prefix);
 	free(c->id);
 	free(c->listen);
@@ -455,6 +611,8 @@ json_t *api_cluster_gw_config(const struct api_cluster *c, const json_t *desired
 	eff = api_cluster_effective(desired, groups, live, c->group, c->local_portals);
 	json_decref(groups);
 	json_decref(live);
+	if (eff)
+		api_cluster_mark_pending(eff, c->id, c->owned);
 	return eff;
 }
 
@@ -479,6 +637,8 @@ void api_cluster_gw_lost(struct api_cluster *c)
 {
 	json_decref(c->local_portals);
 	c->local_portals = NULL;
+	free(c->last_push);
+	c->last_push = NULL;
 }
 
 json_t *api_cluster_status(const struct api_cluster *c)
@@ -490,10 +650,11 @@ json_t *api_cluster_status(const struct api_cluster *c)
 	json_array_foreach(json_object_get(eff, "targets"), i, t)
 		json_array_foreach(json_object_get(t, "luns"), j, l)
 			json_array_append_new(owners, json_pack(
-				"{s:O, s:O, s:O, s:O}", "target", json_object_get(t, "name"),
+				"{s:O, s:O, s:O, s:O, s:b}", "target", json_object_get(t, "name"),
 				"lun", json_object_get(l, "lun"), "owner",
 				json_object_get(l, "owner"), "alua_group",
-				json_object_get(l, "alua_group")));
+				json_object_get(l, "alua_group"), "pending",
+				json_is_true(json_object_get(l, "alua_pending"))));
 	t = json_pack("{s:s, s:s, s:i, s:i, s:b, s:o, s:o, s:o, s:o}", "prefix", c->prefix,
 		      "gateway_id", c->id, "port_group", (int)c->group, "lease_ttl", (int)c->ttl,
 		      "etcd_reachable", c->reachable, "members",

@@ -34,6 +34,13 @@ const struct gw_conf_key ctl_gateway_conf_keys[] = {
 	  .help = "Seconds start-up waits at most for remote LUNs' first logins before the "
 		  "portals listen and READY=1; 0: do not wait. LUNs not logged in yet answer "
 		  "NOT READY, becoming ready (02/04/01) and keep logging in." },
+	{ .name = "fence_margin_ms", .type = GW_CONF_U32,
+	  .offset = offsetof(struct ctl_gateway_conf, fence_margin_ms), .min = 100, .max = 30000,
+	  .def = "1000",
+	  .help = "Cluster: a gateway whose agent stops renewing its ownership lease moves its "
+		  "LUNs to ALUA standby this long before the lease's deadline; a taking gateway "
+		  "waits the lease TTL plus this before it reports active/optimized "
+		  "(docs/CLUSTER.md). A gateway never given a lease is not affected." },
 	GW_CONF_END,
 };
 

@@ -53,5 +53,10 @@ const struct gw_conf_key scsi_lu_conf_keys[] = {
 	  .help = "target port group that is active/optimized for this LU, the other active "
 		  "groups being active/non-optimized; 0: each group's own state. Set by the "
 		  "cluster agent" },
+	{ .name = "alua_pending", .type = GW_CONF_BOOL,
+	  .offset = offsetof(struct scsi_lu_conf, alua_pending), .def = "false",
+	  .help = "the LU's ownership is moving to alua_group: that group reports "
+		  "transitioning (no I/O) until this is cleared. Set by the cluster agent while "
+		  "the previous owner may still be active (docs/CLUSTER.md, fencing)" },
 	GW_CONF_END,
 };

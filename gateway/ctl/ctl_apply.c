@@ -48,8 +48,10 @@ static bool ctl_lun_same(const struct isc_lun_conf *a, const struct isc_lun_conf
 	jb = gw_conf_to_json(scsi_lu_conf_keys, &b->lu, false);
 	json_object_del(ja, "owner");
 	json_object_del(ja, "alua_group");
+	json_object_del(ja, "alua_pending");
 	json_object_del(jb, "owner");
 	json_object_del(jb, "alua_group");
+	json_object_del(jb, "alua_pending");
 	same = ja && jb && json_equal(ja, jb);
 	json_decref(ja);
 	json_decref(jb);
@@ -357,7 +359,8 @@ int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 			const struct scsi_lu_conf *lc = &t->conf->luns[j].lu;
 
 			/* -ENOENT: a LUN added or replaced below, with its new settings. */
-			if (scsi_dev_set_lu_alua(t->dev, lc->lun, lc->alua_group, lc->owner) ==
+			if (scsi_dev_set_lu_alua(t->dev, lc->lun, lc->alua_group,
+						 lc->alua_pending, lc->owner) ==
 			    -ENOMEM)
 				gw_err("iscsi", "%s: LUN %llu: out of memory setting its owner",
 				       t->conf->name, (unsigned long long)lc->lun);

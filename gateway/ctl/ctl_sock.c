@@ -3,6 +3,11 @@
  * Control socket server. Clients are few (the agent, an operator with socat), so each gets a
  * plain input and output buffer; a request is handled as soon as its line is complete, and
  * the reply is queued behind earlier ones, which keeps replies in request order.
+ *
+ * The fence (op "lease", docs/CLUSTER.md): a cluster agent says with every renewal of its etcd
+ * lease how long this gateway's ownership stays valid; a CLOCK_MONOTONIC timer fires at that
+ * deadline less gateway.fence_margin_ms and, unless a renewal came first, every SCSI device
+ * reports its local groups standby (scsi_dev_set_fenced) until the next renewal.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +25,7 @@
 #include "gw_buf.h"
 #include "gw_log.h"
 #include "net.h"
+#include "scsi.h"
 
 #define CTL_LINE_MAX (16u << 20)
 
@@ -44,6 +50,11 @@ struct ctl_sock {
 	uint64_t applies;
 	uint64_t client_applies;	/* of those, by a client of the socket (the agent) */
 	struct net_mon *net;		/* not owned; NULL: no "net" in state */
+	/* The fence: leased once an agent gave a lease (a gateway alone is never fenced). */
+	struct gw_timer fence;
+	bool leased, fenced;
+	uint64_t fence_at_ms;		/* monotonic: when the fence falls without a renewal */
+	uint64_t fences;		/* times it fell */
 };
 
 /* ---- the running configuration as JSON --------------------------------------------- */
@@ -128,6 +139,69 @@ static json_t *fail(const char *code, const char *fmt, ...)
 	return json_pack("{s:b, s:s, s:s}", "ok", 0, "code", code, "message", msg);
 }
 
+/* ---- the fence ----------------------------------------------------------------------- */
+
+static void fence_set(struct ctl_sock *cs, bool on)
+{
+	struct isc_target *t;
+
+	gw_list_for_each_entry(t, &cs->gw->targets, node)
+		scsi_dev_set_fenced(t->dev, on);
+	if (on == cs->fenced)
+		return;
+	cs->fenced = on;
+	if (on) {
+		cs->fences++;
+		gw_warn("ctl", "fenced: no lease renewal from the agent %u ms before the "
+			"deadline; every LUN reports ALUA standby (fence %llu)",
+			cs->gconf.fence_margin_ms, (unsigned long long)cs->fences);
+	} else {
+		gw_info("ctl", "lease renewed: fence lifted, LUNs report their computed states");
+	}
+}
+
+static void on_fence(struct gw_timer *t)
+{
+	struct ctl_sock *cs = gw_container_of(t, struct ctl_sock, fence);
+
+	fence_set(cs, true);
+}
+
+/* {"op":"lease","valid_ms":N}: this gateway's ownership is valid for N ms from now. */
+static json_t *op_lease(struct ctl_sock *cs, const json_t *req)
+{
+	const json_t *v = json_object_get(req, "valid_ms");
+	uint64_t valid, margin = cs->gconf.fence_margin_ms;
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > 3600000)
+		return fail("bad_request", "lease needs an integer \"valid_ms\" (0..3600000)");
+	valid = (uint64_t)json_integer_value(v);
+	cs->leased = true;
+	if (valid <= margin) {
+		gw_timer_disarm(&cs->fence);
+		cs->fence_at_ms = gw_now_ms();
+		fence_set(cs, true);
+	} else {
+		cs->fence_at_ms = gw_now_ms() + valid - margin;
+		gw_timer_arm(&cs->fence, valid - margin, 0);
+		fence_set(cs, false);
+	}
+	return json_pack("{s:b, s:b}", "ok", 1, "fenced", cs->fenced);
+}
+
+static json_t *fence_json(struct ctl_sock *cs)
+{
+	uint64_t now = gw_now_ms();
+
+	return json_pack("{s:b, s:b, s:I, s:i, s:I}", "leased", cs->leased, "fenced", cs->fenced,
+			 "fence_in_ms", (json_int_t)(cs->leased && !cs->fenced &&
+						     cs->fence_at_ms > now ?
+						     cs->fence_at_ms - now : 0),
+			 "margin_ms", (int)cs->gconf.fence_margin_ms, "fences",
+			 (json_int_t)cs->fences);
+}
+
 /* ---- live state ---------------------------------------------------------------------- */
 
 /* The iSCSI layer's state, plus per-session transport and peer (from the first connection)
@@ -151,6 +225,7 @@ static json_t *state_json(struct ctl_sock *cs)
 	json_object_set_new(st, "applies", json_integer((json_int_t)cs->applies));
 	if (cs->net)
 		json_object_set_new(st, "net", net_mon_json(cs->net));
+	json_object_set_new(st, "fence", fence_json(cs));
 	return st;
 }
 
@@ -216,6 +291,14 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 	}
 	/* Read at start-up only: kept so that "config" shows what the next start will use. */
 	cs->gconf.boot_wait = c.gateway.boot_wait;
+	if (c.gateway.fence_margin_ms && c.gateway.fence_margin_ms != cs->gconf.fence_margin_ms) {
+		gw_info("ctl", "fence margin %u ms (was %u ms)", c.gateway.fence_margin_ms,
+			cs->gconf.fence_margin_ms);
+		cs->gconf.fence_margin_ms = c.gateway.fence_margin_ms;
+	}
+	/* Targets the apply added are fenced like the others. */
+	if (cs->fenced)
+		fence_set(cs, true);
 	ctl_config_free(&c);
 	cs->applies++;
 	/* Portals may have come or gone: their chains and verdicts follow. */
@@ -265,6 +348,8 @@ json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req)
 		reply = op_config(s);
 	else if (!strcmp(op, "drop_session"))
 		reply = op_drop(s, req);
+	else if (!strcmp(op, "lease"))
+		reply = op_lease(s, req);
 	else if (!strcmp(op, "ping"))
 		reply = json_pack("{s:b}", "ok", 1);
 	else
@@ -456,6 +541,7 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	s->path = strdup(path);
 	s->gconf.log_debug = strdup(gconf && gconf->log_debug ? gconf->log_debug : "");
 	s->gconf.control_socket = strdup(path);
+	s->gconf.fence_margin_ms = gconf && gconf->fence_margin_ms ? gconf->fence_margin_ms : 1000;
 	strcpy(sa.sun_path, path);
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0 || !s->path) {
@@ -471,10 +557,15 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 		gw_err("ctl", "control socket %s: %s", path, strerror(-r));
 		goto fail;
 	}
-	gw_watch_init(&s->w, loop, s->fd, on_accept);
-	r = gw_watch_set(&s->w, EPOLLIN);
+	r = gw_timer_init(&s->fence, loop, on_fence);
 	if (r)
 		goto fail;
+	gw_watch_init(&s->w, loop, s->fd, on_accept);
+	r = gw_watch_set(&s->w, EPOLLIN);
+	if (r) {
+		gw_timer_fini(&s->fence);
+		goto fail;
+	}
 	gw_info("ctl", "control socket on %s", path);
 	*out = s;
 	return 0;
@@ -499,6 +590,7 @@ void ctl_sock_destroy(struct ctl_sock *s)
 	while (!gw_list_empty(&s->clients))
 		client_close(gw_list_first_entry(&s->clients, struct ctl_client, node));
 	gw_watch_stop(&s->w);
+	gw_timer_fini(&s->fence);
 	close(s->fd);
 	unlink(s->path);
 	gw_conf_free(ctl_gateway_conf_keys, &s->gconf);

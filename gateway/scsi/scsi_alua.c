@@ -3,12 +3,24 @@
  * ALUA (SPC-4 5.15): one target port group per scsi_port tpg_id, implicit transitions only
  * (TPGS 01b). REPORT TARGET PORT GROUPS lists the groups, their states and ports; commands
  * through a port whose group is standby, unavailable or transitioning get NOT READY unless the
- * standard lets them through (INQUIRY, REPORT LUNS, REQUEST SENSE, ...).
+ * standard lets them through (INQUIRY, REPORT LUNS, REQUEST SENSE, ...). A fenced device
+ * (its gateway's ownership lease ran out, docs/CLUSTER.md) reports its local groups standby.
  */
 #include <string.h>
 
 #include "gw_log.h"
 #include "scsi_priv.h"
+
+/* A group this gateway has a port in (the others are other gateways'). */
+static bool scsi_alua_local(const struct scsi_dev *dev, uint16_t id)
+{
+	const struct scsi_port *p;
+
+	gw_list_for_each_entry(p, &dev->ports, node)
+		if (!p->remote && p->tpg_id == id)
+			return true;
+	return false;
+}
 
 enum scsi_alua_state scsi_alua_lu_state(const struct scsi_dev *dev, const struct scsi_lu *lu,
 				       uint16_t id)
@@ -21,9 +33,27 @@ enum scsi_alua_state scsi_alua_lu_state(const struct scsi_dev *dev, const struct
 			st = g->state;
 			break;
 		}
-	if (lu && lu->conf.alua_group && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO))
-		st = lu->conf.alua_group == id ? SCSI_ALUA_AO : SCSI_ALUA_ANO;
+	if (lu && lu->conf.alua_group && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO)) {
+		if (lu->conf.alua_group != id)
+			st = SCSI_ALUA_ANO;
+		else
+			st = lu->conf.alua_pending ? SCSI_ALUA_TRANSITIONING : SCSI_ALUA_AO;
+	}
+	if (dev->fenced && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO) && scsi_alua_local(dev, id))
+		st = SCSI_ALUA_STANDBY;
 	return st;
+}
+
+void scsi_dev_set_fenced(struct scsi_dev *dev, bool fenced)
+{
+	struct scsi_lu *lu;
+
+	if (dev->fenced == fenced)
+		return;
+	dev->fenced = fenced;
+	/* Every nexus learns of it: multipath re-reads the groups on 2A/06. */
+	gw_list_for_each_entry(lu, &dev->lus, node)
+		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
 }
 
 enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_lu *lu,

@@ -242,7 +242,7 @@ enum scsi_alua_state scsi_dev_alua_state(struct scsi_dev *dev, uint64_t lun, uin
 	return scsi_alua_lu_state(dev, scsi_dev_find_lu(dev, lun), tpg_id);
 }
 
-int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group,
+int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group, bool pending,
 			 const char *owner)
 {
 	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
@@ -257,20 +257,25 @@ int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group
 		return -ENOMEM;
 	free(lu->conf.owner);
 	lu->conf.owner = o;
-	if (lu->conf.alua_group == alua_group)
+	if (lu->conf.alua_group == alua_group && lu->conf.alua_pending == pending)
 		return 0;
 	gw_list_for_each_entry(g, &dev->tpgs, node) {
 		enum scsi_alua_state before = scsi_alua_lu_state(dev, lu, g->id);
 		uint32_t keep = lu->conf.alua_group;
+		bool keep_p = lu->conf.alua_pending;
 
 		lu->conf.alua_group = alua_group;
+		lu->conf.alua_pending = pending;
 		if (scsi_alua_lu_state(dev, lu, g->id) != before)
 			changed = true;
 		lu->conf.alua_group = keep;
+		lu->conf.alua_pending = keep_p;
 	}
-	gw_info(SCSI_LOG, "%s: LUN %llu: active/optimized group %u -> %u", dev->name,
-		(unsigned long long)lun, lu->conf.alua_group, alua_group);
+	gw_info(SCSI_LOG, "%s: LUN %llu: active/optimized group %u%s -> %u%s", dev->name,
+		(unsigned long long)lun, lu->conf.alua_group,
+		lu->conf.alua_pending ? " (pending)" : "", alua_group, pending ? " (pending)" : "");
 	lu->conf.alua_group = alua_group;
+	lu->conf.alua_pending = pending;
 	if (changed)
 		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
 	return 0;

@@ -84,6 +84,7 @@ struct scsi_dev {
 	struct gw_list lus;		/* sorted by LUN */
 	uint16_t next_rel_id;
 	uint64_t next_itn_id;
+	bool fenced;			/* its local groups report standby (scsi_dev_set_fenced) */
 	void (*event_fn)(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
 	void *event_arg;
 };

@@ -15,6 +15,13 @@
  *	then reads the whole span back through the path in use and checks every block (each
  *	carries its LBA and a generation). One "progress" line a second says which path writes.
  *
+ *   isergw-alua [-i INITIATOR] poll [-p MS] [-t SECONDS] [-f STOPFILE] URL...
+ *	REPORT TARGET PORT GROUPS through every URL (each a path to one gateway, up to 8) every
+ *	MS milliseconds (default 100), each path's session kept and logged in again when it
+ *	fails. One line per sample: "sample MS S1 S2 ..." (MS since start, monotonic; Sn the
+ *	LU's state on path n's own port group, or "down" when the path does not answer); at
+ *	the end "poll: N samples, M with more than one ao". The fencing test's witness.
+ *
  * Exit status: 0 all data verified, 1 data mismatch, 2 usage, 3 no path could log in, 4 no
  * path worked for 30 s.
  */
@@ -555,6 +562,102 @@ static int cmd_writer(int argc, char **argv)
 	return r;
 }
 
+/* ---- the poller -------------------------------------------------------------------------- */
+
+#define POLL_MAX 8
+
+struct ppath {
+	const char *url;
+	struct iscsi_context *iscsi;
+	int lun;
+	int tpg;
+	uint64_t retry_at;
+};
+
+/* The LU's state on p's own group, or -1 (the path is dropped, retried 200 ms later). */
+static int poll_one(struct ppath *p)
+{
+	static int states[65536];
+	struct ident id;
+
+	if (!p->iscsi) {
+		if (now_ms() < p->retry_at)
+			return -1;
+		p->iscsi = path_connect(p->url, &p->lun);
+		if (p->iscsi && get_ident(p->iscsi, p->lun, &id) == 0) {
+			p->tpg = id.tpg;
+		} else if (p->iscsi) {
+			iscsi_destroy_context(p->iscsi);
+			p->iscsi = NULL;
+		}
+		if (!p->iscsi) {
+			p->retry_at = now_ms() + 200;
+			return -1;
+		}
+	}
+	if (rtpg(p->iscsi, p->lun, states, 65536, NULL, NULL) || p->tpg < 0) {
+		iscsi_destroy_context(p->iscsi);
+		p->iscsi = NULL;
+		p->retry_at = now_ms() + 200;
+		return -1;
+	}
+	return states[p->tpg];
+}
+
+static int cmd_poll(int argc, char **argv)
+{
+	struct ppath p[POLL_MAX];
+	unsigned int period = 100, secs = 600;
+	const char *stop = NULL;
+	uint64_t start, next, samples = 0, overlaps = 0;
+	int c, n;
+
+	while ((c = getopt(argc, argv, "p:t:f:")) != -1) {
+		switch (c) {
+		case 'p': period = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 't': secs = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 'f': stop = optarg; break;
+		default: return 2;
+		}
+	}
+	n = argc - optind;
+	if (n < 1 || n > POLL_MAX || !period)
+		return 2;
+	for (int i = 0; i < n; i++)
+		p[i] = (struct ppath){ .url = argv[optind + i], .tpg = -1 };
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	start = next = now_ms();
+	while (now_ms() - start < (uint64_t)secs * 1000 && !(stop && access(stop, F_OK) == 0)) {
+		char line[256];
+		int len, ao = 0;
+
+		len = snprintf(line, sizeof(line), "sample %" PRIu64, now_ms() - start);
+		for (int i = 0; i < n; i++) {
+			int st = poll_one(&p[i]);
+
+			ao += st == 0;
+			len += snprintf(line + len, sizeof(line) - (size_t)len, " %s",
+					st < 0 ? "down" : state_name(st));
+		}
+		printf("%s\n", line);
+		samples++;
+		overlaps += ao > 1;
+		next += period;
+		if (next > now_ms())
+			usleep((useconds_t)(next - now_ms()) * 1000);
+		else
+			next = now_ms();	/* a slow sample: no burst to catch up */
+	}
+	printf("poll: %" PRIu64 " samples, %" PRIu64 " with more than one ao\n", samples,
+	       overlaps);
+	for (int i = 0; i < n; i++)
+		if (p[i].iscsi) {
+			iscsi_logout_sync(p[i].iscsi);
+			iscsi_destroy_context(p[i].iscsi);
+		}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int c;
@@ -567,6 +670,14 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc && !strcmp(argv[optind], "info") && argc - optind == 2)
 		return cmd_info(argv[optind + 1]);
+	if (optind < argc && !strcmp(argv[optind], "poll")) {
+		int first = optind, r;
+
+		optind = 1;
+		r = cmd_poll(argc - first, argv + first);
+		if (r != 2)
+			return r;
+	}
 	if (optind < argc && !strcmp(argv[optind], "writer")) {
 		int first = optind, r;
 
@@ -579,6 +690,7 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: isergw-alua [-i INITIATOR] info URL\n"
 		"       isergw-alua [-i INITIATOR] writer [-t SECONDS] [-f STOPFILE] [-n BLOCKS] "
-		"[-s SEED] URL_A URL_B\n");
+		"[-s SEED] URL_A URL_B\n"
+		"       isergw-alua [-i INITIATOR] poll [-p MS] [-t SECONDS] [-f STOPFILE] URL...\n");
 	return 2;
 }

@@ -248,3 +248,64 @@ Test(ctl_sock, a_client_gets_line_answers_in_order)
 	cr_assert_lt(strstr(buf, "\"id\":1"), strstr(buf, "bad_request"));
 	cr_assert_lt(strstr(buf, "bad_request"), strstr(buf, "\"id\":3"));
 }
+
+static bool fenced_now(void)
+{
+	json_t *st = ask("{\"op\":\"state\"}");
+	bool f = json_is_true(json_object_get(json_object_get(st, "fence"), "fenced"));
+
+	json_decref(st);
+	return f;
+}
+
+Test(ctl_sock, a_lease_not_renewed_fences_the_gateway_on_a_monotonic_timer)
+{
+	json_t *r, *st;
+	uint64_t t0;
+
+	/* A gateway never given a lease is not fenced. */
+	st = ask("{\"op\":\"state\"}");
+	cr_assert(json_is_false(json_object_get(json_object_get(st, "fence"), "leased")));
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(st, "fence"),
+							"margin_ms")), 1000);
+	json_decref(st);
+	r = ask("{\"op\":\"lease\",\"valid_ms\":-1}");
+	cr_assert(json_is_false(json_object_get(r, "ok")));
+	cr_assert_str_eq(json_string_value(json_object_get(r, "code")), "bad_request");
+	json_decref(r);
+	r = ask("{\"op\":\"lease\"}");
+	cr_assert(json_is_false(json_object_get(r, "ok")));
+	json_decref(r);
+
+	/* Valid for less than the margin: fenced at once. */
+	r = ask("{\"op\":\"lease\",\"valid_ms\":900}");
+	cr_assert(json_is_true(json_object_get(r, "fenced")));
+	json_decref(r);
+	cr_assert(fenced_now());
+	/* Renewed: lifted, and falls again 1000 ms before the new deadline. */
+	r = ask("{\"op\":\"lease\",\"valid_ms\":1300}");
+	cr_assert(json_is_false(json_object_get(r, "fenced")));
+	json_decref(r);
+	cr_assert(!fenced_now());
+	t0 = gw_now_ms();
+	while (!fenced_now() && gw_now_ms() - t0 < 5000)
+		gw_loop_run_once(&loop, 50);
+	cr_assert(fenced_now(), "fenced by the timer");
+	cr_assert_geq(gw_now_ms() - t0, 250, "not before the deadline less the margin");
+	st = ask("{\"op\":\"state\"}");
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(st, "fence"), "fences")),
+		     2);
+	json_decref(st);
+	/* An apply under the fence keeps it. */
+	r = ask("{\"op\":\"ping\"}");
+	json_decref(r);
+	r = json_pack("{s:s, s:o}", "op", "apply", "config", js(cfg_text));
+	st = ctl_sock_handle(cs, r);
+	json_decref(r);
+	cr_assert(json_is_true(json_object_get(st, "ok")));
+	json_decref(st);
+	cr_assert(fenced_now());
+	r = ask("{\"op\":\"lease\",\"valid_ms\":60000}");
+	json_decref(r);
+	cr_assert(!fenced_now());
+}

@@ -129,7 +129,7 @@ Test(scsi_alua, cluster_groups_and_lu_owner)
 	cr_assert_eq(rel, 1);
 
 	/* The LU is owned by group 7: it is optimized there, non-optimized here. */
-	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 7, "gw-b"), 0);
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 7, false, "gw-b"), 0);
 	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 1), SCSI_ALUA_ANO);
 	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 7), SCSI_ALUA_AO);
 	tcmd_run(&e, &t, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
@@ -142,7 +142,7 @@ Test(scsi_alua, cluster_groups_and_lu_owner)
 	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, 512,
 			      SCSI_DIR_READ), SCSI_GOOD);
 	/* The same owner again: nothing to announce. */
-	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 7, "gw-b"), 0);
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 7, false, "gw-b"), 0);
 	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE),
 		     SCSI_GOOD);
 
@@ -150,7 +150,7 @@ Test(scsi_alua, cluster_groups_and_lu_owner)
 	memcpy(down, groups, sizeof(down));
 	down[2].state = SCSI_ALUA_UNAVAILABLE;
 	cr_assert_eq(scsi_dev_set_groups(e.dev, down, 3), 0);
-	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 1, "gw-a"), 0);
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 1, false, "gw-a"), 0);
 	tenv_clear_ua(&e, e.a, 0);
 	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b,
 			      256, SCSI_DIR_READ), SCSI_GOOD);
@@ -165,5 +165,54 @@ Test(scsi_alua, cluster_groups_and_lu_owner)
 			      256, SCSI_DIR_READ), SCSI_GOOD);
 	cr_assert_eq(rtpg_group(b, 7, &rel), -1);
 	cr_assert_eq(rtpg_group(b, 2, &rel), SCSI_ALUA_ANO);
-	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 5, 1, ""), -ENOENT);
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 5, 1, false, ""), -ENOENT);
+}
+
+Test(scsi_alua, pending_owner_transitions_and_a_fence_puts_local_groups_in_standby)
+{
+	const struct scsi_tpg_conf groups[] = {
+		{ .id = 1, .state = SCSI_ALUA_AO },
+		{ .id = 2, .state = SCSI_ALUA_AO },
+		{ .id = 7, .state = SCSI_ALUA_AO },
+	};
+	uint8_t b[512];
+	struct tcmd t;
+	uint16_t rel;
+
+	cr_assert_eq(scsi_dev_set_groups(e.dev, groups, 3), 0);
+	/* Taking the LU over: transitioning (no I/O) until the previous owner is surely gone. */
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 1, true, "gw-a"), 0);
+	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 1), SCSI_ALUA_TRANSITIONING);
+	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 7), SCSI_ALUA_ANO);
+	tenv_clear_ua(&e, e.a, 0);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, 512, SCSI_DIR_READ);
+	cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0a);
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 1, false, "gw-a"), 0);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x06);
+	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 1), SCSI_ALUA_AO);
+
+	/* Fenced: every local group (1 and 2) reports standby, the other gateway's is as it was;
+	 * media access is refused and every nexus hears of it. */
+	scsi_dev_set_fenced(e.dev, true);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x06);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), b,
+			      256, SCSI_DIR_READ), SCSI_GOOD, "RTPG answers in standby");
+	cr_assert_eq(rtpg_group(b, 1, &rel), SCSI_ALUA_STANDBY);
+	cr_assert_eq(rtpg_group(b, 2, &rel), SCSI_ALUA_STANDBY);
+	cr_assert_eq(rtpg_group(b, 7, &rel), SCSI_ALUA_ANO);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, 512, SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0b);
+	/* Fencing twice announces nothing new; lifting it restores the computed states. */
+	scsi_dev_set_fenced(e.dev, true);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x12, 0, 0, 0, 36, 0), b, 36, SCSI_DIR_READ),
+		     SCSI_GOOD);
+	scsi_dev_set_fenced(e.dev, false);
+	tcmd_run(&e, &t, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x06);
+	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 1), SCSI_ALUA_AO);
+	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 2), SCSI_ALUA_ANO);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, 512,
+			      SCSI_DIR_READ), SCSI_GOOD);
 }

@@ -208,3 +208,41 @@ Test(api_cluster, effective_configuration)
 	json_decref(live);
 	json_decref(local);
 }
+
+static const json_t *lun_of(const json_t *eff, size_t i)
+{
+	return json_array_get(json_object_get(json_array_get(json_object_get(eff, "targets"), 0),
+					      "luns"), i);
+}
+
+Test(api_cluster, a_lun_becoming_ours_waits_its_hold_before_it_is_optimized)
+{
+	json_t *eff = json_loads("{\"targets\":[{\"name\":\"t\",\"luns\":["
+				 "{\"lun\":0,\"owner\":\"gw-a\"},{\"lun\":1,\"owner\":\"gw-b\"}]}]}",
+				 0, NULL);
+	json_t *owned = json_object(), *held = json_object();
+
+	/* First seen at 1000 ms: held until 1000 + 4000, pending meanwhile. */
+	cr_assert(!api_cluster_holds_update(eff, "gw-a", owned, held, 1000, 4000));
+	cr_assert_eq(json_integer_value(json_object_get(held, "t\n0")), 5000);
+	cr_assert_null(json_object_get(held, "t\n1"), "not ours");
+	api_cluster_mark_pending(eff, "gw-a", owned);
+	cr_assert(json_is_true(json_object_get(lun_of(eff, 0), "alua_pending")));
+	cr_assert_null(json_object_get(lun_of(eff, 1), "alua_pending"));
+	cr_assert(!api_cluster_holds_update(eff, "gw-a", owned, held, 4999, 4000), "still held");
+	cr_assert(api_cluster_holds_update(eff, "gw-a", owned, held, 5000, 4000), "hold over");
+	cr_assert(json_is_true(json_object_get(owned, "t\n0")));
+	cr_assert_eq(json_object_size(held), 0);
+	api_cluster_mark_pending(eff, "gw-a", owned);
+	cr_assert_null(json_object_get(lun_of(eff, 0), "alua_pending"));
+	/* It moves away: forgotten; back again: a new hold. */
+	json_object_set_new((json_t *)lun_of(eff, 0), "owner", json_string("gw-b"));
+	cr_assert(api_cluster_holds_update(eff, "gw-a", owned, held, 6000, 4000));
+	cr_assert_eq(json_object_size(owned), 0);
+	json_object_set_new((json_t *)lun_of(eff, 0), "owner", json_string("gw-a"));
+	cr_assert(!api_cluster_holds_update(eff, "gw-a", owned, held, 7000, 4000));
+	cr_assert_eq(json_integer_value(json_object_get(held, "t\n0")), 11000);
+	json_decref(eff);
+	json_decref(owned);
+	json_decref(held);
+}
