@@ -27,6 +27,8 @@ struct api_conn {
 	int fd;
 	uint64_t since_ms;		/* the connection's start or its previous reply */
 	bool busy;			/* a request arrived whole: no deadline until it ends */
+	bool line;			/* the current request's line arrived (it is under way) */
+	bool served;			/* a request was answered: between two it is idle */
 	bool cut;
 };
 
@@ -598,8 +600,14 @@ static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, con
 	return r;
 }
 
+static struct api_conn *conn_of(struct MHD_Connection *c);
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
+	struct api_conn *k = conn_of(c);
+
+	if (k)
+		k->line = true;
 	return req_new(cls, c, uri);
 }
 
@@ -674,21 +682,26 @@ static void on_deadline(struct gw_timer *t)
 	struct api_http *h = gw_container_of(t, struct api_http, deadline);
 	uint64_t now = gw_now_ms(), max = (uint64_t)h->conf.request_timeout * 1000;
 	struct api_conn *k;
-	unsigned int n = 0;
+	unsigned int n = 0, idle = 0;
 
 	gw_list_for_each_entry(k, &h->conns, node) {
 		if (k->busy || k->cut || k->fd < 0 || now - k->since_ms < max)
 			continue;
 		k->cut = true;
 		shutdown(k->fd, SHUT_RDWR);
-		n++;
+		/* Kept alive after a reply and nothing begun since: an idle close, not news. */
+		if (k->served && !k->line)
+			idle++;
+		else
+			n++;
 	}
+	if (n + idle)
+		gw_defer_queue(h->loop, &h->run);
 	if (!n)
 		return;
 	h->cut += n;
 	gw_warn("http", "%u connection%s cut off: no whole request within %u s (request_timeout)",
 		n, n == 1 ? "" : "s", h->conf.request_timeout);
-	gw_defer_queue(h->loop, &h->run);
 }
 
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -790,6 +803,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	/* The next request on a kept-alive connection has request_timeout from now. */
 	if (k) {
 		k->busy = false;
+		k->line = false;
+		k->served = true;
 		k->since_ms = gw_now_ms();
 	}
 	if (r)
