@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
@@ -90,6 +91,24 @@ static int print_openapi(void)
 	json_decref(doc);
 	putchar('\n');
 	return r;
+}
+
+/* --max-connections needs as many fds and some: the soft limit (often 1024) goes up to the
+ * hard one, and a hard limit too low for it is said once. */
+static void raise_nofile(unsigned int conns)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)conns + 64)
+		gw_warn("agent", "open files limited to %llu: fewer than --max-connections %u "
+			"allows (raise LimitNOFILE)", (unsigned long long)rl.rlim_cur, conns);
 }
 
 /* A numeric option in [min, max]; false (with a message) otherwise. */
@@ -355,6 +374,7 @@ int main(int argc, char **argv)
 	if (check_cluster_opts(&conf))
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile(conf.max_conns ? conf.max_conns : API_CONNS_DEFAULT);
 	if (gw_loop_init(&loop))
 		return 1;
 	if (gw_signal_init(&sig, &loop, sigs, 3, on_signal)) {
