@@ -131,6 +131,11 @@ static int start_http(struct api_agent *ag)
 		.tls_key = ag->conf.tls_key,
 		.allow_remote = ag->conf.allow_remote,
 		.body_max = ag->conf.body_max,
+		.max_conns = ag->conf.max_conns,
+		.max_conns_per_ip = ag->conf.max_conns_per_ip,
+		.idle_timeout = ag->conf.idle_timeout,
+		.request_timeout = ag->conf.request_timeout,
+		.header_max = ag->conf.header_max,
 	};
 	int r;
 
@@ -140,7 +145,7 @@ static int start_http(struct api_agent *ag)
 	api_http_routes(ag->http, api_routes);
 	r = api_http_hook(ag->http, &api_static_hook, (void *)ag->conf.webui_dir);
 	if (!r)
-		r = api_http_hook(ag->http, &api_auth_hook, &ag->auth);
+		r = api_http_hook(ag->http, &api_auth_hook, &ag->gate);
 	if (!r)
 		r = api_http_hook(ag->http, &api_write_hook, ag);
 	if (r) {
@@ -182,6 +187,11 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	r = api_auth_open(&ag->auth, conf->state_dir);
 	if (r)
 		goto fail_store;
+	api_gate_init(&ag->gate, &ag->auth, conf->auth_fails, conf->auth_window,
+		      conf->auth_backoff);
+	r = api_bsdirs_init(&ag->bsdirs, conf->backstore_dirs, conf->state_dir);
+	if (r)
+		goto fail_auth_net;
 	r = api_net_init(&ag->net, loop, conf->state_dir, on_net_event, ag);
 	if (r)
 		goto fail_auth_net;
@@ -243,6 +253,8 @@ fail_openapi:
 fail_auth:
 	api_net_fini(&ag->net);
 fail_auth_net:
+	api_bsdirs_fini(&ag->bsdirs);
+	api_gate_fini(&ag->gate);
 	api_auth_close(&ag->auth);
 fail_store:
 	api_store_destroy(ag->store);
@@ -268,6 +280,8 @@ void api_agent_fini(struct api_agent *ag)
 	api_rcache_fini(&ag->metrics_cache);
 	api_rcache_fini(&ag->metrics_gz);
 	api_rcache_fini(&ag->targets_cache);
+	api_bsdirs_fini(&ag->bsdirs);
+	api_gate_fini(&ag->gate);
 	api_auth_close(&ag->auth);
 	api_store_destroy(ag->store);
 }

@@ -4,17 +4,19 @@
  *
  *   isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]
  *                [--tls-cert FILE --tls-key FILE [--allow-remote]] [--body-max BYTES]
- *                [--debug LIST] [--webui-dir DIR]
+ *                [--debug LIST] [--webui-dir DIR] [limits: see usage()]
  *                [--store etcd --etcd-endpoints URL[,URL] --cluster-prefix /isergw/NAME
  *                 --gateway-id NAME --port-group N [--lease-ttl SECONDS]]
  *   isergw-agent --state-dir DIR --add-token NAME [--role admin|read]
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
@@ -33,7 +35,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]\n"
 		"                    [--tls-cert FILE --tls-key FILE [--allow-remote]]\n"
-		"                    [--body-max BYTES]\n"
+		"                    [--body-max BYTES] [--backstore-dirs DIR[,DIR...]] [limits]\n"
 		"                    [--webui-dir DIR] [--debug LIST]\n"
 		"                    [--store etcd --etcd-endpoints URLS --cluster-prefix KEY\n"
 		"                     --gateway-id NAME --port-group N [--lease-ttl SECONDS]]\n"
@@ -45,12 +47,31 @@ static void usage(FILE *f)
 		"  --tls-cert/--tls-key   PEM files: serve HTTPS\n"
 		"  --allow-remote         listen on a non-loopback address (HTTPS only)\n"
 		"  --body-max BYTES       largest request body (default 1048576)\n"
+		"  --backstore-dirs DIRS  folders a file or block backstore given through the API\n"
+		"                         must lie in, \",\"-separated (default: the state folder\n"
+		"                         and /dev/disk/by-id; \"\": none)\n"
 		"  --webui-dir DIR        the dashboard's files, served at / (default "
 		API_WEBUI_DIR "; \"\": none)\n"
 		"  --add-token NAME       create a token, print it once, and exit\n"
 		"  --init-tokens          create the token list with the first admin token (in\n"
 		"                         DIR/admin.token, mode 0600) unless it exists, and exit\n"
 		"  --openapi              print the API's OpenAPI document and exit\n");
+	/* What a hostile client meets (docs/REST.md, "Limits"). */
+	fprintf(f,
+		"limits:\n"
+		"  --max-connections N         connections at once (default %u)\n"
+		"  --max-connections-per-ip N  connections at once from one address (default %u)\n"
+		"  --connection-timeout SECS   an idle connection is closed (default %u)\n"
+		"  --request-timeout SECS      a request's headers and body must arrive within\n"
+		"                              (default %u)\n"
+		"  --header-max BYTES          request line and headers (default %u)\n"
+		"  --auth-fail-max N           failed tokens from one address within the window\n"
+		"                              before it gets 429 (default %u; 0: no limit)\n"
+		"  --auth-fail-window SECS     (default %u)\n"
+		"  --auth-backoff SECS         how long such an address gets 429 (default %u)\n",
+		API_CONNS_DEFAULT, API_CONNS_PER_IP_DEFAULT, API_IDLE_TIMEOUT_DEFAULT,
+		API_REQUEST_TIMEOUT_DEFAULT, API_HEADER_MAX_DEFAULT, API_AUTH_FAILS_DEFAULT,
+		API_AUTH_WINDOW_DEFAULT, API_AUTH_BACKOFF_DEFAULT);
 	/* A cluster of gateways (docs/CLUSTER.md). */
 	fprintf(f,
 		"  --store file|etcd      where the desired configuration lives (default file)\n"
@@ -70,6 +91,42 @@ static int print_openapi(void)
 	json_decref(doc);
 	putchar('\n');
 	return r;
+}
+
+/* --max-connections needs as many fds and some: the soft limit (often 1024) goes up to the
+ * hard one, and a hard limit too low for it is said once. */
+static void raise_nofile(unsigned int conns)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)conns + 64)
+		gw_warn("agent", "open files limited to %llu: fewer than --max-connections %u "
+			"allows (raise LimitNOFILE)", (unsigned long long)rl.rlim_cur, conns);
+}
+
+/* A numeric option in [min, max]; false (with a message) otherwise. */
+static bool opt_uint(const char *name, const char *arg, unsigned long min, unsigned long max,
+		     unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (errno || end == arg || *end || arg[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "isergw-agent: --%s must be a number from %lu to %lu, not \"%s\"\n",
+			name, min, max, arg);
+		return false;
+	}
+	*out = v;
+	return true;
 }
 
 static int check_cluster_opts(struct api_conf *c)
@@ -214,6 +271,15 @@ int main(int argc, char **argv)
 		{ "lease-ttl", required_argument, NULL, 1006 },
 		{ "openapi", no_argument, NULL, 1007 },
 		{ "init-tokens", no_argument, NULL, 1008 },
+		{ "max-connections", required_argument, NULL, 1101 },
+		{ "max-connections-per-ip", required_argument, NULL, 1102 },
+		{ "connection-timeout", required_argument, NULL, 1103 },
+		{ "request-timeout", required_argument, NULL, 1104 },
+		{ "header-max", required_argument, NULL, 1105 },
+		{ "auth-fail-max", required_argument, NULL, 1106 },
+		{ "auth-fail-window", required_argument, NULL, 1107 },
+		{ "auth-backoff", required_argument, NULL, 1108 },
+		{ "backstore-dirs", required_argument, NULL, 1109 },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
@@ -222,6 +288,7 @@ int main(int argc, char **argv)
 	struct api_agent *ag = &agent;
 	bool init_only = false;
 	struct gw_signal sig;
+	unsigned long v;
 	int c, r;
 
 	gw_log_set_ident("isergw-agent");
@@ -252,6 +319,47 @@ int main(int argc, char **argv)
 		case 1006: conf.lease_ttl = (unsigned int)strtoul(optarg, NULL, 10); break;
 		case 1007: return print_openapi();
 		case 1008: init_only = true; break;
+		case 1101:
+			if (!opt_uint("max-connections", optarg, 1, 65536, &v))
+				return 2;
+			conf.max_conns = (unsigned int)v;
+			break;
+		case 1102:
+			if (!opt_uint("max-connections-per-ip", optarg, 1, 65536, &v))
+				return 2;
+			conf.max_conns_per_ip = (unsigned int)v;
+			break;
+		case 1103:
+			if (!opt_uint("connection-timeout", optarg, 1, 86400, &v))
+				return 2;
+			conf.idle_timeout = (unsigned int)v;
+			break;
+		case 1104:
+			if (!opt_uint("request-timeout", optarg, 1, 3600, &v))
+				return 2;
+			conf.request_timeout = (unsigned int)v;
+			break;
+		case 1105:
+			if (!opt_uint("header-max", optarg, 4096, 16u << 20, &v))
+				return 2;
+			conf.header_max = v;
+			break;
+		case 1106:
+			if (!opt_uint("auth-fail-max", optarg, 0, 1000000, &v))
+				return 2;
+			conf.auth_fails = v ? (unsigned int)v : UINT_MAX;
+			break;
+		case 1107:
+			if (!opt_uint("auth-fail-window", optarg, 1, 86400, &v))
+				return 2;
+			conf.auth_window = (unsigned int)v;
+			break;
+		case 1108:
+			if (!opt_uint("auth-backoff", optarg, 1, 86400, &v))
+				return 2;
+			conf.auth_backoff = (unsigned int)v;
+			break;
+		case 1109: conf.backstore_dirs = optarg; break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -266,6 +374,7 @@ int main(int argc, char **argv)
 	if (check_cluster_opts(&conf))
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile(conf.max_conns ? conf.max_conns : API_CONNS_DEFAULT);
 	if (gw_loop_init(&loop))
 		return 1;
 	if (gw_signal_init(&sig, &loop, sigs, 3, on_signal)) {

@@ -31,6 +31,14 @@ struct api_conf {
 	const char *tls_key;
 	bool allow_remote;		/* listen beyond loopback (needs TLS) */
 	size_t body_max;
+	/* Limits (docs/REST.md "Limits"); 0: the defaults of api_http.h and api_auth.h. */
+	unsigned int max_conns, max_conns_per_ip;
+	unsigned int idle_timeout, request_timeout;	/* seconds */
+	size_t header_max;
+	unsigned int auth_fails, auth_window, auth_backoff;
+	/* Folders a file or block backstore given through the API must lie in, ","-separated;
+	 * NULL: the state folder and /dev/disk/by-id; "": none. */
+	const char *backstore_dirs;
 	unsigned int poll_ms;		/* gateway state refresh */
 	/* Cluster (docs/CLUSTER.md): store "etcd" keeps the configuration in etcd. */
 	const char *store;		/* "file" (default) or "etcd" */
@@ -49,6 +57,8 @@ struct api_agent {
 	struct api_conf conf;
 	struct api_store *store;
 	struct api_auth auth;
+	struct api_gate gate;		/* failed tokens per address, guarding auth */
+	struct api_bsdirs bsdirs;	/* where API backstores may lie (api_bsdirs.c) */
 	struct api_gwc gwc;
 	bool gwc_on;
 	struct api_http *http;

@@ -27,6 +27,7 @@ enum api_err {
 	API_E_TIMEOUT,			/* 504 gateway did not answer in time */
 	API_E_INTERNAL,			/* 500 out of memory, storage failure: always with a body */
 	API_E_STORE_UNAVAILABLE,	/* 503 the configuration store (etcd) is not reachable */
+	API_E_RATE_LIMITED,		/* 429 too many failed tokens from one address */
 	API_E_COUNT,
 };
 

@@ -24,6 +24,12 @@
 #define API_PREFIX "/api/v1"
 #define API_MAX_PARAMS 3
 #define API_BODY_MAX_DEFAULT (1u << 20)
+/* The limits a hostile client meets (docs/REST.md, "Limits"); 0 in api_http_conf: these. */
+#define API_CONNS_DEFAULT 1024		/* connections at once */
+#define API_CONNS_PER_IP_DEFAULT 128	/* connections at once from one address */
+#define API_IDLE_TIMEOUT_DEFAULT 60	/* seconds a connection may send nothing */
+#define API_REQUEST_TIMEOUT_DEFAULT 30	/* seconds to receive a request's headers and body */
+#define API_HEADER_MAX_DEFAULT 32768	/* bytes of a request line and its headers */
 
 struct api_agent;		/* the application's, handed to every request */
 struct api_http;
@@ -73,6 +79,10 @@ const struct api_route *api_route_match(const struct api_route *tbl, const char 
  * trailing slash are fine). -ENOMEM.
  */
 int api_route_path(const char *target, char **out, const char **why);
+/* The query of a request target (after '?', if any): -EINVAL with *why when a value would
+ * decode to a NUL or another control character, holds a malformed escape or invalid UTF-8
+ * (the server decodes query values, and a decoded NUL would cut one short). 0 otherwise. */
+int api_route_query(const char *target, const char **why);
 
 /* ---- requests and replies (api_http.c) ------------------------------------------------- */
 
@@ -118,6 +128,14 @@ struct api_http_conf {
 	const char *tls_key;
 	bool allow_remote;		/* listen beyond loopback (needs TLS) */
 	size_t body_max;		/* 0: API_BODY_MAX_DEFAULT */
+	unsigned int max_conns;		/* 0: API_CONNS_DEFAULT */
+	unsigned int max_conns_per_ip;	/* 0: API_CONNS_PER_IP_DEFAULT */
+	unsigned int idle_timeout;	/* seconds, 0: API_IDLE_TIMEOUT_DEFAULT */
+	/* A request (its line, headers and body) must arrive whole within this many seconds of
+	 * the connection's start or the previous reply, however slowly it trickles in: a slow
+	 * client is cut off (the idle timeout alone never ends one that sends a byte a second). */
+	unsigned int request_timeout;	/* seconds, 0: API_REQUEST_TIMEOUT_DEFAULT */
+	size_t header_max;		/* 0: API_HEADER_MAX_DEFAULT */
 };
 
 /*
@@ -161,8 +179,14 @@ void api_http_routes(struct api_http *h, const struct api_route *tbl);
 int api_http_hook(struct api_http *h, const struct api_http_hook *ops, void *ctx);
 /* Requests that reached a handler. */
 uint64_t api_http_requests(const struct api_http *h);
+/* Connections cut off because their request did not arrive within request_timeout. */
+uint64_t api_http_cut(const struct api_http *h);
+/* The server's limits in effect (defaults filled in). */
+const struct api_http_conf *api_http_conf(const struct api_http *h);
 
 const char *api_req_header(struct api_req *r, const char *name);
+/* The client's address as text ("127.0.0.1", "::1") into buf; "?" when unknown. */
+void api_req_peer(struct api_req *r, char *buf, size_t len);
 const char *api_req_query(struct api_req *r, const char *name);
 /* "true"/"1"/"yes" query flags. */
 bool api_req_flag(struct api_req *r, const char *name);

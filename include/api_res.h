@@ -89,6 +89,30 @@ int api_parse_lun(const char *s, uint64_t *lun);
 /* Live state changed: emits session events by comparing old and new (api_r_sessions.c). */
 void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur);
 
+/* ---- where API backstores may lie (api_bsdirs.c) ---------------------------------------- */
+
+struct api_bsdirs {
+	char **dir;			/* resolved folders */
+	size_t n;
+	char *state;			/* the agent's state folder, resolved (its own files) */
+	char *text;			/* the list for messages */
+};
+
+/* list: ","-separated folders (NULL: state_dir and /dev/disk/by-id; "": none). 0 or -errno. */
+int api_bsdirs_init(struct api_bsdirs *d, const char *list, const char *state_dir);
+void api_bsdirs_fini(struct api_bsdirs *d);
+/* "DIR, DIR" */
+const char *api_bsdirs_list(struct api_bsdirs *d);
+/* 0 when path may back a file (block: block) backstore given through the API: absolute, no
+ * "." or "..", inside a folder once resolved (a block backstore may also be a symlink in a
+ * folder to a block device: /dev/disk/by-id), not one of the agent's own files. -EACCES with
+ * why (naming the allowed folders) otherwise. */
+int api_bsdirs_check(struct api_bsdirs *d, const char *path, bool block, char *why, size_t len);
+/* Every file and block backstore path of cfg that old does not hold already: errs gets one
+ * error per refused path ("targets[i].luns[j].backstore.path"). 0 or -EACCES. */
+int api_bsdirs_check_config(struct api_bsdirs *d, const json_t *cfg, const json_t *old,
+			    struct gw_errlist *errs);
+
 /* ---- metrics and the OpenAPI document -------------------------------------------------- */
 
 /* Prometheus text exposition of the cached state (malloc'ed). */

@@ -195,6 +195,33 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 	}
 }
 
+/* Failed tokens and 429s per source address, slow requests cut off. */
+static void agent_guard_metrics(struct gw_buf *b, struct api_agent *ag)
+{
+	const struct api_gate *g = &ag->gate;
+	size_t i;
+
+	api_prom_head(b, "isergw_agent_auth_failures_total", "counter",
+		      "Requests with a missing or unknown bearer token, per source address.");
+	for (i = 0; i < g->nsrc; i++) {
+		gw_buf_append(b, "isergw_agent_auth_failures_total{source=\"", 41);
+		api_prom_label(b, g->src[i].addr);
+		gw_buf_printf(b, "\"} %llu\n", (unsigned long long)g->src[i].total);
+	}
+	api_prom_head(b, "isergw_agent_auth_rate_limited_total", "counter",
+		      "Requests refused with 429 after too many failed tokens, per source address.");
+	for (i = 0; i < g->nsrc; i++) {
+		gw_buf_append(b, "isergw_agent_auth_rate_limited_total{source=\"", 45);
+		api_prom_label(b, g->src[i].addr);
+		gw_buf_printf(b, "\"} %llu\n", (unsigned long long)g->src[i].limited);
+	}
+	api_prom_head(b, "isergw_agent_requests_cut_total", "counter",
+		      "Connections cut off because a request did not arrive whole within "
+		      "request_timeout.");
+	gw_buf_printf(b, "isergw_agent_requests_cut_total %llu\n",
+		      (unsigned long long)api_http_cut(ag->http));
+}
+
 char *api_metrics_text(struct api_agent *ag, size_t *len)
 {
 	const json_t *st = ag->gw_state;
@@ -219,6 +246,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 		      "API requests the agent handled.");
 	gw_buf_printf(&b, "isergw_agent_requests_total %llu\n",
 		      (unsigned long long)api_http_requests(ag->http));
+	agent_guard_metrics(&b, ag);
 	api_metrics_net(&b, ag);
 	if (!up || !st) {
 		*len = b.len;

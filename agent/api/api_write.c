@@ -133,32 +133,62 @@ const struct api_http_hook api_write_hook = {
 	.gone = write_gone,
 };
 
+/* One entity tag of If-Match (n bytes at t, trimmed): "N", W/"N" or a bare N; -1 when it is
+ * none of them. */
+static int etag_one(const char *t, size_t n, const char *want)
+{
+	bool weak = false;
+	size_t i;
+
+	if (n >= 2 && !strncmp(t, "W/", 2)) {
+		weak = true;
+		t += 2;
+		n -= 2;
+	}
+	if (n >= 2 && t[0] == '"' && t[n - 1] == '"') {
+		t++;
+		n -= 2;
+	} else if (weak) {
+		return -1;
+	}
+	if (!n)
+		return -1;
+	for (i = 0; i < n; i++)
+		if (t[i] < '0' || t[i] > '9')
+			return -1;
+	return n == strlen(want) && !strncmp(t, want, n);
+}
+
 static bool etag_matches(const char *hdr, uint64_t gen)
 {
+	const char *p = hdr, *e, *te;
 	char want[32];
-	const char *p = hdr;
+	bool hit = false;
+	int r;
 
 	snprintf(want, sizeof(want), "%llu", (unsigned long long)gen);
-	/* A list of tags, each "N", W/"N" or N; "*" matches anything that exists. */
-	while (*p) {
-		size_t n;
-
-		while (*p == ' ' || *p == ',')
+	/* A list of tags, each "N", W/"N" or N, or "*" alone (anything that exists). A list
+	 * with anything else in it matches nothing: 412, never a guess. */
+	for (;;) {
+		while (*p == ' ' || *p == '\t')
 			p++;
-		if (*p == '*')
-			return true;
-		if (!strncmp(p, "W/", 2))
-			p += 2;
-		if (*p == '"')
-			p++;
-		n = strcspn(p, "\", ");
-		if (n == strlen(want) && !strncmp(p, want, n))
-			return true;
-		p += n;
-		if (*p == '"')
-			p++;
+		e = p + strcspn(p, ",");
+		te = e;
+		while (te > p && (te[-1] == ' ' || te[-1] == '\t'))
+			te--;
+		if (te - p == 1 && *p == '*') {
+			hit = true;
+		} else if (te > p) {
+			r = etag_one(p, (size_t)(te - p), want);
+			if (r < 0)
+				return false;
+			hit |= r > 0;
+		}
+		if (!*e)
+			break;
+		p = e + 1;
 	}
-	return false;
+	return hit;
 }
 
 json_t *api_write_begin(struct api_req *r)
@@ -285,6 +315,9 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 	eff = api_cluster_gw_config(ag->cluster, cfg);
 	rc = eff ? api_conf_validate(eff, &errs) : -ENOMEM;
 	json_decref(eff);
+	/* A file or block path over REST must lie in --backstore-dirs. */
+	if (!rc && api_bsdirs_check_config(&ag->bsdirs, cfg, ag->store->config, &errs))
+		rc = -EACCES;
 	if (rc) {
 		if (!errs.n)
 			gw_errlist_add(&errs, "", "out of memory");

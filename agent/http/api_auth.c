@@ -18,6 +18,7 @@
 #include "api_http.h"
 #include "api_store.h"
 #include "gw_log.h"
+#include "gw_loop.h"
 
 const char *api_role_name(enum api_role r)
 {
@@ -270,11 +271,137 @@ int api_auth_check(const struct api_auth *a, const char *header, enum api_role *
 	return 0;
 }
 
+/* ---- failed tokens per source address ---------------------------------------------- */
+
+void api_gate_init(struct api_gate *g, const struct api_auth *auth, unsigned int max_fails,
+		   unsigned int window_s, unsigned int backoff_s)
+{
+	memset(g, 0, sizeof(*g));
+	g->auth = auth;
+	g->max_fails = max_fails ? max_fails : API_AUTH_FAILS_DEFAULT;
+	if (g->max_fails == UINT_MAX)
+		g->max_fails = 0;
+	g->window_s = window_s ? window_s : API_AUTH_WINDOW_DEFAULT;
+	g->backoff_s = backoff_s ? backoff_s : API_AUTH_BACKOFF_DEFAULT;
+}
+
+void api_gate_fini(struct api_gate *g)
+{
+	free(g->src);
+	g->src = NULL;
+	g->nsrc = 0;
+}
+
+static struct api_authlim_src *gate_find(struct api_gate *g, const char *addr)
+{
+	size_t i;
+
+	for (i = 0; i < g->nsrc; i++)
+		if (!strcmp(g->src[i].addr, addr))
+			return &g->src[i];
+	return NULL;
+}
+
+unsigned int api_gate_blocked(struct api_gate *g, const char *addr, uint64_t now_ms)
+{
+	struct api_authlim_src *s = gate_find(g, addr);
+
+	if (!s || s->until_ms <= now_ms)
+		return 0;
+	return (unsigned int)((s->until_ms - now_ms + 999) / 1000);
+}
+
+/* A slot for addr: its own, a free one, or the one quiet the longest (never a blocked one
+ * while another is free to take: a flood of new addresses cannot unblock an old one early). */
+static struct api_authlim_src *gate_slot(struct api_gate *g, const char *addr, uint64_t now_ms)
+{
+	struct api_authlim_src *s = gate_find(g, addr), *old = NULL;
+	size_t i;
+
+	if (s)
+		return s;
+	if (!g->src) {
+		g->src = calloc(API_AUTHLIM_SOURCES, sizeof(*g->src));
+		if (!g->src)
+			return NULL;
+	}
+	if (g->nsrc < API_AUTHLIM_SOURCES) {
+		s = &g->src[g->nsrc++];
+	} else {
+		for (i = 0; i < g->nsrc; i++) {
+			struct api_authlim_src *c = &g->src[i];
+
+			if (c->until_ms > now_ms)
+				continue;
+			if (!old || c->seen_ms < old->seen_ms)
+				old = c;
+		}
+		s = old ? old : &g->src[0];
+	}
+	memset(s, 0, sizeof(*s));
+	snprintf(s->addr, sizeof(s->addr), "%s", addr);
+	s->window_ms = now_ms;
+	return s;
+}
+
+unsigned int api_gate_fail(struct api_gate *g, const char *addr, uint64_t now_ms)
+{
+	struct api_authlim_src *s = gate_slot(g, addr, now_ms);
+
+	if (!s)
+		return 0;
+	s->total++;
+	s->seen_ms = now_ms;
+	if (!g->max_fails)
+		return 0;
+	if (now_ms - s->window_ms >= (uint64_t)g->window_s * 1000) {
+		s->window_ms = now_ms;
+		s->fails = 0;
+	}
+	if (++s->fails < g->max_fails)
+		return 0;
+	s->fails = 0;
+	s->window_ms = now_ms;
+	s->until_ms = now_ms + (uint64_t)g->backoff_s * 1000;
+	return g->backoff_s;
+}
+
+static void reply_limited(struct api_req *r, unsigned int secs)
+{
+	char v[16];
+
+	snprintf(v, sizeof(v), "%u", secs);
+	api_reply_header(r, "Retry-After", v);
+	api_reply_err(r, API_E_RATE_LIMITED, NULL, "too many failed tokens from this address: "
+		      "retry in %u s", secs);
+}
+
 static int auth_access(void *ctx, struct api_req *r, enum api_role need)
 {
-	const struct api_auth *a = ctx;
+	struct api_gate *g = ctx;
+	uint64_t now = gw_now_ms();
+	unsigned int secs;
+	char peer[48];
 
-	if (api_auth_check(a, api_req_header(r, "Authorization"), &r->role, &r->token_name)) {
+	api_req_peer(r, peer, sizeof(peer));
+	secs = g->max_fails ? api_gate_blocked(g, peer, now) : 0;
+	if (secs) {
+		struct api_authlim_src *s = gate_find(g, peer);
+
+		if (s)
+			s->limited++;
+		reply_limited(r, secs);
+		return -EACCES;
+	}
+	if (api_auth_check(g->auth, api_req_header(r, "Authorization"), &r->role,
+			   &r->token_name)) {
+		secs = api_gate_fail(g, peer, now);
+		if (secs) {
+			gw_warn("auth", "%s: %u failed tokens within %u s: rate-limited for %u s",
+				peer, g->max_fails, g->window_s, secs);
+			reply_limited(r, secs);
+			return -EACCES;
+		}
 		api_reply_header(r, "WWW-Authenticate", "Bearer realm=\"isergw\"");
 		api_reply_err(r, API_E_UNAUTHORIZED, NULL, NULL);
 		return -EACCES;

@@ -35,6 +35,8 @@ static const struct api_err_info api_errs[API_E_COUNT] = {
 	{ API_E_STORE_UNAVAILABLE, "store_unavailable", 503,
 	  "the configuration store (etcd) is not reachable: changes are refused, reads serve the "
 	  "last known configuration", { -EHOSTUNREACH, 0 } },
+	{ API_E_RATE_LIMITED, "rate_limited", 429,
+	  "too many failed tokens from this address: retry after Retry-After seconds", { 0 } },
 };
 
 const struct api_err_info *api_err_info(enum api_err e)

@@ -20,6 +20,18 @@
 #include "api_http.h"
 #include "gw_log.h"
 
+/* One client connection (MHD's socket context): how long its current request has been
+ * arriving, so that a client trickling headers or a body is cut off (request_timeout). */
+struct api_conn {
+	struct gw_list node;		/* in api_http.conns */
+	int fd;
+	uint64_t since_ms;		/* the connection's start or its previous reply */
+	bool busy;			/* a request arrived whole: no deadline until it ends */
+	bool line;			/* the current request's line arrived (it is under way) */
+	bool served;			/* a request was answered: between two it is idle */
+	bool cut;
+};
+
 struct api_hook_slot {
 	const struct api_http_hook *ops;
 	void *ctx;
@@ -38,6 +50,9 @@ struct api_http {
 	struct gw_timer t;
 	struct gw_defer run;
 	struct gw_list suspended;	/* struct api_req.snode */
+	struct gw_list conns;		/* struct api_conn.node */
+	struct gw_timer deadline;	/* every second: cuts off requests over request_timeout */
+	uint64_t cut;
 	char *cert, *key;
 	bool stopping;
 };
@@ -62,6 +77,16 @@ void api_http_routes(struct api_http *h, const struct api_route *tbl)
 uint64_t api_http_requests(const struct api_http *h)
 {
 	return h->requests;
+}
+
+uint64_t api_http_cut(const struct api_http *h)
+{
+	return h->cut;
+}
+
+const struct api_http_conf *api_http_conf(const struct api_http *h)
+{
+	return &h->conf;
 }
 
 static void hooks_release(struct api_req *r)
@@ -317,6 +342,21 @@ const char *api_req_header(struct api_req *r, const char *name)
 	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
+void api_req_peer(struct api_req *r, char *buf, size_t len)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	const void *a = NULL;
+
+	if (sa && sa->sa_family == AF_INET)
+		a = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+	else if (sa && sa->sa_family == AF_INET6)
+		a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+	if (!a || !inet_ntop(sa->sa_family, a, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+}
+
 const char *api_req_query(struct api_req *r, const char *name)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
@@ -468,6 +508,15 @@ static void dispatch(struct api_req *r)
 		 * a NUL, an encoded '/', a dot or empty segment never reaches a hook or a
 		 * handler. The whole path, never a truncated copy. */
 		rc = api_route_path(r->url, &path, &why);
+		/* Query values are decoded by MHD, where a %00 would end one early: refused
+		 * whole, as in the path. */
+		if (!rc) {
+			rc = api_route_query(r->url, &why);
+			if (rc) {
+				free(path);
+				path = NULL;
+			}
+		}
 		if (rc == -EINVAL) {
 			api_reply_err(r, API_E_BAD_REQUEST, NULL, "%s", why);
 			return;
@@ -551,8 +600,14 @@ static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, con
 	return r;
 }
 
+static struct api_conn *conn_of(struct MHD_Connection *c);
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
+	struct api_conn *k = conn_of(c);
+
+	if (k)
+		k->line = true;
 	return req_new(cls, c, uri);
 }
 
@@ -577,6 +632,108 @@ static void req_free(struct api_req *r)
 	free(r);
 }
 
+/* ---- connections and their deadline ------------------------------------------------- */
+
+static struct api_conn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+/* The request arrived whole (or was answered before its body): no deadline until it ends. */
+static void conn_busy(struct MHD_Connection *c)
+{
+	struct api_conn *k = conn_of(c);
+
+	if (k)
+		k->busy = true;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct api_http *h = cls;
+	struct api_conn *k = *socket_context;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		k = calloc(1, sizeof(*k));
+		if (!k)
+			return;		/* untracked: only the idle timeout applies */
+		k->fd = ci ? ci->connect_fd : -1;
+		k->since_ms = gw_now_ms();
+		gw_list_add_tail(&h->conns, &k->node);
+		*socket_context = k;
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && k) {
+		gw_list_del(&k->node);
+		free(k);
+		*socket_context = NULL;
+	}
+}
+
+/* Every second: a connection whose request has not arrived whole within request_timeout is
+ * shut down (not closed: the fd stays MHD's until it sees the end and closes it itself). */
+static void on_deadline(struct gw_timer *t)
+{
+	struct api_http *h = gw_container_of(t, struct api_http, deadline);
+	uint64_t now = gw_now_ms(), max = (uint64_t)h->conf.request_timeout * 1000;
+	struct api_conn *k;
+	unsigned int n = 0, idle = 0;
+
+	gw_list_for_each_entry(k, &h->conns, node) {
+		if (k->busy || k->cut || k->fd < 0 || now - k->since_ms < max)
+			continue;
+		k->cut = true;
+		shutdown(k->fd, SHUT_RDWR);
+		/* Kept alive after a reply and nothing begun since: an idle close, not news. */
+		if (k->served && !k->line)
+			idle++;
+		else
+			n++;
+	}
+	if (n + idle)
+		gw_defer_queue(h->loop, &h->run);
+	if (!n)
+		return;
+	h->cut += n;
+	gw_warn("http", "%u connection%s cut off: no whole request within %u s (request_timeout)",
+		n, n == 1 ? "" : "s", h->conf.request_timeout);
+}
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	unsigned int *n = cls;
+
+	(void)kind;
+	(void)value;
+	if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH))
+		n[0]++;
+	else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		n[1]++;
+	return MHD_YES;
+}
+
+/* Framing that two parsers could read two ways (the root of request smuggling): more than
+ * one Content-Length, or Content-Length beside Transfer-Encoding. NULL when fine. */
+static const char *framing_bad(struct MHD_Connection *c)
+{
+	unsigned int n[2] = { 0, 0 };
+
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, n);
+	if (n[0] > 1)
+		return "more than one Content-Length";
+	if (n[0] && n[1])
+		return "both Content-Length and Transfer-Encoding";
+	if (n[1] > 1)
+		return "more than one Transfer-Encoding";
+	return NULL;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
 				 const char *method, const char *version, const char *upload,
 				 size_t *upload_size, void **con_cls)
@@ -591,14 +748,24 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 	if (!r)
 		return MHD_NO;
 	if (!r->started) {
-		const char *cl;
+		const char *cl, *bad;
 
 		r->started = true;
 		snprintf(r->method, sizeof(r->method), "%s", method);
+		bad = framing_bad(c);
+		if (bad) {
+			/* Refused before the body: MHD closes the connection after the reply. */
+			conn_busy(c);
+			r->too_large = true;	/* nothing of the body is kept */
+			api_reply_err(r, API_E_BAD_REQUEST, NULL, "ambiguous message framing: %s",
+				      bad);
+			return queue_reply(r);
+		}
 		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						 MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > max) {
 			/* Refuse before reading: MHD closes the connection after the reply. */
+			conn_busy(c);
 			r->too_large = true;
 			api_reply_err(r, API_E_TOO_LARGE, NULL, "the body is over %zu bytes", max);
 			return queue_reply(r);
@@ -617,6 +784,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	conn_busy(c);
 	if (!r->replied && !r->suspended)
 		dispatch(r);
 	if (r->suspended)
@@ -628,10 +796,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct api_req *r = *con_cls;
+	struct api_conn *k = conn_of(c);
 
 	(void)cls;
-	(void)c;
 	(void)toe;
+	/* The next request on a kept-alive connection has request_timeout from now. */
+	if (k) {
+		k->busy = false;
+		k->line = false;
+		k->served = true;
+		k->since_ms = gw_now_ms();
+	}
 	if (r)
 		req_free(r);
 	*con_cls = NULL;
@@ -724,7 +899,18 @@ int api_http_start(struct gw_loop *loop, const struct api_http_conf *conf,
 	h->conf = *conf;
 	if (!h->conf.body_max)
 		h->conf.body_max = API_BODY_MAX_DEFAULT;
+	if (!h->conf.max_conns)
+		h->conf.max_conns = API_CONNS_DEFAULT;
+	if (!h->conf.max_conns_per_ip)
+		h->conf.max_conns_per_ip = API_CONNS_PER_IP_DEFAULT;
+	if (!h->conf.idle_timeout)
+		h->conf.idle_timeout = API_IDLE_TIMEOUT_DEFAULT;
+	if (!h->conf.request_timeout)
+		h->conf.request_timeout = API_REQUEST_TIMEOUT_DEFAULT;
+	if (!h->conf.header_max)
+		h->conf.header_max = API_HEADER_MAX_DEFAULT;
 	gw_list_init(&h->suspended);
+	gw_list_init(&h->conns);
 	gw_defer_init(&h->run, on_run_defer);
 	r = parse_listen(conf->listen, &ss, &sl);
 	if (r) {
@@ -763,26 +949,27 @@ int api_http_start(struct gw_loop *loop, const struct api_http_conf *conf,
 		r = -EPERM;
 		goto fail;
 	}
-	if (h->cert)
-		h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,
-					MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
-					MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-					MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-					MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
-					MHD_OPTION_CONNECTION_LIMIT, 4096u,
-					MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-					MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-					MHD_OPTION_HTTPS_MEM_CERT, h->cert,
-					MHD_OPTION_HTTPS_MEM_KEY, h->key, MHD_OPTION_END);
-	else
-		h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,
-					MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
-					MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-					MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-					MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
-					MHD_OPTION_CONNECTION_LIMIT, 4096u,
-					MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-					MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+	/* The limits a hostile client meets (docs/REST.md, "Limits"); TLS adds its files. */
+	struct MHD_OptionItem lim[] = {
+		{ MHD_OPTION_CONNECTION_LIMIT, h->conf.max_conns, NULL },
+		{ MHD_OPTION_PER_IP_CONNECTION_LIMIT, h->conf.max_conns_per_ip, NULL },
+		{ MHD_OPTION_CONNECTION_TIMEOUT, h->conf.idle_timeout, NULL },
+		{ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)h->conf.header_max, NULL },
+		{ MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL },
+		/* An HTTP/1.1 request without Host is refused (400), as RFC 9112 asks. */
+		{ MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL },
+		{ h->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->cert },
+		{ h->cert ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->key },
+		{ MHD_OPTION_END, 0, NULL },
+	};
+
+	h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,
+				MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+				MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+				MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
+				MHD_OPTION_ARRAY, lim, MHD_OPTION_END);
 	if (!h->d) {
 		gw_err("http", "cannot listen on %s", conf->listen);
 		r = -EADDRINUSE;
@@ -797,6 +984,13 @@ int api_http_start(struct gw_loop *loop, const struct api_http_conf *conf,
 	r = gw_watch_set(&h->w, EPOLLIN);
 	if (!r)
 		r = gw_timer_init(&h->t, loop, on_mhd_timer);
+	if (!r) {
+		r = gw_timer_init(&h->deadline, loop, on_deadline);
+		if (r)
+			gw_timer_fini(&h->t);
+	}
+	if (!r)
+		r = gw_timer_arm(&h->deadline, 1000, 1000);
 	if (r)
 		goto fail;
 	gw_info("http", "listening on %s%s", conf->listen, h->cert ? " (https)" : "");
@@ -832,6 +1026,7 @@ void api_http_stop(struct api_http *h)
 	gw_defer_cancel(&h->run);
 	gw_watch_stop(&h->w);
 	gw_timer_fini(&h->t);
+	gw_timer_fini(&h->deadline);
 	MHD_stop_daemon(h->d);
 	free(h->cert);
 	free(h->key);

@@ -231,3 +231,54 @@ bad:
 	free(p);
 	return -EINVAL;
 }
+
+int api_route_query(const char *target, const char **why)
+{
+	const char *q = strchr(target, '?');
+	size_t n, i, o = 0;
+	unsigned char *d;
+	int hi, lo, rc = 0;
+
+	*why = NULL;
+	if (!q)
+		return 0;
+	q++;
+	n = strlen(q);
+	d = malloc(n + 1);
+	if (!d)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)q[i];
+
+		if (c == '%') {
+			hi = i + 1 < n ? hexval(q[i + 1]) : -1;
+			lo = i + 2 < n ? hexval(q[i + 2]) : -1;
+			if (hi < 0 || lo < 0) {
+				*why = "a malformed percent escape in the query";
+				goto bad;
+			}
+			c = (unsigned char)(hi << 4 | lo);
+			i += 2;
+		}
+		if (c < 0x20 || c == 0x7f) {
+			*why = c ? "a control character in the query" : "a NUL in the query";
+			goto bad;
+		}
+		d[o++] = c;
+	}
+	for (i = 0; i < o;) {
+		size_t l = utf8_len(d + i, o - i);
+
+		if (!l) {
+			*why = "the query is not valid UTF-8";
+			goto bad;
+		}
+		i += l;
+	}
+	goto out;
+bad:
+	rc = -EINVAL;
+out:
+	free(d);
+	return rc;
+}

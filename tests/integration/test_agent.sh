@@ -60,7 +60,7 @@ agent_start() {
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 		t_daemon_start agent agent "$T_DIR/agent.$1.log" \
 		"$AGENT" --state-dir "$STATE" --listen "$T_HOST:$API_PORT" --gateway-socket "$SOCK" \
-		--body-max 65536
+		--body-max 65536 --backstore-dirs "$T_SHM"
 	AGENT_PID=$T_LAST_PID
 	t_wait_port "$AGENT_PID" "$API_PORT" 10
 }

@@ -75,7 +75,8 @@ agent_start() {
 		t_daemon_start "agent-$1" agent "$T_DIR/agent-$1.$(date +%s%N).log" \
 		"$AGENT" --state-dir "$T_DIR/agent-$1" --listen "$T_HOST:$3" \
 		--gateway-socket "$T_DIR/ctl-$1.sock" --store etcd --etcd-endpoints "$ETCD_URL" \
-		--cluster-prefix "$PREFIX" --gateway-id "gw-$1" --port-group "$2" --lease-ttl "$TTL"
+		--cluster-prefix "$PREFIX" --gateway-id "gw-$1" --port-group "$2" --lease-ttl "$TTL" \
+		--backstore-dirs "$T_SHM"
 	AGENT_PID=$T_LAST_PID
 	t_wait_port "$AGENT_PID" "$3" 15
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,4 +116,68 @@ Test(api_auth, read_tokens_persist_with_their_role)
 	cr_assert_eq(api_auth_check(&a, hdr, &role, NULL), 0);
 	cr_assert_eq(role, API_ROLE_READ);
 	api_auth_close(&a);
+}
+
+/* ---- failed tokens per source address (api_gate) ------------------------------------- */
+
+Test(api_gate, the_nth_failure_within_the_window_blocks_that_address_only)
+{
+	struct api_gate g;
+
+	api_gate_init(&g, NULL, 3, 60, 30);
+	cr_assert_eq(api_gate_fail(&g, "192.0.2.1", 1000), 0);
+	cr_assert_eq(api_gate_fail(&g, "192.0.2.1", 2000), 0);
+	cr_assert_eq(api_gate_blocked(&g, "192.0.2.1", 2000), 0);
+	/* The third failure starts a 30 s block, for this address alone. */
+	cr_assert_eq(api_gate_fail(&g, "192.0.2.1", 3000), 30);
+	cr_assert_eq(api_gate_blocked(&g, "192.0.2.1", 3000), 30);
+	cr_assert_eq(api_gate_blocked(&g, "192.0.2.1", 32500), 1, "rounded up");
+	cr_assert_eq(api_gate_blocked(&g, "192.0.2.2", 3000), 0);
+	cr_assert_eq(api_gate_blocked(&g, "192.0.2.1", 33000), 0, "the block ends");
+	cr_assert_eq(g.src[0].total, 3);
+	api_gate_fini(&g);
+}
+
+Test(api_gate, failures_spread_beyond_the_window_never_block)
+{
+	struct api_gate g;
+	uint64_t t;
+
+	api_gate_init(&g, NULL, 3, 10, 30);
+	for (t = 0; t < 200000; t += 6000)
+		cr_assert_eq(api_gate_fail(&g, "198.51.100.7", t), 0, "at %llu ms",
+			     (unsigned long long)t);
+	cr_assert_eq(api_gate_blocked(&g, "198.51.100.7", t), 0);
+	api_gate_fini(&g);
+}
+
+Test(api_gate, zero_turns_the_limit_off_but_failures_are_still_counted)
+{
+	struct api_gate g;
+	int i;
+
+	api_gate_init(&g, NULL, UINT_MAX, 0, 0);
+	for (i = 0; i < 100; i++)
+		cr_assert_eq(api_gate_fail(&g, "203.0.113.9", 1000), 0);
+	cr_assert_eq(api_gate_blocked(&g, "203.0.113.9", 1000), 0);
+	cr_assert_eq(g.src[0].total, 100);
+	api_gate_fini(&g);
+}
+
+Test(api_gate, a_flood_of_new_addresses_stays_bounded_and_keeps_a_block)
+{
+	struct api_gate g;
+	char a[48];
+	int i;
+
+	api_gate_init(&g, NULL, 2, 60, 60);
+	api_gate_fail(&g, "10.0.0.1", 1000);
+	cr_assert_eq(api_gate_fail(&g, "10.0.0.1", 1000), 60);
+	for (i = 0; i < 5000; i++) {
+		snprintf(a, sizeof(a), "10.1.%d.%d", i / 250, i % 250);
+		api_gate_fail(&g, a, 2000 + (uint64_t)i);
+	}
+	cr_assert_leq(g.nsrc, API_AUTHLIM_SOURCES);
+	cr_assert_gt(api_gate_blocked(&g, "10.0.0.1", 10000), 0, "evicted while blocked");
+	api_gate_fini(&g);
 }

@@ -118,10 +118,12 @@ static unsigned int free_port(void)
 	return ntohs(a.sin_port);
 }
 
+static unsigned int request_timeout;	/* 0: the default */
+
 static void start(bool with_access)
 {
 	char listen[32];
-	struct api_http_conf c = { .listen = listen };
+	struct api_http_conf c = { .listen = listen, .request_timeout = request_timeout };
 
 	handled = served = admitted = released = gone = 0;
 	admit_rc = 0;
@@ -269,5 +271,77 @@ Test(api_http, hostile_paths_are_400_before_any_hook_or_handler)
 	cr_expect_eq(handled, 0);
 	cr_expect_eq(served, 0);
 	cr_expect_eq(admitted, 0);
+	stop();
+}
+
+Test(api_http, a_nul_or_control_character_in_a_query_value_is_400_before_any_handler)
+{
+	char out[4096];
+
+	start(false);
+	cr_assert_eq(get("GET", "/api/v1/open?x=%00", NULL, out, sizeof(out)), 400);
+	cr_assert(strstr(out, "a NUL in the query"), "%s", out);
+	cr_assert_eq(get("PUT", "/api/v1/things/a?dry_run=true%00false", NULL, out, sizeof(out)),
+		     400);
+	cr_assert_eq(get("GET", "/api/v1/open?x=%0d%0a", NULL, out, sizeof(out)), 400);
+	cr_assert_eq(handled, 0);
+	cr_assert_eq(get("GET", "/api/v1/open?x=%20ok", NULL, out, sizeof(out)), 200);
+	stop();
+}
+
+Test(api_http, ambiguous_framing_is_400_before_any_handler)
+{
+	char out[4096];
+
+	start(false);
+	cr_assert_eq(http("POST /api/v1/things HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+			  "Content-Length: 2\r\nContent-Length: 9\r\n\r\n{}", out, sizeof(out)),
+		     400);
+	cr_assert(strstr(out, "more than one Content-Length"), "%s", out);
+	cr_assert_eq(http("POST /api/v1/things HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+			  "Content-Length: 7\r\nTransfer-Encoding: chunked\r\n\r\n"
+			  "2\r\n{}\r\n0\r\n\r\n", out, sizeof(out)), 400);
+	cr_assert(strstr(out, "both Content-Length and Transfer-Encoding"), "%s", out);
+	cr_assert_eq(handled, 0);
+	stop();
+}
+
+Test(api_http, a_request_trickling_in_is_cut_off_after_request_timeout)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	static const char part[] = "GET /api/v1/open HTTP/1.1\r\nHost: t\r\nX-Slow: ";
+	uint64_t t0;
+	char buf[256];
+	bool closed = false;
+	int fd, i;
+
+	request_timeout = 1;
+	start(false);
+	request_timeout = 0;
+	a.sin_port = htons((uint16_t)port);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(send(fd, part, sizeof(part) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(part) - 1);
+	cr_assert_eq(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	t0 = gw_now_ms();
+	/* A header byte every 100 ms or so keeps the idle timeout away; the deadline comes. */
+	for (i = 0; gw_now_ms() - t0 < 6000 && !closed; i++) {
+		ssize_t n;
+
+		gw_loop_run_once(&loop, 50);
+		usleep(50000);
+		if (i % 2 == 0 && send(fd, "a", 1, MSG_NOSIGNAL) < 0)
+			closed = true;
+		n = recv(fd, buf, sizeof(buf), 0);
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			closed = true;
+	}
+	cr_assert(closed, "still open after 6 s");
+	cr_assert_geq(gw_now_ms() - t0, 900);
+	cr_assert_eq(api_http_cut(srv), 1);
+	cr_assert_eq(handled, 0);
+	close(fd);
+	/* The server still answers a whole request. */
+	cr_assert_eq(get("GET", "/api/v1/open", NULL, buf, sizeof(buf)), 200);
 	stop();
 }

@@ -173,3 +173,37 @@ Test(api_route_path, a_target_not_starting_with_a_slash_is_refused)
 	path_refused("http://127.0.0.1/api/v1/targets");
 	path_refused("?x=1");
 }
+
+Test(api_route_query, plain_and_encoded_values_pass)
+{
+	const char *why;
+
+	cr_assert_eq(api_route_query("/api/v1/metrics", &why), 0);
+	cr_assert_eq(api_route_query("/x?dry_run", &why), 0);
+	cr_assert_eq(api_route_query("/x?dry_run=true&y=a%20b+c&z=%C3%A9", &why), 0);
+	cr_assert_eq(api_route_query("/x?", &why), 0);
+}
+
+Test(api_route_query, a_decoded_nul_or_control_character_is_refused)
+{
+	const char *why;
+
+	/* MHD decodes query values and a %00 would end one early: refused whole. */
+	cr_assert_eq(api_route_query("/x?dry_run=%00", &why), -EINVAL);
+	cr_assert_str_eq(why, "a NUL in the query");
+	cr_assert_eq(api_route_query("/x?a=1&dry_run=true%00false", &why), -EINVAL);
+	cr_assert_eq(api_route_query("/x?a=%0a", &why), -EINVAL);
+	cr_assert_str_eq(why, "a control character in the query");
+	cr_assert_eq(api_route_query("/x?a=%7F", &why), -EINVAL);
+}
+
+Test(api_route_query, malformed_escapes_and_invalid_utf8_are_refused)
+{
+	const char *why;
+
+	cr_assert_eq(api_route_query("/x?a=%zz", &why), -EINVAL);
+	cr_assert_eq(api_route_query("/x?a=%4", &why), -EINVAL);
+	cr_assert_eq(api_route_query("/x?a=%ff", &why), -EINVAL);
+	cr_assert_str_eq(why, "the query is not valid UTF-8");
+	cr_assert_eq(api_route_query("/x?a=%c0%af", &why), -EINVAL);
+}
