@@ -7,6 +7,7 @@
 #   - with FUA on every WRITE(16),
 #   - without FUA, then SYNCHRONIZE CACHE(10),
 #   - without FUA or sync to a LUN with "write_cache": false (which reports WCE=0),
+#   - (remote) WRITE SAME(16) of zeroes to that LUN,
 # holds its session open, and the gateway is killed with SIGKILL as soon as the client prints
 # what was acknowledged. The gateway is started again and the blocks are read back through it.
 #
@@ -201,6 +202,12 @@ dur_kind() {
 		fail "$kind: WCE=0" "$(tr '\n' ' ' <"$out")"
 	fi
 	dur_case "$kind" "write_cache false, plain write" plain $((REGION * 3)) 13 "$img" false
+	# WRITE SAME of zeroes is a write too. Only the remote backstore can be probed: tgtd (a LU
+	# that is not thin) writes the zeroes with pwrite into fresh blocks, while a file or block
+	# backstore punches a hole or zero-ranges, which FIEMAP shows the same before and after
+	# the journal has it.
+	[ "$kind" = remote ] &&
+		dur_case "$kind" "write_cache false, WRITE SAME of zeroes" wsame $((REGION * 4)) 0 "$img" false
 	gw_stop "$T_GW_PID"
 }
 

@@ -1,13 +1,14 @@
 /*
  * isergw-durable: the client of the durability test (tests/integration/test_durability.sh).
  *
- *   isergw-durable write [-m fua|sync|plain] [-l LBA] [-n BLOCKS] [-g GEN] [-H] URL
+ *   isergw-durable write [-m fua|sync|plain|wsame] [-l LBA] [-n BLOCKS] [-g GEN] [-H] URL
  *   isergw-durable verify [-l LBA] [-n BLOCKS] [-g GEN] URL
  *   isergw-durable wce URL
  *
  * write: WRITE(16) of BLOCKS blocks at LBA, each block carrying its LBA and GEN and a fill
  * derived from both; -m fua sets FUA on every write, -m sync follows the writes with
- * SYNCHRONIZE CACHE(10), -m plain does neither. When the target has acknowledged everything it
+ * SYNCHRONIZE CACHE(10), -m plain does neither; -m wsame zeroes the range with one WRITE
+ * SAME(16) of a zero block (no UNMAP bit), whose generation is 0 (verify -g 0: zeroes). When the target has acknowledged everything it
  * prints "acked MODE lba LBA blocks N gen G" and flushes stdout. With -H it then holds the
  * session open (no logout, nothing more sent) until stdin closes or the connection drops, so
  * the test can kill the target right after the acknowledgement with nothing else said.
@@ -35,7 +36,7 @@ enum { EXIT_MISMATCH = 1, EXIT_USAGE = 2, EXIT_LOGIN = 3, EXIT_IO = 4 };
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: isergw-durable write [-m fua|sync|plain] [-l LBA] [-n BLOCKS] [-g GEN] "
+		"usage: isergw-durable write [-m fua|sync|plain|wsame] [-l LBA] [-n BLOCKS] [-g GEN] "
 		"[-H] URL\n"
 		"       isergw-durable verify [-l LBA] [-n BLOCKS] [-g GEN] URL\n"
 		"       isergw-durable wce URL\n");
@@ -47,6 +48,8 @@ static void dur_fill(unsigned char *b, uint64_t lba, uint32_t gen)
 	uint64_t x = lba * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)gen << 32 | gen);
 
 	memset(b, 0, DUR_BLOCK);
+	if (!gen)
+		return;		/* generation 0: what WRITE SAME of zeroes leaves */
 	snprintf((char *)b, 48, "isergw-durable lba %" PRIu64 " gen %u", lba, gen);
 	for (int i = 48; i < DUR_BLOCK; i++) {
 		x ^= x << 13;
@@ -109,6 +112,16 @@ static int dur_write(struct iscsi_context *iscsi, int lun, const char *mode, uin
 
 	if (!buf)
 		return EXIT_IO;
+	if (!strcmp(mode, "wsame")) {
+		memset(buf, 0, DUR_BLOCK);
+		gen = 0;
+		t = iscsi_writesame16_sync(iscsi, lun, lba, buf, DUR_BLOCK, (uint32_t)n, 0, 0, 0, 0);
+		free(buf);
+		if (!dur_task_ok(iscsi, t, "WRITE SAME(16)"))
+			return EXIT_IO;
+		scsi_free_scsi_task(t);
+		goto acked;
+	}
 	for (uint64_t done = 0; done < n;) {
 		uint64_t c = n - done < DUR_CHUNK ? n - done : DUR_CHUNK;
 
@@ -130,6 +143,7 @@ static int dur_write(struct iscsi_context *iscsi, int lun, const char *mode, uin
 			return EXIT_IO;
 		scsi_free_scsi_task(t);
 	}
+acked:
 	printf("acked %s lba %" PRIu64 " blocks %" PRIu64 " gen %u\n", mode, lba, n, gen);
 	fflush(stdout);
 	return 0;
@@ -245,7 +259,8 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc - 1 || !n || (strcmp(cmd, "write") && strcmp(cmd, "verify") &&
 					 strcmp(cmd, "wce")) ||
-	    (strcmp(mode, "fua") && strcmp(mode, "sync") && strcmp(mode, "plain"))) {
+	    (strcmp(mode, "fua") && strcmp(mode, "sync") && strcmp(mode, "plain") &&
+	     strcmp(mode, "wsame"))) {
 		usage();
 		return EXIT_USAGE;
 	}
