@@ -8,6 +8,7 @@
 #   - without FUA, then SYNCHRONIZE CACHE(10),
 #   - without FUA or sync to a LUN with "write_cache": false (which reports WCE=0),
 #   - (remote) WRITE SAME(16) of zeroes to that LUN,
+#   - without FUA or sync after the host turned WCE off with MODE SELECT,
 # holds its session open, and the gateway is killed with SIGKILL as soon as the client prints
 # what was acknowledged. The gateway is started again and the blocks are read back through it.
 #
@@ -193,6 +194,18 @@ dur_kind() {
 		fail "$kind: WCE=1" "$(tr '\n' ' ' <"$out")"
 	fi
 	dur_control "$kind" "$img"
+	# A host turns the cache off with MODE SELECT: from then on every write is durable.
+	if "$TOOL" wce -s 0 "$URL" >"$out" 2>&1 && grep -qx 'wce 0' "$out"; then
+		pass "$kind: MODE SELECT turns WCE off"
+		dur_case "$kind" "WCE=0 by MODE SELECT, plain write" plain $((REGION * 5)) 15 "$img"
+		if "$TOOL" wce "$URL" >"$out" 2>&1 && grep -qx 'wce 1' "$out"; then
+			pass "$kind: after a restart WCE is the configured 1 again"
+		else
+			fail "$kind: WCE after restart" "$(tr '\n' ' ' <"$out")"
+		fi
+	else
+		fail "$kind: MODE SELECT WCE=0" "$(tr '\n' ' ' <"$out")"
+	fi
 	dur_case "$kind" "FUA write" fua $((REGION * 1)) 11 "$img"
 	dur_case "$kind" "write + SYNCHRONIZE CACHE" sync $((REGION * 2)) 12 "$img" false
 	# Now running with write_cache false.

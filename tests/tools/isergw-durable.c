@@ -3,7 +3,7 @@
  *
  *   isergw-durable write [-m fua|sync|plain|wsame] [-l LBA] [-n BLOCKS] [-g GEN] [-H] URL
  *   isergw-durable verify [-l LBA] [-n BLOCKS] [-g GEN] URL
- *   isergw-durable wce URL
+ *   isergw-durable wce [-s 0|1] URL
  *
  * write: WRITE(16) of BLOCKS blocks at LBA, each block carrying its LBA and GEN and a fill
  * derived from both; -m fua sets FUA on every write, -m sync follows the writes with
@@ -13,7 +13,8 @@
  * session open (no logout, nothing more sent) until stdin closes or the connection drops, so
  * the test can kill the target right after the acknowledgement with nothing else said.
  * verify: reads the range back and compares; prints "verified ..." or each bad block.
- * wce: prints "wce 0" or "wce 1" from the caching mode page (MODE SENSE(6), current values).
+ * wce: prints "wce 0" or "wce 1" from the caching mode page (MODE SENSE(6), current values);
+ * with -s it first sets WCE with MODE SELECT(6), as a host that turns the cache off does.
  *
  * Exit status: 0 done / verified, 1 mismatch, 2 usage, 3 login failed, 4 a command failed.
  */
@@ -39,7 +40,7 @@ static void usage(void)
 		"usage: isergw-durable write [-m fua|sync|plain|wsame] [-l LBA] [-n BLOCKS] [-g GEN] "
 		"[-H] URL\n"
 		"       isergw-durable verify [-l LBA] [-n BLOCKS] [-g GEN] URL\n"
-		"       isergw-durable wce URL\n");
+		"       isergw-durable wce [-s 0|1] URL\n");
 }
 
 /* The content of block lba at generation gen: a header naming both, then a fill of both. */
@@ -212,7 +213,7 @@ static int dur_verify(struct iscsi_context *iscsi, int lun, uint64_t lba, uint64
 	return 0;
 }
 
-static int dur_wce(struct iscsi_context *iscsi, int lun)
+static int dur_wce(struct iscsi_context *iscsi, int lun, int set)
 {
 	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1, SCSI_MODESENSE_PC_CURRENT,
 						    SCSI_MODEPAGE_CACHING, 0, 255);
@@ -228,6 +229,19 @@ static int dur_wce(struct iscsi_context *iscsi, int lun)
 		scsi_free_scsi_task(t);
 		return EXIT_IO;
 	}
+	if (set >= 0) {
+		/* MODE SELECT(6) of the current page with WCE changed, as a host turns it off. */
+		struct scsi_task *st;
+
+		pg->ps = 0;
+		pg->caching.wce = set;
+		st = iscsi_modeselect6_sync(iscsi, lun, 1, 0, pg);
+		scsi_free_scsi_task(t);
+		if (!dur_task_ok(iscsi, st, "MODE SELECT(6) caching page"))
+			return EXIT_IO;
+		scsi_free_scsi_task(st);
+		return dur_wce(iscsi, lun, -1);
+	}
 	printf("wce %d\n", pg->caching.wce ? 1 : 0);
 	scsi_free_scsi_task(t);
 	return 0;
@@ -238,7 +252,7 @@ int main(int argc, char **argv)
 	const char *cmd, *mode = "fua";
 	uint64_t lba = 0, n = 64;
 	uint32_t gen = 1;
-	int hold = 0, opt, lun = 0, rc;
+	int hold = 0, opt, lun = 0, rc, set = -1;
 	struct iscsi_context *iscsi;
 
 	if (argc < 2) {
@@ -247,13 +261,14 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "m:l:n:g:H")) != -1) {
+	while ((opt = getopt(argc, argv, "m:l:n:g:Hs:")) != -1) {
 		switch (opt) {
 		case 'm': mode = optarg; break;
 		case 'l': lba = strtoull(optarg, NULL, 0); break;
 		case 'n': n = strtoull(optarg, NULL, 0); break;
 		case 'g': gen = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'H': hold = 1; break;
+		case 's': set = atoi(optarg) ? 1 : 0; break;
 		default: usage(); return EXIT_USAGE;
 		}
 	}
@@ -278,7 +293,7 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "verify")) {
 		rc = dur_verify(iscsi, lun, lba, n, gen);
 	} else {
-		rc = dur_wce(iscsi, lun);
+		rc = dur_wce(iscsi, lun, set);
 	}
 	iscsi_logout_sync(iscsi);
 	iscsi_destroy_context(iscsi);
