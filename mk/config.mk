@@ -8,6 +8,8 @@ V ?= 0
 
 ifeq ($(SANITIZE),)
 BUILD ?= build
+else ifeq ($(SANITIZE),thread)
+BUILD ?= build/tsan
 else
 BUILD ?= build/san
 endif

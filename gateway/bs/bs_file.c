@@ -238,6 +238,11 @@ static void bs_file_exec(struct bs_file *f, struct bs_io *io, struct bs_file_bou
 		rc = bs_file_write_zeroes(f, io->offset, io->len);
 		break;
 	}
+	/* A LUN without a write cache asks every write to be durable, WRITE SAME's zeroing and
+	 * hole punching too: fallocate alone leaves the change in the journal's hands. */
+	if (rc == 0 && io->fua && (io->op == BS_UNMAP || io->op == BS_WRITE_ZEROES) &&
+	    fdatasync(f->fd) < 0)
+		rc = -errno;
 	if (rc < 0)
 		gw_err_rl("bs", "%s: %s of %llu bytes at %llu failed: %s", f->bs->conf.path,
 			  bs_op_name(io->op), (unsigned long long)io->len,

@@ -85,6 +85,37 @@ static void bs_remote_close(struct bs *bs)
 	bs->priv = NULL;
 }
 
+static void bs_remote_done(struct mp_io *mio);
+
+/*
+ * WRITE SAME and UNMAP have no FUA bit: when the host asked for a durable one (a LUN without a
+ * write cache), a SYNCHRONIZE CACHE to the back end follows, and the host hears of it after.
+ * Returns true when the flush was sent and will complete io.
+ */
+static bool bs_remote_flush_after(struct bs_io *io)
+{
+	struct bs_remote_io *f;
+
+	if (!io->fua || (io->op != BS_UNMAP && io->op != BS_WRITE_ZEROES))
+		return false;
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		io->result = -ENOMEM;
+		return false;
+	}
+	f->io = io;
+	f->mio.op = MP_FLUSH;
+	f->mio.done = bs_remote_done;
+	/* Marks the flush: io->fua is cleared so that its own completion finishes io. */
+	io->fua = false;
+	io->result = mp_lun_submit(io->bs->priv, &f->mio);
+	if (io->result < 0) {
+		free(f);
+		return false;
+	}
+	return true;
+}
+
 static void bs_remote_done(struct mp_io *mio)
 {
 	struct bs_remote_io *r = gw_container_of(mio, struct bs_remote_io, mio);
@@ -97,6 +128,8 @@ static void bs_remote_done(struct mp_io *mio)
 		memcpy(io->sense, mio->sense, io->sense_len);
 	}
 	free(r);
+	if (io->result == 0 && bs_remote_flush_after(io))
+		return;
 	bs_complete(io);
 }
 

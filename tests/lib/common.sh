@@ -395,7 +395,8 @@ tgt_stop() {
 # ---- isergwd ------------------------------------------------------------------------------
 
 # gw_start CONFIG LOG PORT: isergwd on CONFIG, waits for its portal; under sanitizers the
-# reports go to $T_DIR/san/ and gw_stop fails the suite when one appears.
+# reports (ASan, UBSan, and ThreadSanitizer's for BUILD=build/tsan) go to $T_DIR/san/ and
+# gw_stop fails the suite when one appears.
 gw_start() {
 	local conf=$1 log=$2 port=$3
 	if [ ! -x "$T_BUILD/isergwd" ]; then
@@ -404,6 +405,7 @@ gw_start() {
 	fi
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan:detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		TSAN_OPTIONS="log_path=$T_DIR/san/tsan:halt_on_error=0${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
 		t_daemon_start isergwd isergwd "$log" \
 		"$T_BUILD/isergwd" --config "$conf"
 	T_GW_PID=$T_LAST_PID
