@@ -139,6 +139,9 @@ check "R2T storm: bounded R2Ts, initiator leaves" hostile r2t-storm 127.0.0.3
 alive r2t-storm
 check "slow reader: 8 MiB reads never drained" hostile slow-reader 127.0.0.3 --hold 3
 alive slow-reader
+# The figures (R2Ts sent, data memory held while they waited) for the log.
+grep -h "R2Ts in\|state:\|reads of" "$T_DIR"/R2T_storm*.out "$T_DIR"/slow_reader*.out |
+	while read -r l; do t_log "  $l"; done
 used=
 for _ in $(seq 1 50); do
 	used=$(state | jfield 'x["data_memory"]["used"]') || used=
@@ -168,6 +171,7 @@ check "2000 half-open connections: max_connections holds" \
 	timeout -k 5 120 $HOSTILE flood --portal "$FPORTAL" --target "$TGT" --src 127.0.0.5 \
 	--count 2000 --max-conns $FLOOD_MAX
 alive flood
+grep -h "^flood:" "$T_DIR"/2000_half-open*.out | while read -r l; do t_log "  $l"; done
 ok=0
 for _ in $(seq 1 50); do
 	n=$(state | jfield '[p["connections"] for p in x["login"]["portals"] if p["name"]=="flood"][0]')
@@ -253,10 +257,15 @@ sleep 1
 RSS1=$(rss_kb)
 FD1=$(nfds)
 t_log "gateway after: RSS $RSS1 kB (before $RSS0 kB), $FD1 fds (before $FD0)"
-if [ "$RSS1" -le $((RSS0 + 131072)) ]; then
-	pass "RSS bounded: $RSS0 -> $RSS1 kB (bound +128 MiB)"
+# The allocator keeps freed buffers for reuse (glibc), and ASan keeps freed memory in its
+# quarantine (256 MiB by default): the bound allows for that, not for a leak per connection
+# (2000+ connections and hundreds of sessions went through).
+RSS_BOUND=131072
+ldd "$T_BUILD/isergwd" 2>/dev/null | grep -q libasan && RSS_BOUND=524288
+if [ "$RSS1" -le $((RSS0 + RSS_BOUND)) ]; then
+	pass "RSS bounded: $RSS0 -> $RSS1 kB (bound +$((RSS_BOUND / 1024)) MiB)"
 else
-	fail "RSS bounded" "$RSS0 -> $RSS1 kB"
+	fail "RSS bounded" "$RSS0 -> $RSS1 kB (bound +$((RSS_BOUND / 1024)) MiB)"
 fi
 if [ "$FD1" -le $((FD0 + 4)) ]; then
 	pass "fds bounded: $FD0 -> $FD1"
