@@ -432,8 +432,10 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		if (isc_login_src_refused(c)) {
 			/* Not isc_login_fail: a refusal neither logs a line per attempt nor
 			 * counts as a new failure (the back-off would never end). */
-			struct isc_pdu *rsp0 = isc_login_rsp(c, req, 0, 0,
-							     ISC_LOGIN_ST_UNAVAILABLE);
+			struct isc_pdu *rsp0;
+
+			l->exp_cmdsn = l->max_cmdsn = isc_get32(req, 24);
+			rsp0 = isc_login_rsp(c, req, 0, 0, ISC_LOGIN_ST_UNAVAILABLE);
 
 			gw_dbg("iscsi", "%s: login refused: source in back-off", c->dc->peer);
 			if (rsp0)
