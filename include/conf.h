@@ -252,6 +252,12 @@ struct isc_portal_conf {
 	int transport;			/* enum isc_portal_transport */
 	char *address;
 	uint32_t port;
+	/* Limits on what arrives at this portal (docs/CONFIGURATION.md, "Limits") */
+	uint32_t max_connections;	/* open connections, logged in or not; 0: no limit */
+	uint32_t login_timeout;		/* s: a connection not logged in by then is closed */
+	uint32_t login_fail_limit;	/* failed logins from one address ... 0: no back-off */
+	uint32_t login_fail_window;	/* s: ... within this window ... */
+	uint32_t login_backoff;		/* s: ... refuse its logins this long */
 };
 
 struct isc_initiator_conf {
@@ -270,6 +276,8 @@ struct isc_target_conf {
 	uint32_t tpgt;
 	struct gw_strlist portals;
 	bool allow_any_initiator;
+	uint32_t max_sessions;		/* sessions on this target; 0: no limit */
+	uint32_t max_sessions_per_initiator; /* of one initiator name on it; 0: no limit */
 	struct isc_initiator_conf *initiators;
 	size_t ninitiators;
 	struct isc_chap_conf chap;

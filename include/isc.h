@@ -48,6 +48,23 @@ struct isc_portal {
 	struct isc_gw *gw;
 	struct isc_portal_conf *conf;	/* points into gw->conf */
 	struct dmv_portal *dp;
+	unsigned int nconns;		/* open connections, logged in or not */
+	uint64_t conns_refused;		/* closed at accept: max_connections reached */
+};
+
+/* Failed logins of one source address (the portal's login_fail_* keys): a fixed table in the
+ * gateway object, so a flood of addresses evicts old entries instead of growing memory. */
+#define ISC_LOGIN_SRC_MAX	256
+
+struct isc_login_src {
+	char addr[64];			/* "" : free slot */
+	uint64_t window_start_ms;	/* loop time the current counting window opened */
+	uint32_t window_fails;
+	uint64_t backoff_until_ms;	/* logins refused before this loop time */
+	uint64_t last_ms;		/* last failure or refusal: eviction order */
+	uint64_t failed;		/* failed logins, all time */
+	uint64_t refused;		/* logins refused during a back-off */
+	uint64_t backoffs;		/* back-offs started */
 };
 
 /* Per-LUN I/O counters, kept by the iSCSI layer (what the control socket reports). */
@@ -107,6 +124,10 @@ struct isc_gw {
 	/* Command data buffers (in tasks and in the task cache) against their budget. */
 	uint64_t data_mem, data_mem_max;
 	uint64_t task_set_full;		/* commands answered TASK SET FULL for want of it */
+	/* Login limits: failed logins by source, refusals by limit */
+	struct isc_login_src login_src[ISC_LOGIN_SRC_MAX];
+	uint64_t login_refused_sessions;	/* max_sessions / max_sessions_per_initiator */
+	uint64_t login_timeouts;		/* connections closed by login_timeout */
 };
 
 /* isc_target.c: the gateway object */
@@ -150,6 +171,9 @@ int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih);
 json_t *isc_gw_sessions_state(const struct isc_gw *gw);
 /* Sessions on target t. */
 unsigned int isc_target_nsessions(const struct isc_target *t);
+/* The login limits' counters: per portal (connections, refused), per source address in the
+ * failed-login table (failed, refused, back-off left), sessions refused, login timeouts. */
+json_t *isc_gw_login_state(const struct isc_gw *gw);
 
 /* Wiring, for ctl: a portal's datamover hands new connections to isc_conn_accept (dp->priv is
  * the struct isc_portal); a target's SCSI device reports events to isc_target_scsi_event (arg

@@ -253,6 +253,29 @@ const struct gw_conf_key isc_portal_conf_keys[] = {
 	  .help = "Numeric IPv4 or IPv6 address to listen on; 0.0.0.0 or :: for all." },
 	{ .name = "port", .type = GW_CONF_U32, .offset = offsetof(struct isc_portal_conf, port),
 	  .min = 1, .max = 65535, .def = "3260", .help = "TCP port (iSER: the rdma_cm port)." },
+	{ .name = "max_connections", .type = GW_CONF_U32,
+	  .offset = offsetof(struct isc_portal_conf, max_connections), .min = 0, .max = 65536,
+	  .def = "1024",
+	  .help = "Open connections on this portal, logged in or not; one more is closed at "
+		  "once. 0: no limit." },
+	{ .name = "login_timeout", .type = GW_CONF_U32,
+	  .offset = offsetof(struct isc_portal_conf, login_timeout), .min = 1, .max = 3600,
+	  .def = "15",
+	  .help = "Seconds a connection may take from accept to the end of its login; then it "
+		  "is closed." },
+	{ .name = "login_fail_limit", .type = GW_CONF_U32,
+	  .offset = offsetof(struct isc_portal_conf, login_fail_limit), .min = 0, .max = 100000,
+	  .def = "10",
+	  .help = "Failed logins from one address within login_fail_window that start a "
+		  "back-off. 0: never." },
+	{ .name = "login_fail_window", .type = GW_CONF_U32,
+	  .offset = offsetof(struct isc_portal_conf, login_fail_window), .min = 1, .max = 86400,
+	  .def = "60", .help = "Seconds over which failed logins from one address are counted." },
+	{ .name = "login_backoff", .type = GW_CONF_U32,
+	  .offset = offsetof(struct isc_portal_conf, login_backoff), .min = 1, .max = 86400,
+	  .def = "60",
+	  .help = "Seconds an address in back-off has its logins refused (status 0x0301, "
+		  "service unavailable)." },
 	GW_CONF_END,
 };
 
@@ -278,6 +301,16 @@ const struct gw_conf_key isc_target_conf_keys[] = {
 	{ .name = "allow_any_initiator", .type = GW_CONF_BOOL,
 	  .offset = offsetof(struct isc_target_conf, allow_any_initiator), .def = "false",
 	  .help = "Admit every initiator; otherwise only those in initiators[]." },
+	{ .name = "max_sessions", .type = GW_CONF_U32,
+	  .offset = offsetof(struct isc_target_conf, max_sessions), .min = 0, .max = 65535,
+	  .def = "256",
+	  .help = "Sessions on this target, all initiators; a login beyond is refused (status "
+		  "0x0302, out of resources). 0: no limit." },
+	{ .name = "max_sessions_per_initiator", .type = GW_CONF_U32,
+	  .offset = offsetof(struct isc_target_conf, max_sessions_per_initiator), .min = 0,
+	  .max = 65535, .def = "16",
+	  .help = "Sessions of one initiator name on this target (one per ISID); a login "
+		  "beyond is refused (status 0x0302). 0: no limit." },
 	GW_CONF_END,
 };
 

@@ -508,8 +508,9 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 							 "sessions", (int)n, "luns", luns));
 	}
 	sessions = isc_gw_sessions_state(gw);
-	return json_pack("{s:o, s:o, s:o, s:i, s:{s:I, s:I, s:I}}", "portals", portals, "targets",
-			 targets, "sessions", sessions, "connections", (int)gw->nconns,
+	return json_pack("{s:o, s:o, s:o, s:i, s:o, s:{s:I, s:I, s:I}}", "portals", portals,
+			 "targets", targets, "sessions", sessions, "connections", (int)gw->nconns,
+			 "login", isc_gw_login_state(gw),
 			 "data_memory", "used", (json_int_t)gw->data_mem, "limit",
 			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)gw->task_set_full);
 }

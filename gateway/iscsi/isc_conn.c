@@ -139,16 +139,18 @@ static const struct dmv_conn_cb isc_conn_cb = {
 /* ---------------------------------------------------------------------------------------- */
 /* Life cycle */
 
-/* A connection must finish its login in bounded time: half-open logins hold memory and, for
- * a new session, a place in nobody's accounting. The same timer does NOP pings later. */
-#define ISC_LOGIN_TIMEOUT_MS 30000
-
+/* A connection must finish its login in bounded time (the portal's login_timeout): half-open
+ * logins hold memory and a place under max_connections. The same timer does NOP pings later. */
 static void isc_conn_login_timeout(struct gw_timer *t)
 {
 	struct isc_conn *c = gw_container_of(t, struct isc_conn, nop_timer);
 
-	if (c->state == ISC_CONN_LOGIN)
-		isc_conn_close(c, "login not completed within 30 s");
+	if (c->state == ISC_CONN_LOGIN) {
+		c->gw->login_timeouts++;
+		gw_warn_rl("iscsi", "%s: login not completed within %u s: closing", c->dc->peer,
+			   c->portal->conf->login_timeout);
+		isc_conn_close(c, "login timeout");
+	}
 }
 
 void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
@@ -158,6 +160,15 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
 	struct isc_conn *c;
 
 	if (gw->stopping) {
+		dmv_conn_close(dc);
+		return;
+	}
+	if (p->conf->max_connections && p->nconns >= p->conf->max_connections) {
+		/* Nothing was received to answer: a Login Response needs a request. Closing at
+		 * once costs a flood of connections nothing but the accept. */
+		p->conns_refused++;
+		gw_warn_rl("iscsi", "%s: portal %s has %u connections (max_connections): closing",
+			   dc->peer, p->conf->name, p->nconns);
 		dmv_conn_close(dc);
 		return;
 	}
@@ -179,7 +190,7 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
 	c->text_ttt = ISC_RSVD_TAG;
 	c->last_rx_ms = gw->loop->now_ms;
 	if (gw_timer_init(&c->nop_timer, gw->loop, isc_conn_login_timeout) < 0 ||
-	    gw_timer_arm(&c->nop_timer, ISC_LOGIN_TIMEOUT_MS, 0) < 0) {
+	    gw_timer_arm(&c->nop_timer, (uint64_t)p->conf->login_timeout * 1000, 0) < 0) {
 		gw_timer_fini(&c->nop_timer);
 		free(c);
 		dmv_conn_close(dc);
@@ -189,6 +200,7 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
 	dc->priv = c;
 	gw_list_add_tail(&gw->login_conns, &c->node);
 	gw->nconns++;
+	p->nconns++;
 	gw_dbg("iscsi", "%s: new connection on portal %s", dc->peer, dp->name);
 }
 
@@ -226,6 +238,7 @@ static void isc_conn_do_close(struct isc_conn *c, const char *why)
 	}
 	gw_list_del(&c->node);
 	c->gw->nconns--;
+	c->portal->nconns--;
 	if (s)
 		isc_session_del_conn(s, c);
 	c->sess = NULL;

@@ -22,6 +22,7 @@
 #define ISC_LOGIN_ST_SESSION_MISSING	0x020a
 #define ISC_LOGIN_ST_CANT_INCLUDE	0x0208
 #define ISC_LOGIN_ST_BAD_SESSION_TYPE	0x0209
+#define ISC_LOGIN_ST_UNAVAILABLE	0x0301
 #define ISC_LOGIN_ST_OUT_OF_RESOURCES	0x0302
 
 struct isc_login {
@@ -64,6 +65,108 @@ void isc_login_free(struct isc_conn *c)
 	c->login = NULL;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Failed logins per source address (the portal's login_fail_limit, _window, login_backoff) */
+
+/* The address part of "addr:port" / "[v6]:port". */
+static void isc_login_src_addr(const char *peer, char *buf, size_t len)
+{
+	const char *colon = strrchr(peer, ':');
+	size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+
+	if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
+		peer++;
+		n -= 2;
+	}
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, peer, n);
+	buf[n] = '\0';
+}
+
+/* The entry of c's source address; with `add`, a new one (evicting the entry idle longest,
+ * preferring those not in back-off) when it has none. */
+static struct isc_login_src *isc_login_src_get(struct isc_conn *c, bool add)
+{
+	struct isc_gw *gw = c->gw;
+	struct isc_login_src *e, *victim = NULL;
+	uint64_t now = gw->loop->now_ms;
+	char addr[sizeof(e->addr)];
+	size_t i;
+
+	isc_login_src_addr(c->dc->peer, addr, sizeof(addr));
+	for (i = 0; i < ISC_LOGIN_SRC_MAX; i++) {
+		e = &gw->login_src[i];
+		if (e->addr[0] && !strcmp(e->addr, addr))
+			return e;
+	}
+	if (!add)
+		return NULL;
+	for (i = 0; i < ISC_LOGIN_SRC_MAX; i++) {
+		e = &gw->login_src[i];
+		if (!e->addr[0]) {
+			victim = e;
+			break;
+		}
+		if (!victim || (victim->backoff_until_ms > now && e->backoff_until_ms <= now) ||
+		    ((victim->backoff_until_ms > now) == (e->backoff_until_ms > now) &&
+		     e->last_ms < victim->last_ms))
+			victim = e;
+	}
+	memset(victim, 0, sizeof(*victim));
+	snprintf(victim->addr, sizeof(victim->addr), "%s", addr);
+	return victim;
+}
+
+/* Whether a failed login with this status counts against its source: what a guessing or
+ * broken initiator causes (class 2), not the target's own limits and errors. */
+static bool isc_login_status_counts(uint16_t status)
+{
+	return (status >> 8) == 0x02 && status != ISC_LOGIN_ST_TOO_MANY_CONNS;
+}
+
+static void isc_login_src_failed(struct isc_conn *c, uint16_t status)
+{
+	const struct isc_portal_conf *pc = c->portal->conf;
+	uint64_t now = c->gw->loop->now_ms;
+	struct isc_login_src *e;
+
+	if (!isc_login_status_counts(status))
+		return;
+	e = isc_login_src_get(c, true);
+	e->failed++;
+	e->last_ms = now;
+	if (!pc->login_fail_limit || e->backoff_until_ms > now)
+		return;
+	if (!e->window_fails || now - e->window_start_ms >= (uint64_t)pc->login_fail_window * 1000) {
+		e->window_start_ms = now;
+		e->window_fails = 0;
+	}
+	if (++e->window_fails < pc->login_fail_limit)
+		return;
+	/* Logged once per back-off: at most one line per address per login_backoff. */
+	gw_warn("iscsi", "%s: %u failed logins within %u s: refusing logins from %s for %u s",
+		c->dc->peer, e->window_fails, pc->login_fail_window, e->addr, pc->login_backoff);
+	e->backoff_until_ms = now + (uint64_t)pc->login_backoff * 1000;
+	e->backoffs++;
+	e->window_fails = 0;
+}
+
+/* True (and counted) when c's source address is in a back-off. */
+static bool isc_login_src_refused(struct isc_conn *c)
+{
+	struct isc_login_src *e = isc_login_src_get(c, false);
+	uint64_t now = c->gw->loop->now_ms;
+
+	if (!e || e->backoff_until_ms <= now)
+		return false;
+	e->refused++;
+	e->last_ms = now;
+	return true;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
 static struct isc_pdu *isc_login_rsp(struct isc_conn *c, const uint8_t *req, uint8_t flags,
 				     uint16_t tsih, uint16_t status)
 {
@@ -95,10 +198,41 @@ static void isc_login_fail(struct isc_conn *c, const uint8_t *req, uint16_t stat
 		l && l->initiator[0] ? l->initiator : "initiator",
 		l && l->target ? " to " : "", l && l->target ? l->target->conf->name : "", status,
 		why);
+	isc_login_src_failed(c, status);
 	pdu = isc_login_rsp(c, req, 0, l ? l->tsih : 0, status);
 	if (pdu)
 		isc_conn_send(c, pdu);
 	isc_conn_close(c, "login failed");
+}
+
+/* A new session of initiator on target t within max_sessions and max_sessions_per_initiator?
+ * A login that reinstates a session (same initiator and ISID) takes its place. 0 or 0x0302. */
+static uint16_t isc_login_session_limits(struct isc_conn *c, const struct isc_target *t,
+					 const char *initiator, const char **why)
+{
+	const struct isc_target_conf *tc = t->conf;
+	const struct isc_session *s;
+	unsigned int all = 0, mine = 0;
+
+	gw_list_for_each_entry(s, &t->sessions, tnode) {
+		if (s->closing)
+			continue;
+		if (!strcmp(s->initiator, initiator)) {
+			if (!memcmp(s->isid, c->login->isid, sizeof(s->isid)))
+				return 0;
+			mine++;
+		}
+		all++;
+	}
+	if (tc->max_sessions && all >= tc->max_sessions) {
+		*why = "max_sessions reached on the target";
+	} else if (tc->max_sessions_per_initiator && mine >= tc->max_sessions_per_initiator) {
+		*why = "max_sessions_per_initiator reached";
+	} else {
+		return 0;
+	}
+	c->gw->login_refused_sessions++;
+	return ISC_LOGIN_ST_OUT_OF_RESOURCES;
 }
 
 /* First request: who logs in, to what, in which session. 0 or a login status. */
@@ -113,6 +247,7 @@ static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
 	const char *stype = isc_kvlist_get(keys, "SessionType");
 	struct isc_session *s = NULL;
 	struct isc_neg_init ni;
+	uint16_t status;
 	int r;
 
 	if (req[3] > 0x00 || req[2] < req[3]) {
@@ -155,6 +290,11 @@ static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
 		}
 	}
 	l->leading = l->tsih == 0;
+	if (l->leading && l->target) {
+		status = isc_login_session_limits(c, l->target, iname, why);
+		if (status)
+			return status;
+	}
 	if (!l->leading) {
 		struct isc_conn *oc;
 		bool same_cid = false;
@@ -289,6 +429,20 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		c->login = l;
 		/* The first Login Response starts the connection's StatSN sequence. */
 		c->stat_sn = isc_get32(req, 28);
+		if (isc_login_src_refused(c)) {
+			/* Not isc_login_fail: a refusal neither logs a line per attempt nor
+			 * counts as a new failure (the back-off would never end). */
+			struct isc_pdu *rsp0;
+
+			l->exp_cmdsn = l->max_cmdsn = isc_get32(req, 24);
+			rsp0 = isc_login_rsp(c, req, 0, 0, ISC_LOGIN_ST_UNAVAILABLE);
+
+			gw_dbg("iscsi", "%s: login refused: source in back-off", c->dc->peer);
+			if (rsp0)
+				isc_conn_send(c, rsp0);
+			isc_conn_close(c, "source address in login back-off");
+			return;
+		}
 	} else if (memcmp(l->isid, req + 8, 6) || l->tsih != isc_get16(req, 14) ||
 		   l->cid != isc_get16(req, 20)) {
 		isc_login_fail(c, req, ISC_PARAM_ST_INITIATOR_ERR, "ISID, TSIH or CID changed");

@@ -59,6 +59,7 @@ struct isc_task {
 	struct iovec iov;
 	uint8_t *buf;
 	uint32_t buf_cap;
+	uint32_t sess_mem;		/* bytes charged to sess->data_mem */
 	/* buf is the transport's registered memory (dmv_transport.buf_get): given back with
 	 * buf_tp->buf_put, never cached with the task */
 	void *buf_handle;
@@ -149,12 +150,19 @@ struct isc_session {
 	uint32_t active;		/* counted tasks delivered and not yet answered */
 	struct gw_list pending;		/* tasks that arrived ahead of ExpCmdSN, by CmdSN */
 	unsigned int ntasks;		/* all tasks alive, any connection */
+	/* Data buffers its tasks hold: at most a share of gateway.data_memory
+	 * (ISC_SESSION_MEM_SHARE), so one session's writes that never send their data, or reads
+	 * it never drains, cannot take the memory every other session needs. */
+	uint64_t data_mem;
 	bool closing;
 	struct gw_defer free_defer;
 	/* counters */
 	uint64_t cmds, read_bytes, write_bytes;
 	uint64_t login_ms;		/* loop time of the login */
 };
+
+/* A session holds at most 1/ISC_SESSION_MEM_SHARE of gateway.data_memory in data buffers. */
+#define ISC_SESSION_MEM_SHARE	4
 
 struct isc_conn_ops {
 	/* Tears the connection down: every handler's per-connection state, then the

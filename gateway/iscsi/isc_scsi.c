@@ -100,7 +100,7 @@ static void isc_task_cache_trim(struct isc_gw *gw, uint64_t need)
  * 0, -EBUSY when the budget is spent by commands in flight (the command is answered TASK SET
  * FULL and the initiator retries it), -ENOMEM.
  */
-static int isc_task_buf(struct isc_task *t, uint32_t len)
+static int isc_task_buf_get(struct isc_task *t, uint32_t len)
 {
 	struct isc_gw *gw = t->sess->gw;
 	const struct dmv_transport *tp = t->conn && t->conn->dc ? t->conn->dc->tp : NULL;
@@ -141,6 +141,23 @@ static int isc_task_buf(struct isc_task *t, uint32_t len)
 	return 0;
 }
 
+/* isc_task_buf_get within the session's share of the budget: -EBUSY past it. */
+static int isc_task_buf(struct isc_task *t, uint32_t len)
+{
+	struct isc_session *s = t->sess;
+	uint64_t share = s->gw->data_mem_max / ISC_SESSION_MEM_SHARE;
+	int r;
+
+	if (share && s->data_mem - t->sess_mem + len > share)
+		return -EBUSY;
+	r = isc_task_buf_get(t, len);
+	if (r)
+		return r;
+	s->data_mem = s->data_mem - t->sess_mem + len;
+	t->sess_mem = len;
+	return 0;
+}
+
 static void isc_task_release_slot(struct isc_task *t)
 {
 	if (!t->counted)
@@ -162,6 +179,8 @@ void isc_task_free(struct isc_task *t)
 	gw_list_del(&t->cnode);
 	gw_defer_cancel(&t->dt.defer);
 	s->ntasks--;
+	s->data_mem -= t->sess_mem;
+	t->sess_mem = 0;
 	t->state = ISC_TS_DONE;
 	if (t->buf_cap > ISC_TASK_KEEP_BUF || gw->ntask_free >= ISC_TASK_FREE_MAX ||
 	    gw->stopping || t->buf_handle)
@@ -490,9 +509,11 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 		/* Like a bad CDB, answered in order and without data, but retried. */
 		t->busy = true;
 		s->gw->task_set_full++;
-		gw_warn_rl("iscsi", "%s: data memory (gateway.data_memory, %llu MiB) in use by "
-			   "commands in flight: TASK SET FULL", c->dc->peer,
-			   (unsigned long long)(s->gw->data_mem_max >> 20));
+		gw_warn_rl("iscsi", "%s: data memory (gateway.data_memory, %llu MiB; this "
+			   "session %llu MiB of its 1/%u share) in use by commands in flight: "
+			   "TASK SET FULL", c->dc->peer,
+			   (unsigned long long)(s->gw->data_mem_max >> 20),
+			   (unsigned long long)(s->data_mem >> 20), ISC_SESSION_MEM_SHARE);
 	} else if (r) {
 		isc_task_free(t);
 		isc_conn_close(c, "out of memory for a data buffer");

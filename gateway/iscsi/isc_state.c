@@ -61,3 +61,31 @@ unsigned int isc_target_nsessions(const struct isc_target *t)
 		n++;
 	return n;
 }
+
+json_t *isc_gw_login_state(const struct isc_gw *gw)
+{
+	json_t *portals = json_array(), *sources = json_array();
+	const struct isc_portal *p;
+	uint64_t now = gw->loop->now_ms;
+	size_t i;
+
+	gw_list_for_each_entry(p, &gw->portals, node)
+		json_array_append_new(portals, json_pack(
+			"{s:s, s:i, s:i, s:I}", "name", p->conf->name, "connections",
+			(int)p->nconns, "max_connections", (int)p->conf->max_connections,
+			"refused", (json_int_t)p->conns_refused));
+	for (i = 0; i < ISC_LOGIN_SRC_MAX; i++) {
+		const struct isc_login_src *e = &gw->login_src[i];
+
+		if (!e->addr[0])
+			continue;
+		json_array_append_new(sources, json_pack(
+			"{s:s, s:I, s:I, s:I, s:I}", "address", e->addr, "failed",
+			(json_int_t)e->failed, "refused", (json_int_t)e->refused, "backoffs",
+			(json_int_t)e->backoffs, "backoff_ms",
+			(json_int_t)(e->backoff_until_ms > now ? e->backoff_until_ms - now : 0)));
+	}
+	return json_pack("{s:o, s:o, s:I, s:I}", "portals", portals, "sources", sources,
+			 "sessions_refused", (json_int_t)gw->login_refused_sessions, "timeouts",
+			 (json_int_t)gw->login_timeouts);
+}

@@ -131,3 +131,62 @@ Test(isc_conn, connection_loss_with_io_in_flight_ends_the_session)
 	cr_expect(gw_list_empty(&H.gw->sessions));
 	cr_expect(isc_gw_idle(H.gw));
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Portal limits: max_connections, login_timeout */
+
+#define P_CONF                                                                              \
+	"{ \"portals\": [ { \"name\": \"p0\", \"address\": \"127.0.0.1\", \"port\": 3260,"    \
+	"    \"max_connections\": 3, \"login_timeout\": 1 } ],"                                \
+	"  \"targets\": [ { \"name\": \"" H_TARGET "\", \"portals\": [\"p0\"],"               \
+	"    \"initiators\": [ { \"name\": \"" H_INITIATOR "\" } ],"                           \
+	"    \"params\": { \"nop_interval\": 0, \"nop_timeout\": 0 },"                         \
+	"    \"luns\": [ { \"lun\": 0, \"backstore\": { \"type\": \"ram\", \"size\": \"1M\" } } ]"  \
+	"  } ] }"
+
+static void portal_setup(void)
+{
+	h_setup(&H, P_CONF);
+}
+
+TestSuite(isc_portal_limits, .init = portal_setup, .fini = teardown);
+
+Test(isc_portal_limits, connections_past_max_connections_are_closed_at_accept)
+{
+	struct isc_portal *p = gw_list_first_entry(&H.gw->portals, struct isc_portal, node);
+	struct fake_conn *a = h_connect(&H), *b = h_connect(&H), *c = h_connect(&H), *d;
+	uint16_t st;
+
+	cr_expect(!a->closed && !b->closed && !c->closed);
+	cr_expect_eq(p->nconns, 3);
+	d = h_connect(&H);
+	fake_dmv_settle(&H.loop);
+	cr_expect(d->closed, "a fourth connection stays open");
+	cr_expect_eq(p->conns_refused, 1);
+	cr_expect_eq(p->nconns, 3);
+	/* One leaves: there is room again, counted logged in or not. */
+	fake_dmv_lose(a);
+	fake_dmv_settle(&H.loop);
+	cr_expect_eq(p->nconns, 2);
+	d = h_connect(&H);
+	h_login(&H, d, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_expect_eq(st, 0);
+	cr_expect_eq(p->nconns, 3);
+}
+
+Test(isc_portal_limits, a_login_not_finished_within_login_timeout_is_closed)
+{
+	struct fake_conn *idle = h_connect(&H), *done = h_connect(&H);
+	uint64_t t0 = gw_now_ms();
+	uint16_t st;
+
+	h_login(&H, done, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	while (!idle->closed && gw_now_ms() - t0 < 3000)
+		gw_loop_run_once(&H.loop, 50);
+	fake_dmv_settle(&H.loop);
+	cr_expect(idle->closed, "idle login still open after 3 s (login_timeout 1 s)");
+	cr_expect_geq(gw_now_ms() - t0, 900, "closed before login_timeout");
+	cr_expect(!done->closed, "the logged-in connection was closed too");
+	cr_expect_eq(H.gw->login_timeouts, 1);
+}

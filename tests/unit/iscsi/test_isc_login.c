@@ -267,3 +267,148 @@ Test(isc_login, rdma_extensions_are_refused_over_tcp)
 	cr_expect_str_eq(h_key(rsp, "RDMAExtensions", v, sizeof(v)), "No");
 	isc_pdu_put(rsp);
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Login limits: max_sessions, max_sessions_per_initiator, the failed-login back-off */
+
+#define L_TARGET "iqn.2026-11.org.isergw:few"
+
+#define L_CONF                                                                              \
+	"{ \"portals\": [ { \"name\": \"p0\", \"address\": \"127.0.0.1\", \"port\": 3260,"    \
+	"    \"login_fail_limit\": 3, \"login_fail_window\": 60, \"login_backoff\": 30 } ],"  \
+	"  \"targets\": [ { \"name\": \"" H_TARGET "\", \"portals\": [\"p0\"],"               \
+	"    \"initiators\": [ { \"name\": \"" H_INITIATOR "\" } ],"                           \
+	"    \"luns\": [ { \"lun\": 0, \"backstore\": { \"type\": \"ram\", \"size\": \"1M\" } } ]"  \
+	"  }, { \"name\": \"" L_TARGET "\", \"portals\": [\"p0\"],"                            \
+	"    \"allow_any_initiator\": true, \"max_sessions\": 3,"                              \
+	"    \"max_sessions_per_initiator\": 2,"                                               \
+	"    \"luns\": [ { \"lun\": 0, \"backstore\": { \"type\": \"ram\", \"size\": \"1M\" } } ]"  \
+	"  } ] }"
+
+static void limits_setup(void)
+{
+	h_setup(&H, L_CONF);
+}
+
+TestSuite(isc_limits, .init = limits_setup, .fini = teardown);
+
+static struct fake_conn *l_connect_from(const char *peer)
+{
+	struct fake_conn *c = h_connect(&H);
+
+	snprintf(c->base.peer, sizeof(c->base.peer), "%s", peer);
+	return c;
+}
+
+Test(isc_limits, sessions_per_initiator_and_per_target_are_bounded)
+{
+	const char *a = "iqn.2026-11.org.example:a", *b = "iqn.2026-11.org.example:b";
+	uint16_t st, tsih;
+
+	h_login(&H, h_connect(&H), a, L_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	h_login(&H, h_connect(&H), a, L_TARGET, 2, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	/* A third ISID of the same initiator: out of resources (RFC 7143 §11.13.5). */
+	h_login(&H, h_connect(&H), a, L_TARGET, 3, 0, 0, &st);
+	cr_expect_eq(st, 0x0302, "third session of one initiator: 0x%04x", st);
+	/* Reinstating an existing ISID takes its own place: allowed at the limit. */
+	tsih = h_login(&H, h_connect(&H), a, L_TARGET, 2, 0, 0, &st);
+	cr_expect_eq(st, 0, "reinstatement refused: 0x%04x", st);
+	cr_expect_neq(tsih, 0);
+	h_login(&H, h_connect(&H), b, L_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	/* Three sessions on the target: a fourth, of anyone, is refused. */
+	h_login(&H, h_connect(&H), b, L_TARGET, 2, 0, 0, &st);
+	cr_expect_eq(st, 0x0302, "fourth session on the target: 0x%04x", st);
+	cr_expect_eq(H.gw->login_refused_sessions, 2);
+	/* The other target has its own count (defaults: 256 and 16). */
+	h_login(&H, h_connect(&H), H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_expect_eq(st, 0);
+}
+
+Test(isc_limits, failed_logins_from_one_address_start_a_backoff)
+{
+	const struct isc_login_src *e = NULL;
+	struct fake_conn *c;
+	uint16_t st;
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		c = l_connect_from("192.0.2.7:4000");
+		h_login(&H, c, "iqn.2026-11.org.example:stranger", H_TARGET, 1, 0, 0, &st);
+		cr_assert_eq(st, 0x0202, "unlisted initiator: 0x%04x", st);
+	}
+	/* In back-off: even an admitted initiator from there is refused, service unavailable. */
+	c = l_connect_from("192.0.2.7:4001");
+	h_login(&H, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_expect_eq(st, 0x0301, "login during the back-off: 0x%04x", st);
+	cr_expect(c->closed);
+	/* Another address is not affected. */
+	c = l_connect_from("192.0.2.8:4000");
+	h_login(&H, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_expect_eq(st, 0);
+	for (i = 0; i < ISC_LOGIN_SRC_MAX; i++)
+		if (!strcmp(H.gw->login_src[i].addr, "192.0.2.7"))
+			e = &H.gw->login_src[i];
+	cr_assert_not_null(e, "no entry for the address");
+	cr_expect_eq(e->failed, 3);
+	cr_expect_eq(e->refused, 1, "refusals are counted apart and do not extend the back-off");
+	cr_expect_eq(e->backoffs, 1);
+	/* The back-off ends: move its end into the past. */
+	H.gw->login_src[e - H.gw->login_src].backoff_until_ms = H.loop.now_ms;
+	c = l_connect_from("192.0.2.7:4002");
+	h_login(&H, c, H_INITIATOR, H_TARGET, 2, 0, 0, &st);
+	cr_expect_eq(st, 0, "after the back-off: 0x%04x", st);
+	/* The state shows it. */
+	json_t *j = isc_gw_login_state(H.gw);
+	cr_assert_not_null(j);
+	cr_expect_eq(json_array_size(json_object_get(j, "sources")), 1);
+	json_decref(j);
+}
+
+Test(isc_limits, the_failed_login_table_is_bounded)
+{
+	char peer[64];
+	uint16_t st;
+	size_t i, used = 0;
+
+	/* More addresses than the table holds: old entries are evicted, memory does not grow. */
+	for (i = 0; i < ISC_LOGIN_SRC_MAX + 40; i++) {
+		snprintf(peer, sizeof(peer), "10.0.%zu.%zu:5000", i / 250, i % 250);
+		h_login(&H, l_connect_from(peer), "iqn.2026-11.org.example:x", H_TARGET, 1, 0, 0,
+			&st);
+		cr_assert_eq(st, 0x0202);
+		if (H.nconns == 32) {
+			fake_dmv_settle(&H.loop);
+			for (int k = 0; k < H.nconns; k++)
+				fake_dmv_drain(H.conns[k]);
+			/* The harness keeps 32 connections: reuse the slots of closed ones. */
+			for (int k = 0; k < H.nconns; k++)
+				fake_dmv_conn_free(H.conns[k]);
+			H.nconns = 0;
+		}
+	}
+	for (i = 0; i < ISC_LOGIN_SRC_MAX; i++)
+		used += H.gw->login_src[i].addr[0] != 0;
+	cr_expect_eq(used, ISC_LOGIN_SRC_MAX);
+}
+
+Test(isc_limits, target_limits_do_not_count_against_the_source)
+{
+	struct fake_conn *c;
+	uint16_t st;
+	int i;
+
+	/* Refusals by the target's own limits (0x0302) are not the initiator's failures. */
+	for (i = 0; i < 3; i++) {
+		c = l_connect_from("192.0.2.9:4000");
+		h_login(&H, c, "iqn.2026-11.org.example:a", L_TARGET, (uint8_t)(i + 1), 0, 0, &st);
+	}
+	cr_expect_eq(st, 0x0302);
+	for (i = 0; i < 3; i++) {
+		c = l_connect_from("192.0.2.9:4000");
+		h_login(&H, c, "iqn.2026-11.org.example:a", L_TARGET, 9, 0, 0, &st);
+		cr_expect_eq(st, 0x0302, "attempt %d: 0x%04x", i, st);
+	}
+}

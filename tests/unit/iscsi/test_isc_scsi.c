@@ -278,3 +278,36 @@ Test(isc_scsi, task_buffers_from_a_lending_transport)
 	cr_expect_eq(fake_lend.gets, fake_lend.puts, "each buffer given back exactly once");
 	C->base.tp = &fake_dmv_transport;
 }
+
+Test(isc_scsi, one_session_holds_at_most_its_share_of_data_memory)
+{
+	uint8_t cdb[16];
+	struct isc_pdu *p;
+	int st2 = -1, st3 = -1;
+
+	/* 256 KiB of data memory: a session may hold 64 KiB (ISC_SESSION_MEM_SHARE 4). */
+	H.gw->data_mem_max = 256 << 10;
+	/* A 48 KiB write whose data never comes holds its buffer... */
+	h_cdb_rw10(cdb, 0x2a, 0, 96);
+	h_scsi_cmd(&H, C, 1, ISC_FL_F | ISC_FL_W, cdb, 16, 96 * 512, NULL, 0);
+	/* ...so a second one would pass the share: TASK SET FULL, though the gateway has room. */
+	h_cdb_rw10(cdb, 0x2a, 200, 96);
+	h_scsi_cmd(&H, C, 2, ISC_FL_F | ISC_FL_W, cdb, 16, 96 * 512, NULL, 0);
+	/* A small read still fits in the share and completes. */
+	h_cdb_rw10(cdb, 0x28, 400, 8);
+	h_scsi_cmd(&H, C, 3, ISC_FL_F | ISC_FL_R, cdb, 16, 8 * 512, NULL, 0);
+	fake_dmv_settle(&H.loop);
+	while ((p = fake_dmv_pop(C))) {
+		if (isc_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP && isc_bhs_itt(p->bhs) == 2)
+			st2 = p->bhs[3];
+		if (isc_bhs_itt(p->bhs) == 3 && (isc_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP ||
+						 (isc_bhs_opcode(p->bhs) == ISC_OP_DATA_IN &&
+						  (p->bhs[1] & 0x01))))
+			st3 = p->bhs[3];
+		isc_pdu_put(p);
+	}
+	cr_expect_eq(st2, SCSI_TASK_SET_FULL, "second write: status 0x%02x", st2);
+	cr_expect_eq(st3, SCSI_GOOD, "read within the share: status 0x%02x", st3);
+	cr_expect_eq(H.gw->task_set_full, 1);
+	cr_expect_leq(H.gw->data_mem, 64 << 10);
+}
