@@ -33,7 +33,7 @@ LDSAN :=
 endif
 
 # Libraries: rdma-core and libiscsi are hard dependencies; there is no build without them.
-PKGS := libibverbs librdmacm libiscsi jansson libmicrohttpd libcurl libsystemd libcrypto zlib
+PKGS := libibverbs librdmacm libiscsi jansson libmicrohttpd libcurl libsystemd libcrypto zlib liburing
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
