@@ -506,7 +506,8 @@ static void bs_ring_give_up(struct bs_file *f, int res)
 	f->engine = BS_IO_THREADS;
 }
 
-static void bs_ring_finish(struct bs_file *f, struct bs_io *io, int res)
+/* io is finished with res: onto the caller's list, completed once the ring is left alone. */
+static void bs_ring_finish(struct bs_file *f, struct bs_io *io, int res, struct gw_list *done)
 {
 	free(io->xiov);
 	io->xiov = NULL;
@@ -516,11 +517,11 @@ static void bs_ring_finish(struct bs_file *f, struct bs_io *io, int res)
 			  (unsigned long long)io->offset, strerror(-res));
 	io->result = res;
 	f->ring_ios++;
-	bs_complete(io);
+	gw_list_add_tail(done, &io->node);
 }
 
 /* The ring cannot do this one after all: the workers do it from the start. */
-static void bs_ring_handoff(struct bs_file *f, struct bs_io *io)
+static void bs_ring_handoff(struct bs_file *f, struct bs_io *io, struct gw_list *done)
 {
 	int rc;
 
@@ -529,17 +530,18 @@ static void bs_ring_handoff(struct bs_file *f, struct bs_io *io)
 	io->xfer = 0;
 	rc = bs_file_to_workers(f, io);
 	if (rc < 0)
-		bs_ring_finish(f, io, rc);
+		bs_ring_finish(f, io, rc, done);
 }
 
-static void bs_ring_done(struct bs_file *f, struct bs_io *io, int res)
+/* One completion: finished (onto done), resubmitted for the rest, or handed to the workers. */
+static void bs_ring_done(struct bs_file *f, struct bs_io *io, int res, struct gw_list *done)
 {
 	bool rw = io->op == BS_READ || io->op == BS_WRITE;
 
 	f->ring_inflight--;
 	if (io->xfer == UINT64_MAX) {
 		io->xfer = 0;
-		bs_ring_finish(f, io, -ENOMEM);
+		bs_ring_finish(f, io, -ENOMEM, done);
 		return;
 	}
 	if (res == -EINTR || res == -EAGAIN) {
@@ -549,42 +551,41 @@ static void bs_ring_done(struct bs_file *f, struct bs_io *io, int res)
 	if (rw && res > 0) {
 		f->rw_proven = true;
 		io->xfer += (uint64_t)res;
-		if (io->xfer < io->len) {
+		if (io->xfer < io->len)
 			bs_ring_prep(f, io);	/* short: the rest */
-			return;
-		}
-		bs_ring_finish(f, io, 0);
+		else
+			bs_ring_finish(f, io, 0, done);
 		return;
 	}
 	if (rw && res == 0) {
 		if (io->op == BS_WRITE) {
-			bs_ring_finish(f, io, -EIO);
+			bs_ring_finish(f, io, -EIO, done);
 			return;
 		}
 		/* The file shrank under us: what is past its end reads as zeroes. */
 		gw_iov_zero(io->iov, io->iovcnt, io->xfer, io->len - io->xfer);
-		bs_ring_finish(f, io, 0);
+		bs_ring_finish(f, io, 0, done);
 		return;
 	}
 	if (res == -EOPNOTSUPP || res == -EINVAL) {
 		if (rw && io->fua && res == -EOPNOTSUPP && f->dsync_ok) {
 			f->dsync_ok = false;	/* the workers write and fdatasync */
-			bs_ring_handoff(f, io);
+			bs_ring_handoff(f, io, done);
 			return;
 		}
 		if (rw && !f->rw_proven && f->bs->conf.io_engine == BS_IO_AUTO) {
 			if (f->engine == BS_IO_URING)
 				bs_ring_give_up(f, res);
-			bs_ring_handoff(f, io);
+			bs_ring_handoff(f, io, done);
 			return;
 		}
 		if (io->op == BS_UNMAP || io->op == BS_WRITE_ZEROES) {
 			/* The workers know the other ways: BLKZEROOUT, writing zeroes. */
-			bs_ring_handoff(f, io);
+			bs_ring_handoff(f, io, done);
 			return;
 		}
 	}
-	bs_ring_finish(f, io, res);
+	bs_ring_finish(f, io, res, done);
 }
 
 /* Starts what waits for a free slot. */
@@ -599,29 +600,45 @@ static void bs_ring_pump(struct bs_file *f)
 	}
 }
 
+/*
+ * Reaps every completion, refills the ring (the rest of short transfers, what waited) and
+ * submits, and only then runs the done callbacks, from a local list: a callback may submit
+ * again (that only prepares entries, submitted by the defer) or even destroy the backstore,
+ * so nothing of f is touched after the first one.
+ */
 static void bs_ring_reap(struct bs_file *f)
 {
 	struct io_uring_cqe *cqe;
+	struct gw_list done;
+	unsigned head, n = 0;
+	int r;
 
-	/* One at a time: a done callback may submit again (which only prepares entries). */
-	while (io_uring_peek_cqe(&f->ring, &cqe) == 0) {
+	gw_list_init(&done);
+	io_uring_for_each_cqe(&f->ring, head, cqe) {
 		struct bs_io *io = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
 
-		io_uring_cqe_seen(&f->ring, cqe);
-		bs_ring_done(f, io, res);
-		bs_ring_pump(f);
+		n++;
+		bs_ring_done(f, io, cqe->res, &done);
+	}
+	io_uring_cq_advance(&f->ring, n);
+	bs_ring_pump(f);
+	if (io_uring_sq_ready(&f->ring)) {
+		gw_defer_cancel(&f->submit_defer);
+		r = io_uring_submit(&f->ring);
+		if (r < 0)
+			gw_defer_queue(f->bs->loop, &f->submit_defer);
+	}
+	while (!gw_list_empty(&done)) {
+		struct bs_io *io = gw_list_first_entry(&done, struct bs_io, node);
+
+		gw_list_del(&io->node);
+		bs_complete(io);
 	}
 }
 
 static void bs_ring_notify_fn(struct gw_notify *n)
 {
-	struct bs_file *f = gw_container_of(n, struct bs_file, ring_notify);
-
-	bs_ring_reap(f);
-	/* What the done callbacks submitted goes to the kernel now, in one call. */
-	gw_defer_cancel(&f->submit_defer);
-	bs_ring_submit_fn(&f->submit_defer);
+	bs_ring_reap(gw_container_of(n, struct bs_file, ring_notify));
 }
 
 static int bs_file_submit(struct bs *bs, struct bs_io *io)
@@ -696,7 +713,6 @@ static void bs_ring_drain(struct bs_file *f)
 	if (!f->ring_ok)
 		return;
 	while (f->ring_inflight || f->nwaiting) {
-		struct io_uring_cqe *cqe;
 		int r = io_uring_submit_and_wait(&f->ring, 1);
 
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
@@ -704,7 +720,6 @@ static void bs_ring_drain(struct bs_file *f)
 			       strerror(-r));
 			break;
 		}
-		(void)cqe;
 		bs_ring_reap(f);
 	}
 	gw_defer_cancel(&f->submit_defer);
