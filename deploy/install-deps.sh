@@ -9,9 +9,9 @@ set -eu
 
 BUILD="make gcc pkg-config libibverbs-dev librdmacm-dev libiscsi-dev libmicrohttpd-dev
 libjansson-dev libcurl4-openssl-dev libsystemd-dev libssl-dev zlib1g-dev libnl-3-dev
-libnl-route-3-dev"
+libnl-route-3-dev liburing-dev"
 RUN="libibverbs1 librdmacm1 libiscsi7 libmicrohttpd12 libjansson4 libcurl4 libsystemd0
-libssl3 rdma-core ibverbs-providers zlib1g libnl-3-200 libnl-route-3-200"
+libssl3 rdma-core ibverbs-providers zlib1g libnl-3-200 libnl-route-3-200 liburing2"
 TEST="libcriterion-dev libiscsi-bin tgt curl iproute2 iptables procps psmisc
 clang libclang-rt-14-dev rpm cpio
 qemu-system-x86 busybox-static kmod open-iscsi ibverbs-utils rdmacm-utils e2fsprogs

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Backstores: where a LUN's blocks live. One ops table per kind (file or block device, ram,
- * null, remote multipath LUN), one asynchronous submit. File and block I/O run on worker
- * threads and complete on the loop thread through an eventfd; remote LUNs are libiscsi sessions
- * in the loop itself; nothing here blocks the loop.
+ * null, remote multipath LUN), one asynchronous submit. File and block I/O go through an
+ * io_uring per backstore, submitted and completed on the loop thread (worker threads when the
+ * kernel or file system refuse io_uring); remote LUNs are libiscsi sessions in the loop itself;
+ * nothing here blocks the loop.
  *
  * A remote backstore is not ready at once (its size is learned at the first login) and may
  * lose every path: bs->state says so, the SCSI core answers NOT READY from it, and the
@@ -54,6 +55,8 @@ struct bs_io {
 	/* Backstore-private from here on. */
 	struct bs *bs;
 	struct gw_list node;
+	uint64_t xfer;		/* file/block with io_uring: bytes moved so far */
+	struct iovec *xiov;	/* ... and the rest of the iovec after a short transfer */
 };
 
 /* What the SCSI core answers media commands with (SPC-4 NOT READY additional sense codes). */
@@ -101,7 +104,8 @@ struct bs {
 /* Opens the backstore conf describes; conf is copied. errs gets a message naming the key. */
 int bs_create(struct gw_loop *loop, const struct bs_conf *conf, struct bs **out,
 	      struct gw_errlist *errs);
-/* Closes; the caller has drained its I/O (bs->inflight == 0). Joins the workers. */
+/* Closes; the caller has drained its I/O (bs->inflight == 0). Joins the workers, reaps the
+ * ring. */
 void bs_destroy(struct bs *bs);
 int bs_submit(struct bs *bs, struct bs_io *io);
 

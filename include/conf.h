@@ -133,6 +133,13 @@ enum bs_type {
 	BS_TYPE_REMOTE,		/* a back-end LUN over N iSCSI paths (gateway/mpath/) */
 };
 
+/* How file and block backstores reach the device. */
+enum bs_io_engine {
+	BS_IO_AUTO,		/* io_uring when the kernel and file system allow, else threads */
+	BS_IO_URING,		/* io_uring or refuse to open */
+	BS_IO_THREADS,		/* blocking preadv/pwritev on worker threads */
+};
+
 struct mp_conf;
 
 struct bs_conf {
@@ -142,7 +149,9 @@ struct bs_conf {
 	uint32_t block_size;	/* 512 or 4096 */
 	bool direct;		/* O_DIRECT for file/block */
 	bool readonly;
-	uint32_t threads;	/* worker threads for file/block */
+	uint32_t threads;	/* worker threads for file/block (the fallback I/O engine) */
+	int io_engine;		/* enum bs_io_engine (file/block) */
+	uint32_t queue_depth;	/* file/block: I/Os in flight to the device (io_uring); 0: 128 */
 	struct mp_conf *remote;	/* remote: paths and policies (heap; see bs_conf_parse) */
 };
 

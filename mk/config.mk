@@ -35,9 +35,10 @@ LDSAN :=
 endif
 
 # Libraries: rdma-core and libiscsi are hard dependencies; there is no build without them.
-# libnl-route-3 (rdma-core's own netlink library) carries the gateway's rtnetlink model (net/).
+# libnl-route-3 (rdma-core's own netlink library) carries the gateway's rtnetlink model (net/);
+# liburing the file and block backstores' I/O.
 PKGS := libibverbs librdmacm libiscsi jansson libmicrohttpd libcurl libsystemd libcrypto zlib \
-	libnl-3.0 libnl-route-3.0
+	libnl-3.0 libnl-route-3.0 liburing
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)

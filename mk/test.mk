@@ -6,8 +6,8 @@
 #   make test-sanitize     unit + integration again, built with ASan+UBSan
 #   make test-tsan         the threaded parts and two integration suites under ThreadSanitizer
 #   make fuzz-regress      every libFuzzer target over its seed corpus (make fuzz runs them longer)
-#   make bench             isergwd against tgtd side by side (tests/bench/), then wrk against
-#                          the agent (tests/bench/agent.sh)
+#   make bench             isergwd against tgtd side by side (tests/bench/), the disk rows
+#                          (tests/bench/disk.sh), then wrk against the agent (tests/bench/agent.sh)
 #   make soak              the gateway under mixed load for SOAK_SECONDS (600), leaks and growth
 #   make run               demo gateway on the embedded default configuration
 
@@ -102,6 +102,7 @@ test-sanitize:
 bench: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
 	@rc=0; BUILD=$(BUILD) tests/bench/run.sh || rc=1; \
+	BUILD=$(BUILD) tests/bench/disk.sh || rc=1; \
 	BUILD=$(BUILD) tests/bench/mpath.sh || rc=1; \
 	BUILD=$(BUILD) tests/bench/agent.sh || rc=1; exit $$rc
 

@@ -1,8 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
- * File and block-device backstore. The loop thread never blocks on it: submit queues the I/O
- * for a pool of worker threads (mutex + condvar), which run preadv/pwritev/fdatasync/fallocate
- * and put the finished I/O on a done list; a gw_notify wakes the loop, which runs io->done.
+ * File and block-device backstore. The loop thread never blocks on it. Two engines:
+ * - io_uring (the default): one ring per backstore, owned by its loop thread. Submit prepares
+ *   a READV/WRITEV (straight from the task's iovec), FSYNC (datasync) or FALLOCATE (punch hole,
+ *   zero range) entry; a defer submits what one loop iteration prepared with one system call.
+ *   The ring's completion eventfd is a gw_notify in the loop, which reaps the completions and
+ *   runs io->done. At most queue_depth entries are in the kernel; more wait on a list here.
+ *   Short transfers are resubmitted for the rest.
+ * - worker threads (mutex + condvar) running preadv/pwritev/fdatasync/fallocate, handing the
+ *   finished I/O back through another gw_notify: the fallback when io_uring cannot be set up
+ *   (old kernel, seccomp) or the file system refuses the first read or write through it, and
+ *   for the rare I/O the ring does not do (O_DIRECT with unaligned memory: the bounce; a
+ *   fallocate the file system refuses: BLKZEROOUT or written zeroes). Started on first need.
  *
  * UNMAP punches holes (files, and block devices whose driver zeroes on discard); reads of a
  * hole return zeroes, which is what LBPRZ promises. O_DIRECT I/O with unaligned memory or a
@@ -10,7 +19,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/falloc.h>
+#include <liburing.h>
 #include <linux/fs.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,6 +43,8 @@
 #define BS_FILE_ZEROES (1u << 20)	/* zero buffer for WRITE ZEROES without fallocate */
 #define BS_FILE_IOV_WIN 64		/* iovec entries handed to one preadv/pwritev */
 #define BS_FILE_ALIGN 4096		/* bounce buffer alignment */
+#define BS_RING_QD_DEFAULT 128
+#define BS_RING_IOV_MAX IOV_MAX		/* iovec entries one READV/WRITEV takes */
 
 struct bs_file {
 	struct bs *bs;
@@ -54,6 +67,24 @@ struct bs_file {
 	bool nowait_write;
 	uint64_t inline_ios;		/* served inline from the page cache */
 	struct mp_dm *dm;		/* the device is a dm-multipath map: multipathd's view */
+	/* io_uring (loop thread only) */
+	int engine;			/* BS_IO_URING or BS_IO_THREADS: what new I/O takes */
+	struct io_uring ring;
+	bool ring_ok;
+	struct gw_notify ring_notify;	/* its completion eventfd */
+	bool ring_notify_ok;
+	bool ring_fsync;		/* the kernel has the opcodes */
+	bool ring_falloc;
+	bool rw_proven;			/* a read or write went through: no more fallback */
+	bool dsync_ok;			/* RWF_DSYNC writes accepted */
+	uint32_t qd;			/* queue_depth */
+	uint32_t ring_inflight;		/* prepared and not reaped: at most qd */
+	uint32_t ring_peak;
+	uint32_t nwaiting;
+	struct gw_list waitq;		/* beyond qd */
+	struct gw_defer submit_defer;
+	uint64_t ring_ios;		/* completed through the ring */
+	uint64_t thread_ios;		/* handed to the workers */
 };
 
 /* A worker's bounce buffer, grown on demand and kept for the thread's life. */
@@ -83,6 +114,15 @@ static bool bs_iov_aligned(const struct iovec *iov, int iovcnt, uint32_t align)
 			return false;
 	}
 	return true;
+}
+
+static uint64_t bs_iov_total(const struct iovec *iov, int iovcnt)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		n += iov[i].iov_len;
+	return n;
 }
 
 /* preadv/pwritev until len bytes moved: short transfers and EINTR are retried. */
@@ -350,18 +390,344 @@ static bool bs_file_try_inline(struct bs_file *f, struct bs_io *io)
 	return true;
 }
 
-static int bs_file_submit(struct bs *bs, struct bs_io *io)
+static int bs_file_start_workers(struct bs *bs, struct bs_file *f);
+
+/* To the worker threads, started on first need. From submit or from a ring completion. */
+static int bs_file_to_workers(struct bs_file *f, struct bs_io *io)
 {
-	struct bs_file *f = bs->priv;
+	int rc = bs_file_start_workers(f->bs, f);
 
-	if (bs_file_try_inline(f, io))
-		return 0;
-
+	if (rc < 0)
+		return rc;
+	f->thread_ios++;
 	pthread_mutex_lock(&f->lock);
 	gw_list_add_tail(&f->queue, &io->node);
 	pthread_cond_signal(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 	return 0;
+}
+
+/* Whether the ring can do io as it is; else the workers do (see the top of the file). */
+static bool bs_ring_can(struct bs_file *f, const struct bs_io *io)
+{
+	switch (io->op) {
+	case BS_READ:
+	case BS_WRITE:
+		if (io->fua && !f->dsync_ok)
+			return false;
+		return !f->direct || (bs_iov_aligned(io->iov, io->iovcnt, f->align) &&
+				      !((io->offset | io->len) & (f->align - 1)));
+	case BS_FLUSH:
+		return f->ring_fsync;
+	case BS_UNMAP:
+	case BS_WRITE_ZEROES:
+		return f->ring_falloc;
+	}
+	return false;
+}
+
+/* One entry for io (the rest of it after a short transfer); a slot is free (ring_inflight <
+ * qd <= the ring's size). */
+static void bs_ring_prep(struct bs_file *f, struct bs_io *io)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+	const struct iovec *iov = io->iov;
+	int n = io->iovcnt;
+	int mode;
+
+	if (!sqe) {
+		/* Cannot happen while qd <= entries; submit what waits and take the slot. */
+		io_uring_submit(&f->ring);
+		sqe = io_uring_get_sqe(&f->ring);
+	}
+	switch (io->op) {
+	case BS_READ:
+	case BS_WRITE:
+		if (io->xfer || io->iovcnt > BS_RING_IOV_MAX ||
+		    bs_iov_total(io->iov, io->iovcnt) != io->len) {
+			/* Not the task's vector as it is: its part from xfer on. */
+			if (!io->xiov) {
+				int max = io->iovcnt < BS_RING_IOV_MAX ? io->iovcnt :
+									 BS_RING_IOV_MAX;
+
+				io->xiov = malloc(sizeof(*io->xiov) * (size_t)max);
+			}
+			if (io->xiov) {
+				n = gw_iov_slice(io->iov, io->iovcnt, io->xfer, io->len - io->xfer,
+						 io->xiov, io->iovcnt < BS_RING_IOV_MAX ?
+						 io->iovcnt : BS_RING_IOV_MAX, NULL);
+				iov = io->xiov;
+			} else {
+				/* No memory: a NOP that completes with -ENOMEM below. */
+				io_uring_prep_nop(sqe);
+				io_uring_sqe_set_data(sqe, io);
+				io->xfer = UINT64_MAX;
+				break;
+			}
+		}
+		if (io->op == BS_READ)
+			io_uring_prep_readv(sqe, f->fd, iov, (unsigned)n, io->offset + io->xfer);
+		else
+			io_uring_prep_writev2(sqe, f->fd, iov, (unsigned)n, io->offset + io->xfer,
+					      io->fua ? RWF_DSYNC : 0);
+		break;
+	case BS_FLUSH:
+		io_uring_prep_fsync(sqe, f->fd, IORING_FSYNC_DATASYNC);
+		break;
+	case BS_UNMAP:
+	case BS_WRITE_ZEROES:
+		mode = io->op == BS_UNMAP || f->bs->can_unmap ?
+			       FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE :
+			       FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+		io_uring_prep_fallocate(sqe, f->fd, mode, io->offset, io->len);
+		break;
+	}
+	io_uring_sqe_set_data(sqe, io);
+	if (++f->ring_inflight > f->ring_peak)
+		f->ring_peak = f->ring_inflight;
+	gw_defer_queue(f->bs->loop, &f->submit_defer);
+}
+
+static void bs_ring_submit_fn(struct gw_defer *d)
+{
+	struct bs_file *f = gw_container_of(d, struct bs_file, submit_defer);
+	int r;
+
+	if (!io_uring_sq_ready(&f->ring))
+		return;
+	r = io_uring_submit(&f->ring);
+	if (r == -EAGAIN || r == -EINTR || r == -EBUSY)
+		gw_defer_queue(f->bs->loop, &f->submit_defer);
+	else if (r < 0)
+		gw_err_rl("bs", "%s: io_uring_submit: %s", f->bs->conf.path, strerror(-r));
+}
+
+/* The ring refused a read or write before any went through: this file system cannot (some
+ * refuse O_DIRECT through io_uring, or the opcode): the backstore goes to the workers. */
+static void bs_ring_give_up(struct bs_file *f, int res)
+{
+	gw_warn("bs", "%s: io_uring refused the first I/O (%s): I/O engine threads from now on",
+		f->bs->conf.path, strerror(-res));
+	f->engine = BS_IO_THREADS;
+}
+
+/* io is finished with res: onto the caller's list, completed once the ring is left alone. */
+static void bs_ring_finish(struct bs_file *f, struct bs_io *io, int res, struct gw_list *done)
+{
+	free(io->xiov);
+	io->xiov = NULL;
+	if (res < 0)
+		gw_err_rl("bs", "%s: %s of %llu bytes at %llu failed: %s", f->bs->conf.path,
+			  bs_op_name(io->op), (unsigned long long)io->len,
+			  (unsigned long long)io->offset, strerror(-res));
+	io->result = res;
+	f->ring_ios++;
+	gw_list_add_tail(done, &io->node);
+}
+
+/* The ring cannot do this one after all: the workers do it from the start. */
+static void bs_ring_handoff(struct bs_file *f, struct bs_io *io, struct gw_list *done)
+{
+	int rc;
+
+	free(io->xiov);
+	io->xiov = NULL;
+	io->xfer = 0;
+	rc = bs_file_to_workers(f, io);
+	if (rc < 0)
+		bs_ring_finish(f, io, rc, done);
+}
+
+/* One completion: finished (onto done), resubmitted for the rest, or handed to the workers. */
+static void bs_ring_done(struct bs_file *f, struct bs_io *io, int res, struct gw_list *done)
+{
+	bool rw = io->op == BS_READ || io->op == BS_WRITE;
+
+	f->ring_inflight--;
+	if (io->xfer == UINT64_MAX) {
+		io->xfer = 0;
+		bs_ring_finish(f, io, -ENOMEM, done);
+		return;
+	}
+	if (res == -EINTR || res == -EAGAIN) {
+		bs_ring_prep(f, io);
+		return;
+	}
+	if (rw && res > 0) {
+		f->rw_proven = true;
+		io->xfer += (uint64_t)res;
+		if (io->xfer < io->len)
+			bs_ring_prep(f, io);	/* short: the rest */
+		else
+			bs_ring_finish(f, io, 0, done);
+		return;
+	}
+	if (rw && res == 0) {
+		if (io->op == BS_WRITE) {
+			bs_ring_finish(f, io, -EIO, done);
+			return;
+		}
+		/* The file shrank under us: what is past its end reads as zeroes. */
+		gw_iov_zero(io->iov, io->iovcnt, io->xfer, io->len - io->xfer);
+		bs_ring_finish(f, io, 0, done);
+		return;
+	}
+	if (res == -EOPNOTSUPP || res == -EINVAL) {
+		if (rw && io->fua && res == -EOPNOTSUPP && f->dsync_ok) {
+			f->dsync_ok = false;	/* the workers write and fdatasync */
+			bs_ring_handoff(f, io, done);
+			return;
+		}
+		if (rw && !f->rw_proven && f->bs->conf.io_engine == BS_IO_AUTO) {
+			if (f->engine == BS_IO_URING)
+				bs_ring_give_up(f, res);
+			bs_ring_handoff(f, io, done);
+			return;
+		}
+		if (io->op == BS_UNMAP || io->op == BS_WRITE_ZEROES) {
+			/* The workers know the other ways: BLKZEROOUT, writing zeroes. */
+			bs_ring_handoff(f, io, done);
+			return;
+		}
+	}
+	bs_ring_finish(f, io, res, done);
+}
+
+/* Starts what waits for a free slot. */
+static void bs_ring_pump(struct bs_file *f)
+{
+	while (f->nwaiting && f->ring_inflight < f->qd) {
+		struct bs_io *io = gw_list_first_entry(&f->waitq, struct bs_io, node);
+
+		gw_list_del(&io->node);
+		f->nwaiting--;
+		bs_ring_prep(f, io);
+	}
+}
+
+/*
+ * Reaps every completion, refills the ring (the rest of short transfers, what waited) and
+ * submits, and only then runs the done callbacks, from a local list: a callback may submit
+ * again (that only prepares entries, submitted by the defer) or even destroy the backstore,
+ * so nothing of f is touched after the first one.
+ */
+static void bs_ring_reap(struct bs_file *f)
+{
+	struct io_uring_cqe *cqe;
+	struct gw_list done;
+	unsigned head, n = 0;
+	int r;
+
+	gw_list_init(&done);
+	io_uring_for_each_cqe(&f->ring, head, cqe) {
+		struct bs_io *io = io_uring_cqe_get_data(cqe);
+
+		n++;
+		bs_ring_done(f, io, cqe->res, &done);
+	}
+	io_uring_cq_advance(&f->ring, n);
+	bs_ring_pump(f);
+	if (io_uring_sq_ready(&f->ring)) {
+		gw_defer_cancel(&f->submit_defer);
+		r = io_uring_submit(&f->ring);
+		if (r < 0)
+			gw_defer_queue(f->bs->loop, &f->submit_defer);
+	}
+	while (!gw_list_empty(&done)) {
+		struct bs_io *io = gw_list_first_entry(&done, struct bs_io, node);
+
+		gw_list_del(&io->node);
+		bs_complete(io);
+	}
+}
+
+static void bs_ring_notify_fn(struct gw_notify *n)
+{
+	bs_ring_reap(gw_container_of(n, struct bs_file, ring_notify));
+}
+
+static int bs_file_submit(struct bs *bs, struct bs_io *io)
+{
+	struct bs_file *f = bs->priv;
+
+	io->xfer = 0;
+	io->xiov = NULL;
+	if (bs_file_try_inline(f, io))
+		return 0;
+	if (f->engine != BS_IO_URING || !bs_ring_can(f, io))
+		return bs_file_to_workers(f, io);
+	if (!io->len && io->op != BS_FLUSH) {
+		io->result = 0;
+		bs_complete_later(io);
+		return 0;
+	}
+	if (f->ring_inflight >= f->qd || f->nwaiting) {
+		gw_list_add_tail(&f->waitq, &io->node);
+		f->nwaiting++;
+		return 0;
+	}
+	bs_ring_prep(f, io);
+	return 0;
+}
+
+/* The ring, its eventfd in the loop and the opcodes it has. < 0: not usable here. */
+static int bs_ring_open(struct bs *bs, struct bs_file *f)
+{
+	struct io_uring_probe *probe;
+	int rc;
+
+	rc = io_uring_queue_init(f->qd, &f->ring, 0);
+	if (rc < 0)
+		return rc;
+	f->ring_ok = true;
+	probe = io_uring_get_probe_ring(&f->ring);
+	if (!probe)
+		return -EOPNOTSUPP;
+	if (!io_uring_opcode_supported(probe, IORING_OP_READV) ||
+	    !io_uring_opcode_supported(probe, IORING_OP_WRITEV))
+		rc = -EOPNOTSUPP;
+	f->ring_fsync = io_uring_opcode_supported(probe, IORING_OP_FSYNC);
+	f->ring_falloc = io_uring_opcode_supported(probe, IORING_OP_FALLOCATE);
+	io_uring_free_probe(probe);
+	if (rc < 0)
+		return rc;
+	rc = gw_notify_init(&f->ring_notify, bs->loop, bs_ring_notify_fn);
+	if (rc < 0)
+		return rc;
+	f->ring_notify_ok = true;
+	rc = io_uring_register_eventfd(&f->ring, f->ring_notify.w.fd);
+	if (rc < 0)
+		return rc;
+	return 0;
+}
+
+static void bs_ring_close(struct bs_file *f)
+{
+	if (f->ring_ok)
+		io_uring_queue_exit(&f->ring);
+	f->ring_ok = false;
+	if (f->ring_notify_ok)
+		gw_notify_fini(&f->ring_notify);
+	f->ring_notify_ok = false;
+	gw_defer_cancel(&f->submit_defer);
+}
+
+/* Close: whatever is still in the ring or waits for it finishes first (shutdown stragglers). */
+static void bs_ring_drain(struct bs_file *f)
+{
+	if (!f->ring_ok)
+		return;
+	while (f->ring_inflight || f->nwaiting) {
+		int r = io_uring_submit_and_wait(&f->ring, 1);
+
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+			gw_err("bs", "%s: io_uring wait at close: %s", f->bs->conf.path,
+			       strerror(-r));
+			break;
+		}
+		bs_ring_reap(f);
+	}
+	gw_defer_cancel(&f->submit_defer);
 }
 
 /* Whether the block device discards (sysfs queue/discard_max_bytes > 0). */
@@ -531,6 +897,7 @@ static void bs_file_stop_workers(struct bs_file *f)
 
 static void bs_file_free(struct bs_file *f)
 {
+	bs_ring_close(f);
 	if (f->nthreads)
 		bs_file_stop_workers(f);
 	if (f->notify_ok)
@@ -549,7 +916,10 @@ static int bs_file_start_workers(struct bs *bs, struct bs_file *f)
 	sigset_t all, old;
 	int rc = 0;
 
-	f->threads = calloc(bs->conf.threads, sizeof(*f->threads));
+	if (f->nthreads)
+		return 0;
+	if (!f->threads)
+		f->threads = calloc(bs->conf.threads, sizeof(*f->threads));
 	if (!f->threads)
 		return -ENOMEM;
 	/* Workers take no signals: the loop thread's signalfd gets them. */
@@ -565,6 +935,10 @@ static int bs_file_start_workers(struct bs *bs, struct bs_file *f)
 		f->nthreads++;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc < 0 && f->nthreads)
+		rc = 0;	/* fewer than asked still work */
+	if (rc == 0)
+		gw_dbg("bs", "%s: %u I/O threads started", bs->conf.path, f->nthreads);
 	return rc;
 }
 
@@ -593,8 +967,26 @@ static void bs_file_watch_dm(struct bs *bs, struct bs_file *f, dev_t rdev)
 static json_t *bs_file_status(struct bs *bs)
 {
 	struct bs_file *f = bs->priv;
+	json_t *o;
 
-	return f && f->dm ? mp_dm_status(f->dm) : NULL;
+	if (!f)
+		return NULL;
+	o = f->dm ? mp_dm_status(f->dm) : NULL;
+	if (!o)
+		o = json_object();
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "io_engine",
+			    json_string(f->engine == BS_IO_URING ? "uring" : "threads"));
+	json_object_set_new(o, "queue_depth", json_integer(f->qd));
+	json_object_set_new(o, "in_flight", json_integer(f->ring_inflight));
+	json_object_set_new(o, "peak_in_flight", json_integer(f->ring_peak));
+	json_object_set_new(o, "waiting", json_integer(f->nwaiting));
+	json_object_set_new(o, "threads", json_integer(f->nthreads));
+	json_object_set_new(o, "ring_ios", json_integer((json_int_t)f->ring_ios));
+	json_object_set_new(o, "thread_ios", json_integer((json_int_t)f->thread_ios));
+	json_object_set_new(o, "inline_ios", json_integer((json_int_t)f->inline_ios));
+	return o;
 }
 
 static int bs_file_open(struct bs *bs)
@@ -611,6 +1003,11 @@ static int bs_file_open(struct bs *bs)
 	f->direct = bs->conf.direct;
 	f->nowait_read = true;
 	f->nowait_write = true;
+	f->dsync_ok = true;
+	f->qd = bs->conf.queue_depth ? bs->conf.queue_depth : BS_RING_QD_DEFAULT;
+	f->engine = BS_IO_THREADS;
+	gw_list_init(&f->waitq);
+	gw_defer_init(&f->submit_defer, bs_ring_submit_fn);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	gw_list_init(&f->queue);
@@ -665,16 +1062,42 @@ static int bs_file_open(struct bs *bs)
 		goto fail;
 	}
 	f->notify_ok = true;
-	rc = bs_file_start_workers(bs, f);
-	if (rc < 0)
-		goto fail;
+	if (bs->conf.io_engine != BS_IO_THREADS) {
+		rc = bs_ring_open(bs, f);
+		if (rc == 0) {
+			f->engine = BS_IO_URING;
+		} else if (bs->conf.io_engine == BS_IO_URING) {
+			gw_err("bs", "%s: io_engine uring: cannot set up io_uring: %s",
+			       bs->conf.path, strerror(-rc));
+			goto fail;
+		} else {
+			gw_warn("bs", "%s: cannot set up io_uring (%s): I/O engine threads",
+				bs->conf.path, strerror(-rc));
+			bs_ring_close(f);
+		}
+	}
+	if (f->engine == BS_IO_THREADS) {
+		rc = bs_file_start_workers(bs, f);
+		if (rc < 0)
+			goto fail;
+	}
 	if (f->is_block)
 		bs_file_watch_dm(bs, f, st.st_rdev);
 	bs->priv = f;
-	gw_info("bs", "%s: %s, %llu bytes, block %u%s%s%s, %u threads", bs->conf.path,
-		f->is_block ? "block device" : "file", (unsigned long long)bs->size,
-		bs->block_size, bs->can_unmap ? ", thin" : "", f->direct ? ", direct" : "",
-		f->memfs && !f->direct ? ", in memory (I/O on the event loop)" : "", f->nthreads);
+	if (f->engine == BS_IO_URING)
+		gw_info("bs", "%s: %s, %llu bytes, block %u%s%s%s, I/O engine io_uring, queue "
+			"depth %u", bs->conf.path, f->is_block ? "block device" : "file",
+			(unsigned long long)bs->size, bs->block_size,
+			bs->can_unmap ? ", thin" : "", f->direct ? ", direct" : "",
+			f->memfs && !f->direct ? ", in memory (I/O on the event loop)" : "",
+			f->qd);
+	else
+		gw_info("bs", "%s: %s, %llu bytes, block %u%s%s%s, I/O engine threads (%u)",
+			bs->conf.path, f->is_block ? "block device" : "file",
+			(unsigned long long)bs->size, bs->block_size,
+			bs->can_unmap ? ", thin" : "", f->direct ? ", direct" : "",
+			f->memfs && !f->direct ? ", in memory (I/O on the event loop)" : "",
+			f->nthreads);
 	return 0;
 fail:
 	bs_file_free(f);
@@ -689,6 +1112,7 @@ static void bs_file_close(struct bs *bs)
 		return;
 	mp_dm_destroy(f->dm);
 	f->dm = NULL;
+	bs_ring_drain(f);
 	bs_file_stop_workers(f);
 	/* I/O finished but not yet handed to the loop: the owner drained, so only stragglers
 	 * of a shutdown; complete them so nobody waits forever. */

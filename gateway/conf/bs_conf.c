@@ -19,6 +19,13 @@ static const struct gw_conf_enum bs_type_enums[] = {
 	{ NULL, 0 },
 };
 
+static const struct gw_conf_enum bs_io_engine_enums[] = {
+	{ "auto", BS_IO_AUTO },
+	{ "uring", BS_IO_URING },
+	{ "threads", BS_IO_THREADS },
+	{ NULL, 0 },
+};
+
 static const char *bs_check_block_size(const void *field)
 {
 	uint32_t v = *(const uint32_t *)field;
@@ -48,7 +55,16 @@ const struct gw_conf_key bs_conf_keys[] = {
 	{ .name = "readonly", .type = GW_CONF_BOOL, .offset = offsetof(struct bs_conf, readonly),
 	  .def = "false", .help = "refuse writes" },
 	{ .name = "threads", .type = GW_CONF_U32, .offset = offsetof(struct bs_conf, threads),
-	  .min = 1, .max = 64, .def = "4", .help = "I/O worker threads (file and block types)" },
+	  .min = 1, .max = 64, .def = "4",
+	  .help = "I/O worker threads (file and block types, when they do not use io_uring)" },
+	{ .name = "io_engine", .type = GW_CONF_ENUM, .offset = offsetof(struct bs_conf, io_engine),
+	  .enums = bs_io_engine_enums, .def = "auto",
+	  .help = "file and block types: auto (io_uring from the event loop when the kernel and "
+		  "file system allow, else worker threads), uring (or refuse to open), threads" },
+	{ .name = "queue_depth", .type = GW_CONF_U32,
+	  .offset = offsetof(struct bs_conf, queue_depth), .min = 1, .max = 4096, .def = "128",
+	  .help = "file and block types with io_uring: I/Os in flight to the device at most; "
+		  "more wait in the backstore" },
 	GW_CONF_END,
 };
 

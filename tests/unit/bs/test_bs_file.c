@@ -2,10 +2,17 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bs.h"
@@ -61,7 +68,7 @@ static void setup(void)
 {
 	cr_assert_eq(gw_loop_init(&loop), 0);
 	gw_errlist_init(&errs);
-	snprintf(dir, sizeof(dir), "/tmp/test_bs_file.XXXXXX");
+	snprintf(dir, sizeof(dir), "/var/tmp/test_bs_file.XXXXXX");
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/lu.img", dir);
 }
@@ -290,4 +297,286 @@ Test(bs_file, tmpfs_file_inline_io_reads_back_and_completes_later)
 	bs_destroy(b);
 	unlink(spath);
 	rmdir(sdir);
+}
+
+/* io_uring: the default engine of file and block backstores. */
+
+static json_t *status_of(struct bs *b, const char *key)
+{
+	static json_t *last;
+	json_t *v;
+
+	json_decref(last);
+	last = bs_status(b);
+	cr_assert_not_null(last, "no backstore status");
+	v = json_object_get(last, key);
+	cr_assert_not_null(v, "status has no %s", key);
+	return v;
+}
+
+static struct bs *open_direct(struct bs_conf *c)
+{
+	struct bs *b = NULL;
+
+	c->direct = true;
+	c->block_size = 4096;
+	if (bs_create(&loop, c, &b, &errs) < 0)
+		cr_skip_test("O_DIRECT not supported on %s", dir);
+	return b;
+}
+
+static void *abuf(size_t len, int fill)
+{
+	void *p = NULL;
+
+	cr_assert_eq(posix_memalign(&p, 4096, len), 0);
+	memset(p, fill, len);
+	return p;
+}
+
+Test(bs_file, uring_direct_read_write_flush_unmap_zeroes)
+{
+	struct bs_conf c = fconf(4 << 20);
+	struct bs *b = open_direct(&c);
+	uint8_t *w = abuf(16384, 0), *r = abuf(16384, 0);
+	struct iovec wv[2] = { { w, 4096 }, { w + 4096, 12288 } }, rv = { r, 16384 };
+	uint64_t ext = 0;
+
+	cr_assert_str_eq(json_string_value(status_of(b, "io_engine")), "uring");
+	for (int i = 0; i < 16384; i++)
+		w[i] = (uint8_t)(i * 7 + 3);
+	cr_assert_eq(do_io(b, BS_WRITE, 1 << 20, 16384, wv, 2), 0);
+	cr_assert_eq(do_io(b, BS_READ, 1 << 20, 16384, &rv, 1), 0);
+	cr_assert_eq(memcmp(w, r, 16384), 0);
+	cr_assert_eq(do_io(b, BS_FLUSH, 0, 0, NULL, 0), 0);
+
+	/* UNMAP punches a hole: zeroes read back and the range is reported deallocated. */
+	cr_assert_eq(do_io(b, BS_UNMAP, 1 << 20, 8192, NULL, 0), 0);
+	cr_assert_eq(do_io(b, BS_READ, 1 << 20, 16384, &rv, 1), 0);
+	for (int i = 0; i < 8192; i++)
+		cr_assert_eq(r[i], 0, "byte %d not zero after unmap", i);
+	cr_assert_eq(memcmp(w + 8192, r + 8192, 8192), 0, "unmap went past its range");
+	if (b->can_unmap)
+		cr_assert_eq(bs_map(b, 1 << 20, 8192, &ext), BS_DEALLOCATED);
+
+	cr_assert_eq(do_io(b, BS_WRITE_ZEROES, (1 << 20) + 8192, 4096, NULL, 0), 0);
+	cr_assert_eq(do_io(b, BS_READ, 1 << 20, 16384, &rv, 1), 0);
+	for (int i = 8192; i < 12288; i++)
+		cr_assert_eq(r[i], 0, "byte %d not zero after write zeroes", i);
+	cr_assert_eq(memcmp(w + 12288, r + 12288, 4096), 0);
+
+	/* FUA goes through the ring too (RWF_DSYNC). */
+	{
+		struct waiter fw = { .io = { .op = BS_WRITE, .offset = 0, .len = 4096, .iov = wv,
+					     .iovcnt = 1, .fua = true, .done = on_done } };
+
+		cr_assert_eq(bs_submit(b, &fw.io), 0);
+		run_until(&fw.fired, 1);
+		cr_assert_eq(fw.io.result, 0);
+	}
+	cr_assert_eq(json_integer_value(status_of(b, "thread_ios")), 0,
+		     "an I/O went to the worker threads");
+	cr_assert_eq(json_integer_value(status_of(b, "threads")), 0, "worker threads started");
+	cr_assert_eq(json_integer_value(status_of(b, "ring_ios")), 8);
+	bs_destroy(b);
+	free(w);
+	free(r);
+}
+
+Test(bs_file, uring_buffered_round_trip)
+{
+	struct bs_conf c = fconf(1 << 20);
+	struct bs *b = NULL;
+	uint8_t w[3000], r[3000];
+	struct iovec wv = { w, sizeof(w) }, rv = { r, sizeof(r) };
+
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	cr_assert_str_eq(json_string_value(status_of(b, "io_engine")), "uring");
+	for (size_t i = 0; i < sizeof(w); i++)
+		w[i] = (uint8_t)(i ^ 0x5a);
+	/* Not a whole number of blocks: buffered I/O takes any length. */
+	cr_assert_eq(do_io(b, BS_WRITE, 4096 * 3 + 512, sizeof(w), &wv, 1), 0);
+	cr_assert_eq(do_io(b, BS_FLUSH, 0, 0, NULL, 0), 0);
+	memset(r, 0, sizeof(r));
+	cr_assert_eq(do_io(b, BS_READ, 4096 * 3 + 512, sizeof(r), &rv, 1), 0);
+	cr_assert_eq(memcmp(w, r, sizeof(w)), 0);
+	bs_destroy(b);
+}
+
+Test(bs_file, io_engine_threads_forced)
+{
+	struct bs_conf c = fconf(1 << 20);
+	struct bs *b;
+	uint8_t *w = abuf(8192, 0x3c), *r = abuf(8192, 0);
+	struct iovec wv = { w, 8192 }, rv = { r, 8192 };
+
+	c.io_engine = BS_IO_THREADS;
+	b = open_direct(&c);
+	cr_assert_str_eq(json_string_value(status_of(b, "io_engine")), "threads");
+	cr_assert_eq(json_integer_value(status_of(b, "threads")), 4);
+	cr_assert_eq(do_io(b, BS_WRITE, 4096, 8192, &wv, 1), 0);
+	cr_assert_eq(do_io(b, BS_READ, 4096, 8192, &rv, 1), 0);
+	cr_assert_eq(memcmp(w, r, 8192), 0);
+	cr_assert_eq(json_integer_value(status_of(b, "ring_ios")), 0);
+	cr_assert_eq(json_integer_value(status_of(b, "thread_ios")), 2);
+	bs_destroy(b);
+	free(w);
+	free(r);
+}
+
+/* A seccomp filter without io_uring (as a strict service unit might have): auto falls back to
+ * the worker threads, uring refuses to open. Criterion runs each test in its own process. */
+Test(bs_file, io_uring_refused_by_seccomp_falls_back)
+{
+	struct sock_filter prog[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog fp = { .len = GW_ARRAY_SIZE(prog), .filter = prog };
+	struct bs_conf c = fconf(1 << 20);
+	struct bs *b = NULL;
+	uint8_t w[4096], r[4096];
+	struct iovec wv = { w, sizeof(w) }, rv = { r, sizeof(r) };
+
+	cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp), 0);
+
+	c.io_engine = BS_IO_URING;
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), -EPERM);
+	cr_assert_null(b);
+
+	c.io_engine = BS_IO_AUTO;
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	cr_assert_str_eq(json_string_value(status_of(b, "io_engine")), "threads");
+	memset(w, 0xa5, sizeof(w));
+	cr_assert_eq(do_io(b, BS_WRITE, 0, sizeof(w), &wv, 1), 0);
+	cr_assert_eq(do_io(b, BS_READ, 0, sizeof(r), &rv, 1), 0);
+	cr_assert_eq(memcmp(w, r, sizeof(w)), 0);
+	bs_destroy(b);
+}
+
+/* More iovec entries than one READV/WRITEV takes: the kernel moves part, the rest is
+ * resubmitted. And a read running past a file that shrank: the part past the end is zeroes. */
+Test(bs_file, uring_short_transfers_resubmit_the_rest)
+{
+	enum { N = 1100 };
+	struct bs_conf c = fconf(8 << 20);
+	struct bs *b = open_direct(&c);
+	uint8_t *w = abuf((size_t)N * 4096, 0), *r = abuf((size_t)N * 4096, 0);
+	static struct iovec wv[N], rv[N];
+
+	for (size_t i = 0; i < (size_t)N * 4096; i++)
+		w[i] = (uint8_t)(i / 4096 + i);
+	for (int i = 0; i < N; i++) {
+		wv[i] = (struct iovec){ w + (size_t)i * 4096, 4096 };
+		rv[i] = (struct iovec){ r + (size_t)i * 4096, 4096 };
+	}
+	cr_assert_eq(do_io(b, BS_WRITE, 4096, (uint64_t)N * 4096, wv, N), 0);
+	cr_assert_eq(do_io(b, BS_READ, 4096, (uint64_t)N * 4096, rv, N), 0);
+	cr_assert_eq(memcmp(w, r, (size_t)N * 4096), 0, "data differ after a split transfer");
+
+	/* Shrink the file to end in the middle of the range read next. */
+	cr_assert_eq(truncate(path, 4 * 4096), 0);
+	memset(r, 0xee, 8 * 4096);
+	cr_assert_eq(do_io(b, BS_READ, 2 * 4096, 4 * 4096, rv, 4), 0);
+	cr_assert_eq(memcmp(r, w + 4096, 4096), 0, "the part before the end is the data");
+	for (int i = 2 * 4096; i < 4 * 4096; i++)
+		cr_assert_eq(r[i], 0, "byte %d past the end of the file is not zero", i);
+	cr_assert_eq(r[4 * 4096], 0xee, "read past its iovec");
+	bs_destroy(b);
+	free(w);
+	free(r);
+}
+
+Test(bs_file, uring_queue_depth_bounds_what_is_in_flight)
+{
+	struct bs_conf c = fconf(1 << 20);
+	struct bs *b;
+	static struct iovec v[64];
+	static struct waiter w[64];
+	uint8_t *data = abuf(64 * 4096, 0);
+	int fired = 0;
+
+	c.queue_depth = 4;
+	b = open_direct(&c);
+	for (int i = 0; i < 64; i++) {
+		memset(data + i * 4096, i + 1, 4096);
+		v[i] = (struct iovec){ data + i * 4096, 4096 };
+		w[i] = (struct waiter){ .io = { .op = BS_WRITE, .offset = (uint64_t)i * 4096,
+						.len = 4096, .iov = &v[i], .iovcnt = 1,
+						.done = on_done } };
+		cr_assert_eq(bs_submit(b, &w[i].io), 0);
+	}
+	cr_assert_eq(b->inflight, 64);
+	cr_assert_eq(json_integer_value(status_of(b, "in_flight")), 4);
+	cr_assert_eq(json_integer_value(status_of(b, "waiting")), 60);
+	for (int n = 0; n < 400 && fired < 64; n++) {
+		gw_loop_run_once(&loop, 50);
+		cr_assert_leq(json_integer_value(status_of(b, "in_flight")), 4);
+		fired = 0;
+		for (int i = 0; i < 64; i++)
+			fired += w[i].fired;
+	}
+	for (int i = 0; i < 64; i++) {
+		cr_assert_eq(w[i].fired, 1, "io %d fired %d times", i, w[i].fired);
+		cr_assert_eq(w[i].io.result, 0);
+	}
+	cr_assert_eq(json_integer_value(status_of(b, "peak_in_flight")), 4);
+	cr_assert_eq(json_integer_value(status_of(b, "waiting")), 0);
+	memset(data, 0, 4096);
+	cr_assert_eq(do_io(b, BS_READ, 63 * 4096, 4096, &v[0], 1), 0);
+	cr_assert_eq(data[0], 64);
+	bs_destroy(b);
+	free(data);
+}
+
+/* An error of the device comes back as -errno, which the SCSI core turns into sense as before:
+ * here the file size limit (EFBIG) on a write through the ring. */
+Test(bs_file, uring_error_reaches_the_result)
+{
+	struct bs_conf c = fconf(1 << 20);
+	struct bs *b;
+	uint8_t *w = abuf(4096, 0x11);
+	struct iovec wv = { w, 4096 };
+	struct rlimit rl = { 64 << 10, 64 << 10 };
+
+	b = open_direct(&c);
+	signal(SIGXFSZ, SIG_IGN);
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+	cr_assert_eq(do_io(b, BS_WRITE, 512 << 10, 4096, &wv, 1), -EFBIG);
+	cr_assert_eq(do_io(b, BS_WRITE, 0, 4096, &wv, 1), 0, "a write below the limit failed");
+	bs_destroy(b);
+	free(w);
+}
+
+/* The owner may drop the backstore from the last I/O's done callback (a LUN removed when its
+ * I/O drains): the ring is left alone after the callbacks start (ASan checks the rest). */
+static struct bs *destroy_me;
+
+static void on_done_destroy(struct bs_io *io)
+{
+	struct waiter *w = gw_container_of(io, struct waiter, io);
+
+	w->fired++;
+	cr_assert_eq(destroy_me->inflight, 0);
+	bs_destroy(destroy_me);
+	destroy_me = NULL;
+}
+
+Test(bs_file, uring_destroy_from_the_done_callback)
+{
+	struct bs_conf c = fconf(1 << 20);
+	uint8_t *p = abuf(4096, 0x42);
+	struct iovec v = { p, 4096 };
+	struct waiter w = { .io = { .op = BS_WRITE, .offset = 8192, .len = 4096, .iov = &v,
+				    .iovcnt = 1, .done = on_done_destroy } };
+
+	destroy_me = open_direct(&c);
+	cr_assert_eq(bs_submit(destroy_me, &w.io), 0);
+	run_until(&w.fired, 1);
+	cr_assert_eq(w.io.result, 0);
+	cr_assert_null(destroy_me);
+	free(p);
 }
