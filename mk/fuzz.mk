@@ -3,8 +3,8 @@
 #                          is the old name), one after the other, new inputs in build/fuzz/corpus/
 #   make fuzz-regress      (in make test) replay each seed corpus, then run each fuzzer FUZZ_TEST_SECS
 #                          (20) with -seed=1; any crash, leak, timeout or sanitizer report fails it
-# Fuzzers build the whole tree with clang into build/fuzz/ with ASan+UBSan. tests/fuzz/README.md
-# says what each one drives; docs/RELIABILITY.md has the figures.
+# Fuzzers build the whole tree with clang into build/fuzz/ with ASan+UBSan. docs/RELIABILITY.md
+# says what each one drives, with the figures.
 
 FUZZ_SECONDS ?= 60
 FUZZ_SECS ?= $(FUZZ_SECONDS)
@@ -12,12 +12,10 @@ FUZZ_TEST_SECS ?= 20
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRC))
 # Private headers a harness reaches, per harness (never in the global INCLUDES): the iSCSI key
-# parser and CHAP of gateway/iscsi/, multipathd's reply parser of gateway/mpath/, and the fake
-# datamover of the iSCSI unit tests.
+# parser of gateway/iscsi/ and multipathd's reply parser of gateway/mpath/. FUZZ_EXTRA_name
+# lists more sources to link into one harness.
 FUZZ_INC_fuzz_login_keys := -Igateway/iscsi
-FUZZ_INC_fuzz_login := -Igateway/iscsi -Itests/unit/iscsi
 FUZZ_INC_fuzz_mpathd_json := -Igateway/mpath
-FUZZ_EXTRA_fuzz_login := tests/unit/iscsi/fake_dmv.c
 FUZZ_OPTS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
 .PHONY: fuzz fuzz-build fuzz-regress

@@ -38,6 +38,8 @@ struct fgw {
 };
 
 /* Once per process: a private network namespace with loopback up (root only; else the host's). */
+static bool fgw_own_netns;
+
 static inline void fgw_netns(void)
 {
 	static int done;
@@ -60,16 +62,20 @@ static inline void fgw_netns(void)
 	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
 		abort();
 	close(s);
+	fgw_own_netns = true;
 }
 
-/* A loopback port nobody holds now (in the fuzzer's own namespace). */
+/* The portal's port: 3260 in a namespace of our own (nothing else there, and the same port for
+ * every input: no race with the last input's connections); else a loopback port nobody holds. */
 static inline uint16_t fgw_free_port(void)
 {
-	fgw_netns();
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(a);
 	int fd;
 
+	fgw_netns();
+	if (fgw_own_netns)
+		return 3260;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
@@ -86,6 +92,7 @@ static inline void fgw_start(struct fgw *f, const char *conf, uint16_t port)
 	struct gw_errlist errs;
 	json_error_t jerr;
 	json_t *root;
+	int r;
 
 	memset(f, 0, sizeof(*f));
 	f->fd = -1;
@@ -102,9 +109,14 @@ static inline void fgw_start(struct fgw *f, const char *conf, uint16_t port)
 		abort();
 	}
 	json_decref(root);
-	if (gw_loop_init(&f->loop) || ctl_gw_create(&f->loop, cfg.isc, &f->gw, &errs) ||
-	    ctl_gw_listen(f->gw))
+	if (gw_loop_init(&f->loop) || ctl_gw_create(&f->loop, cfg.isc, &f->gw, &errs))
 		abort();
+	r = ctl_gw_listen(f->gw);
+	if (r) {
+		fprintf(stderr, "fuzz: the portal cannot listen on port %u: %s\n", port,
+			strerror(-r));
+		abort();
+	}
 	cfg.isc = NULL;
 	ctl_config_free(&cfg);
 	gw_errlist_fini(&errs);
@@ -125,8 +137,10 @@ static inline void fgw_connect(struct fgw *f)
 	int one = 1;
 
 	f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (f->fd < 0 || connect(f->fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+	if (f->fd < 0 || connect(f->fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		fprintf(stderr, "fuzz: cannot connect to the portal: %s\n", strerror(errno));
 		abort();
+	}
 	setsockopt(f->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	fcntl(f->fd, F_SETFL, O_NONBLOCK);
 	fgw_spin(f, 4);
