@@ -18,19 +18,26 @@ FUZZ_INC_fuzz_login_keys := -Igateway/iscsi
 FUZZ_INC_fuzz_mpathd_json := -Igateway/mpath
 FUZZ_OPTS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
-.PHONY: fuzz fuzz-build fuzz-regress
+.PHONY: fuzz fuzz-build fuzz-regress fuzz-cov
 
 fuzz-build:
 	@$(MAKE) --no-print-directory CC=clang BUILD=build/fuzz WERROR=$(WERROR) \
 		SANITIZE=address,undefined EXTRA_CFLAGS=-fsanitize=fuzzer-no-link \
 		$(patsubst %,build/fuzz/tests/fuzz/%,$(FUZZ_NAMES))
 
+FUZZ_LINK = $(CC) $(filter-out -MMD -MP,$(CFLAGS)) -Itests/fuzz $(FUZZ_INC_$*) \
+	-fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(FUZZ_EXTRA_$*) $(filter %.a,$^) $(LDLIBS)
+
 .SECONDEXPANSION:
 build/fuzz/tests/fuzz/%: tests/fuzz/%.c $$(FUZZ_EXTRA_$$*) $(wildcard tests/fuzz/*.h) \
 		$(LIBGWD) $(LIBGWCONF) $(LIBGW)
 	@mkdir -p $(dir $@)
-	$(call say,FUZZ,$@)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -Itests/fuzz $(FUZZ_INC_$*) \
-		-fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(FUZZ_EXTRA_$*) $(filter %.a,$^) $(LDLIBS)
+	$(call say,FUZZ,$@)$(FUZZ_LINK)
+
+build/fuzz-cov/tests/fuzz/%: tests/fuzz/%.c $$(FUZZ_EXTRA_$$*) $(wildcard tests/fuzz/*.h) \
+		$(LIBGWD) $(LIBGWCONF) $(LIBGW)
+	@mkdir -p $(dir $@)
+	$(call say,FUZZ,$@)$(FUZZ_LINK)
 
 # One at a time (the machine is shared); new inputs go to build/fuzz/corpus/NAME, the tree's
 # seeds are read only. Crash files land in build/fuzz/.
@@ -60,3 +67,27 @@ fuzz-regress: fuzz-build
 				od -A d -t x1 $$a | head -20; done; \
 		fi; \
 	done; echo "fuzz-regress: $$pass passed, $$fail failed"; [ $$fail -eq 0 ]
+
+# Line coverage of what the corpora reach (the tree's seeds and build/fuzz/corpus/, i.e. what
+# `make fuzz` found): the harnesses again without sanitizers, built with clang's source-based
+# coverage into build/fuzz-cov/, each replayed once, then llvm-cov's per-file table of the
+# gateway and lib sources, per harness, into build/fuzz-cov/NAME.txt.
+LLVM_PROFDATA ?= llvm-profdata
+LLVM_COV ?= llvm-cov
+FUZZ_COV_FLAGS := -fprofile-instr-generate -fcoverage-mapping
+
+fuzz-cov:
+	@$(MAKE) --no-print-directory CC=clang BUILD=build/fuzz-cov WERROR=$(WERROR) \
+		EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_COV_FLAGS)" \
+		EXTRA_LDFLAGS="$(FUZZ_COV_FLAGS)" \
+		$(patsubst %,build/fuzz-cov/tests/fuzz/%,$(FUZZ_NAMES))
+	@for f in $(FUZZ_NAMES); do \
+		rm -f build/fuzz-cov/$$f.profraw; mkdir -p build/fuzz/corpus/$$f; \
+		LLVM_PROFILE_FILE=build/fuzz-cov/$$f.profraw build/fuzz-cov/tests/fuzz/$$f -runs=0 \
+			build/fuzz/corpus/$$f tests/fuzz/corpus/$$f >build/fuzz-cov/$$f.log 2>&1 || \
+			{ echo "fuzz-cov: $$f failed, see build/fuzz-cov/$$f.log"; exit 1; }; \
+		$(LLVM_PROFDATA) merge -sparse -o build/fuzz-cov/$$f.profdata build/fuzz-cov/$$f.profraw; \
+		$(LLVM_COV) report build/fuzz-cov/tests/fuzz/$$f -instr-profile=build/fuzz-cov/$$f.profdata \
+			gateway lib >build/fuzz-cov/$$f.txt; \
+		echo "fuzz-cov: $$f: $$(tail -1 build/fuzz-cov/$$f.txt | awk '{print "lines " $$(NF-3) " of " $$(NF-5) " missed, " $$NF " covered"}')"; \
+	done
