@@ -89,5 +89,5 @@ fuzz-cov:
 		$(LLVM_PROFDATA) merge -sparse -o build/fuzz-cov/$$f.profdata build/fuzz-cov/$$f.profraw; \
 		$(LLVM_COV) report build/fuzz-cov/tests/fuzz/$$f -instr-profile=build/fuzz-cov/$$f.profdata \
 			gateway lib >build/fuzz-cov/$$f.txt; \
-		echo "fuzz-cov: $$f: $$(tail -1 build/fuzz-cov/$$f.txt | awk '{print "lines " $$(NF-3) " of " $$(NF-5) " missed, " $$NF " covered"}')"; \
+		echo "fuzz-cov: $$f: $$(tail -1 build/fuzz-cov/$$f.txt | awk '{print "lines " $$10 " of " $$8 ", functions " $$7 ", branches " $$13}') (per file: build/fuzz-cov/$$f.txt)"; \
 	done
