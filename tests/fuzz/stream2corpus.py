@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Turns iSCSI sessions recorded by tests/fuzz/capture.py into seed files for the fuzzers.
 
-  stream2corpus.py STREAMDIR CORPUSDIR [--max-files N]
+  stream2corpus.py STREAMDIR CORPUSDIR
+  stream2corpus.py --http STREAMDIR CORPUSDIR     (HTTP to the agent, recorded the same way)
 
 For every NNN.c2t (initiator to target) with its NNN.t2c (the answers, read for the digests the
 login settled on), the initiator's PDUs are split and written as:
@@ -15,11 +16,15 @@ login settled on), the initiator's PDUs are split and written as:
   fuzz_login/cap-NNN          the Login Requests (and Text Requests) as fuzz_login's segments,
                               CHAP_N/CHAP_R (and a mutual CHAP_C) turned into "@" for the harness
                               to fill, the target renamed to fuzz_login's CHAP targets
+With --http, each NNN.c2t is an HTTP request stream to the agent (curl): written as
+fuzz_agent/cap-NNN with the bearer token replaced by "@TOKEN@" (fuzz_agent puts its own back),
+and fuzz_agent/cap-all with every request of the folder in order, pipelined on one connection.
 The layouts are described at the top of each tests/fuzz/fuzz_*.c. Files are kept small
 (windows of at most 8 KiB, writes of at most 16 KiB); identical outputs are written once.
 """
 import hashlib
 import os
+import re
 import struct
 import sys
 
@@ -198,7 +203,24 @@ def login_seed(out, tag, pdus):
         out.write("fuzz_login", tag, b"\xff".join(segs))
 
 
+def http_seeds(sdir, cdir):
+    out = Out(cdir)
+    every = b""
+    for s in sorted(f[:-4] for f in os.listdir(sdir) if f.endswith(".c2t")):
+        req = open(os.path.join(sdir, s + ".c2t"), "rb").read(1 << 16)
+        req = re.sub(rb"Bearer [A-Za-z0-9_]+", b"Bearer @TOKEN@", req)
+        out.write("fuzz_agent", "cap-" + s, req)
+        every += req
+    if every:
+        out.write("fuzz_agent", "cap-all", every)
+    for h, n in sorted(out.n.items()):
+        print("stream2corpus: %s: %d files" % (h, n))
+
+
 def main():
+    if sys.argv[1] == "--http":
+        http_seeds(sys.argv[2], sys.argv[3])
+        return
     sdir, cdir = sys.argv[1], sys.argv[2]
     out = Out(cdir)
     streams = sorted(f[:-4] for f in os.listdir(sdir) if f.endswith(".c2t"))
