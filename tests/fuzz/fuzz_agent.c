@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct api_auth auth;
 	struct gw_buf in, out;
 	struct fgw f = { .fd = -1 };
-	uint16_t port = fgw_free_port() + 1;	/* 3261: the agent's own */
+	uint16_t port = fgw_free_port();
 	size_t pos = 0;
 
 	gw_log_set_level(GW_LOG_ERR - 1);

@@ -106,6 +106,12 @@ static unsigned int chap_hash(int alg, unsigned int id, const char *secret, cons
 	return n;
 }
 
+/* A CHAP_I as iSCSI numbers are written: decimal, or hex after 0x (never octal: "077" is 77). */
+static unsigned int chap_id(const char *s)
+{
+	return (unsigned int)strtoul(s, NULL, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
+}
+
 static void to_hex(char *dst, const uint8_t *p, size_t n)
 {
 	dst += sprintf(dst, "0x");
@@ -167,7 +173,7 @@ static size_t fill(const uint8_t *in, size_t len, char *text, size_t cap)
 				n = strlen(kv);
 			}
 		} else if (eq && !strncmp(kv, "CHAP_I=", 7)) {
-			st.my_id = (unsigned int)strtoul(eq + 1, NULL, 0);
+			st.my_id = chap_id(eq + 1);
 		}
 		if (o + n + 1 > cap)
 			break;
@@ -202,7 +208,7 @@ static void read_keys(const uint8_t *p, uint32_t len, bool final_ffp)
 		if (!strcmp(kv, "CHAP_A"))
 			st.alg = atoi(eq);
 		else if (!strcmp(kv, "CHAP_I"))
-			st.id = (unsigned int)strtoul(eq, NULL, 0);
+			st.id = chap_id(eq);
 		else if (!strcmp(kv, "CHAP_C"))
 			st.have_chal = (st.chal_len = from_hex(eq, st.chal, sizeof(st.chal))) > 0;
 		else if (!strcmp(kv, "CHAP_N") && strcmp(eq, MUSER))
