@@ -173,8 +173,18 @@ static void check_output(void)
 		len = 48 + (size_t)b[4] * 4 + ((fgw_dsl(b) + 3) & ~3u);
 		if (dig)
 			len += (hdig ? 4 : 0) + (ddig && fgw_dsl(b) ? 4 : 0);
-		if (op == 0x23 && (b[1] & 0x80) && (b[1] & 3) == 3 && !b[36])
+		if (op == 0x23 && (b[1] & 0x80) && (b[1] & 3) == 3 && !b[36]) {
+			/* What the login settled, from the target's own answer (in a captured
+			 * stream the initiator, not the harness, asked for digests). */
+			const char *t = (const char *)b + 48 + b[4] * 4;
+			size_t tl = pos + len <= out.len ? fgw_dsl(b) : 0;
+
+			if (memmem(t, tl, "HeaderDigest=CRC32C", 20))
+				hdig = true;
+			if (memmem(t, tl, "DataDigest=CRC32C", 18))
+				ddig = true;
 			dig = true;
+		}
 		pos += len;
 	}
 }
