@@ -902,8 +902,10 @@ int isc_neg_process(struct isc_neg *n, enum isc_stage stage, const struct isc_kv
 		if (r)
 			goto nomem;
 	}
-	if (first && n->have_target_name) {
-		/* RFC 7143 §13.9: the tag goes in the response to the first request. */
+	if (first && n->have_target_name && !(n->st[K_TPGT] & KS_SENT)) {
+		/* RFC 7143 §13.9: the tag goes in the response to the first request, unless the
+		 * initiator sent the key itself and it was answered (Reject) above: a key appears
+		 * once in a response, or the initiator's parser refuses the whole text. */
 		r = kv_append_u32(resp, "TargetPortalGroupTag", n->tpgt);
 		if (r)
 			goto nomem;

@@ -527,7 +527,8 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 	t->dt.done = isc_task_xfer_done;
 	dmv_task_init(&t->dt, c->dc, itt, bhs + 8);
 	if (t->write && !bad_cdb && !t->busy) {
-		memcpy(t->buf, pdu->data, dsl);
+		if (dsl)	/* no immediate data: pdu->data is NULL */
+			memcpy(t->buf, pdu->data, dsl);
 		if ((bhs[1] & ISC_FL_F) || p->initial_r2t)
 			unsol_end = dsl;
 		else

@@ -112,7 +112,8 @@ static void isc_text_send_piece(struct isc_conn *c, uint32_t itt)
 		isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
 	}
 	isc_conn_stamp(c, pdu->bhs, true);
-	if (isc_pdu_set_data(pdu, c->text_out.data + c->text_out_off, n)) {
+	/* An empty answer has no buffer at all: no arithmetic on its NULL. */
+	if (isc_pdu_set_data(pdu, n ? c->text_out.data + c->text_out_off : NULL, n)) {
 		isc_pdu_put(pdu);
 		isc_conn_close(c, "out of memory");
 		return;

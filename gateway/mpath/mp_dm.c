@@ -208,7 +208,8 @@ json_t *mp_dm_parse(const char *reply, size_t len, const char *name, const char 
 	root = json_loadb(reply, len, 0, &jerr);
 	if (!json_is_object(root)) {
 		if (err)
-			*err = len && (!strncmp(reply, "fail", 4) || !strncmp(reply, "error", 5)) ?
+			*err = (len >= 4 && !memcmp(reply, "fail", 4)) ||
+			       (len >= 5 && !memcmp(reply, "error", 5)) ?
 			       "multipathd refused the command" :
 			       "multipathd's answer is not JSON";
 		json_decref(root);

@@ -572,7 +572,7 @@ int scsi_sbc_unmap(struct scsi_cmd *cmd)
 	struct scsi_lu *lu = cmd->lu;
 	uint32_t plen = scsi_get16(&c[7]);
 	uint8_t hdr[8], d[16];
-	uint32_t bdlen, ndesc;
+	uint32_t bdlen, ndesc, i;
 	struct scsi_job *j;
 
 	if (cmd->core_priv)
@@ -606,7 +606,7 @@ int scsi_sbc_unmap(struct scsi_cmd *cmd)
 	if (!j)
 		return SCSI_CMD_DONE;
 	/* Every descriptor is checked before anything is unmapped. */
-	for (uint32_t i = 0; i < ndesc; i++) {
+	for (i = 0; i < ndesc; i++) {
 		scsi_cmd_data_out(cmd, 8 + 16 * i, d, 16);
 		j->desc[i].lba = scsi_get64(d);
 		j->desc[i].n = scsi_get32(&d[8]);
@@ -618,6 +618,12 @@ int scsi_sbc_unmap(struct scsi_cmd *cmd)
 		}
 	}
 	j->ndesc = ndesc;
+	/* Nothing to unmap (no descriptor, or only empty ones): GOOD, completed from the loop like
+	 * any command; scsi_sbc_unmap_step would finish it here, inside scsi_cmd_submit. */
+	for (i = 0; i < ndesc && !j->desc[i].n; i++)
+		;
+	if (i == ndesc)
+		return SCSI_CMD_DONE;
 start:
 	/* Serialised against COMPARE AND WRITE over the whole LU: rare, and simple. */
 	if (!scsi_range_acquire(cmd, 0, lu->nblocks, false))
