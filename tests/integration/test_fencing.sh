@@ -97,7 +97,8 @@ agent_up() {
 		"$AGENT" --state-dir "$T_DIR/agent-$1" --listen "$T_HOST:$api" \
 		--gateway-socket "$T_DIR/ctl-$1.sock" --store etcd \
 		--etcd-endpoints "http://$T_HOST:$relay" --cluster-prefix "$PREFIX" \
-		--gateway-id "gw-$1" --port-group "$group" --lease-ttl "$TTL"
+		--gateway-id "gw-$1" --port-group "$group" --lease-ttl "$TTL" \
+		--backstore-dirs "$T_SHM"
 	eval "AG_$1=$T_LAST_PID"
 	t_wait_port "$T_LAST_PID" "$api" 15
 }
@@ -217,6 +218,11 @@ TAKEOVERS=()
 
 # (a) the owner's agent stopped -------------------------------------------------------------
 O=$(current_owner)
+if [ -z "$O" ]; then
+	# Without an owner the scenarios below have nothing to fence: a failure, said once.
+	fail "an owner before the faults" "no gateway is active/optimized: $(last_states)"
+	t_end
+fi
 P=$(other "$O")
 t_log "(a) owner: gateway $O; stopping its agent"
 eval "AGO=\$AG_$O"
