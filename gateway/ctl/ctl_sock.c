@@ -215,9 +215,10 @@ static json_t *state_json(struct ctl_sock *cs)
 		return fail("internal", "out of memory");
 	json_array_foreach(json_object_get(st, "sessions"), i, s) {
 		json_t *c0 = json_array_get(json_object_get(s, "connections"), 0);
+		json_t *tr = json_object_get(c0, "transport");
 
-		json_object_set(s, "transport", json_object_get(c0, "transport") ?
-				json_object_get(c0, "transport") : json_string(""));
+		/* A session between connections has none: "" (a new reference, not leaked). */
+		json_object_set_new(s, "transport", tr ? json_incref(tr) : json_string(""));
 		if (json_object_get(c0, "peer"))
 			json_object_set(s, "peer", json_object_get(c0, "peer"));
 	}
