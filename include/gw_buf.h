@@ -47,4 +47,17 @@ void gw_pool_fini(struct gw_pool *p);
 void *gw_pool_get(struct gw_pool *p);
 void gw_pool_put(struct gw_pool *p, void *obj);
 
+/* The value of one hex digit (either case), -1 for anything else: CHAP values and
+ * percent-escapes decode with it. */
+static inline int gw_hex_val(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api_http.h"
+#include "gw_buf.h"
 
 #define API_SEG_MAX 256
 
@@ -105,17 +106,6 @@ const struct api_route *api_route_match(const struct api_route *tbl, const char 
 	return NULL;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Length of the UTF-8 sequence at s (n bytes left), 0 when it is not valid UTF-8: no
  * overlong forms, no surrogates, nothing above U+10FFFF. */
 static size_t utf8_len(const unsigned char *s, size_t n)
@@ -193,8 +183,8 @@ int api_route_path(const char *target, char **out, const char **why)
 			continue;
 		}
 		if (c == '%') {
-			hi = i + 1 < n ? hexval(target[i + 1]) : -1;
-			lo = i + 2 < n ? hexval(target[i + 2]) : -1;
+			hi = i + 1 < n ? gw_hex_val(target[i + 1]) : -1;
+			lo = i + 2 < n ? gw_hex_val(target[i + 2]) : -1;
 			if (hi < 0 || lo < 0) {
 				*why = "a malformed percent escape";
 				goto bad;
@@ -251,8 +241,8 @@ int api_route_query(const char *target, const char **why)
 		unsigned char c = (unsigned char)q[i];
 
 		if (c == '%') {
-			hi = i + 1 < n ? hexval(q[i + 1]) : -1;
-			lo = i + 2 < n ? hexval(q[i + 2]) : -1;
+			hi = i + 1 < n ? gw_hex_val(q[i + 1]) : -1;
+			lo = i + 2 < n ? gw_hex_val(q[i + 2]) : -1;
 			if (hi < 0 || lo < 0) {
 				*why = "a malformed percent escape in the query";
 				goto bad;

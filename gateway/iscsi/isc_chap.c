@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "gw_buf.h"
 #include "gw_log.h"
 #include "isc_chap.h"
 
@@ -95,17 +96,6 @@ out:
 	return r;
 }
 
-static int hex_val(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int b64_val(char c)
 {
 	if (c >= 'A' && c <= 'Z')
@@ -130,15 +120,15 @@ static int decode_hex(const char *s, uint8_t *out, size_t max)
 		return -EINVAL;
 	/* An odd digit count means a leading zero nibble. */
 	if (len % 2) {
-		lo = hex_val(s[0]);
+		lo = gw_hex_val(s[0]);
 		if (lo < 0 || max < 1)
 			return -EINVAL;
 		out[n++] = (uint8_t)lo;
 		i = 1;
 	}
 	for (; i < len; i += 2) {
-		hi = hex_val(s[i]);
-		lo = hex_val(s[i + 1]);
+		hi = gw_hex_val(s[i]);
+		lo = gw_hex_val(s[i + 1]);
 		if (hi < 0 || lo < 0 || n >= max)
 			return -EINVAL;
 		out[n++] = (uint8_t)(hi << 4 | lo);
