@@ -80,7 +80,8 @@ void ctl_target_release(struct isc_target *t);
 struct ctl_sock;
 
 /* Listens on path (a stale socket there is replaced; any other file is an error). gw is the
- * running gateway; gconf its "gateway" section (copied). 0 or -errno. */
+ * running gateway; gconf its "gateway" section (copied). path NULL: no socket, and the object
+ * still handles requests given to ctl_sock_handle (SIGHUP's reload). 0 or -errno. */
 int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 		    const struct ctl_gateway_conf *gconf, struct ctl_sock **out);
 /* Closes every client and removes the socket file. */

@@ -522,11 +522,11 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	mode_t old;
 	int r;
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
+	if (path && strlen(path) >= sizeof(sa.sun_path)) {
 		gw_err("ctl", "control socket path %s is too long", path);
 		return -ENAMETOOLONG;
 	}
-	if (lstat(path, &st) == 0) {
+	if (path && lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			gw_err("ctl", "%s exists and is not a socket: not replacing it", path);
 			return -EEXIST;
@@ -538,16 +538,29 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 		return -ENOMEM;
 	s->loop = loop;
 	s->gw = gw;
+	s->fd = -1;
 	gw_list_init(&s->clients);
-	s->path = strdup(path);
 	s->gconf.log_debug = strdup(gconf && gconf->log_debug ? gconf->log_debug : "");
-	s->gconf.control_socket = strdup(path);
+	s->gconf.control_socket = strdup(path ? path : "");
 	s->gconf.fence_margin_ms = gconf && gconf->fence_margin_ms ? gconf->fence_margin_ms : 1000;
+	if (!s->gconf.log_debug || !s->gconf.control_socket) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = gw_timer_init(&s->fence, loop, on_fence);
+	if (r)
+		goto fail;
+	if (!path) {
+		/* No socket: the object still applies a configuration (SIGHUP) the one way. */
+		*out = s;
+		return 0;
+	}
+	s->path = strdup(path);
 	strcpy(sa.sun_path, path);
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0 || !s->path) {
 		r = s->fd < 0 ? -errno : -ENOMEM;
-		goto fail;
+		goto fail_timer;
 	}
 	/* Born 0600: no window in which someone else could connect. */
 	old = umask(0177);
@@ -556,20 +569,17 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	if (r < 0 || listen(s->fd, 16) < 0) {
 		r = -errno;
 		gw_err("ctl", "control socket %s: %s", path, strerror(-r));
-		goto fail;
+		goto fail_timer;
 	}
-	r = gw_timer_init(&s->fence, loop, on_fence);
-	if (r)
-		goto fail;
 	gw_watch_init(&s->w, loop, s->fd, on_accept);
 	r = gw_watch_set(&s->w, EPOLLIN);
-	if (r) {
-		gw_timer_fini(&s->fence);
-		goto fail;
-	}
+	if (r)
+		goto fail_timer;
 	gw_info("ctl", "control socket on %s", path);
 	*out = s;
 	return 0;
+fail_timer:
+	gw_timer_fini(&s->fence);
 fail:
 	if (s->fd >= 0)
 		close(s->fd);
@@ -590,10 +600,12 @@ void ctl_sock_destroy(struct ctl_sock *s)
 		return;
 	while (!gw_list_empty(&s->clients))
 		client_close(gw_list_first_entry(&s->clients, struct ctl_client, node));
-	gw_watch_stop(&s->w);
 	gw_timer_fini(&s->fence);
-	close(s->fd);
-	unlink(s->path);
+	if (s->fd >= 0) {
+		gw_watch_stop(&s->w);
+		close(s->fd);
+		unlink(s->path);
+	}
 	gw_conf_free(ctl_gateway_conf_keys, &s->gconf);
 	free(s->path);
 	free(s);

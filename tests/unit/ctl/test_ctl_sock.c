@@ -309,3 +309,32 @@ Test(ctl_sock, a_lease_not_renewed_fences_the_gateway_on_a_monotonic_timer)
 	json_decref(r);
 	cr_assert(!fenced_now());
 }
+
+/* Without a path there is no socket, and the object still applies (SIGHUP's reload): the
+ * gateway section follows the file as it does through the socket. */
+Test(ctl_sock, without_a_path_it_listens_nowhere_and_still_applies)
+{
+	struct ctl_gateway_conf g = { .fence_margin_ms = 1000 };
+	struct ctl_sock *quiet;
+	json_t *req, *r, *cfg;
+	struct stat st;
+
+	cr_assert_eq(ctl_sock_create(&loop, NULL, gw, &g, &quiet), 0);
+	cfg = js(cfg_text);
+	json_object_set_new(cfg, "gateway", json_pack("{s:s}", "data_memory", "128M"));
+	req = json_pack("{s:s, s:o}", "op", "apply", "config", cfg);
+	r = ctl_sock_handle(quiet, req);
+	cr_assert(json_is_true(json_object_get(r, "ok")));
+	cr_assert_eq(gw->data_mem_max, 128ull << 20);
+	json_decref(r);
+	json_decref(req);
+	req = js("{\"op\": \"config\"}");
+	r = ctl_sock_handle(quiet, req);
+	json_decref(req);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(json_object_get(r,
+			 "config"), "gateway"), "control_socket")), "");
+	json_decref(r);
+	ctl_sock_destroy(quiet);
+	/* The other object's socket is untouched by this one's end. */
+	cr_assert_eq(stat(sock_path, &st), 0);
+}
