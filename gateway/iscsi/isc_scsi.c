@@ -320,6 +320,12 @@ static void isc_task_xfer_done(struct dmv_task *dt, int status)
 			isc_scsi_fail(t, SCSI_SK_ABORTED_COMMAND, 0x4b, 0x00);
 			return;
 		}
+		if (status == -EBADMSG && !t->aborted && t->conn) {
+			/* A Data-Out failed its data digest (RFC 7143 §7.8, §11.4.7.2): ABORTED
+			 * COMMAND, PROTOCOL SERVICE CRC ERROR, once all the data was in. */
+			isc_scsi_fail(t, SCSI_SK_ABORTED_COMMAND, 0x47, 0x05);
+			return;
+		}
 		if (status || t->aborted || !t->conn) {
 			isc_task_free(t);
 			return;
