@@ -66,6 +66,7 @@ struct isc_task *isc_task_alloc(struct isc_conn *c)
 	gw_list_init(&t->snode);
 	gw_list_init(&t->cnode);
 	c->sess->ntasks++;
+	gw->ntasks++;
 	return t;
 }
 
@@ -179,6 +180,7 @@ void isc_task_free(struct isc_task *t)
 	gw_list_del(&t->cnode);
 	gw_defer_cancel(&t->dt.defer);
 	s->ntasks--;
+	gw->ntasks--;
 	s->data_mem -= t->sess_mem;
 	t->sess_mem = 0;
 	t->state = ISC_TS_DONE;
