@@ -7,7 +7,12 @@
 # a minute gives, and the sanitized pass's budget (docs/TESTING.md) has no room for three.
 # SOAK_SECS set by the caller wins.
 case "${BUILD:-build}" in
-*/san | san) SOAK_SECS=${SOAK_SECS:-60} ;;
+*/san | san)
+	# One or two rounds fit: restart the agent in each, so the sanitized pass has one too.
+	SOAK_SECS=${SOAK_SECS:-60}
+	SOAK_AGENT_EVERY=${SOAK_AGENT_EVERY:-1}
+	export SOAK_AGENT_EVERY
+	;;
 *) SOAK_SECS=${SOAK_SECS:-180} ;;
 esac
 SOAK_ROUND_SECS=${SOAK_ROUND_SECS:-25}

@@ -130,7 +130,7 @@ ASAN_OPTIONS="log_path=$T_DIR/san/asan:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTI
 	ip netns exec "$NS_GW" "$T_BUILD/isergwd" --config "$T_DIR/gw.json"
 GW=$T_LAST_PID
 for i in $(seq 1 300); do
-	grep -q 'main: ready' "$T_DIR/gw.log" && break
+	grep -q 'main: ready' "$T_DIR/gw.log" 2>/dev/null && break
 	t_alive "$GW" || break
 	sleep 0.1
 done
