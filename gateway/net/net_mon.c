@@ -265,7 +265,12 @@ void net_mon_rtmsg(struct net_mon *n, struct nlmsghdr *h)
 		if (n->model.links[i].ifindex == (int)ifindex)
 			active = n->model.links[i].name;
 	if (active && net_model_note_active(&n->model, bond, active, wall_ms())) {
-		on_failover(net_model_bond(&n->model, bond), n);
+		struct net_bond *b = net_model_bond(&n->model, bond);
+
+		/* Shown at once, so that what a watcher reads after the event names the new
+		 * active slave; the re-read that follows brings the rest (slave states). */
+		snprintf(b->active, sizeof(b->active), "%s", active);
+		on_failover(b, n);
 		note_changed(n);
 	}
 }

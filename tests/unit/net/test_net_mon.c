@@ -218,6 +218,8 @@ Test(net_mon, an_rtnetlink_failover_is_told_at_once)
 	seen[0] = 0;
 	net_mon_set_watch(n, watch_rec, &count);
 	send_active(n, "bond0", 4);
+	cr_assert_str_eq(net_mon_model(n)->bonds[0].active, "ens1f1",
+			 "the model names the new active slave before the re-read");
 	cr_assert(strstr(seen, "failover {\"bond\":\"bond0\""), "%s", seen);
 	cr_assert(strstr(seen, "\"new\":\"ens1f1\""), "%s", seen);
 	cr_assert(strstr(seen, "\nchanged {\"generation\":"), "%s", seen);
