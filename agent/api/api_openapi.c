@@ -142,7 +142,19 @@ static json_t *schemas(void)
 		"type", "string", "slaves", "type", "array", "failovers", "type", "integer",
 		"rdma_devices", "type", "array", "desired", ref("BondDesired"), "drift", "type",
 		"array", "warnings", "type", "array"));
+	/* From the gateway's network model (docs/CONTROL.md). */
+	add_prop(json_object_get(sc, "Bond"), "verdicts", array_of("NetVerdict"));
+	add_prop(json_object_get(sc, "Bond"), "last_failover", json_pack("{s:s}", "type",
+									  "object"));
+	json_object_set_new(sc, "NetVerdict", json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s, s:[s,s,s]}, s:{s:s}, s:{s:s}, s:{s:s}}}", "type",
+		"object", "properties", "id", "type", "string", "severity", "type", "string",
+		"enum", "info", "warning", "error", "object", "type", "string", "message", "type",
+		"string", "fix", "type", "string"));
 	json_object_set_new(sc, "BondList", list_of("bonds", "Bond"));
+	add_prop(json_object_get(sc, "BondList"), "verdicts", array_of("NetVerdict"));
+	add_prop(json_object_get(sc, "BondList"), "gateway", json_pack("{s:s}", "type",
+									"boolean"));
 	json_object_set_new(sc, "RdmaDevice", json_pack(
 		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object", "properties",
 		"name", "type", "string", "netdev", "type", "string", "node_guid", "type", "string",
