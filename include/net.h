@@ -113,6 +113,9 @@ struct net_rdma_port {
 	bool ethernet;		/* link layer Ethernet (RoCE) rather than InfiniBand */
 	char netdev[NET_IFNAME];	/* what it sits on (RoCE: GID 0's netdev; IB: IPoIB's) */
 	char rate[32];
+	char phys_state[32];	/* "LinkUp", "Disabled", ... (sysfs phys_state without its number) */
+	char node_guid[32];	/* the device's */
+	char dev_netdev[NET_IFNAME];	/* the device's own: rxe's parent, a PCI NIC's device/net */
 	struct net_gid *gids;
 	size_t ngids;
 };

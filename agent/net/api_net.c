@@ -110,15 +110,20 @@ static json_t *rest_rdma(const json_t *ports)
 			for (j = 0; j < json_array_size(devs); j++)
 				if (strcmp(dev, str(json_array_get(devs, j), "name")) < 0)
 					break;
+			const json_t *own = json_object_get(p, "device_netdev");
+
 			d = json_pack("{s:s, s:O, s:O?, s:[]}", "name", dev, "netdev",
-				      json_object_get(p, "netdev") ?: json_null(), "node_guid",
-				      json_object_get(p, "node_guid"), "ports");
+				      json_is_string(own) ? own
+				      : json_object_get(p, "netdev") ?: json_null(),
+				      "node_guid", json_object_get(p, "node_guid"), "ports");
 			json_array_insert_new(devs, j, d);
 		} else {
 			d = json_array_get(devs, (size_t)k);
 		}
 		q = json_deep_copy(p);
 		json_object_del(q, "device");
+		json_object_del(q, "node_guid");
+		json_object_del(q, "device_netdev");
 		if (!json_object_get(q, "phys_state"))
 			json_object_set_new(q, "phys_state", json_null());
 		json_array_append_new(json_object_get(d, "ports"), q);

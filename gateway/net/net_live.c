@@ -154,6 +154,7 @@ static int live_device(struct net_reader *rd, struct net_model *m, struct ibv_de
 		np->ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
 		net_read_line(np->rate, sizeof(np->rate), "%s/class/infiniband/%s/ports/%u/rate",
 			      rd->sysfs, np->dev, p);
+		net_sysfs_port_extra(rd->sysfs, np);
 		total += (size_t)(pa.gid_tbl_len > 0 ? pa.gid_tbl_len : 0);
 	}
 	if (total)

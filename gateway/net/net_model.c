@@ -486,11 +486,13 @@ static json_t *port_json(const struct net_rdma_port *p)
 						   gid_type_name(p->gids[i].type), "netdev",
 						   str_or_null(p->gids[i].ndev)));
 	}
-	return json_pack("{s:s, s:i, s:s, s:i, s:s, s:o, s:o, s:o}", "device", p->dev, "port",
-			 (int)p->port, "state", port_state_name(p->state), "state_num", p->state,
+	return json_pack("{s:s, s:i, s:s, s:i, s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "device",
+			 p->dev, "port", (int)p->port, "state", port_state_name(p->state),
+			 "state_num", p->state, "phys_state", str_or_null(p->phys_state),
 			 "link_layer", p->ethernet ? "Ethernet" : "InfiniBand",
 			 "netdev", str_or_null(p->netdev), "rate", str_or_null(p->rate),
-			 "gids", g);
+			 "node_guid", str_or_null(p->node_guid),
+			 "device_netdev", str_or_null(p->dev_netdev), "gids", g);
 }
 
 static json_t *chain_json(const struct net_model *m, const struct net_chain *c)

@@ -23,6 +23,9 @@ int net_sysfs_bonds(const char *root, const char *procfs, struct net_model *m);
 int net_sysfs_gids(const char *root, struct net_rdma_port *p);
 /* One RDMA device's ports from ROOT/class/infiniband/DEV/ports/ (GIDs included). */
 int net_sysfs_rdma_dev(const char *root, struct net_model *m, const char *dev);
+/* What only sysfs shows of a port and its device: phys_state, node_guid, the device's netdev
+ * (rxe's parent, else the first of device/net/). Missing files leave them empty. */
+void net_sysfs_port_extra(const char *root, struct net_rdma_port *p);
 /* Where the port has no netdev yet: rxe's parent, or an IPoIB link whose device is the port's. */
 void net_sysfs_port_netdevs(const char *root, struct net_model *m);
 

@@ -419,6 +419,31 @@ static int sysfs_links(struct net_reader *r, struct net_model *m)
 	return rc;
 }
 
+void net_sysfs_port_extra(const char *root, struct net_rdma_port *p)
+{
+	char path[PATH_MAX], v[128], *c;
+	char **names;
+	size_t n;
+
+	if (net_read_line(v, sizeof(v), "%s/class/infiniband/%s/ports/%u/phys_state", root,
+			  p->dev, p->port)) {
+		c = strchr(v, ':');
+		net_copy(p->phys_state, sizeof(p->phys_state), c ? c + 1 + strspn(c + 1, " ") : v);
+	}
+	if (net_read_line(v, sizeof(v), "%s/class/infiniband/%s/node_guid", root, p->dev))
+		net_copy(p->node_guid, sizeof(p->node_guid), v);
+	if (net_read_line(v, sizeof(v), "%s/class/infiniband/%s/parent", root, p->dev) &&
+	    ifname_ok(v)) {
+		net_copy(p->dev_netdev, sizeof(p->dev_netdev), v);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/class/infiniband/%s/device/net", root, p->dev);
+	names = list_dir(path, &n);
+	if (n && ifname_ok(names[0]))
+		net_copy(p->dev_netdev, sizeof(p->dev_netdev), names[0]);
+	free_list(names, n);
+}
+
 /* Ports: state "4: ACTIVE" -> 4, link layer, rate, GIDs, netdev (GID 0's). */
 int net_sysfs_rdma_dev(const char *root, struct net_model *m, const char *dev)
 {
@@ -443,6 +468,7 @@ int net_sysfs_rdma_dev(const char *root, struct net_model *m, const char *dev)
 		net_read_line(v, sizeof(v), "%s/link_layer", path);
 		p->ethernet = !strcasecmp(v, "Ethernet");
 		read_str(p->rate, sizeof(p->rate), path, "rate");
+		net_sysfs_port_extra(root, p);
 		if (net_read_line(v, sizeof(v), "%s/gid_attrs/ndevs/0", path) && ifname_ok(v))
 			net_copy(p->netdev, sizeof(p->netdev), v);
 		rc = net_sysfs_gids(root, p);

@@ -284,9 +284,12 @@ expect "GET rdma" 200
 check "rxe0: port 1 ACTIVE on bd0 (its parent), Ethernet" test \
 	"$(jget "(lambda d: (d['name'], d['netdev'], d['ports'][0]['state'], d['ports'][0]['state_num'], d['ports'][0]['link_layer'], d['ports'][0]['netdev']))([d for d in j['devices'] if d['name']=='rxe0'][0])")" = \
 	"('rxe0', 'bd0', 'ACTIVE', 4, 'Ethernet', 'bd0')"
-check "mlx5_0: port 1 DOWN, InfiniBand, its rate" test \
-	"$(jget "(lambda d: (d['ports'][0]['state'], d['ports'][0]['link_layer'], d['ports'][0]['rate']))([d for d in j['devices'] if d['name']=='mlx5_0'][0])")" = \
-	"('DOWN', 'InfiniBand', '100 Gb/sec (4X EDR)')"
+check "mlx5_0: port 1 DOWN (Disabled), InfiniBand, its rate, its netdev from device/net" test \
+	"$(jget "(lambda d: (d['netdev'], d['ports'][0]['state'], d['ports'][0]['phys_state'], d['ports'][0]['link_layer'], d['ports'][0]['rate']))([d for d in j['devices'] if d['name']=='mlx5_0'][0])")" = \
+	"('ens1f0', 'DOWN', 'Disabled', 'InfiniBand', '100 Gb/sec (4X EDR)')"
+check "rxe0: its node GUID and the port's LinkUp" test \
+	"$(jget "(lambda d: (d['node_guid'], d['ports'][0]['phys_state']))([d for d in j['devices'] if d['name']=='rxe0'][0])")" = \
+	"('0000:00ff:fe00:0a01', 'LinkUp')"
 
 metrics
 check "metrics: bd0a is the active slave, bd0b not" test \
