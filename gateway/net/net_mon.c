@@ -38,6 +38,14 @@ struct net_mon {
 	struct gw_defer defer;
 	uint64_t reads, events, read_at_ms;
 	int err;			/* the last read's, 0 when it worked */
+	net_failover_fn fo_fn;		/* the owner's failover hook */
+	void *fo_arg;
+};
+
+/* A failover seen in model m. */
+struct mon_fo {
+	struct net_mon *n;
+	const struct net_model *m;
 };
 
 static uint64_t wall_ms(void)
@@ -83,19 +91,22 @@ static void log_changes(const struct net_model *old, const struct net_model *m)
 
 static void on_failover(const struct net_bond *b, void *arg)
 {
+	const struct mon_fo *fo = arg;
 	const struct net_failover *f = &b->last;
 
-	(void)arg;
 	gw_warn("net", "bond %s: active slave %s -> %s (MAC %s -> %s, GID %s -> %s), failover %llu",
 		b->name, f->old_slave, f->new_slave, *f->old_mac ? f->old_mac : "-",
 		*f->new_mac ? f->new_mac : "-", *f->old_gid ? f->old_gid : "-",
 		*f->new_gid ? f->new_gid : "-", (unsigned long long)b->failovers);
+	if (fo->n->fo_fn)
+		fo->n->fo_fn(fo->m, b, fo->n->fo_arg);
 }
 
 /* Rebuilds the model; on a failed read the last good one stays. */
 static void mon_read(struct net_mon *n, bool first)
 {
 	struct net_model m;
+	struct mon_fo fo = { n, &m };
 	int r;
 
 	net_model_init(&m);
@@ -112,7 +123,7 @@ static void mon_read(struct net_mon *n, bool first)
 	n->reads++;
 	n->read_at_ms = wall_ms();
 	net_model_resolve(&m, n->portals, n->nportals);
-	net_model_carry(&m, first ? NULL : &n->model, n->read_at_ms, on_failover, n);
+	net_model_carry(&m, first ? NULL : &n->model, n->read_at_ms, on_failover, &fo);
 	net_judge(&m);
 	if (first)
 		gw_info("net", "network (%s): %zu netdevs, %zu bonds, %zu RDMA ports",
@@ -141,6 +152,7 @@ void net_mon_rtmsg(struct net_mon *n, struct nlmsghdr *h)
 	struct nlattr *tb[IFLA_MAX + 1], *li[IFLA_INFO_MAX + 1], *bd[IFLA_BOND_MAX + 1];
 	char bond[NET_IFNAME];
 	const char *active = NULL;
+	struct mon_fo fo = { n, &n->model };
 	uint32_t ifindex;
 	size_t i;
 
@@ -160,7 +172,7 @@ void net_mon_rtmsg(struct net_mon *n, struct nlmsghdr *h)
 		if (n->model.links[i].ifindex == (int)ifindex)
 			active = n->model.links[i].name;
 	if (active && net_model_note_active(&n->model, bond, active, wall_ms()))
-		on_failover(net_model_bond(&n->model, bond), n);
+		on_failover(net_model_bond(&n->model, bond), &fo);
 }
 
 static int on_nl_msg(struct nl_msg *msg, void *arg)
@@ -296,6 +308,12 @@ void net_mon_set_portals(struct net_mon *n, const struct isc_portal_conf *p, siz
 	net_judge(&n->model);
 	log_changes(&old, &n->model);
 	net_model_fini(&old);
+}
+
+void net_mon_set_failover_hook(struct net_mon *n, net_failover_fn fn, void *arg)
+{
+	n->fo_fn = fn;
+	n->fo_arg = fn ? arg : NULL;
 }
 
 void net_mon_refresh(struct net_mon *n)
