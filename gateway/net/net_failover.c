@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * What a change of a bond's active slave means for the iSER portals on it (net.h). Every such
- * portal's listener binds again. Its connections can stay only where nothing they address
- * moved: the RDMA device is the bond's own (hardware RoCE LAG, Soft-RoCE on the bond), so the
- * queue pairs do not change device, and the bond kept its MAC, which the peers' queue pairs
- * resolved at connect time. Anywhere else the connections are dead or about to be (RoCE over
- * an active-backup bond of RDMA slaves moves the address to another device; fail_over_mac=active
- * gives the bond the new slave's MAC), and dropping them at once saves the initiators their
- * timeouts. The checks run in order; the first that applies decides, with the reason logged.
+ * portal's listener binds again. Its connections could stay only where nothing they use moved,
+ * and the VM rig (tests/vm/guest/suite-bond-failover.sh) found no such case: with the RDMA
+ * device on the bond itself (hardware RoCE LAG, Soft-RoCE on the bond) and the bond's MAC kept
+ * (fail_over_mac=none), the kernel still deletes and re-adds the bond's GIDs at each failover
+ * (roce_gid_mgmt), and Soft-RoCE's queue pairs on both ends fail on it ("Failed allocating
+ * skb", the host's iSER "local QP operation error") and the host waits for its own timeouts.
+ * So every connection is dropped at once, and the reason logged says what made it necessary;
+ * `keep` stays in the plan for a device proven to ride through (none yet). The checks run in
+ * order; the first that applies decides.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -62,7 +64,8 @@ static const struct fo_rule fo_rules[] = {
 	  "move to the new one" },
 	{ mac_moved, false, "fail_over_mac=active gave the bond the new slave's MAC, which the "
 	  "peers' queue pairs do not address" },
-	{ always, true, "the RDMA device sits on the bond and the bond kept its MAC" },
+	{ always, false, "the RDMA device sits on the bond, but the failover makes the kernel "
+	  "re-add the bond's GIDs, which breaks its queue pairs (seen with Soft-RoCE)" },
 };
 
 size_t net_failover_plan(const struct net_model *m, const struct net_bond *b,

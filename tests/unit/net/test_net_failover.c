@@ -60,18 +60,20 @@ Test(net_failover, roce_slaves_drop_their_connections)
 	cr_assert(strstr(p.why, "old slave's"), "%s", p.why);
 }
 
-Test(net_failover, device_on_the_bond_with_its_mac_kept_keeps_them)
+Test(net_failover, device_on_the_bond_with_its_mac_kept_drops_them_too)
 {
 	struct net_rehome p;
 
+	/* The VM rig: the GIDs re-added at the failover break Soft-RoCE's queue pairs. */
 	rxe_on_bond("none 0");
 	fx_read(&f, &m, two, 2);
 	p = plan1();
-	cr_assert(p.keep, "%s", p.why);
+	cr_assert_not(p.keep);
+	cr_assert(strstr(p.why, "GIDs"), "%s", p.why);
 	rxe_on_bond("follow 2");
 	net_model_fini(&m);
 	fx_read(&f, &m, two, 2);
-	cr_assert(plan1().keep);
+	cr_assert_not(plan1().keep);
 }
 
 Test(net_failover, device_on_the_bond_with_a_new_mac_drops_them)
@@ -148,7 +150,7 @@ Test(net_failover, net_mon_calls_the_hook_with_the_model_of_the_moment)
 	cr_assert_str_eq(s.old_slave, "ens1f0");
 	cr_assert_str_eq(s.new_slave, "ens1f1");
 	cr_assert_eq(s.planned, 1);
-	cr_assert(s.keep);
+	cr_assert_not(s.keep);
 	/* Removed: the next failover calls nobody. */
 	net_mon_set_failover_hook(n, NULL, &s);
 	fx_bond_attr(&f, "bond0", "active_slave", "ens1f0");
