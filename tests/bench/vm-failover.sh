@@ -1,10 +1,10 @@
 #!/bin/bash
 # The bond failover stall of `make bench` (tests/bench/run.sh runs it after the iSER rows; it
-# also runs alone): boots the VM rig once with tests/vm/guest/suite-bond-failover.sh at
-# FAILOVERS failovers per run (20 here; make test runs 6), and prints its stall table (each
-# failover's stall from the link event to the first write completed again, in parts, then the
-# median and max), for fail_over_mac=active and for none. See docs/PERFORMANCE.md, "Bond
-# failover".
+# also runs alone): boots the VM rig once with tests/vm/guest/suite-bond-failover.sh at 20
+# failovers per fail_over_mac setting (make test runs 6 with active, 2 with none), and prints its
+# stall table (each failover's stall from the link event to the first write completed again,
+# in parts, then the median and max), for fail_over_mac=active and for none. See
+# docs/PERFORMANCE.md, "Bond failover".
 #
 # Environment: BUILD, BENCH_FAILOVERS (failovers per run [20]), BENCH_OUT (Markdown output;
 # the section is appended [$BUILD/bench-failover.md when run alone]), VM_* as for
@@ -28,7 +28,8 @@ fi
 rm -f "$SHARE/bond-failover.txt"
 # The guest reads its settings from the build tree (it sees the host's files, not its
 # environment); make test's runs must not inherit them.
-printf 'FAILOVERS=%d\n' "$BENCH_FAILOVERS" >"$T_BUILD/bond-failover.env"
+printf 'FAILOVERS=%d\nFAILOVERS_NONE=%d\n' "$BENCH_FAILOVERS" "$BENCH_FAILOVERS" \
+	>"$T_BUILD/bond-failover.env"
 VM_SUITE_TIMEOUT=${VM_SUITE_TIMEOUT:-900} "$ROOT/tests/vm/run.sh" bond-failover >"$T_DIR/vm.log" 2>&1
 vm_rc=$?
 rm -f "$T_BUILD/bond-failover.env"

@@ -7,19 +7,24 @@
 #     network model sees the change of active slave on rtnetlink and re-homes the iSER listener
 #     and drops the connections at once (rdma_cm's ADDR_CHANGE comes after, as the backup); the
 #     initiator logs in again by itself.
-#  B. fail_over_mac=none: the bond keeps its MAC; the RDMA device sits on the bond, so the
-#     gateway keeps the connections. Its state shows the verdict for this bond.
+#  B. fail_over_mac=none: the bond keeps its MAC and rdma_cm says nothing, but the kernel re-adds
+#     the bond's GIDs and rxe's queue pairs on both ends fail on it; the gateway drops the
+#     connections at once here too. Its state shows the verdict for this bond.
 # Checked: zero data errors (every write read back at once and the whole region again at the
 # end), every failover resumes I/O, the listener is re-homed within a sanity bound of the
 # netlink event, the TCP session never reconnects. Printed and kept in share/bond-failover.txt:
 # each failover's stall (link event to the first write completed again) in parts: detection,
 # gateway reaction, initiator reconnect, login + first I/O (docs/PERFORMANCE.md, "Bond
-# failover"). FAILOVERS: 6 under make test, 20 under make bench ($VM_BUILD/bond-failover.env).
+# failover"). FAILOVERS (A) and FAILOVERS_NONE (B): 6 and 2 under make test, 20 and 20 under
+# make bench ($VM_BUILD/bond-failover.env).
 # shellcheck source=tests/vm/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 vm_begin bond-failover
 
 FAILOVERS=6
+# Phase B's count: rxe's queue pairs fail at every failover there (see below) and the guest
+# kernel has been seen to hang in teardown after many of them, so make test runs few.
+FAILOVERS_NONE=2
 # shellcheck disable=SC1091
 [ -r "$VM_BUILD/bond-failover.env" ] && . "$VM_BUILD/bond-failover.env"
 PORT=3260
@@ -132,9 +137,9 @@ wait_writes() {
 	return 1
 }
 
-# phase NAME BOND ADDR: both sessions to ADDR, FAILOVERS failovers of BOND under their writes.
+# phase NAME BOND ADDR COUNT: both sessions to ADDR, COUNT failovers of BOND under their writes.
 phase() {
-	local name=$1 bond=$2 addr=$3 k act new t dev_i dev_t pid_i pid_t sid_i sid_t ok i w rc rc_iser rc_tcp
+	local name=$1 bond=$2 addr=$3 FAILOVERS=$4 k act new t dev_i dev_t pid_i pid_t sid_i sid_t ok i w rc rc_iser rc_tcp
 	local ev=$VM_WORK/$name.events stop=$VM_WORK/$name.stop errs0_i errs0_t
 	: >"$ev"
 	if ! VM_TMO=60 run iscsiadm -m node -T "$T" -p "$addr:$PORT" -I iser --login >"$VM_WORK/$name-login.out" 2>&1 ||
@@ -192,10 +197,19 @@ phase() {
 	done
 	[ "$ok" = yes ] && pass "$name/failovers" "$FAILOVERS failovers of $bond, alternating slaves, I/O resumed after each"
 	touch "$stop"
-	wait "$pid_i"
-	rc_iser=$?
-	wait "$pid_t"
-	rc_tcp=$?
+	# Bounded: a writer stuck in the kernel (seen once with fail_over_mac=none, kworkers hung in
+	# the guest) must not take the suite's whole budget.
+	for i in $(seq 1 300); do
+		kill -0 "$pid_i" 2>/dev/null || kill -0 "$pid_t" 2>/dev/null || break
+		sleep 0.2
+	done
+	rc_iser=stuck
+	rc_tcp=stuck
+	kill -0 "$pid_i" 2>/dev/null || { wait "$pid_i"; rc_iser=$?; }
+	kill -0 "$pid_t" 2>/dev/null || { wait "$pid_t"; rc_tcp=$?; }
+	if [ "$rc_iser" = stuck ] || [ "$rc_tcp" = stuck ]; then
+		dmesg | grep -E 'blocked for more than|rxe|iser' | tail -n 5
+	fi
 	for w in iser tcp; do
 		eval "rc=\$rc_$w"
 		if [ "$rc" = 0 ]; then
@@ -235,7 +249,7 @@ phase() {
 }
 
 : >"$OUT"
-phase active bfa 10.200.9.1
+phase active bfa 10.200.9.1 "$FAILOVERS"
 
 # B: fail_over_mac=none. First what the gateway says about this bond.
 verdicts=$(gw_state '" ".join(v["id"] + ":" + v["severity"] for v in s["net"]["verdicts"] if v["object"] == "bond/bfn")' 2>&1)
@@ -246,7 +260,7 @@ if [ "$fomv" = none ] && [[ " $verdicts " == *" bond-rdma-lag:info "* ]]; then
 else
 	fail none/verdict "fail_over_mac '$fomv'; verdicts on bond/bfn: $verdicts"
 fi
-phase none bfn 10.200.10.1
+phase none bfn 10.200.10.1 "$FAILOVERS_NONE"
 
 vm_iscsid_stop
 if vm_gw_stop; then
