@@ -153,9 +153,9 @@ phase() {
 	pass "$name/login" "iSER session $sid_i (/dev/$dev_i) and TCP session $sid_t (/dev/$dev_t) to $addr on $bond ($(cat "/sys/class/net/$bond/bonding/fail_over_mac"))"
 	errs0_i=$(dmesg | grep -c "connection$sid_i:0: detected conn error")
 	errs0_t=$(dmesg | grep -c "connection$sid_t:0: detected conn error")
-	python3 "$IO" write "/dev/$dev_i" 0 64 "$VM_WORK/$name-iser.io" "$stop" &
+	python3 "$IO" write "/dev/$dev_i" 0 16 "$VM_WORK/$name-iser.io" "$stop" &
 	pid_i=$!
-	python3 "$IO" write "/dev/$dev_t" 128 64 "$VM_WORK/$name-tcp.io" "$stop" &
+	python3 "$IO" write "/dev/$dev_t" 128 16 "$VM_WORK/$name-tcp.io" "$stop" &
 	pid_t=$!
 	# Python starts slowly under emulation: both write before the first failover.
 	wait_writes "$VM_WORK/$name-iser.io" 5 60
