@@ -260,6 +260,7 @@ int main(int argc, char **argv)
 		gw_warn("main", "no network model: %s", strerror(-r));
 	else
 		net_mon_set_portals(net, gw->conf->portals, gw->conf->nportals);
+	ctl_net_follow(gw, net);
 	r = ctl_gw_listen(gw);
 	if (r)
 		goto out_gw;

@@ -101,6 +101,10 @@ struct net_mon;
 void ctl_sock_set_net(struct ctl_sock *s, struct net_mon *net);
 /* Unsent bytes after which a watcher is dropped (0: the default, 1 MiB). */
 void ctl_sock_set_watch_backlog(struct ctl_sock *s, size_t bytes);
+/* ctl_net.c: on each change of a bond's active slave that n sees, the iSER portals of gw bound
+ * on that bond listen again at once and keep or drop their connections (net_failover_plan),
+ * with the delay since the netlink event in the log. */
+void ctl_net_follow(struct isc_gw *gw, struct net_mon *n);
 /* One request to its reply (new reference); what a client line goes through. */
 json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req);
 /* The running configuration as the JSON the config file holds (new reference). */

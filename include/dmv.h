@@ -48,6 +48,7 @@
 #ifndef DMV_H
 #define DMV_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -140,6 +141,12 @@ struct dmv_transport {
 	int (*listen)(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 		      struct isc_pdu_pool *pool, struct dmv_portal **out);
 	void (*portal_destroy)(struct dmv_portal *p);
+	/* Optional (NULL: nothing to do, as for TCP, whose sockets follow the address): the
+	 * portal's address moved to another port under it (a bond's active slave changed).
+	 * Listens again at once; with close_conns also drops every connection now, so
+	 * initiators reconnect without waiting for their own timeouts. Returns the number of
+	 * connections dropped. */
+	int (*rehome)(struct dmv_portal *p, bool close_conns);
 	int (*send_pdu)(struct dmv_conn *c, struct isc_pdu *pdu);
 	int (*put_data)(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp);
 	int (*get_data)(struct dmv_task *t);
@@ -226,6 +233,11 @@ int dmv_listen(const char *transport, struct gw_loop *loop, const struct dmv_por
 static inline void dmv_portal_destroy(struct dmv_portal *p)
 {
 	p->tp->portal_destroy(p);
+}
+
+static inline int dmv_portal_rehome(struct dmv_portal *p, bool close_conns)
+{
+	return p->tp->rehome ? p->tp->rehome(p, close_conns) : -EOPNOTSUPP;
 }
 
 static inline int dmv_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)

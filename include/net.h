@@ -244,6 +244,22 @@ void net_reader_destroy(struct net_reader *r);
 /* One whole read into m (fresh from net_model_init): links, bonds, sysctls, RDMA ports. */
 int net_model_read(struct net_model *m, struct net_reader *r);
 
+/* ---- net_failover.c: what a change of active slave means for the iSER portals ------------- */
+struct net_rehome {
+	const char *portal;	/* the chain's portal name (in m) */
+	bool keep;		/* its connections can stay; else drop them at once */
+	const char *why;	/* static text, for the log */
+};
+
+/* For the failover of bond b in m (chains resolved): each iSER portal bound to an address on b,
+ * whose listener must bind again, and whether its connections survive. Connections stay only
+ * where the RDMA device sits on the bond itself (hardware RoCE LAG, Soft-RoCE on the bond),
+ * the address is still on the bond, the bond has an active slave and its MAC did not change
+ * (fail_over_mac is not active: the peers' queue pairs address that MAC). Fills up to max
+ * entries, returns how many there are. */
+size_t net_failover_plan(const struct net_model *m, const struct net_bond *b,
+			 struct net_rehome *out, size_t max);
+
 /* ---- net_mon.c: the model kept current in the loop ---------------------------------------- */
 struct net_mon;
 
@@ -254,6 +270,11 @@ int net_mon_create(struct gw_loop *loop, struct net_mon **out);
 void net_mon_destroy(struct net_mon *n);
 /* The portals to follow (copied); re-judges and logs verdicts that appear or go. */
 void net_mon_set_portals(struct net_mon *n, const struct isc_portal_conf *p, size_t np);
+/* Called in the loop on each change of a bond's active slave as soon as the model sees it (the
+ * bond's rtnetlink message, or a re-read): b->last says which and when (time_ms); m is the
+ * model at that moment, its chains those of the last read. One hook; fn NULL removes it. */
+typedef void (*net_failover_fn)(const struct net_model *m, const struct net_bond *b, void *arg);
+void net_mon_set_failover_hook(struct net_mon *n, net_failover_fn fn, void *arg);
 /* Re-reads now (for tests and for a caller that just changed something). */
 void net_mon_refresh(struct net_mon *n);
 const struct net_model *net_mon_model(const struct net_mon *n);

@@ -896,6 +896,10 @@ static void iser_conn_destroy(struct iser_conn *ic)
 	gw_defer_cancel(&ic->post_defer);
 	ic->npend = 0;
 	gw_list_del(&ic->dnode);
+	if (ic->ip) {
+		gw_list_del(&ic->pnode);
+		ic->ip = NULL;
+	}
 	if (ic->comp_w.fd >= 0)
 		gw_watch_stop(&ic->comp_w);
 	if (ic->ev_w.fd >= 0)
@@ -1044,7 +1048,7 @@ static void iser_conn_established(struct iser_conn *ic)
 	struct iser_portal *ip = ic->ip;
 
 	gw_list_del(&ic->pnode);
-	ic->ip = NULL;
+	gw_list_add_tail(&ip->up, &ic->pnode);
 	ic->state = IC_UP;
 	if (ibv_req_notify_cq(ic->cq, 0) || gw_watch_set(&ic->comp_w, EPOLLIN) < 0) {
 		gw_err("dmv", "%s: cannot watch the completion channel", ic->base.peer);
@@ -1430,6 +1434,41 @@ static void iser_portal_cm_event(struct gw_watch *w, uint32_t events)
 	}
 }
 
+/* The portal's address moved to another slave of its bond (the network model saw the change of
+ * active slave, usually before rdma_cm's ADDR_CHANGE, which stays the backup): bind the
+ * listener again now, then, unless the connections can stay on their device, drop each one so
+ * its initiator reconnects at once instead of waiting for its own timeouts. */
+static int iser_rehome(struct dmv_portal *p, bool close_conns)
+{
+	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	struct iser_conn *ic, *next;
+	int n = 0;
+
+	iser_listener_drop(ip);
+	iser_try_listen(ip, false);
+	if (!close_conns)
+		return 0;
+	while (!gw_list_empty(&ip->pending)) {
+		iser_close(&gw_list_first_entry(&ip->pending, struct iser_conn, pnode)->base);
+		n++;
+	}
+	/* The iSCSI layer's lost up-call may close other connections of the session: look for
+	 * the next one from the start each time. */
+	for (;;) {
+		next = NULL;
+		gw_list_for_each_entry(ic, &ip->up, pnode)
+			if (!ic->base.closed && !ic->base.lost) {
+				next = ic;
+				break;
+			}
+		if (!next)
+			break;
+		iser_conn_lost(next, -ENETDOWN);
+		n++;
+	}
+	return n;
+}
+
 static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 		       struct isc_pdu_pool *pool, struct dmv_portal **out)
 {
@@ -1465,6 +1504,7 @@ static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	snprintf(ip->base.addr, sizeof(ip->base.addr), "%s:%u", addr ? addr : "*", conf->port);
 	gw_list_init(&ip->devs);
 	gw_list_init(&ip->pending);
+	gw_list_init(&ip->up);
 	ip->w.fd = -1;
 	r = gw_timer_init(&ip->retry, loop, iser_portal_retry);
 	if (r) {
@@ -1488,6 +1528,13 @@ static void iser_portal_destroy(struct dmv_portal *p)
 
 		iser_close(&ic->base);
 	}
+	/* Established connections outlive their portal (the iSCSI layer closes them). */
+	while (!gw_list_empty(&ip->up)) {
+		struct iser_conn *ic = gw_list_first_entry(&ip->up, struct iser_conn, pnode);
+
+		gw_list_del(&ic->pnode);
+		ic->ip = NULL;
+	}
 	iser_listener_drop(ip);
 	if (ip->ch) {
 		gw_watch_stop(&ip->w);
@@ -1507,6 +1554,7 @@ const struct dmv_transport dmv_iser_transport = {
 	.caps = DMV_CAP_RDMA,
 	.listen = iser_listen,
 	.portal_destroy = iser_portal_destroy,
+	.rehome = iser_rehome,
 	.send_pdu = iser_send_pdu,
 	.put_data = iser_put_data,
 	.get_data = iser_get_data,

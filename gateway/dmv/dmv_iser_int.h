@@ -130,8 +130,8 @@ enum iser_conn_state {
 struct iser_conn {
 	struct dmv_conn base;
 	enum iser_conn_state state;
-	struct iser_portal *ip;		/* while pending */
-	struct gw_list pnode;		/* portal's pending list */
+	struct iser_portal *ip;		/* until closed (or the portal is gone) */
+	struct gw_list pnode;		/* portal's pending list, then its up list */
 	struct iser_dev *dev;
 	struct rdma_cm_id *id;
 	struct rdma_event_channel *ev_ch;
@@ -180,6 +180,7 @@ struct iser_portal {
 	char last_err[160];
 	struct gw_list devs;
 	struct gw_list pending;
+	struct gw_list up;		/* established connections, for a re-home */
 };
 
 /* dmv_iser_pool.c */

@@ -43,6 +43,14 @@ struct net_mon {
 	void *watch_arg;
 	json_t *shown;			/* bonds, rdma_ports, verdicts of the last "changed" */
 	uint64_t generation;
+	net_failover_fn fo_fn;		/* the owner's failover hook */
+	void *fo_arg;
+};
+
+/* A failover seen in model m. */
+struct mon_fo {
+	struct net_mon *n;
+	const struct net_model *m;
 };
 
 static uint64_t wall_ms(void)
@@ -129,8 +137,9 @@ static void log_changes(const struct net_model *old, const struct net_model *m)
 
 static void on_failover(const struct net_bond *b, void *arg)
 {
+	const struct mon_fo *fo = arg;
 	const struct net_failover *f = &b->last;
-	struct net_mon *n = arg;
+	struct net_mon *n = fo->n;
 
 	gw_warn("net", "bond %s: active slave %s -> %s (MAC %s -> %s, GID %s -> %s), failover %llu",
 		b->name, f->old_slave, f->new_slave, *f->old_mac ? f->old_mac : "-",
@@ -144,6 +153,8 @@ static void on_failover(const struct net_bond *b, void *arg)
 				      "new_gid", *f->new_gid ? f->new_gid : NULL,
 				      "failovers", (json_int_t)b->failovers,
 				      "time_ms", (json_int_t)f->time_ms));
+	if (n->fo_fn)
+		n->fo_fn(fo->m, b, n->fo_arg);
 }
 
 /* Links that went up or down, RDMA ports that changed state, verdicts that came or went:
@@ -198,6 +209,7 @@ static void emit_changes(struct net_mon *n, const struct net_model *old,
 static void mon_read(struct net_mon *n, bool first)
 {
 	struct net_model m;
+	struct mon_fo fo = { n, &m };
 	int r;
 
 	net_model_init(&m);
@@ -214,7 +226,7 @@ static void mon_read(struct net_mon *n, bool first)
 	n->reads++;
 	n->read_at_ms = wall_ms();
 	net_model_resolve(&m, n->portals, n->nportals);
-	net_model_carry(&m, first ? NULL : &n->model, n->read_at_ms, on_failover, n);
+	net_model_carry(&m, first ? NULL : &n->model, n->read_at_ms, on_failover, &fo);
 	net_judge(&m);
 	if (first)
 		gw_info("net", "network (%s): %zu netdevs, %zu bonds, %zu RDMA ports",
@@ -246,6 +258,7 @@ void net_mon_rtmsg(struct net_mon *n, struct nlmsghdr *h)
 	struct nlattr *tb[IFLA_MAX + 1], *li[IFLA_INFO_MAX + 1], *bd[IFLA_BOND_MAX + 1];
 	char bond[NET_IFNAME];
 	const char *active = NULL;
+	struct mon_fo fo = { n, &n->model };
 	uint32_t ifindex;
 	size_t i;
 
@@ -270,7 +283,7 @@ void net_mon_rtmsg(struct net_mon *n, struct nlmsghdr *h)
 		/* Shown at once, so that what a watcher reads after the event names the new
 		 * active slave; the re-read that follows brings the rest (slave states). */
 		snprintf(b->active, sizeof(b->active), "%s", active);
-		on_failover(b, n);
+		on_failover(b, &fo);
 		note_changed(n);
 	}
 }
@@ -411,6 +424,12 @@ void net_mon_set_portals(struct net_mon *n, const struct isc_portal_conf *p, siz
 	emit_changes(n, &old, &n->model);
 	net_model_fini(&old);
 	note_changed(n);
+}
+
+void net_mon_set_failover_hook(struct net_mon *n, net_failover_fn fn, void *arg)
+{
+	n->fo_fn = fn;
+	n->fo_arg = fn ? arg : NULL;
 }
 
 void net_mon_refresh(struct net_mon *n)

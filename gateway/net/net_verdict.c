@@ -537,7 +537,9 @@ const struct net_rule net_rules[] = {
 	  "LAG (its RDMA device then sits on the bond)" },
 	{ "bond-rdma-lag", NET_SEV_INFO, "bond", check_lag,
 	  "RDMA device {rdma} sits on bond {bond} itself (RoCE LAG, or Soft-RoCE on the bond): "
-	  "the device follows the bond's failovers and fail_over_mac does not matter",
+	  "the device follows the bond's failovers whatever fail_over_mac says; each failover "
+	  "still ends the iSER connections (the kernel re-adds the bond's GIDs), and the gateway "
+	  "drops them at once so initiators reconnect in seconds",
 	  "nothing to do" },
 	{ "bond-no-active-slave", NET_SEV_ERROR, "bond", check_no_active,
 	  "active-backup bond {bond} has no active slave: every slave is down and nothing on it "

@@ -20,7 +20,8 @@
 #   BENCH_ROWS    space-separated subset of the row names below [all]
 #   BENCH_PIN     0 disables CPU pinning
 #   BENCH_OUT     Markdown output [$BUILD/bench.md]
-#   BENCH_VM      0 leaves out the iSER rows measured in the VM rig (tests/bench/vm-iser.sh)
+#   BENCH_VM      0 leaves out the iSER rows and the bond failover stall measured in the VM rig
+#                 (tests/bench/vm-iser.sh, tests/bench/vm-failover.sh)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -228,6 +229,12 @@ if [ "${BENCH_VM:-1}" != 0 ]; then
 		pass "iser rows (VM)"
 	else
 		fail "iser rows (VM)" "tests/bench/vm-iser.sh failed (its output is above)"
+	fi
+	# The bond failover stall, 20 failovers per run (tests/bench/vm-failover.sh).
+	if BENCH_OUT=$BENCH_OUT "$(dirname "$0")/vm-failover.sh"; then
+		pass "failover stall (VM)"
+	else
+		fail "failover stall (VM)" "tests/bench/vm-failover.sh failed (its output is above)"
 	fi
 fi
 t_end

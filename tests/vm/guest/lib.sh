@@ -144,12 +144,13 @@ vm_veth() {
 		run ip addr add "$addr/24" dev "$n"
 }
 
-# vm_bond_up BOND ADDR: an active-backup bond with fail_over_mac=active over two veths
-# (BONDa, BONDb; their peers BONDa-p, BONDb-p are what a test takes down), ADDR/24 on it, up
-# once the link monitor has chosen an active slave. Removed when the suite ends.
+# vm_bond_up BOND ADDR [FAIL_OVER_MAC]: an active-backup bond with fail_over_mac=active (or as
+# given) over two veths (BONDa, BONDb; their peers BONDa-p, BONDb-p are what a test takes
+# down), ADDR/24 on it, up once the link monitor has chosen an active slave. Removed when the
+# suite ends.
 vm_bond_up() {
-	local bond=$1 addr=$2 s
-	run ip link add "$bond" type bond mode active-backup miimon 50 fail_over_mac active || return 1
+	local bond=$1 addr=$2 fom=${3:-active} s
+	run ip link add "$bond" type bond mode active-backup miimon 50 fail_over_mac "$fom" || return 1
 	vm_on_exit "ip link del $bond 2>/dev/null"
 	for s in a b; do
 		run ip link add "$bond$s" type veth peer name "$bond$s-p" || return 1
