@@ -24,7 +24,7 @@
 #include "gw_loop.h"
 
 #define ETCD_CONNECT_MS 1000
-#define ETCD_TIMEOUT_MS 3000
+#define ETCD_TIMEOUT_MS 2000
 #define ETCD_SYNC_TIMEOUT_MS 1500
 #define ETCD_RESP_MAX (64u << 20)
 
