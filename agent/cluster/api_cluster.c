@@ -453,6 +453,15 @@ static void on_id_put(void *ctx, int err, json_t *resp)
 		gw_warn("cluster", "cannot write the cluster id under %s yet", c->prefix);
 }
 
+static void on_portals_put(void *ctx, int err, json_t *resp)
+{
+	struct api_cluster *c = ctx;
+
+	(void)resp;
+	if (err)
+		gw_warn("cluster", "cannot publish member %s's portals yet", c->id);
+}
+
 /* PREFIX/cluster_id as read (NULL: absent): 0, or -ENOTUNIQ when it is not this member's. */
 static int cl_check_id(struct api_cluster *c, const char *theirs)
 {
@@ -598,14 +607,12 @@ static void on_list(void *ctx, int err, json_t *resp)
 {
 	struct api_cluster *c = ctx;
 	char *theirs = NULL, *k, *v, *idk = cl_key(c, "cluster_id", NULL);
-	json_t *kvs = json_array();
 	int64_t rev, mrev;
 	size_t i;
 
 	c->list_busy = false;
 	if (err || !idk) {
 		free(idk);
-		json_decref(kvs);
 		if (cl_away(err))
 			cl_unreachable(c);
 		return;
@@ -622,7 +629,6 @@ static void on_list(void *ctx, int err, json_t *resp)
 	free(idk);
 	err = cl_check_id(c, theirs);
 	free(theirs);
-	json_decref(kvs);
 	if (err)
 		return;
 	json_object_clear(c->live);
@@ -1057,7 +1063,7 @@ void api_cluster_set_local(struct api_cluster *c, const json_t *gw_config)
 	/* Publish the portals with the member key. */
 	if (first && c->lease && !c->refused &&
 	    api_etcd_post(c->etcd, "/v3/kv/put",
-			  cl_put_req(c, "members", cl_member_value(c), c->lease), on_id_put, c))
+			  cl_put_req(c, "members", cl_member_value(c), c->lease), on_portals_put, c))
 		gw_warn("cluster", "cannot publish member %s's portals yet", c->id);
 }
 

@@ -5,6 +5,9 @@
  * PREFIX/config as {"generation": N, "config": {...}}; a save is a txn comparing the key's
  * mod_revision with the one this agent last read (create_revision 0 for the first save), so
  * of two agents writing at once exactly one wins and the other answers 412 without storing.
+ * The value is read synchronously once, at start; after that the cluster's watch hands every
+ * change in (api_store_etcd_apply) and saves go through the loop (save_async), so neither the
+ * REST API nor the loop waits for etcd.
  */
 #include <errno.h>
 #include <stdio.h>
