@@ -67,6 +67,16 @@ void api_cluster_gw_lost(struct api_cluster *c);
 bool api_cluster_holds_update(const json_t *eff, const char *self, json_t *owned, json_t *held,
 			      uint64_t now_ms, uint64_t hold_ms);
 void api_cluster_mark_pending(json_t *eff, const char *self, const json_t *owned);
+/* ---- persistent reservations in etcd (api_cluster_pr.c; pure, not wired in yet) ---------- */
+
+/* PREFIX/pr/TARGET/LUN: where one LU's reservation state lives (malloc'ed). */
+char *api_pr_key(const char *prefix, const char *target, uint64_t lun);
+/* 0 when st is a valid state (docs/CLUSTER.md); -EINVAL with *why naming the field. */
+int api_pr_state_check(const json_t *st, const char **why);
+/* The txn that commits st only if the key is still at mod_rev (0: still absent); on failure it
+ * reads the key back, so the loser learns the state that won in the same round trip. */
+json_t *api_pr_cas_txn(const char *key, const json_t *st, int64_t mod_rev);
+
 /* GET /cluster: members, groups, owners, etcd's state and endpoints (new reference). */
 json_t *api_cluster_status(const struct api_cluster *c);
 
