@@ -418,6 +418,7 @@ static void on_revoked(void *ctx, int err, json_t *resp)
 /* Another cluster's id under the prefix: nothing more is read from or written to it. */
 static void cl_refuse(struct api_cluster *c, const char *theirs)
 {
+	const char *file = c->id_file ? c->id_file : "DIR/cluster-id";
 	char id[24];
 
 	if (c->refused)
@@ -427,8 +428,7 @@ static void cl_refuse(struct api_cluster *c, const char *theirs)
 	if (asprintf(&c->error, "the prefix %s belongs to cluster %s, but this gateway joined "
 		     "cluster %s (recorded in %s): two clusters share one prefix, or etcd was "
 		     "reset. Give each cluster its own --cluster-prefix, or remove %s to join "
-		     "cluster %s", c->prefix, theirs, c->cluster_id, c->id_file, c->id_file,
-		     theirs) < 0)
+		     "cluster %s", c->prefix, theirs, c->cluster_id, file, file, theirs) < 0)
 		c->error = NULL;
 	gw_err("cluster", "%s", c->error ? c->error : "the prefix is another cluster's");
 	api_store_etcd_refuse(c->store);
