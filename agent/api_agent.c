@@ -155,6 +155,12 @@ static const struct api_gwc_ops api_gwc_agent_ops = {
 static int open_etcd_store(struct api_agent *ag)
 {
 	const struct api_conf *conf = &ag->conf;
+	struct api_etcd_conf ec = {
+		.endpoints = conf->etcd_endpoints,
+		.ca_file = conf->etcd_ca,
+		.cert_file = conf->etcd_cert,
+		.key_file = conf->etcd_key,
+	};
 	struct api_etcd *e;
 	char *cache = NULL;
 	int r;
@@ -165,7 +171,7 @@ static int open_etcd_store(struct api_agent *ag)
 		       "--gateway-id and --port-group");
 		return -EINVAL;
 	}
-	r = api_etcd_create(conf->etcd_endpoints, &e);
+	r = api_etcd_create(&ec, ag->loop, &e);
 	if (r)
 		return r;
 	if (asprintf(&cache, "%s/etcd-cache.json", conf->state_dir) < 0) {
@@ -273,6 +279,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 		gw_timer_arm(&ag->poll, ag->conf.poll_ms, ag->conf.poll_ms);
 	}
 	if (conf->store && !strcmp(conf->store, "etcd")) {
+		char *id_file = NULL;
 		struct api_cluster_conf cc = {
 			.endpoints = conf->etcd_endpoints,
 			.prefix = conf->cluster_prefix,
@@ -289,7 +296,13 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 			.ag = ag,
 		};
 
+		if (asprintf(&id_file, "%s/cluster-id", conf->state_dir) < 0) {
+			r = -ENOMEM;
+			goto fail_gwc;
+		}
+		cc.id_file = id_file;
 		r = api_cluster_start(&cc, &ag->cluster);
+		free(id_file);
 		if (r)
 			goto fail_gwc;
 	}

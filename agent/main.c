@@ -6,7 +6,8 @@
  *                [--tls-cert FILE --tls-key FILE [--allow-remote]] [--body-max BYTES]
  *                [--debug LIST] [--webui-dir DIR] [limits: see usage()]
  *                [--store etcd --etcd-endpoints URL[,URL] --cluster-prefix /isergw/NAME
- *                 --gateway-id NAME --port-group N [--lease-ttl SECONDS]]
+ *                 --gateway-id NAME --port-group N [--lease-ttl SECONDS]
+ *                 [--etcd-ca PEM] [--etcd-cert PEM --etcd-key PEM]]
  *   isergw-agent --state-dir DIR --add-token NAME [--role admin|read]
  */
 #include <errno.h>
@@ -38,7 +39,8 @@ static void usage(FILE *f)
 		"                    [--body-max BYTES] [--backstore-dirs DIR[,DIR...]] [limits]\n"
 		"                    [--webui-dir DIR] [--debug LIST]\n"
 		"                    [--store etcd --etcd-endpoints URLS --cluster-prefix KEY\n"
-		"                     --gateway-id NAME --port-group N [--lease-ttl SECONDS]]\n"
+		"                     --gateway-id NAME --port-group N [--lease-ttl SECONDS]\n"
+		"                     [--etcd-ca PEM] [--etcd-cert PEM --etcd-key PEM]]\n"
 		"       isergw-agent --state-dir DIR --add-token NAME [--role admin|read]\n"
 		"       isergw-agent --state-dir DIR --init-tokens\n"
 		"  --state-dir DIR        desired configuration, tokens (created 0700)\n"
@@ -75,7 +77,11 @@ static void usage(FILE *f)
 	/* A cluster of gateways (docs/CLUSTER.md). */
 	fprintf(f,
 		"  --store file|etcd      where the desired configuration lives (default file)\n"
-		"  --etcd-endpoints URLS  etcd v3 JSON gateway, http://127.0.0.1:2379[,...]\n"
+		"  --etcd-endpoints URLS  etcd v3 JSON gateway, http://127.0.0.1:2379[,...]; the\n"
+		"                         next is tried when one fails\n"
+		"  --etcd-ca PEM          the CA that signed the https:// endpoints' certificates\n"
+		"  --etcd-cert PEM        this agent's client certificate for etcd (with --etcd-key)\n"
+		"  --etcd-key PEM         its private key\n"
 		"  --cluster-prefix KEY   the cluster's etcd key prefix, /isergw/NAME\n"
 		"  --gateway-id NAME      this gateway's member name in the cluster\n"
 		"  --port-group N         this gateway's ALUA target port group (1..65535)\n"
@@ -132,7 +138,8 @@ static bool opt_uint(const char *name, const char *arg, unsigned long min, unsig
 static int check_cluster_opts(struct api_conf *c)
 {
 	if (!c->store || !strcmp(c->store, "file")) {
-		if (c->etcd_endpoints || c->cluster_prefix || c->gateway_id || c->port_group) {
+		if (c->etcd_endpoints || c->cluster_prefix || c->gateway_id || c->port_group ||
+		    c->etcd_ca || c->etcd_cert || c->etcd_key) {
 			fprintf(stderr, "isergw-agent: the cluster options need --store etcd\n");
 			return -1;
 		}
@@ -145,6 +152,10 @@ static int check_cluster_opts(struct api_conf *c)
 	if (!c->etcd_endpoints || !c->cluster_prefix || !c->gateway_id) {
 		fprintf(stderr, "isergw-agent: --store etcd needs --etcd-endpoints, "
 			"--cluster-prefix and --gateway-id\n");
+		return -1;
+	}
+	if (!!c->etcd_cert != !!c->etcd_key) {
+		fprintf(stderr, "isergw-agent: --etcd-cert and --etcd-key go together\n");
 		return -1;
 	}
 	if (c->cluster_prefix[0] != '/' || strlen(c->cluster_prefix) < 2) {
@@ -280,6 +291,9 @@ int main(int argc, char **argv)
 		{ "auth-fail-window", required_argument, NULL, 1107 },
 		{ "auth-backoff", required_argument, NULL, 1108 },
 		{ "backstore-dirs", required_argument, NULL, 1109 },
+		{ "etcd-ca", required_argument, NULL, 1110 },
+		{ "etcd-cert", required_argument, NULL, 1111 },
+		{ "etcd-key", required_argument, NULL, 1112 },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
@@ -317,6 +331,9 @@ int main(int argc, char **argv)
 		case 1004: conf.gateway_id = optarg; break;
 		case 1005: conf.port_group = (unsigned int)strtoul(optarg, NULL, 10); break;
 		case 1006: conf.lease_ttl = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 1110: conf.etcd_ca = optarg; break;
+		case 1111: conf.etcd_cert = optarg; break;
+		case 1112: conf.etcd_key = optarg; break;
 		case 1007: return print_openapi();
 		case 1008: init_only = true; break;
 		case 1101:

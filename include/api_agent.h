@@ -43,6 +43,9 @@ struct api_conf {
 	/* Cluster (docs/CLUSTER.md): store "etcd" keeps the configuration in etcd. */
 	const char *store;		/* "file" (default) or "etcd" */
 	const char *etcd_endpoints;
+	const char *etcd_ca;		/* PEM files for https:// endpoints, NULL: none */
+	const char *etcd_cert;
+	const char *etcd_key;
 	const char *cluster_prefix;
 	const char *gateway_id;
 	unsigned int port_group;

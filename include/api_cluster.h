@@ -25,6 +25,7 @@ struct api_cluster_conf {
 	struct gw_loop *loop;
 	struct api_store *store;	/* the etcd store */
 	const char *listen;		/* the agent's address, published with the member */
+	const char *id_file;		/* where the id of the cluster joined is kept */
 	struct api_agent *ag;		/* handed back to the callbacks below, never read */
 	/* The agent's: the desired configuration or the members changed, so the gateway must
 	 * follow; and whether a write is under way (the store is not refreshed under it). */
@@ -37,13 +38,17 @@ struct api_cluster_conf {
 	void (*lease)(struct api_agent *ag, uint64_t valid_ms);
 };
 
+/* The watch keeps the view current; a list every this long catches what it could miss. */
+#define API_CLUSTER_RELIST_MS 30000
+
 /* The gateways' default gateway.fence_margin_ms (docs/CLUSTER.md). */
 #define API_CLUSTER_FENCE_MARGIN_MS 1000
 
 struct api_cluster;
 
-/* Registers the member (refuses a group another member holds: -EADDRINUSE) and starts the
- * keepalive / watch timer. conf->store must be the etcd store. */
+/* Checks the prefix (blocking, at start only): refuses a group or a gateway id another live
+ * member holds (-EADDRINUSE) and a prefix another cluster's id owns (-ENOTUNIQ); then joins,
+ * lists and watches from the loop. conf->store must be the etcd store. */
 int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **out);
 /* Revokes the lease (the member leaves at once) and frees. */
 void api_cluster_stop(struct api_cluster *c);
@@ -62,7 +67,17 @@ void api_cluster_gw_lost(struct api_cluster *c);
 bool api_cluster_holds_update(const json_t *eff, const char *self, json_t *owned, json_t *held,
 			      uint64_t now_ms, uint64_t hold_ms);
 void api_cluster_mark_pending(json_t *eff, const char *self, const json_t *owned);
-/* GET /cluster: members, groups, owners, etcd reachability (new reference). */
+/* ---- persistent reservations in etcd (api_cluster_pr.c; pure, not wired in yet) ---------- */
+
+/* PREFIX/pr/TARGET/LUN: where one LU's reservation state lives (malloc'ed). */
+char *api_pr_key(const char *prefix, const char *target, uint64_t lun);
+/* 0 when st is a valid state (docs/CLUSTER.md); -EINVAL with *why naming the field. */
+int api_pr_state_check(const json_t *st, const char **why);
+/* The txn that commits st only if the key is still at mod_rev (0: still absent); on failure it
+ * reads the key back, so the loser learns the state that won in the same round trip. */
+json_t *api_pr_cas_txn(const char *key, const json_t *st, int64_t mod_rev);
+
+/* GET /cluster: members, groups, owners, etcd's state and endpoints (new reference). */
 json_t *api_cluster_status(const struct api_cluster *c);
 
 #endif

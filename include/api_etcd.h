@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The store's etcd side (docs/CLUSTER.md): a small client of etcd v3's JSON gateway (libcurl,
- * bounded timeouts, endpoints tried in turn) and the etcd backend of the desired configuration
- * store (compare-and-swap on the key's revision, so two agents never overwrite each other's
- * change). Membership is api_cluster.h's, over this client.
- *
- * The etcd calls are synchronous with short timeouts (connect 500 ms, whole call 1.5 s per
- * endpoint): the loop can stall that long when etcd is away, never longer.
+ * The store's etcd side (docs/CLUSTER.md): a client of etcd v3's JSON gateway (libcurl's
+ * multi interface in the agent's loop: calls and watches never block it; http:// or https://
+ * with a CA and a client certificate; several endpoints, the next tried when one fails) and the
+ * etcd backend of the desired configuration store (compare-and-swap on the key's revision, so
+ * two agents never overwrite each other's change). Membership is api_cluster.h's, over this
+ * client.
  */
 #ifndef API_ETCD_H
 #define API_ETCD_H
@@ -19,6 +18,7 @@
 #include "api_store.h"
 
 struct api_agent;
+struct gw_loop;
 
 /* ---- pure helpers (unit-tested) -------------------------------------------------------- */
 
@@ -57,12 +57,57 @@ json_t *api_cluster_effective(const json_t *desired, const json_t *groups, const
 
 struct api_etcd;
 
-/* endpoints: "http://127.0.0.1:2379[,http://...]". 0, -EINVAL or -ENOMEM. */
-int api_etcd_create(const char *endpoints, struct api_etcd **out);
+/*
+ * What an endpoint answered (pure): 0 with *resp (new reference) for an etcd answer; -EPROTO
+ * when etcd refused the call (why says what it said); -EBADMSG when the answer is not etcd's
+ * (a web server's 404 page, an etcd v2): why says so.
+ */
+int api_etcd_answer(long http, const char *body, size_t len, json_t **resp, char *why,
+		    size_t whylen);
+/* A watch's stream (pure): 1 with the next message (*msg, new reference) and *used bytes
+ * taken; 0 when no whole message is there yet (*used: blanks to skip); -EPROTO on garbage. */
+int api_etcd_stream_next(const char *buf, size_t len, json_t **msg, size_t *used);
+
+struct api_etcd_conf {
+	const char *endpoints;		/* "https://10.0.0.1:2379[,https://...]" */
+	const char *ca_file;		/* PEM: the CA that signed etcd's certificate */
+	const char *cert_file;		/* PEM: this agent's client certificate and key */
+	const char *key_file;
+};
+
+/* 0, -EINVAL (a bad endpoint, a certificate without its key) or -ENOMEM. loop may be NULL
+ * for a client that only makes synchronous calls. */
+int api_etcd_create(const struct api_etcd_conf *conf, struct gw_loop *loop,
+		    struct api_etcd **out);
+/* Every call under way ends without its callback. */
 void api_etcd_destroy(struct api_etcd *e);
-/* POSTs req (stolen) to path ("/v3/kv/range") and parses the answer into *resp (new ref).
- * 0; -EHOSTUNREACH / -ETIMEDOUT when no endpoint answered; -EPROTO on an error answer. */
+/* POSTs req (stolen) to path ("/v3/kv/range") and parses the answer into *resp (new ref),
+ * blocking: start-up and shutdown only. 0; -EHOSTUNREACH / -ETIMEDOUT when no endpoint
+ * answered as etcd; -EPROTO when etcd refused it. */
 int api_etcd_call(struct api_etcd *e, const char *path, json_t *req, json_t **resp);
+
+/* err as api_etcd_call's; resp is borrowed (NULL on an error). */
+typedef void (*api_etcd_done_fn)(void *ctx, int err, json_t *resp);
+typedef void (*api_etcd_msg_fn)(void *ctx, json_t *msg);
+struct api_etcd_op;
+
+/* The same call without blocking: done runs once from the loop when it returned 0, never
+ * when it returned < 0 (-ENOMEM). */
+int api_etcd_post(struct api_etcd *e, const char *path, json_t *req, api_etcd_done_fn done,
+		  void *ctx);
+/* Watches every key under prefix from start_rev: each message of the stream goes to msg
+ * ({"result": {"header", "events": [...]}}); end runs once when the watch is over (the
+ * connection closed, no endpoint answered, etcd refused it). */
+int api_etcd_watch(struct api_etcd *e, const char *prefix, int64_t start_rev,
+		   api_etcd_msg_fn msg, api_etcd_done_fn end, void *ctx, struct api_etcd_op **op);
+/* Ends a call or a watch without its callback. */
+void api_etcd_cancel(struct api_etcd_op *op);
+/* Ends every call whose ctx is ctx, without their callbacks. */
+void api_etcd_cancel_ctx(struct api_etcd *e, void *ctx);
+/* The last call reached no etcd at all. */
+bool api_etcd_down(const struct api_etcd *e);
+/* {"endpoint": the one in use, "tls", "endpoints": [{"url", "state", "error"}]} */
+json_t *api_etcd_status(const struct api_etcd *e);
 
 /* The etcd backend: PREFIX/config holds {"generation": N, "config": {...}}; a copy of the last
  * value seen is kept in cache_path so an agent that starts while etcd is away serves it. The
@@ -71,5 +116,10 @@ int api_etcd_call(struct api_etcd *e, const char *path, json_t *req, json_t **re
 int api_store_open_etcd(struct api_etcd *e, const char *prefix, const char *cache_path,
 			struct api_store **out);
 struct api_etcd *api_store_etcd_client(struct api_store *s);
+/* The watch saw PREFIX/config change to value (NULL: deleted) at mod_rev: 1 when the
+ * configuration changed, 0 when not, -EINVAL on a value that is not one (logged). */
+int api_store_etcd_apply(struct api_store *s, const char *value, int64_t mod_rev);
+/* The prefix belongs to another cluster: every change is refused from now on. */
+void api_store_etcd_refuse(struct api_store *s);
 
 #endif

@@ -27,6 +27,10 @@ struct api_store_ops {
 	 * (config and generation updated), 0 unchanged, -errno when the backend is away. NULL:
 	 * only this agent writes it. */
 	int (*refresh)(struct api_store *s);
+	/* Backends reached over the network (etcd): save without blocking; done(ctx, 0 or
+	 * -errno) runs once from the loop when this returned 0. NULL: save is quick. */
+	int (*save_async)(struct api_store *s, const json_t *config, uint64_t gen,
+			  void (*done)(void *ctx, int err), void *ctx);
 };
 
 struct api_store {
@@ -43,6 +47,11 @@ void api_store_destroy(struct api_store *s);
 /* Makes config (stolen, also on failure) the desired configuration as generation + 1. On
  * failure nothing changes. 0 or -errno. */
 int api_store_commit(struct api_store *s, json_t *config);
+/* api_store_commit without blocking the loop: > 0 when done(ctx, 0 or -errno) will run once
+ * the backend answered (the store changes then, on success), 0 when committed already, -errno
+ * when it failed already (done never runs then). config is stolen in every case. */
+int api_store_commit_async(struct api_store *s, json_t *config, void (*done)(void *ctx, int err),
+			   void *ctx);
 /* ops->refresh when there is one, else 0. */
 int api_store_refresh(struct api_store *s);
 /* The configuration an agent starts with when nothing was ever stored (new reference). */

@@ -25,6 +25,8 @@ struct api_wreq {
 	json_t *config, *body;
 	unsigned int status;
 	char *prefix;
+	const char *gw_status;		/* what the gateway said, while the store answers */
+	bool storing;			/* the store's answer is awaited (api_store_commit_async) */
 };
 
 static struct api_wreq *wreq(struct api_req *r)
@@ -201,7 +203,9 @@ json_t *api_write_begin(struct api_req *r)
 	rc = api_store_refresh(r->ag->store);
 	if (rc < 0) {
 		api_reply_err(r, API_E_STORE_UNAVAILABLE, NULL, "the configuration store (%s) is "
-			      "not reachable: %s", r->ag->store->ops->name, strerror(-rc));
+			      "not reachable: %s", r->ag->store->ops->name, rc == -ENOTUNIQ ?
+			      "its prefix is another cluster's (GET /cluster says more)" :
+			      strerror(-rc));
 		return NULL;
 	}
 	if (rc > 0)
@@ -219,24 +223,25 @@ json_t *api_write_begin(struct api_req *r)
 	return c;
 }
 
-static void write_commit(struct api_req *r, const char *gw_status)
+/* The store's answer to a write: the reply. */
+static void write_stored(struct api_req *r, int rc)
 {
 	struct api_agent *ag = r->ag;
 	struct api_wreq *w = r->wr;
-	json_t *cfg = w->config, *body = w->body;
-	int rc;
+	json_t *body = w->body;
+	const char *gw_status = w->gw_status;
 
-	w->config = NULL;
 	w->body = NULL;
-	rc = api_store_commit(ag->store, cfg);
 	if (rc) {
 		json_decref(body);
 		if (rc == -ESTALE)
 			api_reply_err(r, API_E_STALE, NULL, "another agent changed the "
 				      "configuration first: read it again and retry");
-		else if (rc == -EHOSTUNREACH || rc == -ETIMEDOUT)
+		else if (rc == -EHOSTUNREACH || rc == -ETIMEDOUT || rc == -ENOTUNIQ)
 			api_reply_err(r, API_E_STORE_UNAVAILABLE, NULL, "the configuration store "
 				      "(%s) is not reachable: %s", ag->store->ops->name,
+				      rc == -ENOTUNIQ ?
+				      "its prefix is another cluster's (GET /cluster says more)" :
 				      strerror(-rc));
 		else
 			api_reply_err(r, API_E_INTERNAL, NULL, "cannot store the configuration: %s",
@@ -255,6 +260,34 @@ static void write_commit(struct api_req *r, const char *gw_status)
 		api_reply_json(r, w->status, body);
 	else
 		api_reply_text(r, 204, NULL, NULL, 0);
+}
+
+static void on_stored(void *ctx, int err)
+{
+	struct api_req *r = ctx;
+
+	r->wr->storing = false;
+	write_stored(r, err);
+	api_req_resume(r);
+}
+
+/* Stores the write; true when the store answers later (the request is suspended until then). */
+static bool write_commit(struct api_req *r, const char *gw_status)
+{
+	struct api_wreq *w = r->wr;
+	json_t *cfg = w->config;
+	int rc;
+
+	w->config = NULL;
+	w->gw_status = gw_status;
+	rc = api_store_commit_async(r->ag->store, cfg, on_stored, r);
+	if (rc > 0) {
+		w->storing = true;
+		api_req_suspend(r);
+		return true;
+	}
+	write_stored(r, rc);
+	return false;
 }
 
 /* Gateway errors are {"field", "message"} objects, as the agent's own. */
@@ -279,9 +312,11 @@ static void on_apply_reply(void *ctx, int err, json_t *reply)
 
 	if (err < 0) {
 		/* Lost on the way: stored anyway, the gateway gets it when it reconnects. */
-		write_commit(r, "pending");
+		if (write_commit(r, "pending"))
+			return;
 	} else if (json_is_true(json_object_get(reply, "ok"))) {
-		write_commit(r, "applied");
+		if (write_commit(r, "applied"))
+			return;
 	} else {
 		struct gw_errlist errs;
 

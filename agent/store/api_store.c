@@ -213,6 +213,52 @@ int api_store_commit(struct api_store *s, json_t *config)
 	return 0;
 }
 
+struct commit_wait {
+	struct api_store *s;
+	json_t *config;
+	uint64_t gen;
+	void (*done)(void *ctx, int err);
+	void *ctx;
+};
+
+static void commit_done(void *arg, int err)
+{
+	struct commit_wait *w = arg;
+
+	if (!err) {
+		json_decref(w->s->config);
+		w->s->config = w->config;
+		w->s->generation = w->gen;
+	} else {
+		json_decref(w->config);
+	}
+	w->done(w->ctx, err);
+	free(w);
+}
+
+int api_store_commit_async(struct api_store *s, json_t *config, void (*done)(void *ctx, int err),
+			   void *ctx)
+{
+	struct commit_wait *w;
+	int r;
+
+	if (!s->ops->save_async)
+		return api_store_commit(s, config);
+	w = config ? calloc(1, sizeof(*w)) : NULL;
+	if (!w) {
+		json_decref(config);
+		return -ENOMEM;
+	}
+	*w = (struct commit_wait){ s, config, s->generation + 1, done, ctx };
+	r = s->ops->save_async(s, config, w->gen, commit_done, w);
+	if (r) {
+		json_decref(config);
+		free(w);
+		return r;
+	}
+	return 1;
+}
+
 int api_store_refresh(struct api_store *s)
 {
 	return s->ops->refresh ? s->ops->refresh(s) : 0;

@@ -2,9 +2,11 @@
 """A TCP relay between one cluster agent and etcd that a test can cut (tests/integration/
 test_fencing.sh): while CUTFILE exists every byte each way is dropped and the connections are
 held open, new ones too, as a network partition looks to the agent (its calls time out);
-once CUTFILE is gone the held connections are closed and new ones pass again.
+once CUTFILE is gone the held connections are closed and new ones pass again. With DELAYFILE,
+while that file exists every chunk each way waits the milliseconds it holds before it passes
+(a slow etcd: nothing is lost, everything is late; tests/integration/test_etcd.sh).
 
-    etcd_relay.py LISTEN_PORT TARGET_PORT CUTFILE       (127.0.0.1 both sides)
+    etcd_relay.py LISTEN_PORT TARGET_PORT CUTFILE [DELAYFILE]      (127.0.0.1 both sides)
 """
 import asyncio
 import os
@@ -16,6 +18,14 @@ HOST = "127.0.0.1"
 
 def main():
     listen, target, cut = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    delay = sys.argv[4] if len(sys.argv) > 4 else None
+
+    def delay_s():
+        try:
+            with open(delay) as f:
+                return int(f.read().strip() or 0) / 1000.0
+        except (OSError, TypeError, ValueError):
+            return 0.0
 
     async def pump(r, w, state):
         try:
@@ -28,6 +38,9 @@ def main():
                     continue
                 if state["cut"]:
                     break
+                d = delay_s()
+                if d > 0:
+                    await asyncio.sleep(d)
                 w.write(data)
                 await w.drain()
         except (ConnectionError, OSError):

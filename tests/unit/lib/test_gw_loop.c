@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gw_loop.h"
@@ -417,4 +418,22 @@ Test(loop, a_watch_stopped_and_freed_in_a_batch_gets_no_later_event)
 		close(k.fds[0]);
 		close(k.fds[1]);
 	}
+}
+
+/* Every deadline in the tree (timers, the cluster's lease and takeover holds, the gateway's
+ * fence) is on gw_now_ms() and timerfds: both must count CLOCK_MONOTONIC, which a wall-clock
+ * jump (settimeofday, NTP stepping) does not move. */
+Test(loop, the_clock_is_monotonic_not_the_wall_clock)
+{
+	struct timespec mono, wall;
+	uint64_t now = gw_now_ns(), m, w;
+
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &wall);
+	m = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
+	w = (uint64_t)wall.tv_sec * 1000000000ull + (uint64_t)wall.tv_nsec;
+	cr_assert_leq(now, m);
+	cr_assert_lt(m - now, 1000000000ull, "gw_now_ns reads CLOCK_MONOTONIC");
+	cr_assert_gt(w - m, 365ull * 24 * 3600 * 1000000000ull,
+		     "and not the wall clock (years apart unless the host has run for decades)");
 }

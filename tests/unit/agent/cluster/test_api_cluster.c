@@ -11,6 +11,10 @@
 #include "api_etcd.h"
 #include "gw_log.h"
 
+/* The watch handling is static: reached by including the file (the archive copy is not
+ * linked then). */
+#include "api_cluster.c"
+
 static void setup(void)
 {
 	gw_log_set_level(GW_LOG_WARN - 1);
@@ -245,4 +249,127 @@ Test(api_cluster, a_lun_becoming_ours_waits_its_hold_before_it_is_optimized)
 	json_decref(eff);
 	json_decref(owned);
 	json_decref(held);
+}
+
+/* ---- what the watch delivers (an etcd store whose endpoint is dead: nothing is sent) ----- */
+
+static int changed_calls;
+
+static void count_changed(struct api_agent *ag)
+{
+	(void)ag;
+	changed_calls++;
+}
+
+static struct api_cluster *watch_cluster(const char *my_id)
+{
+	struct api_etcd_conf ec = { .endpoints = "http://127.0.0.1:1" };
+	struct api_cluster *c = calloc(1, sizeof(*c));
+	struct api_etcd *e;
+
+	cr_assert_eq(api_etcd_create(&ec, NULL, &e), 0);
+	cr_assert_eq(api_store_open_etcd(e, "/t", NULL, &c->store), 0);
+	c->etcd = e;
+	c->prefix = strdup("/t");
+	c->id = strdup("gw-a");
+	c->group = 1;
+	c->ttl = 3;
+	c->live = json_object();
+	c->groups = json_object();
+	c->owned = json_object();
+	c->held = json_object();
+	c->changed = count_changed;
+	c->cluster_id = my_id ? strdup(my_id) : NULL;
+	changed_calls = 0;
+	return c;
+}
+
+static void watch_cluster_free(struct api_cluster *c)
+{
+	struct api_store *s = c->store;
+
+	c->lease = 0;
+	c->lease_cb = NULL;
+	api_cluster_stop(c);
+	api_store_destroy(s);
+}
+
+/* {"result": {"events": [one event]}} for key = value, NULL: deleted. */
+static json_t *watch_msg(const char *key, const char *value, int rev)
+{
+	char *k = api_b64_encode(key, strlen(key));
+	char *v = value ? api_b64_encode(value, strlen(value)) : NULL;
+	json_t *ev = json_pack("{s:{s:s, s:s?, s:i}}", "kv", "key", k, "value", v,
+			       "mod_revision", rev);
+
+	if (!value)
+		json_object_set_new(ev, "type", json_string("DELETE"));
+	free(k);
+	free(v);
+	return json_pack("{s:{s:{s:s}, s:[o]}}", "result", "header", "revision", "9", "events",
+			 ev);
+}
+
+static void deliver(struct api_cluster *c, json_t *msg)
+{
+	on_watch_msg(c, msg);
+	json_decref(msg);
+}
+
+Test(api_cluster, the_watch_keeps_members_groups_and_the_configuration)
+{
+	struct api_cluster *c = watch_cluster("id-1");
+
+	deliver(c, watch_msg("/t/members/gw-b", "{\"id\":\"gw-b\",\"group\":2}", 5));
+	deliver(c, watch_msg("/t/groups/gw-b", "2", 5));
+	cr_assert_not_null(json_object_get(c->live, "gw-b"));
+	cr_assert_eq(json_integer_value(json_object_get(c->groups, "gw-b")), 2);
+	cr_assert_geq(changed_calls, 1, "a new member is pushed to the gateway");
+	deliver(c, watch_msg("/t/config", "{\"generation\":3,\"config\":{\"portals\":[]}}", 6));
+	cr_assert_eq(c->store->generation, 3, "the configuration comes in through the watch");
+	cr_assert_eq(api_store_refresh(c->store), -EHOSTUNREACH,
+		     "a write still needs etcd reachable (its endpoint is dead here)");
+	deliver(c, watch_msg("/t/members/gw-b", NULL, 7));
+	cr_assert_null(json_object_get(c->live, "gw-b"), "a lease that ended removes the member");
+	cr_assert_eq(json_integer_value(json_object_get(c->groups, "gw-b")), 2,
+		     "its group stays (unavailable)");
+	deliver(c, watch_msg("/t/config", "not json", 8));
+	cr_assert_eq(c->store->generation, 3, "a value that is no configuration changes nothing");
+	watch_cluster_free(c);
+}
+
+Test(api_cluster, another_clusters_id_under_the_prefix_is_refused)
+{
+	struct api_cluster *c = watch_cluster("id-1");
+
+	deliver(c, watch_msg("/t/cluster_id", "id-1", 4));
+	cr_assert_not(c->refused, "its own id");
+	deliver(c, watch_msg("/t/cluster_id", "id-2", 5));
+	cr_assert(c->refused);
+	cr_assert(strstr(c->error, "belongs to cluster id-2") &&
+		  strstr(c->error, "joined cluster id-1"), "%s", c->error);
+	cr_assert_eq(api_store_refresh(c->store), -ENOTUNIQ, "changes are refused from now on");
+	watch_cluster_free(c);
+}
+
+Test(api_cluster, a_first_member_adopts_the_id_it_finds)
+{
+	struct api_cluster *c = watch_cluster(NULL);
+
+	deliver(c, watch_msg("/t/cluster_id", "id-7", 4));
+	cr_assert_not(c->refused);
+	cr_assert_str_eq(c->cluster_id, "id-7");
+	watch_cluster_free(c);
+}
+
+Test(api_cluster, a_cancelled_or_compacted_watch_means_listing_again)
+{
+	struct api_cluster *c = watch_cluster("id-1");
+	json_t *m = json_pack("{s:{s:b, s:s, s:s}}", "result", "canceled", 1, "compact_revision",
+			      "40", "cancel_reason", "mvcc: required revision has been compacted");
+
+	c->synced = true;
+	deliver(c, m);
+	cr_assert_not(c->synced);
+	watch_cluster_free(c);
 }

@@ -133,3 +133,21 @@ Test(api_store, a_failed_commit_changes_nothing)
 	api_store_destroy(s);
 	cr_assert_eq(mkdir(dir, 0700), 0);
 }
+
+static void never_called(void *ctx, int err)
+{
+	(void)ctx;
+	(void)err;
+	cr_assert_fail("a quick backend commits inside the call, without a callback");
+}
+
+Test(api_store, the_file_store_commits_at_once_through_the_async_call)
+{
+	struct api_store *s;
+
+	cr_assert_eq(api_store_open_file(dir, &s), 0);
+	cr_assert_eq(api_store_commit_async(s, json_pack("{s:[]}", "portals"), never_called, NULL),
+		     0);
+	cr_assert_eq(s->generation, 1);
+	api_store_destroy(s);
+}
