@@ -7,8 +7,10 @@
 #
 # Environment: BUILD, BENCH_VM_SECS (seconds per fio run in the guest [5]), BENCH_VM_ROUNDS
 # (interleaved rounds of every row on every target [3]), BENCH_OUT (Markdown
-# output; the section is appended [$BUILD/bench-iser.md when run alone]), VM_* as for
-# tests/vm/run.sh.
+# output; the section is appended [$BUILD/bench-iser.md when run alone]; when it already holds
+# the host bench's table, its libiscsi gateway/tgt ratios are printed beside the kernel
+# initiator's TCP rows), BENCH_VM_ROWS / BENCH_VM_TARGETS / BENCH_VM_SKIP to narrow a run (see
+# tests/vm/guest/suite-bench-iser.sh), VM_* as for tests/vm/run.sh.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -38,8 +40,12 @@ t_log "bench-iser: booting the VM rig for the iSER rows (${BENCH_VM_ROUNDS} roun
 rm -f "$SHARE/bench-iser.txt"
 # The guest reads its settings from the build tree (it sees the host's files, not its
 # environment).
-printf 'BENCH_VM_SECS=%d\nBENCH_VM_ROUNDS=%d\n' "$BENCH_VM_SECS" "$BENCH_VM_ROUNDS" \
-	>"$T_BUILD/bench-iser.env"
+{
+	printf 'BENCH_VM_SECS=%d\nBENCH_VM_ROUNDS=%d\n' "$BENCH_VM_SECS" "$BENCH_VM_ROUNDS"
+	for v in BENCH_VM_ROWS BENCH_VM_TARGETS BENCH_VM_SKIP; do
+		[ -n "${!v:-}" ] && printf '%s="%s"\n' "$v" "${!v}"
+	done
+} >"$T_BUILD/bench-iser.env"
 "$ROOT/tests/vm/run.sh" bench-iser >"$T_DIR/vm.log" 2>&1
 vm_rc=$?
 grep -E '^  (PASS|FAIL|SKIP)|^vm:' "$T_DIR/vm.log"
@@ -122,6 +128,37 @@ TABLE=$T_DIR/table.md
 	done
 } >"$TABLE"
 
+# The kernel initiator over TCP beside libiscsi on the host: the same workload's gateway/tgt
+# ratio from the host bench's table (the last column of its row in BENCH_OUT), when this run
+# follows it; a row whose two ratios diverge is a client-specific difference.
+TCP_ROWS="randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd1 randwrite-4k-qd32 seqread-512k-qd8
+seqread-512k-qd32 seqwrite-512k-qd8 seqwrite-512k-qd32"
+host_ratio() {
+	[ -r "$OUT_MD" ] || { echo -; return; }
+	awk -F'|' -v r="$1" '$2 ~ "^ " r " $" && $3 ~ /iscsi-perf|isergw-bench/ {
+		x = $(NF - 1); gsub(/ /, "", x); v = x } END { print v == "" ? "-" : v }' "$OUT_MD"
+}
+TCP_TABLE=$T_DIR/table-tcp.md
+{
+	echo '| workload | unit | isergwd kernel/TCP | tgtd kernel/TCP | gateway/tgt kernel initiator (VM) | gateway/tgt libiscsi (host) |'
+	echo '| --- | --- | ---: | ---: | ---: | ---: |'
+	for r in $TCP_ROWS; do
+		field=4 unit=IOPS
+		case "$r" in seq*) field=5 unit="MiB/s" ;; esac
+		line="| $r | $unit |"
+		for c in isergwd:tcp tgtd:tcp; do
+			x=$(fig "${c%%:*}" tcp "$r" $field)
+			if [ "$x" != - ] && [ "$field" = 5 ]; then
+				x=$(awk -v k="$x" 'BEGIN { printf "%.1f", k / 1024 }')
+			elif [ "$x" != - ]; then
+				x=$(awk -v k="$x" 'BEGIN { printf "%d", k + 0.5 }')
+			fi
+			line="$line $x |"
+		done
+		echo "$line $(rratio isergwd:tcp tgtd:tcp "$r" $field) | $(host_ratio "$r") |"
+	done
+} >"$TCP_TABLE"
+
 notes=""
 for c in $COLS; do
 	w=$(why "${c%%:*}" "${c##*:}")
@@ -144,10 +181,21 @@ done
 	echo
 	cat "$TABLE"
 	[ -n "$notes" ] && echo && printf '%s' "$notes"
+	echo
+	echo "### The kernel initiator over TCP beside libiscsi"
+	echo
+	echo "The same guest run: every row over TCP, fio on iscsi_tcp against the gateway and tgtd"
+	echo "(figures and ratios as above), and the gateway/tgt ratio libiscsi measured for the same"
+	echo "workload on the host in this \`make bench\` (\"-\" when the host bench did not run it)."
+	echo "Load average at the end of the run: $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo
+	cat "$TCP_TABLE"
 } >>"$OUT_MD"
 t_log ""
 cat "$TABLE"
 [ -n "$notes" ] && printf '%s' "$notes"
+t_log ""
+cat "$TCP_TABLE"
 t_log ""
 t_log "bench-iser: section appended to $OUT_MD"
 if [ "$vm_rc" -ne 0 ]; then

@@ -67,7 +67,7 @@ suite_budget() {
 	iser) echo 720 ;;
 	iser-fault) echo 420 ;;
 	remote-iser) echo 600 ;;
-	bench-iser) echo 900 ;;
+	bench-iser) echo 2400 ;;
 	*) echo 300 ;;
 	esac
 }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -381,6 +382,59 @@ Test(bs_file, uring_direct_read_write_flush_unmap_zeroes)
 	bs_destroy(b);
 	free(w);
 	free(r);
+}
+
+/* One large and one small read of a tmpfs file, with the process on CPUS CPUs: how many went
+ * to the worker threads, the data checked. */
+static int tmpfs_reads_to_workers(int cpus)
+{
+	char sdir[64], spath[96];
+	struct bs_conf c;
+	struct bs *b = NULL;
+	cpu_set_t old, one;
+	const uint32_t big = 512 * 1024;
+	uint8_t *w = abuf(big, 0x6b), *r = abuf(big, 0);
+	struct iovec wv = { w, big }, rv = { r, big };
+	int n;
+
+	snprintf(sdir, sizeof(sdir), "/dev/shm/test_bs_file.XXXXXX");
+	if (!mkdtemp(sdir))
+		cr_skip_test("no /dev/shm");
+	snprintf(spath, sizeof(spath), "%s/lu.img", sdir);
+	cr_assert_eq(sched_getaffinity(0, sizeof(old), &old), 0);
+	if (cpus == 1) {
+		CPU_ZERO(&one);
+		CPU_SET(sched_getcpu(), &one);
+		cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	} else if (CPU_COUNT(&old) < 2) {
+		cr_skip_test("this process may run on one CPU only");
+	}
+	c = fconf(4 << 20);
+	c.path = spath;
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	sched_setaffinity(0, sizeof(old), &old);
+	cr_assert_eq(do_io(b, BS_WRITE, 1 << 20, big, &wv, 1), 0);
+	cr_assert_eq(do_io(b, BS_READ, 1 << 20, big, &rv, 1), 0);
+	cr_assert_eq(memcmp(w, r, big), 0, "the large read returned other data");
+	memset(r, 0, 4096);
+	rv.iov_len = 4096;
+	cr_assert_eq(do_io(b, BS_READ, 1 << 20, 4096, &rv, 1), 0);
+	cr_assert_eq(memcmp(w, r, 4096), 0);
+	n = (int)json_integer_value(status_of(b, "thread_ios"));
+	bs_destroy(b);
+	unlink(spath);
+	rmdir(sdir);
+	free(w);
+	free(r);
+	return n;
+}
+
+/* With more than one CPU, a 512 KiB read of a tmpfs file is copied by a worker (overlapping
+ * with the loop's sending); 4 KiB reads and writes stay inline. Pinned to one CPU, all inline. */
+Test(bs_file, tmpfs_large_reads_overlap_only_with_cpus_to_spare)
+{
+	cr_assert_eq(tmpfs_reads_to_workers(2), 1, "the 512 KiB read was not the only worker I/O");
+	cr_assert_eq(tmpfs_reads_to_workers(1), 0, "pinned to one CPU, an I/O left the loop");
 }
 
 Test(bs_file, uring_buffered_round_trip)

@@ -10,15 +10,19 @@
 #   targets: the gateway over iSER and over TCP, tgtd over iSER (--lld iser) and over TCP, LIO
 #            over iSER (ib_isert, set up through configfs)
 #   rows:    randread-4k-qd1, randread-4k-qd32, randwrite-4k-qd32 (IOPS), seqread-512k-qd8,
-#            seqwrite-512k-qd8 (MiB/s); reads move by RDMA Write, writes by RDMA Read
+#            seqwrite-512k-qd8 (MiB/s) on every target; reads move by RDMA Write, writes by RDMA
+#            Read. Over TCP also randwrite-4k-qd1, seqread-512k-qd32 and seqwrite-512k-qd32: the
+#            kernel initiator's rows, printed beside the host bench's libiscsi rows.
 #
 # Each measured run is a line "TARGET TRANSPORT ROW IOPS KIBPS ROUND" in
 # $VM_SHARE/bench-iser.txt; a target that cannot run writes "TARGET TRANSPORT - skip REASON".
 # Soft-RoCE under TCG emulation makes absolute figures meaningless: the host prints ratios.
 #
-# Settings: BENCH_VM_SECS (seconds per fio run, default 5) and BENCH_VM_ROUNDS (3), read from
-# $VM_BUILD/bench-iser.env
-# when tests/bench/vm-iser.sh wrote one (the guest does not inherit the host's environment).
+# Settings: BENCH_VM_SECS (seconds per fio run, default 5), BENCH_VM_ROUNDS (3), and to narrow
+# a run: BENCH_VM_ROWS (row names), BENCH_VM_TARGETS (NAME:TRANSPORT words, e.g. "isergwd:tcp
+# tgtd:tcp"; the others stay logged in, idle), BENCH_VM_SKIP ("tgtd:iser" leaves that login
+# out), read from $VM_BUILD/bench-iser.env when tests/bench/vm-iser.sh wrote one (the guest
+# does not inherit the host's environment).
 # shellcheck source=tests/vm/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/vm/guest/lib-tgt.sh
@@ -37,13 +41,17 @@ LUN=$VM_WORK/lun.img
 IQN_GW=iqn.2026-11.org.isergw:bench-gw
 IQN_TGT=iqn.2026-11.org.isergw:bench-tgt
 IQN_LIO=iqn.2026-11.org.isergw:bench-lio
-# name rw bs qd
+# name rw bs qd transports: every row runs over TCP (the kernel initiator's rows beside
+# libiscsi's on the host); the iSER columns carry the first five.
 ROWS="
-randread-4k-qd1 randread 4k 1
-randread-4k-qd32 randread 4k 32
-seqread-512k-qd8 read 512k 8
-randwrite-4k-qd32 randwrite 4k 32
-seqwrite-512k-qd8 write 512k 8
+randread-4k-qd1 randread 4k 1 all
+randread-4k-qd32 randread 4k 32 all
+seqread-512k-qd8 read 512k 8 all
+seqread-512k-qd32 read 512k 32 tcp
+randwrite-4k-qd1 randwrite 4k 1 tcp
+randwrite-4k-qd32 randwrite 4k 32 all
+seqwrite-512k-qd8 write 512k 8 all
+seqwrite-512k-qd32 write 512k 32 tcp
 "
 : >"$OUT"
 
@@ -119,7 +127,7 @@ fio_row() {
 
 # ---- tgtd: iSER on every RDMA address port 3260, TCP on ADDR:3262 -------------------------
 if check tgt-start vm_tgt_start "$IQN_TGT" "$LUN" "$ADDR:3262" "$VM_INITIATOR"; then
-	attach tgtd iser "$IQN_TGT" "$ADDR:3260"
+	case " ${BENCH_VM_SKIP:-} " in *" tgtd:iser "*) ;; *) attach tgtd iser "$IQN_TGT" "$ADDR:3260" ;; esac
 	# tgt keeps each transport's targets apart: a second target, same file, for TCP.
 	if check tgt-tcp-target vm_tgt_add_tcp "$IQN_TGT-tcp" "$LUN"; then
 		attach tgtd tcp "$IQN_TGT-tcp" "$ADDR:3262"
@@ -203,11 +211,14 @@ fi
 set -- $DISKS
 n=$#
 for round in $(seq 1 "$ROUNDS"); do
-	while read -r row rw bs qd; do
+	while read -r row rw bs qd trs; do
 		[ -n "$row" ] || continue
+		case " ${BENCH_VM_ROWS:-$row} " in *" $row "*) ;; *) continue ;; esac
 		for k in $(seq 0 $((n - 1))); do
 			idx=$(((k + round - 1) % n + 1))
 			IFS="|" read -r name tr dev _ _ <<<"${!idx}"
+			[ "$trs" = all ] || [ "$trs" = "$tr" ] || continue
+			case " ${BENCH_VM_TARGETS:-$name:$tr} " in *" $name:$tr "*) ;; *) continue ;; esac
 			fio_row "$name" "$tr" "$dev" "$round" "$row" "$rw" "$bs" "$qd"
 		done
 	done <<<"$ROWS"
