@@ -87,19 +87,23 @@ static bool bond_param(struct api_req *r)
 	return false;
 }
 
-static void reply_bond(struct api_req *r, unsigned int status)
+static void reply_bond(struct api_req *r, unsigned int status, json_t *applied)
 {
 	const char *root = api_sysfs_root();
 	const char *name = r->params[0];
-	json_t *st = api_sysfs_bond(root, name), *rdma;
+	json_t *st = api_sysfs_bond(root, name), *rdma, *view;
 
 	if (!st && desired_index(&r->ag->net, name) < 0) {
 		api_reply_err(r, API_E_NOT_FOUND, "bond", "no bond %s on this host and no desired "
 			      "settings for it", name);
+		json_decref(applied);
 		return;
 	}
 	rdma = api_sysfs_rdma(root);
-	api_reply_json(r, status, bond_view(&r->ag->net, name, st, rdma));
+	view = bond_view(&r->ag->net, name, st, rdma);
+	if (applied)
+		json_object_set_new(view, "applied", applied);
+	api_reply_json(r, status, view);
 	json_decref(st);
 	json_decref(rdma);
 }
@@ -107,7 +111,7 @@ static void reply_bond(struct api_req *r, unsigned int status)
 int api_h_bond_get(struct api_req *r)
 {
 	if (bond_param(r))
-		reply_bond(r, 200);
+		reply_bond(r, 200, NULL);
 	return 0;
 }
 
@@ -115,7 +119,7 @@ int api_h_bond_put(struct api_req *r)
 {
 	struct api_net *n = &r->ag->net;
 	struct gw_errlist errs;
-	json_t *body, *desired, *bonds;
+	json_t *body, *desired, *bonds, *applied;
 	ssize_t i;
 	int rc;
 
@@ -134,6 +138,11 @@ int api_h_bond_put(struct api_req *r)
 	}
 	gw_errlist_fini(&errs);
 	json_object_set_new(body, "name", json_string(r->params[0]));
+	/* ?apply / ?dry_run: the host first; desired is stored only once it runs them. */
+	if (api_bond_put_apply(r, body, &applied)) {
+		json_decref(body);
+		return 0;
+	}
 	desired = json_deep_copy(n->desired);
 	bonds = json_object_get(desired, "bonds");
 	i = api_conf_find(bonds, "name", r->params[0]);
@@ -144,12 +153,13 @@ int api_h_bond_put(struct api_req *r)
 	rc = api_net_save(n, desired);
 	if (rc) {
 		json_decref(desired);
+		json_decref(applied);
 		return rc;
 	}
 	json_decref(n->desired);
 	n->desired = desired;
 	gw_info("agent", "desired settings of bond %s stored", r->params[0]);
-	reply_bond(r, 200);
+	reply_bond(r, 200, applied);
 	return 0;
 }
 
