@@ -206,6 +206,11 @@ static json_t *operation(const struct api_route *rt)
 	}
 	if (rt->flags & API_RF_GATEWAY)
 		json_object_set_new(resp, "503", err_response("gateway unreachable"));
+	/* Changing the host (PUT /bonds/{bond}?apply=true) can be refused. */
+	if (rt->query && strstr(rt->query, "apply:") && !json_object_get(resp, "409"))
+		json_object_set_new(resp, "409", err_response(
+			"refused: it would touch an interface not named, the default route, the "
+			"agent's address or a bond in use"));
 	op = json_pack("{s:s, s:[s], s:o}", "summary", rt->summary, "tags", rt->tag, "responses",
 		       resp);
 	if (rt->role == API_ROLE_NONE)

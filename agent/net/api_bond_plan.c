@@ -44,7 +44,7 @@ static void verdict(struct api_bond_result *res, enum api_bond_verdict v, const 
 
 int api_bond_netdev_path(char *buf, size_t len, const char *dir, const char *bond)
 {
-	int n = snprintf(buf, len, "%s/10-isergw-%s.netdev", dir, bond);
+	int n = snprintf(buf, len, "%s/10-isergw-agent-%s.netdev", dir, bond);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
@@ -52,7 +52,7 @@ int api_bond_netdev_path(char *buf, size_t len, const char *dir, const char *bon
 int api_bond_network_path(char *buf, size_t len, const char *dir, const char *bond,
 			  const char *slave)
 {
-	int n = snprintf(buf, len, "%s/10-isergw-%s-%s.network", dir, bond, slave);
+	int n = snprintf(buf, len, "%s/10-isergw-agent-%s-%s.network", dir, bond, slave);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

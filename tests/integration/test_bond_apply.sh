@@ -126,7 +126,7 @@ check "the set step carries every option, the primary step its slave" test \
 	"({'mode': 'active-backup', 'fail_over_mac': 'active', 'miimon': 100, 'num_grat_arp': 2}, 'va')"
 check "its files: one .netdev and a .network per slave, in --networkd-dir" test \
 	"$(jget "[f['path'] for f in j['files']]")" = \
-	"['$ND/10-isergw-bdn.netdev', '$ND/10-isergw-bdn-va.network', '$ND/10-isergw-bdn-vb.network']"
+	"['$ND/10-isergw-agent-bdn.netdev', '$ND/10-isergw-agent-bdn-va.network', '$ND/10-isergw-agent-bdn-vb.network']"
 check "the .netdev says the bond's settings in networkd's words" test \
 	"$(jget "[l for l in j['files'][0]['content'].splitlines() if '=' in l and l[0] != '#']")" = \
 	"['Name=bdn', 'Kind=bond', 'Mode=active-backup', 'FailOverMACPolicy=active', 'MIIMonitorSec=100ms', 'GratuitousARP=2']"

@@ -128,7 +128,7 @@ Test(api_bond_apply, a_dry_run_writes_nothing)
 	apply(nd, "{\"name\":\"bdn\",\"slaves\":[\"va\",\"vb\"]}", true, &res);
 	cr_assert_eq(res.verdict, API_BOND_OK, "%s", res.message);
 	cr_assert_eq(json_array_size(res.files), 3);
-	cr_assert(!exists("10-isergw-bdn.netdev"));
+	cr_assert(!exists("10-isergw-agent-bdn.netdev"));
 	api_bond_result_fini(&res);
 }
 
@@ -139,7 +139,7 @@ Test(api_bond_apply, a_failed_step_puts_the_files_back)
 	FILE *f;
 
 	/* A file from an earlier apply: it must come back as it was. */
-	snprintf(p, sizeof(p), "%s/10-isergw-bdn-va.network", nd);
+	snprintf(p, sizeof(p), "%s/10-isergw-agent-bdn-va.network", nd);
 	f = fopen(p, "w");
 	cr_assert_not_null(f);
 	fputs("[Match]\nName=va\n", f);
@@ -151,8 +151,8 @@ Test(api_bond_apply, a_failed_step_puts_the_files_back)
 	cr_assert(strstr(res.message, "step 1 (create bdn) failed: injected failure"), "%s",
 		  res.message);
 	cr_assert(strstr(res.message, "the 0 steps before it were undone"), "%s", res.message);
-	cr_assert(!exists("10-isergw-bdn.netdev"));
-	cr_assert(!exists("10-isergw-bdn-vb.network"));
+	cr_assert(!exists("10-isergw-agent-bdn.netdev"));
+	cr_assert(!exists("10-isergw-agent-bdn-vb.network"));
 	f = fopen(p, "r");
 	cr_assert_not_null(f);
 	cr_assert_eq(fread(old, 1, sizeof(old) - 1, f), strlen("[Match]\nName=va\n"));

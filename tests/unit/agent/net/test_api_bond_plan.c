@@ -91,7 +91,7 @@ Test(api_bond_plan, new_bond_in_the_kernels_order)
 	cr_assert_eq(json_object_size(json_object_get(json_array_get(res.steps, 1), "was")), 0);
 	cr_assert_eq(json_array_size(res.files), 3);
 	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(res.files, 0), "path")),
-			 "/nd/10-isergw-bdn.netdev");
+			 "/nd/10-isergw-agent-bdn.netdev");
 	nd = json_string_value(json_object_get(json_array_get(res.files, 0), "content"));
 	cr_assert(strstr(nd, "[NetDev]\nName=bdn\nKind=bond\n\n[Bond]\nMode=active-backup\n"
 			  "FailOverMACPolicy=active\nMIIMonitorSec=100ms\nGratuitousARP=2\n"), "%s",
