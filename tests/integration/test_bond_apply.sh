@@ -4,8 +4,9 @@
 # here against a sysfs fixture (ISERGW_SYSFS) describing bonds and bare interfaces, with the
 # host's real addresses and default route from rtnetlink. Each refusal: the status, the error
 # code, the reason in the message, and nothing changed (no networkd file, no desired stored,
-# no interface). Dry runs: the ordered steps and the files' text. The apply itself runs in the
-# VM guest (tests/vm/guest/suite-bond-apply.sh).
+# no interface). Dry runs: the ordered steps and the files' text. Then with the gateway on the
+# same fixture: a bond carrying a live TCP session is refused unless force=true. The apply
+# itself runs in the VM guest (tests/vm/guest/suite-bond-apply.sh).
 #
 #   tests/integration/test_bond_apply.sh        (BUILD=build|build/san)
 set -u
@@ -215,4 +216,64 @@ api PUT "/api/v1/bonds/bdn" '{"slaves":["va","vb"]}'
 expect "without ?apply the settings are stored as before (no host check)" 200
 check "no apply, no applied steps in the answer" test "$(jget "'applied' in j")" = False
 agent_stop
+
+# ---- a bond carrying the gateway's TCP sessions -------------------------------------------
+# The gateway reads the same fixture; its addresses file puts 127.0.0.1 on bd1, so its network
+# model chains the TCP portal to bd1. While isergw-bench holds a session, a change of bd1 is
+# refused unless force=true; once the session is gone it is planned again.
+BENCH=$T_TOOLS/isergw-bench
+if [ ! -x "$T_BUILD/isergwd" ] || [ ! -x "$BENCH" ]; then
+	skip sessions "no $T_BUILD/isergwd or $BENCH"
+	t_end
+fi
+printf 'bd1 127.0.0.1/8\n' >"$SYS/isergw-addrs"
+IQN=iqn.2026-11.org.isergw:bond-apply
+GW_PORT=$(t_free_port)
+SOCK=$T_DIR/ctl.sock
+cat >"$T_DIR/gateway.json" <<EOC
+{ "gateway": { "control_socket": "$SOCK" },
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $GW_PORT } ],
+  "targets": [ { "name": "$IQN", "allow_any_initiator": true, "portals": [ "tcp0" ],
+                 "luns": [ { "lun": 0, "backstore": { "type": "ram", "size": "16M" } } ] } ] }
+EOC
+if ! gw_start "$T_DIR/gateway.json" "$T_DIR/gateway.log" "$GW_PORT"; then
+	fail sessions "the gateway did not start"
+	t_end
+fi
+rm -rf "$STATE"
+ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+	UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+	t_daemon_start agent agent "$T_DIR/agent.4.log" "$AGENT" --state-dir "$STATE" \
+	--listen "$T_HOST:$API_PORT" --networkd-dir "$ND" --gateway-socket "$SOCK"
+AGENT_PID=$T_LAST_PID
+if ! t_wait_port "$AGENT_PID" "$API_PORT" 10; then
+	fail sessions "the agent did not start with the gateway"
+	t_end
+fi
+ADMIN=$(cat "$STATE/admin.token")
+MIIMON='{"miimon":100,"slaves":["bd1a"]}'
+# dry STATUS [QUERY]: a dry run of the miimon change answers STATUS.
+dry() {
+	api PUT "/api/v1/bonds/bd1?dry_run=true${2:-}" "$MIIMON"
+	[ "$CODE" = "$1" ]
+}
+check "without sessions, the change of bd1 is planned" wait_for 20 dry 200
+"$BENCH" -q 1 -b 4096 -t 30 -S 16777216 "iscsi://$T_HOST:$GW_PORT/$IQN/0" \
+	>"$T_DIR/bench.out" 2>&1 &
+BPID=$!
+T_PIDS+=("$BPID")
+if wait_for 25 dry 409; then
+	refused "a bond carrying a TCP session is not changed" 409 in_use bond \
+		'1 TCP session runs over bond bd1: apply with force=true'
+	api PUT "/api/v1/bonds/bd1?dry_run=true&force=true" "$MIIMON"
+	expect "force=true plans it anyway" 200
+else
+	fail "a bond carrying a TCP session is not changed" \
+		"no 409 while isergw-bench ran: HTTP $CODE $(head -c 300 "$T_DIR/body")"
+fi
+wait "$BPID"
+check "isergw-bench ran its session to the end" grep -q 'ios=' "$T_DIR/bench.out"
+check "once the session is gone, the change is planned again" wait_for 20 dry 200
+agent_stop
+gw_stop "$T_GW_PID"
 t_end
