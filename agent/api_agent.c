@@ -38,12 +38,65 @@ static void on_poll(struct gw_timer *t)
 		ag->poll_busy = true;
 }
 
+/* ---- the gateway's network model (agent/net): watched, read again on "changed" --------- */
+
+static void net_fetch(struct api_agent *ag);
+
+static void on_net_reply(void *ctx, int err, json_t *reply)
+{
+	struct api_agent *ag = ctx;
+
+	ag->net_busy = false;
+	if (err >= 0 && json_is_object(json_object_get(reply, "net")))
+		api_net_set_model(&ag->net, json_object_get(reply, "net"));
+	else if (err >= 0)
+		gw_warn("agent", "the gateway has no network model (%s): no bond or RDMA status",
+			json_string_value(json_object_get(reply, "message")) ?: "?");
+	if (ag->net_again && ag->gwc.connected) {
+		ag->net_again = false;
+		net_fetch(ag);
+	}
+}
+
+/* One "net" request at a time; a "changed" meanwhile asks for one more after it. */
+static void net_fetch(struct api_agent *ag)
+{
+	if (ag->net_busy) {
+		ag->net_again = true;
+		return;
+	}
+	if (api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "net"), on_net_reply, ag) == 0)
+		ag->net_busy = true;
+}
+
+static void on_watch_reply(void *ctx, int err, json_t *reply)
+{
+	(void)ctx;
+	if (err >= 0 && !json_is_true(json_object_get(reply, "ok")))
+		gw_warn("agent", "the gateway does not send network events (%s)",
+			json_string_value(json_object_get(reply, "message")) ?: "?");
+}
+
+static void on_gw_event(struct api_gwc *g, const char *type, json_t *data, void *arg)
+{
+	struct api_agent *ag = arg;
+
+	(void)g;
+	api_net_gw_event(&ag->net, type, data);
+	if (!strcmp(type, "changed"))
+		net_fetch(ag);
+}
+
 static void on_gw_connected(struct api_gwc *g, void *arg)
 {
 	struct api_agent *ag = arg;
 
 	(void)g;
 	api_event(&ag->events, "gateway", json_pack("{s:b}", "connected", 1));
+	/* Subscribed first, then the model: a change in between is an event after it. */
+	ag->net_busy = ag->net_again = false;
+	api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "watch"), on_watch_reply, ag);
+	net_fetch(ag);
 	api_reconcile(ag);
 	on_poll(&ag->poll);
 }
@@ -57,6 +110,8 @@ static void on_gw_disconnected(struct api_gwc *g, void *arg)
 	if (ag->cluster)
 		api_cluster_gw_lost(ag->cluster);
 	ag->poll_busy = false;
+	ag->net_busy = ag->net_again = false;
+	api_net_gw_lost(&ag->net);
 	json_decref(ag->gw_state);
 	ag->gw_state = NULL;
 	api_event(&ag->events, "gateway", json_pack("{s:b}", "connected", 0));
@@ -83,7 +138,7 @@ static void on_cluster_lease(struct api_agent *ag, uint64_t valid_ms)
 						 (json_int_t)valid_ms), on_lease_reply, ag);
 }
 
-/* Bond failovers and RDMA port changes become server-sent events. */
+/* Bond failovers and RDMA port changes (the gateway's) become server-sent events. */
 static void on_net_event(void *ctx, const char *type, json_t *data)
 {
 	struct api_agent *ag = ctx;
@@ -94,6 +149,7 @@ static void on_net_event(void *ctx, const char *type, json_t *data)
 static const struct api_gwc_ops api_gwc_agent_ops = {
 	.connected = on_gw_connected,
 	.disconnected = on_gw_disconnected,
+	.event = on_gw_event,
 };
 
 static int open_etcd_store(struct api_agent *ag)
@@ -192,7 +248,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	r = api_bsdirs_init(&ag->bsdirs, conf->backstore_dirs, conf->state_dir);
 	if (r)
 		goto fail_auth_net;
-	r = api_net_init(&ag->net, loop, conf->state_dir, on_net_event, ag);
+	r = api_net_init(&ag->net, conf->state_dir, on_net_event, ag);
 	if (r)
 		goto fail_auth_net;
 	ag->openapi = api_openapi_build(api_routes, api_version());

@@ -46,17 +46,13 @@ static void usage(FILE *f)
 		"  --control-socket PATH  unix socket for the agent (default: gateway.control_socket)\n");
 }
 
-/* SIGHUP: the file through the control socket's own apply (the gateway section included);
- * without a control socket, the targets and portals through ctl_gw_apply. A file with errors
- * changes nothing. */
+/* SIGHUP: the file through the control object's own apply, the one way a configuration is
+ * applied (the gateway section, fencing and the network model's portals included). A file with
+ * errors changes nothing. */
 static void reload_config(void)
 {
-	struct gw_errlist errs;
 	json_error_t jerr;
 	json_t *root, *req, *reply;
-	struct ctl_config c;
-	char *j;
-	int r;
 
 	if (!reload_gw) {
 		/* Starting: the file was just read; stopping: nothing to apply to. */
@@ -74,39 +70,22 @@ static void reload_config(void)
 	}
 	sd_notify(0, "RELOADING=1\nSTATUS=reloading the configuration");
 	gw_info("main", "SIGHUP: reloading %s", reload_path);
-	gw_errlist_init(&errs);
 	root = json_load_file(reload_path, 0, &jerr);
 	if (!root) {
 		gw_err("main", "%s: line %d: %s: nothing changed", reload_path, jerr.line, jerr.text);
-	} else if (reload_ctl) {
+	} else {
 		req = json_pack("{s:s, s:O}", "op", "apply", "config", root);
 		reply = req ? ctl_sock_handle(reload_ctl, req) : NULL;
 		if (json_is_true(json_object_get(reply, "ok"))) {
 			gw_info("main", "%s applied", reload_path);
 		} else {
-			j = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
-			gw_err("main", "%s not applied: %s", reload_path, j ? j : "no memory");
-			free(j);
+			const char *m = json_string_value(json_object_get(reply, "message"));
+
+			gw_err("main", "%s not applied: %s", reload_path, m ? m : "out of memory");
 		}
 		json_decref(reply);
 		json_decref(req);
-	} else if (ctl_config_parse(root, &c, &errs) == 0) {
-		r = ctl_gw_apply(reload_gw, c.isc, &errs);
-		c.isc = NULL;
-		if (r && !errs.n)
-			gw_errlist_add(&errs, "", "%s", strerror(-r));
-		if (!r)
-			reload_gw->data_mem_max = c.gateway.data_memory;
-		ctl_config_free(&c);
-		if (!r)
-			gw_info("main", "%s applied", reload_path);
 	}
-	if (errs.n) {
-		j = gw_errlist_join(&errs);
-		gw_err("main", "%s not applied: %s", reload_path, j ? j : "no memory");
-		free(j);
-	}
-	gw_errlist_fini(&errs);
 	json_decref(root);
 	sd_notify(0, "READY=1\nSTATUS=serving");
 }
@@ -284,13 +263,11 @@ int main(int argc, char **argv)
 	r = ctl_gw_listen(gw);
 	if (r)
 		goto out_gw;
-	if (ctl_path || ctl_conf_path) {
-		r = ctl_sock_create(&loop, ctl_path ? ctl_path : ctl_conf_path, gw, &ctl_gconf,
-				    &ctl);
-		if (r)
-			goto out_gw;
-		ctl_sock_set_net(ctl, net);
-	}
+	/* Without a path the control object still exists: SIGHUP applies through it. */
+	r = ctl_sock_create(&loop, ctl_path ? ctl_path : ctl_conf_path, gw, &ctl_gconf, &ctl);
+	if (r)
+		goto out_gw;
+	ctl_sock_set_net(ctl, net);
 	/* SIGHUP applies the file from now on: READY=1 is never sent before this one. */
 	reload_path = config;
 	reload_gw = gw;

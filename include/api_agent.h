@@ -71,6 +71,7 @@ struct api_agent {
 	uint64_t gw_state_ms;
 	struct gw_timer poll;
 	bool poll_busy;
+	bool net_busy, net_again;	/* a "net" request in flight; another wanted after it */
 	struct api_apply apply;		/* what the gateway runs (api_write.c's) */
 	struct api_events events;	/* server-sent events (api_events.c) */
 	json_t *openapi;

@@ -5,7 +5,8 @@
  * - the plan (api_bond_plan.c), pure: desired settings + what the host has now (a JSON
  *   snapshot) -> a refusal, or ordered steps and the systemd-networkd files to write. Every
  *   check that can refuse runs here, before anything on the host changes.
- * - the engine (api_bond_apply.c): takes the snapshot (sysfs for links and bond options,
+ * - the engine (api_bond_apply.c): takes the snapshot (the bond's present settings from the
+ *   gateway's network model the agent holds, sysfs for the list of links and their masters,
  *   rtnetlink through libnl-route-3 for addresses and the default route), writes the files,
  *   runs the steps through libnl and, when one fails, undoes the steps done in reverse order
  *   and puts the files back as they were.
@@ -43,15 +44,22 @@ struct api_bond_ctx {
 	const char *listen;		/* the agent's --listen "ADDR:PORT" */
 	bool force;			/* apply even while TCP sessions run over the bond */
 	const json_t *gw_state;		/* the gateway's last "state" (NULL: no gateway) */
+	/* The bond as the gateway's network model shows it (api_net's bonds: name, mode,
+	 * fail_over_mac, miimon, primary, num_grat_arp, slaves [{name, ...}]); NULL when the
+	 * model has no such bond. The model follows the kernel by netlink events, so it can lag
+	 * a change made a moment ago (docs/NETWORK.md). */
+	const json_t *status;
 };
 
 /*
  * The host's network as the plan needs it (new reference): {"links": {NAME: {"master":
- * NAME|null, "bond": bool, "up": bool}}, "bond": api_sysfs_bond() + "num_grat_arp" or null,
- * "addrs": {NAME: ["10.0.0.1", ...]}, "default_route": [NAME, ...]}. Links and the bond come
- * from sysfs under root (api_sysfs_root()); addresses and routes from rtnetlink.
+ * NAME|null, "bond": bool, "up": bool}}, "bond": a copy of status (the model's bond object)
+ * or null, "addrs": {NAME: ["10.0.0.1", ...]}, "default_route": [NAME, ...]}. Links come from
+ * sysfs under root (api_bond_links_root()); addresses and routes from rtnetlink.
  */
-json_t *api_bond_snapshot(const char *root, const char *bond);
+json_t *api_bond_snapshot(const char *root, const json_t *status);
+/* Where the links are listed: $ISERGW_SYSFS (a test fixture, as the gateway's) or /sys. */
+const char *api_bond_links_root(void);
 
 /* Checks desired (a valid BondDesired object, api_bond_check()) against cur and fills res:
  * API_BOND_OK with steps and files, or a refusal with its field and message. */

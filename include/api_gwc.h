@@ -5,6 +5,8 @@
  * in the agent's event loop, reconnects every retry interval while the gateway is away, and
  * tells its owner when the gateway (re)appears so the agent can reconcile it.
  *
+ * Event lines the gateway sends after a "watch" request go to ops->event, not to a request.
+ *
  * Async rule: api_gwc_call() returning < 0 never calls cb; returning 0 calls it exactly once,
  * from the loop, with the reply or with -ENOTCONN / -ETIMEDOUT.
  */
@@ -26,6 +28,9 @@ typedef void (*api_gwc_cb)(void *ctx, int err, json_t *reply);
 struct api_gwc_ops {
 	void (*connected)(struct api_gwc *g, void *arg);
 	void (*disconnected)(struct api_gwc *g, void *arg);
+	/* A line of the gateway's own, {"event":TYPE,"data":{...}} with no "id", once the
+	 * connection sent {"op":"watch"} (data borrowed). May be NULL: ignored. */
+	void (*event)(struct api_gwc *g, const char *type, json_t *data, void *arg);
 };
 
 struct api_gwc {

@@ -78,6 +78,10 @@ json_t *api_find_target(struct api_req *r, json_t *cfg, const char *name, ssize_
 /* In cfg, every secret equal to "****" takes the value at the same place in old (same target
  * and initiator names), so masked exports import unchanged. */
 void api_conf_unmask(json_t *cfg, const json_t *old);
+/* Keys the gateway reads from its own file and the API may not move (gateway.control_socket:
+ * the socket this agent talks through). Absent in cfg: old's value is carried over. Present
+ * and different: an error naming the key, and -EPERM. */
+int api_conf_keep_fixed(json_t *cfg, const json_t *old, struct gw_errlist *errs);
 /* Array under key (created if missing). */
 json_t *api_conf_array(json_t *obj, const char *key);
 /* Index of the element whose key equals value, -1 if none. */

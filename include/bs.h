@@ -70,18 +70,8 @@ enum bs_event {
 	BS_EV_CAPACITY,		/* size (or thin provisioning) changed: the core re-reads them */
 };
 
-struct bs_ops {
-	const char *name;
-	int (*open)(struct bs *bs);
-	void (*close)(struct bs *bs);
-	int (*submit)(struct bs *bs, struct bs_io *io);
-	/* Optional (NULL: true / nothing / NULL). */
-	bool (*settled)(struct bs *bs);
-	void (*shutdown)(struct bs *bs);
-	json_t *(*status)(struct bs *bs);
-	/* Allocation of [off, off + len): see bs_map. Called on the loop thread; must be cheap. */
-	int (*map)(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent);
-};
+/* Each kind's operations: private to gateway/bs/ (bs_priv.h). */
+struct bs_ops;
 
 struct bs {
 	const struct bs_ops *ops;

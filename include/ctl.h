@@ -74,13 +74,20 @@ void ctl_target_release(struct isc_target *t);
  *   {"op":"lease","valid_ms":N}     cluster: this gateway's ownership is valid for N ms from
  *                                   now; without another one by then less
  *                                   gateway.fence_margin_ms every LUN reports ALUA standby
+ *   {"op":"net"}                    the network model alone (state's "net")
+ *   {"op":"watch"}                  after its reply, the connection also gets one line per
+ *                                   network event, {"event":TYPE,"data":{...}} (net.h's
+ *                                   net_mon_set_watch), between replies; a watcher with
+ *                                   over 1 MiB unread is disconnected (it reconnects, watches
+ *                                   and reads "net" again: nothing is coalesced or lost silently)
  * Replies: {"id":..,"ok":true,...} or {"id":..,"ok":false,"code":"...","message":"...",
  * "errors":[{"field":"...","message":"..."}]}.
  */
 struct ctl_sock;
 
 /* Listens on path (a stale socket there is replaced; any other file is an error). gw is the
- * running gateway; gconf its "gateway" section (copied). 0 or -errno. */
+ * running gateway; gconf its "gateway" section (copied). path NULL: no socket, and the object
+ * still handles requests given to ctl_sock_handle (SIGHUP's reload). 0 or -errno. */
 int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 		    const struct ctl_gateway_conf *gconf, struct ctl_sock **out);
 /* Closes every client and removes the socket file. */
@@ -92,6 +99,8 @@ struct net_mon;
 /* The network model (net.h) whose state is the "net" object of the state reply, and which an
  * apply tells the new portals; NULL (the default) leaves "net" out. */
 void ctl_sock_set_net(struct ctl_sock *s, struct net_mon *net);
+/* Unsent bytes after which a watcher is dropped (0: the default, 1 MiB). */
+void ctl_sock_set_watch_backlog(struct ctl_sock *s, size_t bytes);
 /* One request to its reply (new reference); what a client line goes through. */
 json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req);
 /* The running configuration as the JSON the config file holds (new reference). */

@@ -104,6 +104,8 @@ struct dmv_task {
 	bool putting;
 	bool aborted;
 	int error;			/* -EPROTO: a Data-Out broke the sequence; task failed */
+	bool crc_error;			/* a Data-Out failed its data digest: the task ends
+					 * with -EBADMSG once all its data is in */
 	uint32_t received;		/* bytes in buf: immediate + unsolicited + solicited */
 	uint32_t unsol_end;		/* unsolicited data covers [0, unsol_end) */
 	uint32_t unsol_next;		/* next unsolicited offset expected */
@@ -276,6 +278,10 @@ enum {
  * which fails the task: its Get_Data completes with -EPROTO). <0: drop the connection. */
 int dmv_dataout_begin(struct dmv_conn *c, const uint8_t *bhs, struct dmv_task **task,
 		      uint8_t **dst);
+/* A Data-Out accepted by dmv_dataout_begin arrived with a wrong data digest (RFC 7143 §7.8):
+ * it is rejected (reason 0x02) and its data discarded; at ErrorRecoveryLevel 0 there is no
+ * recovery R2T, so the task completes with -EBADMSG once its whole sequence is in. */
+int dmv_dataout_bad_digest(struct dmv_conn *c, struct dmv_task *t, const uint8_t *bhs);
 /* The data of a Data-Out accepted by dmv_dataout_begin is in. Completes the Get_Data when the
  * buffer is full (or with -EPROTO when the F bit came at the wrong place). 0, or <0: drop the
  * connection. */

@@ -46,6 +46,10 @@ struct gw_loop {
 	struct gw_list deferred;
 	struct gw_list closing;
 	uint64_t now_ms;	/* monotonic, refreshed each iteration */
+	/* The epoll batch being dispatched: a watch stopped in it has its later events dropped
+	 * there, so its owner may free it at once (a portal removed by an apply, say). */
+	struct epoll_event *batch;
+	int batch_i, batch_n;
 };
 
 int gw_loop_init(struct gw_loop *loop);

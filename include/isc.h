@@ -111,6 +111,7 @@ struct isc_gw {
 	struct isc_pdu_pool pdus;
 	struct gw_list task_free;	/* recycled tasks, buffers kept (struct isc_task.cnode) */
 	size_t ntask_free;
+	size_t ntasks;			/* tasks alive (allocated, not yet freed): 0 at rest */
 	struct gw_list portals;
 	struct gw_list targets;
 	struct gw_list sessions;

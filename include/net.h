@@ -256,5 +256,20 @@ void net_mon_refresh(struct net_mon *n);
 const struct net_model *net_mon_model(const struct net_mon *n);
 /* The "net" object of the control socket's state reply (new reference). */
 json_t *net_mon_json(struct net_mon *n);
+/*
+ * The watcher: told each event as it happens, type and data (stolen), from inside the loop:
+ *   "failover"  {bond, old, new, old_mac, new_mac, old_gid, new_gid, failovers, time_ms}
+ *   "link"      {netdev, up, carrier, previous_carrier, master}   a netdev's state changed
+ *   "rdma"      {device, port, state_num, previous_num, netdev}   an RDMA port's state changed
+ *   "verdicts"  {added:[{id,severity,object,message,fix}], resolved:[{id,object}], active}
+ *   "changed"   {generation}   what net_mon_json shows (bonds, ports, verdicts) differs from
+ *                              the last "changed": one after each batch of the events above
+ * Failover, link, rdma and verdicts events of one re-read come before its "changed". One
+ * watcher (NULL: none); the control socket fans out to its subscribers.
+ */
+typedef void (*net_mon_watch_fn)(void *arg, const char *type, json_t *data);
+void net_mon_set_watch(struct net_mon *n, net_mon_watch_fn fn, void *arg);
+/* Counts "changed" events; also in net_mon_json as "generation". */
+uint64_t net_mon_generation(const struct net_mon *n);
 
 #endif

@@ -104,8 +104,8 @@ void gw_loop_fini(struct gw_loop *loop)
 
 int gw_loop_run_once(struct gw_loop *loop, int timeout_ms)
 {
-	struct epoll_event ev[GW_LOOP_BATCH];
-	int n, i;
+	struct epoll_event ev[GW_LOOP_BATCH], *outer;
+	int n, i, outer_i, outer_n;
 
 	gw_loop_run_deferred(loop);
 	if (!gw_list_empty(&loop->deferred) || !gw_list_empty(&loop->closing) || loop->stopping)
@@ -121,14 +121,24 @@ int gw_loop_run_once(struct gw_loop *loop, int timeout_ms)
 		n = 0;
 	}
 	loop->now_ms = gw_now_ms();
+	/* A run_once nested in a callback (none today) would hide the outer batch: keep it. */
+	outer = loop->batch;
+	outer_i = loop->batch_i;
+	outer_n = loop->batch_n;
+	loop->batch = ev;
+	loop->batch_n = n;
 	for (i = 0; i < n; i++) {
 		struct gw_watch *w = ev[i].data.ptr;
 
-		/* Stopped earlier in this batch: its owner may be closing. */
-		if (!w->events)
+		/* Stopped earlier in this batch (gw_watch_stop dropped it): maybe freed already. */
+		if (!w || !w->events)
 			continue;
+		loop->batch_i = i;
 		w->fn(w, ev[i].events);
 	}
+	loop->batch = outer;
+	loop->batch_i = outer_i;
+	loop->batch_n = outer_n;
 	gw_loop_free_closed(loop);
 	return n;
 }
@@ -194,6 +204,11 @@ void gw_watch_stop(struct gw_watch *w)
 	    errno != EBADF)
 		gw_warn("loop", "epoll_ctl(del, fd %d): %s", w->fd, strerror(errno));
 	w->events = 0;
+	/* Its events still waiting in the batch being dispatched go: the owner may free w. */
+	if (w->loop->batch)
+		for (int i = w->loop->batch_i + 1; i < w->loop->batch_n; i++)
+			if (w->loop->batch[i].data.ptr == w)
+				w->loop->batch[i].data.ptr = NULL;
 }
 
 void gw_defer_init(struct gw_defer *d, void (*fn)(struct gw_defer *d))

@@ -77,7 +77,8 @@ fuzz-regress: fuzz-build
 # Line coverage of what the corpora reach (the tree's seeds and build/fuzz/corpus/, i.e. what
 # `make fuzz` found): the harnesses again without sanitizers, built with clang's source-based
 # coverage into build/fuzz-cov/, each replayed once, then llvm-cov's per-file table of the
-# gateway and lib sources, per harness, into build/fuzz-cov/NAME.txt.
+# gateway and lib sources (agent and lib for fuzz_agent), per harness, into
+# build/fuzz-cov/NAME.txt. FUZZ_NAMES=fuzz_agent limits it to one harness.
 LLVM_PROFDATA ?= llvm-profdata
 LLVM_COV ?= llvm-cov
 FUZZ_COV_FLAGS := -fprofile-instr-generate -fcoverage-mapping
@@ -93,7 +94,8 @@ fuzz-cov:
 			build/fuzz/corpus/$$f tests/fuzz/corpus/$$f >build/fuzz-cov/$$f.log 2>&1 || \
 			{ echo "fuzz-cov: $$f failed, see build/fuzz-cov/$$f.log"; exit 1; }; \
 		$(LLVM_PROFDATA) merge -sparse -o build/fuzz-cov/$$f.profdata build/fuzz-cov/$$f.profraw; \
+		dirs="gateway lib"; [ $$f = fuzz_agent ] && dirs="agent lib"; \
 		$(LLVM_COV) report build/fuzz-cov/tests/fuzz/$$f -instr-profile=build/fuzz-cov/$$f.profdata \
-			gateway lib >build/fuzz-cov/$$f.txt; \
+			$$dirs >build/fuzz-cov/$$f.txt; \
 		echo "fuzz-cov: $$f: $$(tail -1 build/fuzz-cov/$$f.txt | awk '{print "lines " $$10 " of " $$8 ", functions " $$7 ", branches " $$13}') (per file: build/fuzz-cov/$$f.txt)"; \
 	done

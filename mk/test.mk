@@ -8,7 +8,9 @@
 #   make fuzz-regress      every libFuzzer target over its seed corpus (make fuzz runs them longer)
 #   make bench             isergwd against tgtd side by side (tests/bench/), the disk rows
 #                          (tests/bench/disk.sh), then wrk against the agent (tests/bench/agent.sh)
-#   make soak              the gateway under mixed load for SOAK_SECONDS (600), leaks and growth
+#   make soak              the gateway under mixed verified load for SOAK_SECS (1800) while back-end
+#                          paths flap, the agent changes the config and restarts (tests/soak/run.sh);
+#                          `make test` runs 3 minutes of it as the integration suite `soak`
 #   make run               demo gateway on the embedded default configuration
 
 UNIT_SRC := $(foreach f,$(call rwildcard,tests/unit,*.c),$(if $(filter test_%,$(notdir $(f))),$(f)))

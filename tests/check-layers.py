@@ -62,7 +62,7 @@ PUBLIC = {
     'mp.h': 'mpath', 'ctl.h': 'ctl', 'conf.h': 'conf', 'net.h': 'net',
     'api_http.h': 'agent/http', 'api_err.h': 'agent/http', 'api_auth.h': 'agent/http',
     'api_rcache.h': 'agent/http', 'api_store.h': 'agent/store', 'api_etcd.h': 'agent/store',
-    'api_gwc.h': 'agent/gwc', 'api_net.h': 'agent/net', 'api_sysfs.h': 'agent/net',
+    'api_gwc.h': 'agent/gwc', 'api_net.h': 'agent/net',
     'api_bond.h': 'agent/net',
     'api_cluster.h': 'agent/cluster', 'api_agent.h': 'agent', 'api_res.h': 'agent',
 }

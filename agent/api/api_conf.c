@@ -142,6 +142,41 @@ void api_conf_unmask(json_t *cfg, const json_t *old)
 	}
 }
 
+/* The gateway section's keys the API may read but not change. */
+static const char *const api_fixed_gateway_keys[] = { "control_socket", NULL };
+
+int api_conf_keep_fixed(json_t *cfg, const json_t *old, struct gw_errlist *errs)
+{
+	const json_t *og = json_object_get(old, "gateway");
+	json_t *g = json_object_get(cfg, "gateway");
+	int rc = 0;
+
+	for (const char *const *k = api_fixed_gateway_keys; *k; k++) {
+		const json_t *ov = json_object_get(og, *k), *nv = json_object_get(g, *k);
+		const char *os = json_is_string(ov) ? json_string_value(ov) : "";
+
+		if (!nv) {
+			if (!*os)
+				continue;
+			if (!json_is_object(g) &&
+			    json_object_set_new(cfg, "gateway", g = json_object()))
+				goto nomem;
+			if (json_object_set_new(g, *k, json_string(os)))
+				goto nomem;
+			continue;
+		}
+		if (json_is_string(nv) && !strcmp(json_string_value(nv), os))
+			continue;
+		gw_errlist_add(errs, "gateway", "%s is set in the gateway's own configuration "
+			       "file and cannot be changed through the API (it is \"%s\")", *k, os);
+		rc = -EPERM;
+	}
+	return rc;
+nomem:
+	gw_errlist_add(errs, "", "out of memory");
+	return -ENOMEM;
+}
+
 json_t *api_conf_array(json_t *obj, const char *key)
 {
 	json_t *a = json_object_get(obj, key);

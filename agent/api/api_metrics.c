@@ -21,6 +21,16 @@ static const char *const lun_counters[][3] = {
     {"errors", "isergw_lun_errors_total", "Commands on the LUN that ended in CHECK CONDITION."},
 };
 
+/* What the gateway holds for its initiators, from the state answer's top level: they return
+ * to their resting values once every initiator is gone (the soak, tests/soak/run.sh). */
+static const char *const gw_gauges[][3] = {
+    {"connections", "isergw_connections", "iSCSI connections open, in login or logged in."},
+    {"tasks", "isergw_tasks", "iSCSI tasks alive in the gateway (commands not yet freed)."},
+    {"pdus_in_use", "isergw_pdus_in_use", "PDUs taken from the pool and not yet returned."},
+    {"data_memory", "isergw_data_memory_bytes",
+     "Command data buffers held, in tasks and in the task cache (gateway.data_memory)."},
+};
+
 static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t *sessions)
 {
 	json_t *t, *s;
@@ -253,6 +263,16 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 		return gw_buf_steal(&b);
 	}
 	sessions_metric(&b, ag, json_object_get(st, "sessions"));
+	for (c = 0; c < GW_ARRAY_SIZE(gw_gauges); c++) {
+		const json_t *v = json_object_get(st, gw_gauges[c][0]);
+
+		if (!strcmp(gw_gauges[c][0], "data_memory"))
+			v = json_object_get(v, "used");
+		if (!json_is_integer(v))
+			continue;
+		api_prom_head(&b, gw_gauges[c][1], "gauge", gw_gauges[c][2]);
+		gw_buf_printf(&b, "%s %lld\n", gw_gauges[c][1], (long long)json_integer_value(v));
+	}
 	for (c = 0; c < GW_ARRAY_SIZE(lun_counters); c++) {
 		api_prom_head(&b, lun_counters[c][1], "counter", lun_counters[c][2]);
 		json_array_foreach(json_object_get(st, "targets"), i, t) {

@@ -146,7 +146,19 @@ static json_t *schemas(void)
 		"type", "string", "slaves", "type", "array", "failovers", "type", "integer",
 		"rdma_devices", "type", "array", "desired", ref("BondDesired"), "drift", "type",
 		"array", "warnings", "type", "array", "applied", "type", "object"));
+	/* From the gateway's network model (docs/CONTROL.md). */
+	add_prop(json_object_get(sc, "Bond"), "verdicts", array_of("NetVerdict"));
+	add_prop(json_object_get(sc, "Bond"), "last_failover", json_pack("{s:s}", "type",
+									  "object"));
+	json_object_set_new(sc, "NetVerdict", json_pack(
+		"{s:s, s:{s:{s:s}, s:{s:s, s:[s,s,s]}, s:{s:s}, s:{s:s}, s:{s:s}}}", "type",
+		"object", "properties", "id", "type", "string", "severity", "type", "string",
+		"enum", "info", "warning", "error", "object", "type", "string", "message", "type",
+		"string", "fix", "type", "string"));
 	json_object_set_new(sc, "BondList", list_of("bonds", "Bond"));
+	add_prop(json_object_get(sc, "BondList"), "verdicts", array_of("NetVerdict"));
+	add_prop(json_object_get(sc, "BondList"), "gateway", json_pack("{s:s}", "type",
+									"boolean"));
 	json_object_set_new(sc, "RdmaDevice", json_pack(
 		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object", "properties",
 		"name", "type", "string", "netdev", "type", "string", "node_guid", "type", "string",
@@ -211,6 +223,10 @@ static json_t *operation(const struct api_route *rt)
 		json_object_set_new(resp, "409", err_response(
 			"refused: it would touch an interface not named, the default route, the "
 			"agent's address or a bond in use"));
+	/* ... and needs the gateway's network model for the bond's present settings. */
+	if (rt->query && strstr(rt->query, "apply:") && !json_object_get(resp, "503"))
+		json_object_set_new(resp, "503", err_response(
+			"the gateway's network model is not available (no gateway running)"));
 	op = json_pack("{s:s, s:[s], s:o}", "summary", rt->summary, "tags", rt->tag, "responses",
 		       resp);
 	if (rt->role == API_ROLE_NONE)

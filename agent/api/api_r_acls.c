@@ -14,17 +14,18 @@
 
 int api_h_acls_list(struct api_req *r)
 {
-	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL), *m;
+	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL), *m, *any, *acls;
 
 	if (!t)
 		return 0;
 	m = api_conf_mask(t);
+	any = json_object_get(m, "allow_any_initiator");
+	acls = json_object_get(m, "initiators");
 	api_reply_etag(r);
-	api_reply_json(r, 200, json_pack("{s:O, s:O}", "allow_any_initiator",
-					 json_object_get(m, "allow_any_initiator") ?
-					 json_object_get(m, "allow_any_initiator") : json_false(),
-					 "acls", json_object_get(m, "initiators") ?
-					 json_object_get(m, "initiators") : json_array()));
+	/* "o" takes a reference: borrowed values gain one, a new empty list keeps its own. */
+	api_reply_json(r, 200, json_pack("{s:o, s:o}", "allow_any_initiator",
+					 any ? json_incref(any) : json_false(), "acls",
+					 acls ? json_incref(acls) : json_array()));
 	json_decref(m);
 	return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "api_agent.h"
 #include "api_bond.h"
+#include "api_net.h"
 #include "api_r.h"
 
 int api_bond_put_apply(struct api_req *r, const json_t *desired, json_t **applied)
@@ -22,10 +23,21 @@ int api_bond_put_apply(struct api_req *r, const json_t *desired, json_t **applie
 		.gw_state = ag->gwc.connected ? ag->gw_state : NULL,
 	};
 	struct api_bond_result res;
+	ssize_t k;
 
 	*applied = NULL;
 	if (!dry && !api_req_flag(r, "apply"))
 		return 0;
+	/* The bond's present settings are the gateway's model: without it a plan would guess,
+	 * so a dry run is refused as an apply is, and nothing changes. */
+	if (!ag->net.have_model) {
+		api_reply_err(r, API_E_UNAVAILABLE, NULL, "the gateway's network model is not "
+			      "available: %s needs the gateway running (--gateway-socket)",
+			      dry ? "a dry run" : "apply");
+		return 1;
+	}
+	k = api_net_find(ag->net.bonds, json_string_value(json_object_get(desired, "name")));
+	ctx.status = k >= 0 ? json_array_get(ag->net.bonds, (size_t)k) : NULL;
 	api_bond_apply(&ctx, desired, dry, &res);
 	switch (res.verdict) {
 	case API_BOND_OK:

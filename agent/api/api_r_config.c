@@ -30,7 +30,8 @@ static int config_check(struct api_req *r, json_t *body)
 
 	api_conf_unmask(body, r->ag->store->config);
 	gw_errlist_init(&errs);
-	if (api_conf_validate(body, &errs) ||
+	if (api_conf_keep_fixed(body, r->ag->store->config, &errs) ||
+	    api_conf_validate(body, &errs) ||
 	    api_bsdirs_check_config(&r->ag->bsdirs, body, r->ag->store->config, &errs))
 		api_reply_errlist(r, API_E_INVALID, &errs, NULL);
 	else

@@ -19,7 +19,8 @@ int api_h_luns_list(struct api_req *r)
 		return 0;
 	l = json_object_get(t, "luns");
 	api_reply_etag(r);
-	api_reply_json(r, 200, json_pack("{s:O}", "luns", l ? l : json_array()));
+	/* "o" takes a reference: the borrowed list gains one, a new empty one keeps its own. */
+	api_reply_json(r, 200, json_pack("{s:o}", "luns", l ? json_incref(l) : json_array()));
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * /api/v1/bonds and /api/v1/rdma: status read from sysfs on every GET, with the desired bond
- * settings and their drift from agent/net (api_net.h).
+ * /api/v1/bonds and /api/v1/rdma: the gateway's network model (bonds, RDMA ports, verdicts) as
+ * agent/net last read it, with the desired bond settings and their drift (api_net.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +10,6 @@
 
 #include "api_agent.h"
 #include "api_r.h"
-#include "api_sysfs.h"
 #include "gw_log.h"
 
 /* ---- handlers ---------------------------------------------------------------------------- */
@@ -20,61 +19,67 @@ static ssize_t desired_index(struct api_net *n, const char *name)
 	return api_net_find(json_object_get(n->desired, "bonds"), name);
 }
 
-/* Status plus desired, drift and the RDMA devices on it (new reference). */
-static json_t *bond_view(struct api_net *n, const char *name, json_t *status, const json_t *rdma)
+/* Status plus desired, drift, the RDMA devices on it and its verdicts (new reference). */
+static json_t *bond_view(struct api_net *n, const char *name, const json_t *status)
 {
 	ssize_t di = desired_index(n, name);
-	json_t *o = status ? json_incref(status) : json_pack("{s:s}", "name", name);
+	json_t *o = status ? json_deep_copy(status) : json_pack("{s:s, s:[]}", "name", name,
+								 "verdicts");
 	json_t *desired = di >= 0 ? json_array_get(json_object_get(n->desired, "bonds"), di)
 				  : NULL;
-	json_t *devs = json_array(), *dev;
+	json_t *devs = json_array(), *dev, *warn = json_array(), *v;
 	size_t i;
 
 	json_object_set_new(o, "present", json_boolean(status != NULL));
 	json_object_set(o, "desired", desired ? desired : json_null());
 	json_object_set_new(o, "drift", desired ? api_bond_drift(desired, status) : json_null());
-	json_array_foreach(rdma, i, dev) {
+	json_array_foreach(n->rdma, i, dev) {
 		const char *nd = json_string_value(json_object_get(dev, "netdev"));
 
 		if (nd && !strcmp(nd, name))
 			json_array_append(devs, json_object_get(dev, "name"));
 	}
-	/* RDMA over an active-backup bond needs the bond to take the active slave's MAC:
-	 * rdma_cm cannot follow a MAC moved under it (DESIGN.md). Said, not refused. */
-	if (json_array_size(devs) && status) {
-		const char *mode = json_string_value(json_object_get(status, "mode"));
-		const char *fom = json_string_value(json_object_get(status, "fail_over_mac"));
-
-		if (mode && !strcmp(mode, "active-backup") && (!fom || strcmp(fom, "active")))
-			json_object_set_new(o, "warnings", json_pack(
-				"[s]", "RDMA runs on this bond: fail_over_mac must be \"active\" "
-				"or a slave failover breaks every RDMA connection for good"));
-	}
 	json_object_set_new(o, "rdma_devices", devs);
+	/* The gateway's verdicts on this bond (net_verdict.c): the ones to act on, as text. */
+	json_array_foreach(json_object_get(o, "verdicts"), i, v) {
+		const char *sev = json_string_value(json_object_get(v, "severity"));
+
+		if (sev && strcmp(sev, "info"))
+			json_array_append(warn, json_object_get(v, "message"));
+	}
+	if (json_array_size(warn))
+		json_object_set_new(o, "warnings", warn);
+	else
+		json_decref(warn);
 	return o;
+}
+
+static const json_t *bond_status(struct api_net *n, const char *name)
+{
+	ssize_t k = api_net_find(n->bonds, name);
+
+	return k >= 0 ? json_array_get(n->bonds, (size_t)k) : NULL;
 }
 
 int api_h_bonds_list(struct api_req *r)
 {
 	struct api_net *n = &r->ag->net;
-	const char *root = api_sysfs_root();
-	json_t *st = api_sysfs_bonds(root), *rdma = api_sysfs_rdma(root);
 	json_t *out = json_array(), *b;
 	size_t i;
 
-	json_array_foreach(st, i, b)
+	json_array_foreach(n->bonds, i, b)
 		json_array_append_new(out, bond_view(n, json_string_value(json_object_get(b, "name")),
-						     b, rdma));
+						     b));
 	/* Desired bonds the host does not have are listed too: that is the largest drift. */
 	json_array_foreach(json_object_get(n->desired, "bonds"), i, b) {
 		const char *name = json_string_value(json_object_get(b, "name"));
 
-		if (api_conf_find(st, "name", name) < 0)
-			json_array_append_new(out, bond_view(n, name, NULL, rdma));
+		if (!bond_status(n, name))
+			json_array_append_new(out, bond_view(n, name, NULL));
 	}
-	json_decref(st);
-	json_decref(rdma);
-	api_reply_json(r, 200, json_pack("{s:o}", "bonds", out));
+	/* Every verdict of the gateway's network model, the portals' included. */
+	api_reply_json(r, 200, json_pack("{s:o, s:O, s:b}", "bonds", out, "verdicts",
+					 n->verdicts, "gateway", n->have_model));
 	return 0;
 }
 
@@ -89,9 +94,9 @@ static bool bond_param(struct api_req *r)
 
 static void reply_bond(struct api_req *r, unsigned int status, json_t *applied)
 {
-	const char *root = api_sysfs_root();
 	const char *name = r->params[0];
-	json_t *st = api_sysfs_bond(root, name), *rdma, *view;
+	const json_t *st = bond_status(&r->ag->net, name);
+	json_t *view;
 
 	if (!st && desired_index(&r->ag->net, name) < 0) {
 		api_reply_err(r, API_E_NOT_FOUND, "bond", "no bond %s on this host and no desired "
@@ -99,13 +104,15 @@ static void reply_bond(struct api_req *r, unsigned int status, json_t *applied)
 		json_decref(applied);
 		return;
 	}
-	rdma = api_sysfs_rdma(root);
-	view = bond_view(&r->ag->net, name, st, rdma);
-	if (applied)
+	/* After an apply the gateway's model may not show the new bond yet (it follows
+	 * the kernel by netlink events): the view then holds the desired settings and
+	 * what was applied. */
+	view = bond_view(&r->ag->net, name, st);
+	if (applied && view)
 		json_object_set_new(view, "applied", applied);
+	else
+		json_decref(applied);
 	api_reply_json(r, status, view);
-	json_decref(st);
-	json_decref(rdma);
 }
 
 int api_h_bond_get(struct api_req *r)
@@ -193,7 +200,7 @@ int api_h_bond_delete(struct api_req *r)
 
 int api_h_rdma_list(struct api_req *r)
 {
-	api_reply_json(r, 200, json_pack("{s:o}", "devices", api_sysfs_rdma(api_sysfs_root())));
+	api_reply_json(r, 200, json_pack("{s:O}", "devices", r->ag->net.rdma));
 	return 0;
 }
 
@@ -202,13 +209,10 @@ int api_h_rdma_list(struct api_req *r)
 void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 {
 	struct api_net *n = &ag->net;
-	uint64_t now = gw_now_ms();
 	json_t *bond, *s, *dev, *p;
 	size_t i, j;
 
-	/* The poll keeps it fresh; a loop too busy to run it still gets sysfs read here. */
-	if (!n->bonds || now - n->read_ms >= 2000)
-		api_net_refresh(n);
+	/* The gateway's model as last read (on its "changed" event): nothing to read here. */
 	api_prom_head(b, "isergw_bond_up", "gauge", "1 when the bond's MII status is up.");
 	json_array_foreach(n->bonds, i, bond) {
 		const char *ms = json_string_value(json_object_get(bond, "mii_status"));
@@ -233,8 +237,7 @@ void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 		}
 	}
 	api_prom_head(b, "isergw_bond_failovers_total", "counter",
-	     "Link failures of the bond's slaves (sum of link_failure_count): each one on the "
-	     "active slave is a failover.");
+	     "Changes of the bond's active slave the gateway counted since it started.");
 	json_array_foreach(n->bonds, i, bond) {
 		gw_buf_append(b, "isergw_bond_failovers_total{bond=\"", 34);
 		api_prom_label(b, json_string_value(json_object_get(bond, "name")));
@@ -265,5 +268,16 @@ void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 			gw_buf_printf(b, "\"} %lld\n",
 				      (long long)json_integer_value(json_object_get(p, "state_num")));
 		}
+	}
+	api_prom_head(b, "isergw_net_verdict", "gauge",
+	     "1 per verdict of the gateway's network model that holds now (docs/CONTROL.md).");
+	json_array_foreach(n->verdicts, i, p) {
+		gw_buf_append(b, "isergw_net_verdict{id=\"", 23);
+		api_prom_label(b, json_string_value(json_object_get(p, "id")));
+		gw_buf_append(b, "\",severity=\"", 12);
+		api_prom_label(b, json_string_value(json_object_get(p, "severity")));
+		gw_buf_append(b, "\",object=\"", 10);
+		api_prom_label(b, json_string_value(json_object_get(p, "object")));
+		gw_buf_append(b, "\"} 1\n", 5);
 	}
 }

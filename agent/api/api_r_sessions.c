@@ -21,7 +21,8 @@ static void on_state(void *ctx, int err, json_t *reply)
 	} else {
 		json_t *s = json_object_get(reply, "sessions");
 
-		api_reply_json(r, 200, json_pack("{s:O}", "sessions", s ? s : json_array()));
+		api_reply_json(r, 200,
+			       json_pack("{s:o}", "sessions", s ? json_incref(s) : json_array()));
 	}
 	api_req_resume(r);
 }

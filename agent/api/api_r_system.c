@@ -56,8 +56,8 @@ int api_h_openapi(struct api_req *r)
 
 /*
  * Rebuilt when the gateway state, the configuration or the gateway connection changes, else
- * at most a second old (the request counter and sysfs, which the key does not cover): under a
- * scrape storm /metrics costs a copy, not a rebuild of every LUN's histograms.
+ * at most a second old (the request counter and the network model, which the key does not
+ * cover): under a scrape storm /metrics costs a copy, not a rebuild of every LUN's histograms.
  */
 int api_h_metrics(struct api_req *r)
 {

@@ -92,7 +92,8 @@ const struct api_route api_routes[] = {
 	  "Validation", NULL),
 
 	R("GET", "/bonds", API_ROLE_READ, api_h_bonds_list, 0, 200, "network",
-	  "Bonds: status from sysfs, desired settings and drift", NULL, "BondList", NULL),
+	  "Bonds from the gateway's network model, its verdicts, desired settings and drift",
+	  NULL, "BondList", NULL),
 	R("GET", "/bonds/{bond}", API_ROLE_READ, api_h_bond_get, 0, 200, "network",
 	  "One bond: slaves, active slave, link failures, desired settings and drift", NULL,
 	  "Bond", NULL),

@@ -311,6 +311,13 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 	}
 	api_conf_unmask(cfg, ag->store->config);
 	gw_errlist_init(&errs);
+	if (api_conf_keep_fixed(cfg, ag->store->config, &errs)) {
+		api_reply_errlist(r, API_E_INVALID, &errs, prefix);
+		gw_errlist_fini(&errs);
+		json_decref(cfg);
+		json_decref(body);
+		return 0;
+	}
 	/* In a cluster the gateway runs the configuration with its own portals and groups. */
 	eff = api_cluster_gw_config(ag->cluster, cfg);
 	rc = eff ? api_conf_validate(eff, &errs) : -ENOMEM;

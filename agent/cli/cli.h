@@ -16,6 +16,7 @@ enum {
 	CLI_EAPI = 1,
 	CLI_EUSAGE = 2,
 	CLI_EUNREACH = 3,
+	CLI_EVERDICT = 4,		/* bond check: a verdict of severity error holds */
 };
 
 struct cli {
@@ -70,12 +71,14 @@ char *cli_cell(const json_t *j);
  * message printed. */
 int cli_kv_apply(json_t *obj, const char *arg);
 
-/* bond list | show NAME | set NAME k=v.. | forget NAME; rdma list (cli_net.c). */
+/* bond list | show NAME | set NAME k=v.. | forget NAME | check; rdma list (cli_net.c). */
 /* Verbs of the command table with their own output (cli_net.c): path is the resource's, argv
  * the arguments after its name. */
 int cli_bond_list(struct cli *c, const char *path, int argc, char **argv);
 int cli_bond_show(struct cli *c, const char *path, int argc, char **argv);
 int cli_bond_set(struct cli *c, const char *path, int argc, char **argv);
+/* bond check: the gateway's verdicts with their fixes; CLI_EVERDICT when one is an error. */
+int cli_bond_check(struct cli *c, const char *path, int argc, char **argv);
 int cli_rdma_list(struct cli *c, const char *path, int argc, char **argv);
 
 #endif

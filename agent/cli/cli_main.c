@@ -36,7 +36,7 @@ static void usage(FILE *f)
 "  portal list | show NAME | create NAME [k=v..] | set NAME k=v.. | delete NAME\n"
 "  discovery show | set k=v..\n"
 "  session list | drop TSIH\n"
-"  bond list | show NAME | set NAME k=v.. | forget NAME      rdma list\n"
+"  bond list | show NAME | set NAME k=v.. | forget NAME | check   rdma list\n"
 "  cluster show (members, port groups and LU owners; agents with --store etcd)\n"
 "  config export [FILE] | import FILE [--dry-run] | validate FILE\n"
 "  raw METHOD PATH [JSON | @FILE]\n"
@@ -386,7 +386,8 @@ static const struct cli_res cli_res[] = {
 	  { { "list", CLI_V_LIST, cli_bond_list, NULL, NULL },
 	    { "show", CLI_V_SHOW, cli_bond_show, NULL, NULL },
 	    { "set", CLI_V_SET, cli_bond_set, NULL, NULL },
-	    { "forget", CLI_V_DELETE, NULL, "desired settings of ", " forgotten" } } },
+	    { "forget", CLI_V_DELETE, NULL, "desired settings of ", " forgotten" },
+	    { "check", CLI_V_LIST, cli_bond_check, NULL, NULL } } },
 	{ "rdma", "/rdma", 0, false, NULL, NULL, false, NULL, NULL, 0,
 	  { { "list", CLI_V_LIST, cli_rdma_list, NULL, NULL } } },
 	{ "cluster", "/cluster", 0, true, NULL, NULL, false, NULL, NULL, 0,

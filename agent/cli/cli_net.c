@@ -225,6 +225,55 @@ int cli_bond_set(struct cli *c, const char *path, int argc, char **argv)
 	return bond_set(c, path, argc, argv);
 }
 
+/* Every verdict of the gateway's network model (GET /api/v1/bonds "verdicts"): severity, id,
+ * object, message and the fix, errors first. */
+int cli_bond_check(struct cli *c, const char *path, int argc, char **argv)
+{
+	static const char *const order[] = { "error", "warning", "info" };
+	json_t *j, *vs, *v;
+	size_t i, k, n = 0, errors = 0;
+	int rc;
+
+	(void)path;
+	(void)argc;
+	(void)argv;
+	rc = get_json(c, API "/bonds", &j);
+	if (rc)
+		return rc;
+	vs = json_object_get(j, "verdicts");
+	json_array_foreach(vs, i, v)
+		if (!strcmp(json_string_value(json_object_get(v, "severity")) ?: "", "error"))
+			errors++;
+	if (c->json) {
+		cli_print_json(vs ? vs : json_null());
+	} else if (!json_is_true(json_object_get(j, "gateway"))) {
+		fprintf(stderr, "isergwctl: the agent has no network model from the gateway (is "
+			"isergwd running, and the agent given --gateway-socket?)\n");
+		rc = CLI_EAPI;
+	} else {
+		for (k = 0; k < 3; k++)
+			json_array_foreach(vs, i, v) {
+				const char *sev = json_string_value(json_object_get(v, "severity"));
+
+				if (!sev || strcmp(sev, order[k]))
+					continue;
+				printf("%-7s %s %s: %s\n        fix: %s\n", sev,
+				       json_string_value(json_object_get(v, "id")) ?: "?",
+				       json_string_value(json_object_get(v, "object")) ?: "?",
+				       json_string_value(json_object_get(v, "message")) ?: "",
+				       json_string_value(json_object_get(v, "fix")) ?: "");
+				n++;
+			}
+		if (!c->quiet)
+			printf("%zu verdict%s, %zu error%s\n", n, n == 1 ? "" : "s", errors,
+			       errors == 1 ? "" : "s");
+	}
+	json_decref(j);
+	if (!rc && errors)
+		rc = CLI_EVERDICT;
+	return rc;
+}
+
 int cli_rdma_list(struct cli *c, const char *path, int argc, char **argv)
 {
 	(void)path;

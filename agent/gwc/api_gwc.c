@@ -126,6 +126,14 @@ static void gwc_handle_line(struct api_gwc *g, const char *line, size_t len)
 		api_gwc_disconnect(g, -EPROTO);
 		return;
 	}
+	/* A watch event (docs/CONTROL.md): not a reply, whatever is pending. */
+	if (json_is_string(json_object_get(reply, "event")) && !json_object_get(reply, "id")) {
+		if (g->ops && g->ops->event)
+			g->ops->event(g, json_string_value(json_object_get(reply, "event")),
+				      json_object_get(reply, "data"), g->arg);
+		json_decref(reply);
+		return;
+	}
 	if (gw_list_empty(&g->pending)) {
 		gw_warn("gwc", "unexpected reply from the gateway (no request pending)");
 		json_decref(reply);

@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 #include "api_bond.h"
+#include "api_net.h"
 #include "api_store.h"
-#include "api_sysfs.h"
 #include "gw_log.h"
 
 #ifndef IFF_UP
@@ -179,17 +179,18 @@ out:
 	nl_socket_free(sk);
 }
 
-json_t *api_bond_snapshot(const char *root, const char *bond)
+const char *api_bond_links_root(void)
 {
-	json_t *cur = json_object(), *b = api_sysfs_bond(root, bond);
-	char path[PATH_MAX], v[32];
+	const char *r = getenv("ISERGW_SYSFS");
+
+	return r && *r ? r : "/sys";
+}
+
+json_t *api_bond_snapshot(const char *root, const json_t *status)
+{
+	json_t *cur = json_object(), *b = status ? json_deep_copy(status) : NULL;
 
 	json_object_set_new(cur, "links", sysfs_links(root));
-	if (b) {
-		snprintf(path, sizeof(path), "%s/class/net/%s/bonding/num_grat_arp", root, bond);
-		if (read_small(path, v, sizeof(v)))
-			json_object_set_new(b, "num_grat_arp", json_integer(atoi(v)));
-	}
 	json_object_set_new(cur, "bond", b ? b : json_null());
 	nl_addrs_routes(cur);
 	return cur;
@@ -506,7 +507,7 @@ void api_bond_apply(const struct api_bond_ctx *ctx, const json_t *desired, bool 
 	int r;
 
 	memset(res, 0, sizeof(*res));
-	cur = api_bond_snapshot(api_sysfs_root(), bond);
+	cur = api_bond_snapshot(api_bond_links_root(), ctx->status);
 	api_bond_plan(ctx, desired, cur, res);
 	json_decref(cur);
 	if (res->verdict != API_BOND_OK)

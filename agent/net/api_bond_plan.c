@@ -298,6 +298,14 @@ void api_bond_plan(const struct api_bond_ctx *ctx, const json_t *desired, const 
 	int n;
 
 	memset(res, 0, sizeof(*res));
+	if (bl && !exists && json_is_true(json_object_get(bl, "bond"))) {
+		/* The host has the bond, the gateway's model not yet (it follows the kernel by
+		 * netlink events): a plan now would repeat what made it. */
+		verdict(res, API_BOND_REFUSED, "bond", "%s is a bond on this host that the "
+			"gateway's network model does not show yet: apply again once GET "
+			"/api/v1/bonds/%s shows it", bond, bond);
+		goto out;
+	}
 	if (bl && !exists) {
 		verdict(res, API_BOND_REFUSED, "bond", "%s exists and is not a bond", bond);
 		goto out;

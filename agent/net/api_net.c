@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Bond and RDMA port state (api_net.h): sysfs read every second with changes reported as
- * events, desired bond settings kept in STATE_DIR/net.json, and the drift between the two.
+ * Bond and RDMA port state (api_net.h): the gateway's network model in the REST shapes, its
+ * events as the agent's, desired bond settings kept in STATE_DIR/net.json, and the drift
+ * between the two.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +13,6 @@
 #include "api_bond.h"
 #include "api_net.h"
 #include "api_store.h"
-#include "api_sysfs.h"
 #include "gw_conf.h"
 #include "gw_log.h"
 
@@ -53,94 +53,176 @@ ssize_t api_net_find(const json_t *arr, const char *name)
 	return -1;
 }
 
-/* Reads sysfs again and reports what changed since the last read as events. */
+bool api_ifname_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	const char *p;
+
+	if (n == 0 || n > 15 || !strcmp(name, ".") || !strcmp(name, ".."))
+		return false;
+	for (p = name; *p; p++)
+		if (*p == '/' || *p == ':' || (unsigned char)*p <= ' ' || *p == 0x7f)
+			return false;
+	return true;
+}
+
+/* ---- the gateway's model ----------------------------------------------------------------- */
+
 static void net_event(struct api_net *n, const char *type, json_t *data)
 {
-	if (n->event)
+	if (n->event && data)
 		n->event(n->ctx, type, data);
 	else
 		json_decref(data);
 }
 
-void api_net_refresh(struct api_net *n)
+/* A bond of the gateway's model in the REST shape (docs/API.md): the model's object, with
+ * "primary" "" rather than null (as sysfs shows no primary) and its verdicts. */
+static json_t *rest_bond(const json_t *gb, const json_t *verdicts)
 {
-	const char *root = api_sysfs_root();
-	json_t *bonds = api_sysfs_bonds(root), *rdma = api_sysfs_rdma(root), *b, *d, *p;
+	json_t *b = json_deep_copy(gb), *vs = json_array(), *v;
+	char obj[64];
+	size_t i;
+
+	if (!json_is_string(json_object_get(b, "primary")))
+		json_object_set_new(b, "primary", json_string(""));
+	snprintf(obj, sizeof(obj), "bond/%s", str(gb, "name") ?: "");
+	json_array_foreach(verdicts, i, v)
+		if (same(str(v, "object"), obj))
+			json_array_append(vs, v);
+	json_object_set_new(b, "verdicts", vs);
+	return b;
+}
+
+/* RDMA ports grouped by device: [{"name","netdev","node_guid","ports":[...]}], sorted. */
+static json_t *rest_rdma(const json_t *ports)
+{
+	json_t *devs = json_array(), *p, *d;
 	size_t i, j;
 
-	if (n->bonds) {
-		json_array_foreach(bonds, i, b) {
-			ssize_t k = api_net_find(n->bonds, str(b, "name"));
-			json_t *ob = k >= 0 ? json_array_get(n->bonds, k) : NULL;
-			const char *was = str(ob, "active_slave");
+	json_array_foreach(ports, i, p) {
+		const char *dev = str(p, "device");
+		ssize_t k = api_net_find(devs, dev);
+		json_t *q;
 
-			/* A failover and back between two reads leaves the same active slave but
-			 * not the same failure count: that is an event too. */
-			if (ob && (!same(was, str(b, "active_slave")) ||
-				   !json_equal(json_object_get(ob, "failovers"),
-					       json_object_get(b, "failovers"))))
-				net_event(n, "bond", json_pack(
-					"{s:s, s:s?, s:s?, s:O}", "bond", str(b, "name"),
-					"active_slave", str(b, "active_slave"), "previous", was,
-					"failovers", json_object_get(b, "failovers")));
+		if (!dev)
+			continue;
+		if (k < 0) {
+			for (j = 0; j < json_array_size(devs); j++)
+				if (strcmp(dev, str(json_array_get(devs, j), "name")) < 0)
+					break;
+			d = json_pack("{s:s, s:O, s:O?, s:[]}", "name", dev, "netdev",
+				      json_object_get(p, "netdev") ?: json_null(), "node_guid",
+				      json_object_get(p, "node_guid"), "ports");
+			json_array_insert_new(devs, j, d);
+		} else {
+			d = json_array_get(devs, (size_t)k);
 		}
+		q = json_deep_copy(p);
+		json_object_del(q, "device");
+		if (!json_object_get(q, "phys_state"))
+			json_object_set_new(q, "phys_state", json_null());
+		json_array_append_new(json_object_get(d, "ports"), q);
+		/* The device's netdev is its first port's that names one. */
+		if (json_is_null(json_object_get(d, "netdev")) && str(p, "netdev"))
+			json_object_set(d, "netdev", json_object_get(p, "netdev"));
 	}
-	if (n->rdma) {
-		json_array_foreach(rdma, i, d) {
-			ssize_t k = api_net_find(n->rdma, str(d, "name"));
-			json_t *old = k >= 0 ? json_object_get(json_array_get(n->rdma, k), "ports")
-					     : NULL;
+	json_array_foreach(devs, i, d)
+		if (!json_object_get(d, "node_guid"))
+			json_object_set_new(d, "node_guid", json_null());
+	return devs;
+}
 
-			json_array_foreach(json_object_get(d, "ports"), j, p) {
-				const char *was = str(json_array_get(old, j), "state");
+void api_net_set_model(struct api_net *n, const json_t *net)
+{
+	json_t *bonds = json_array(), *b, *ev;
+	const json_t *verdicts = json_object_get(net, "verdicts");
+	size_t i;
 
-				if (old && j < json_array_size(old) && !same(was, str(p, "state")))
-					net_event(n, "rdma", json_pack(
-						"{s:s, s:O, s:s?, s:s?, s:O}", "device", str(d, "name"),
-						"port", json_object_get(p, "port"), "state",
-						str(p, "state"), "previous", was, "netdev",
-						json_object_get(p, "netdev")));
-			}
-		}
-	}
+	json_array_foreach(json_object_get(net, "bonds"), i, b)
+		json_array_append_new(bonds, rest_bond(b, verdicts));
 	json_decref(n->bonds);
 	json_decref(n->rdma);
+	json_decref(n->verdicts);
 	n->bonds = bonds;
-	n->rdma = rdma;
+	n->rdma = rest_rdma(json_object_get(net, "rdma_ports"));
+	n->verdicts = json_is_array(verdicts) ? json_deep_copy(verdicts) : json_array();
+	n->generation = (uint64_t)json_integer_value(json_object_get(net, "generation"));
 	n->read_ms = gw_now_ms();
+	n->have_model = true;
+	/* The events this model includes: told now, so a client that reads after an event
+	 * sees at least that state. */
+	json_array_foreach(n->pending, i, ev)
+		net_event(n, str(ev, "type"), json_incref(json_object_get(ev, "data")));
+	json_array_clear(n->pending);
 }
 
-static void on_net_poll(struct gw_timer *t)
+void api_net_gw_event(struct api_net *n, const char *type, const json_t *data)
 {
-	struct api_net *n = gw_container_of(t, struct api_net, poll);
+	static const char *const port_states[] = { "NOP", "DOWN", "INIT", "ARMED", "ACTIVE",
+						   "ACTIVE_DEFER" };
+	json_t *ev = NULL;
 
-	api_net_refresh(n);
+	if (!type)
+		return;
+	if (!strcmp(type, "failover")) {
+		ev = json_pack("{s:s?, s:s?, s:s?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}",
+			       "bond", str(data, "bond"), "active_slave", str(data, "new"),
+			       "previous", str(data, "old"),
+			       "failovers", json_object_get(data, "failovers"),
+			       "mac", json_object_get(data, "new_mac"),
+			       "previous_mac", json_object_get(data, "old_mac"),
+			       "gid", json_object_get(data, "new_gid"),
+			       "previous_gid", json_object_get(data, "old_gid"),
+			       "time_ms", json_object_get(data, "time_ms"));
+		type = "bond";
+	} else if (!strcmp(type, "rdma")) {
+		json_int_t s = json_integer_value(json_object_get(data, "state_num"));
+		json_int_t o = json_integer_value(json_object_get(data, "previous_num"));
+
+		ev = json_pack("{s:s?, s:O?, s:s, s:s, s:I, s:O?}", "device", str(data, "device"),
+			       "port", json_object_get(data, "port"),
+			       "state", s >= 0 && s <= 5 ? port_states[s] : "?",
+			       "previous", o >= 0 && o <= 5 ? port_states[o] : "?",
+			       "state_num", s, "netdev", json_object_get(data, "netdev"));
+	} else if (!strcmp(type, "verdicts") || !strcmp(type, "link")) {
+		ev = json_deep_copy(data);
+		if (!strcmp(type, "verdicts"))
+			type = "net_verdicts";
+	}
+	if (!ev)
+		return;
+	json_array_append_new(n->pending, json_pack("{s:s, s:o}", "type", type, "data", ev));
 }
 
-static int net_poll_start(struct api_net *n, struct gw_loop *loop)
+void api_net_gw_lost(struct api_net *n)
 {
-	int r = gw_timer_init(&n->poll, loop, on_net_poll);
+	json_t *none = json_pack("{s:[], s:[], s:[]}", "bonds", "rdma_ports", "verdicts");
 
-	if (r)
-		return r;
-	n->poll_on = true;
-	api_net_refresh(n);
-	return gw_timer_arm(&n->poll, 1000, 1000);
+	/* What the gateway said is no longer known to hold: nothing rather than stale. */
+	json_array_clear(n->pending);
+	api_net_set_model(n, none);
+	n->have_model = false;
+	json_decref(none);
 }
 
-int api_net_init(struct api_net *n, struct gw_loop *loop, const char *state_dir,
+int api_net_init(struct api_net *n, const char *state_dir,
 		 void (*event)(void *ctx, const char *type, json_t *data), void *ctx)
 {
 	json_error_t je;
 	json_t *bond;
 	size_t i;
-	int r;
 
 	memset(n, 0, sizeof(*n));
 	n->event = event;
 	n->ctx = ctx;
+	n->bonds = json_array();
+	n->rdma = json_array();
+	n->verdicts = json_array();
+	n->pending = json_array();
 	if (asprintf(&n->path, "%s/net.json", state_dir) < 0) {
 		n->path = NULL;
+		api_net_fini(n);
 		return -ENOMEM;
 	}
 	n->desired = json_load_file(n->path, 0, &je);
@@ -151,11 +233,11 @@ int api_net_init(struct api_net *n, struct gw_loop *loop, const char *state_dir,
 			goto bad;
 		}
 		n->desired = json_pack("{s:[]}", "bonds");
-		if (!n->desired) {
+		if (!n->desired || !n->bonds || !n->rdma || !n->verdicts || !n->pending) {
 			api_net_fini(n);
 			return -ENOMEM;
 		}
-		goto poll;
+		return 0;
 	}
 	if (!json_is_array(json_object_get(n->desired, "bonds"))) {
 		gw_err("agent", "%s: \"bonds\" must be an array", n->path);
@@ -177,11 +259,7 @@ int api_net_init(struct api_net *n, struct gw_loop *loop, const char *state_dir,
 		}
 		gw_errlist_fini(&errs);
 	}
-poll:
-	r = net_poll_start(n, loop);
-	if (r)
-		api_net_fini(n);
-	return r;
+	return 0;
 bad:
 	api_net_fini(n);
 	return -EINVAL;
@@ -189,11 +267,11 @@ bad:
 
 void api_net_fini(struct api_net *n)
 {
-	if (n->poll_on)
-		gw_timer_fini(&n->poll);
 	json_decref(n->desired);
 	json_decref(n->bonds);
 	json_decref(n->rdma);
+	json_decref(n->verdicts);
+	json_decref(n->pending);
 	free(n->path);
 	memset(n, 0, sizeof(*n));
 }

@@ -10,6 +10,20 @@
 #include "bs.h"
 #include "gw_iov.h"
 
+/* What a backstore kind implements; bs.c calls these and nobody outside gateway/bs/ does. */
+struct bs_ops {
+	const char *name;
+	int (*open)(struct bs *bs);
+	void (*close)(struct bs *bs);
+	int (*submit)(struct bs *bs, struct bs_io *io);
+	/* Optional (NULL: true / nothing / NULL). */
+	bool (*settled)(struct bs *bs);
+	void (*shutdown)(struct bs *bs);
+	json_t *(*status)(struct bs *bs);
+	/* Allocation of [off, off + len): see bs_map. Called on the loop thread; must be cheap. */
+	int (*map)(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent);
+};
+
 extern const struct bs_ops bs_file_ops;
 extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_null_ops;

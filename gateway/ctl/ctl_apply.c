@@ -508,9 +508,13 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 							 "sessions", (int)n, "luns", luns));
 	}
 	sessions = isc_gw_sessions_state(gw);
-	return json_pack("{s:o, s:o, s:o, s:i, s:o, s:{s:I, s:I, s:I}}", "portals", portals,
-			 "targets", targets, "sessions", sessions, "connections", (int)gw->nconns,
-			 "login", isc_gw_login_state(gw),
+	/* tasks and pdus_in_use fall back to 0 once every initiator is gone; data_memory.used to
+	 * what the task cache keeps (cached tasks x their buffers): the soak checks both. */
+	return json_pack("{s:o, s:o, s:o, s:i, s:o, s:{s:I, s:I, s:I}, s:I, s:I, s:I}",
+			 "portals", portals, "targets", targets, "sessions", sessions,
+			 "connections", (int)gw->nconns, "login", isc_gw_login_state(gw),
 			 "data_memory", "used", (json_int_t)gw->data_mem, "limit",
-			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)gw->task_set_full);
+			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)gw->task_set_full,
+			 "tasks", (json_int_t)gw->ntasks, "tasks_cached", (json_int_t)gw->ntask_free,
+			 "pdus_in_use", (json_int_t)gw->pdus.live);
 }

@@ -28,6 +28,8 @@
 #include "scsi.h"
 
 #define CTL_LINE_MAX (16u << 20)
+/* A watcher that lets this much pile up unread is dropped (ctl.h says why). */
+#define CTL_WATCH_BACKLOG_DEFAULT (1u << 20)
 
 struct ctl_client {
 	struct gw_list node;
@@ -37,6 +39,7 @@ struct ctl_client {
 	struct gw_buf in, out;
 	struct gw_close cl;
 	bool closing;
+	bool watching;			/* "watch": gets the network model's events */
 };
 
 struct ctl_sock {
@@ -55,6 +58,9 @@ struct ctl_sock {
 	bool leased, fenced;
 	uint64_t fence_at_ms;		/* monotonic: when the fence falls without a renewal */
 	uint64_t fences;		/* times it fell */
+	uint64_t watch_events;		/* events sent to watchers */
+	uint64_t watch_drops;		/* watchers dropped for not reading */
+	size_t watch_backlog;		/* bytes unsent before a watcher is dropped */
 };
 
 /* ---- the running configuration as JSON --------------------------------------------- */
@@ -227,6 +233,9 @@ static json_t *state_json(struct ctl_sock *cs)
 	if (cs->net)
 		json_object_set_new(st, "net", net_mon_json(cs->net));
 	json_object_set_new(st, "fence", fence_json(cs));
+	json_object_set_new(st, "watch", json_pack("{s:I, s:I}", "events",
+						   (json_int_t)cs->watch_events, "drops",
+						   (json_int_t)cs->watch_drops));
 	return st;
 }
 
@@ -316,6 +325,14 @@ static json_t *op_config(struct ctl_sock *cs)
 			 ctl_config_dump(cs->gw->conf, &cs->gconf, false));
 }
 
+/* {"op":"net"}: the network model alone (what "state" carries as "net"). */
+static json_t *op_net(struct ctl_sock *cs)
+{
+	if (!cs->net)
+		return fail("unavailable", "this gateway runs no network model");
+	return json_pack("{s:b, s:o}", "ok", 1, "net", net_mon_json(cs->net));
+}
+
 static json_t *op_drop(struct ctl_sock *cs, const json_t *req)
 {
 	json_t *t = json_object_get(req, "tsih");
@@ -353,6 +370,13 @@ json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req)
 		reply = op_lease(s, req);
 	else if (!strcmp(op, "ping"))
 		reply = json_pack("{s:b}", "ok", 1);
+	else if (!strcmp(op, "net"))
+		reply = op_net(s);
+	else if (!strcmp(op, "watch"))
+		/* Only a connection can watch: client_line marks it. */
+		reply = s->net ? json_pack("{s:b, s:I}", "ok", 1, "generation",
+					   (json_int_t)net_mon_generation(s->net))
+			       : fail("unavailable", "this gateway runs no network model");
 	else
 		reply = fail("bad_request", "unknown op \"%.64s\"", op);
 	if (reply && json_object_get(req, "id"))
@@ -415,6 +439,13 @@ static void client_line(struct ctl_client *c, const char *line, size_t len)
 	if (req && json_is_true(json_object_get(reply, "ok")) &&
 	    !strcmp(json_string_value(json_object_get(req, "op")) ?: "", "apply"))
 		c->s->client_applies++;
+	/* Events follow the reply, never precede it. */
+	if (req && json_is_true(json_object_get(reply, "ok")) &&
+	    !strcmp(json_string_value(json_object_get(req, "op")) ?: "", "watch") &&
+	    !c->watching) {
+		c->watching = true;
+		gw_dbg("ctl", "control client watches the network model");
+	}
 	json_decref(req);
 	text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
 	json_decref(reply);
@@ -513,6 +544,41 @@ static void on_accept(struct gw_watch *w, uint32_t events)
 	}
 }
 
+/* ---- watchers ----------------------------------------------------------------------- */
+
+/* One network event to every watcher: {"event":TYPE,"data":{...}} on a line. A watcher whose
+ * unsent output passed watch_backlog (1 MiB) is not reading: it is dropped, not buffered for. */
+static void on_net_event(void *arg, const char *type, json_t *data)
+{
+	struct ctl_sock *s = arg;
+	struct ctl_client *c, *tmp;
+	json_t *ev = json_pack("{s:s, s:o}", "event", type, "data", data);
+	char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+	size_t len = text ? strlen(text) : 0;
+
+	json_decref(ev);
+	if (!text)
+		return;
+	gw_list_for_each_entry_safe(c, tmp, &s->clients, node) {
+		if (!c->watching || c->closing)
+			continue;
+		if (c->out.len + len + 1 > s->watch_backlog) {
+			s->watch_drops++;
+			gw_warn("ctl", "control client does not read its events (%zu bytes unsent): "
+				"dropped; it reconnects and reads the model again", c->out.len);
+			client_close(c);
+			continue;
+		}
+		if (gw_buf_append(&c->out, text, len) || gw_buf_append(&c->out, "\n", 1)) {
+			client_close(c);
+			continue;
+		}
+		client_flush(c);
+	}
+	s->watch_events++;
+	free(text);
+}
+
 int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 		    const struct ctl_gateway_conf *gconf, struct ctl_sock **out)
 {
@@ -522,11 +588,11 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	mode_t old;
 	int r;
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
+	if (path && strlen(path) >= sizeof(sa.sun_path)) {
 		gw_err("ctl", "control socket path %s is too long", path);
 		return -ENAMETOOLONG;
 	}
-	if (lstat(path, &st) == 0) {
+	if (path && lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			gw_err("ctl", "%s exists and is not a socket: not replacing it", path);
 			return -EEXIST;
@@ -538,16 +604,30 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 		return -ENOMEM;
 	s->loop = loop;
 	s->gw = gw;
+	s->fd = -1;
+	s->watch_backlog = CTL_WATCH_BACKLOG_DEFAULT;
 	gw_list_init(&s->clients);
-	s->path = strdup(path);
 	s->gconf.log_debug = strdup(gconf && gconf->log_debug ? gconf->log_debug : "");
-	s->gconf.control_socket = strdup(path);
+	s->gconf.control_socket = strdup(path ? path : "");
 	s->gconf.fence_margin_ms = gconf && gconf->fence_margin_ms ? gconf->fence_margin_ms : 1000;
+	if (!s->gconf.log_debug || !s->gconf.control_socket) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = gw_timer_init(&s->fence, loop, on_fence);
+	if (r)
+		goto fail;
+	if (!path) {
+		/* No socket: the object still applies a configuration (SIGHUP) the one way. */
+		*out = s;
+		return 0;
+	}
+	s->path = strdup(path);
 	strcpy(sa.sun_path, path);
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0 || !s->path) {
 		r = s->fd < 0 ? -errno : -ENOMEM;
-		goto fail;
+		goto fail_timer;
 	}
 	/* Born 0600: no window in which someone else could connect. */
 	old = umask(0177);
@@ -556,20 +636,17 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	if (r < 0 || listen(s->fd, 16) < 0) {
 		r = -errno;
 		gw_err("ctl", "control socket %s: %s", path, strerror(-r));
-		goto fail;
+		goto fail_timer;
 	}
-	r = gw_timer_init(&s->fence, loop, on_fence);
-	if (r)
-		goto fail;
 	gw_watch_init(&s->w, loop, s->fd, on_accept);
 	r = gw_watch_set(&s->w, EPOLLIN);
-	if (r) {
-		gw_timer_fini(&s->fence);
-		goto fail;
-	}
+	if (r)
+		goto fail_timer;
 	gw_info("ctl", "control socket on %s", path);
 	*out = s;
 	return 0;
+fail_timer:
+	gw_timer_fini(&s->fence);
 fail:
 	if (s->fd >= 0)
 		close(s->fd);
@@ -581,19 +658,32 @@ fail:
 
 void ctl_sock_set_net(struct ctl_sock *s, struct net_mon *net)
 {
+	if (s->net)
+		net_mon_set_watch(s->net, NULL, NULL);
 	s->net = net;
+	if (net)
+		net_mon_set_watch(net, on_net_event, s);
+}
+
+void ctl_sock_set_watch_backlog(struct ctl_sock *s, size_t bytes)
+{
+	s->watch_backlog = bytes ? bytes : CTL_WATCH_BACKLOG_DEFAULT;
 }
 
 void ctl_sock_destroy(struct ctl_sock *s)
 {
 	if (!s)
 		return;
+	if (s->net)
+		net_mon_set_watch(s->net, NULL, NULL);
 	while (!gw_list_empty(&s->clients))
 		client_close(gw_list_first_entry(&s->clients, struct ctl_client, node));
-	gw_watch_stop(&s->w);
 	gw_timer_fini(&s->fence);
-	close(s->fd);
-	unlink(s->path);
+	if (s->fd >= 0) {
+		gw_watch_stop(&s->w);
+		close(s->fd);
+		unlink(s->path);
+	}
 	gw_conf_free(ctl_gateway_conf_keys, &s->gconf);
 	free(s->path);
 	free(s);

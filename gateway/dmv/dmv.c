@@ -103,7 +103,7 @@ static void dmv_task_deferred_done(struct gw_defer *d)
 	struct dmv_task *t = gw_container_of(d, struct dmv_task, defer);
 
 	t->getting = false;
-	t->done(t, t->error);
+	t->done(t, t->error ? t->error : t->crc_error ? -EBADMSG : 0);
 }
 
 /*
@@ -133,6 +133,7 @@ void dmv_task_init(struct dmv_task *t, struct dmv_conn *c, uint32_t itt, const u
 	t->putting = false;
 	t->aborted = false;
 	t->error = 0;
+	t->crc_error = false;
 	t->received = 0;
 	t->unsol_end = 0;
 	t->unsol_next = 0;
@@ -286,7 +287,19 @@ int dmv_dataout_end(struct dmv_conn *c, struct dmv_task *t, const uint8_t *bhs)
 	}
 	if (t->getting && t->received == t->len && !t->nr2t && t->unsol_done) {
 		t->getting = false;
-		t->done(t, 0);
+		t->done(t, t->crc_error ? -EBADMSG : 0);
 	}
 	return 0;
+}
+
+/*
+ * RFC 7143 §7.8 lets a target either ask again for the data (a recovery R2T, ErrorRecoveryLevel
+ * 1 and up) or end the task with CHECK CONDITION once all its data is in. At level 0 only the
+ * second is open: the PDU still counts for the sequence, so the task ends when the initiator
+ * finishes sending, and then fails instead of writing what arrived.
+ */
+int dmv_dataout_bad_digest(struct dmv_conn *c, struct dmv_task *t, const uint8_t *bhs)
+{
+	t->crc_error = true;
+	return dmv_dataout_end(c, t, bhs);
 }

@@ -460,6 +460,32 @@ static int tcp_rx_pdu_done(struct tcp_conn *tc)
 	return r;
 }
 
+/*
+ * The data segment failed its digest. The header passed its own (or there is none), so the
+ * stream is still framed: RFC 7143 §7.8 asks for a Reject (Data Digest Error) and the PDU
+ * discarded, and the connection goes on. A command with immediate data is discarded whole (the
+ * initiator retries it with the same CmdSN); a Data-Out's task fails once all its data is in.
+ */
+static int tcp_rx_bad_data_digest(struct tcp_conn *tc)
+{
+	struct isc_pdu *pdu = tc->rx_pdu;
+	const uint8_t *bhs = tc->rx_bhs;
+	int r = 0;
+
+	gw_warn_rl("dmv", "%s: data digest error on %s (ITT 0x%x): rejected", tc->base.peer,
+		   isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_itt(bhs));
+	tc->rx_pdu = NULL;
+	tc->base.rx_pdus++;
+	tc->base.cb->reject(&tc->base, bhs, ISC_REJ_DATA_DIGEST);
+	if (!tc->base.closed && isc_bhs_opcode(bhs) == ISC_OP_DATA_OUT && !tc->rx_reject &&
+	    tc->rx_task)
+		r = dmv_dataout_bad_digest(&tc->base, tc->rx_task, bhs);
+	if (pdu)
+		isc_pdu_put(pdu);
+	tcp_rx_reset(tc);
+	return r;
+}
+
 /* The current piece is complete: move to the next one. 0, or -errno to drop the connection. */
 static int tcp_rx_advance(struct tcp_conn *tc)
 {
@@ -546,13 +572,8 @@ static int tcp_rx_advance(struct tcp_conn *tc)
 		return tcp_rx_pdu_done(tc);
 	case RX_DDIG:
 		crc = tc->rx_crc;
-		if (memcmp(&crc, tc->rx_dig, 4)) {
-			/* At ErrorRecoveryLevel 0 the task cannot be retried within the connection;
-			 * dropping it lets the initiator recover the session cleanly. */
-			gw_warn_rl("dmv", "%s: data digest error on %s: dropping the connection",
-				   tc->base.peer, isc_opcode_name(isc_bhs_opcode(bhs)));
-			return -EBADMSG;
-		}
+		if (memcmp(&crc, tc->rx_dig, 4))
+			return tcp_rx_bad_data_digest(tc);
 		return tcp_rx_pdu_done(tc);
 	}
 	return 0;

@@ -66,6 +66,7 @@ struct isc_task *isc_task_alloc(struct isc_conn *c)
 	gw_list_init(&t->snode);
 	gw_list_init(&t->cnode);
 	c->sess->ntasks++;
+	gw->ntasks++;
 	return t;
 }
 
@@ -179,6 +180,7 @@ void isc_task_free(struct isc_task *t)
 	gw_list_del(&t->cnode);
 	gw_defer_cancel(&t->dt.defer);
 	s->ntasks--;
+	gw->ntasks--;
 	s->data_mem -= t->sess_mem;
 	t->sess_mem = 0;
 	t->state = ISC_TS_DONE;
@@ -318,6 +320,12 @@ static void isc_task_xfer_done(struct dmv_task *dt, int status)
 		if (status == -EPROTO && !t->aborted && t->conn) {
 			/* The write data broke its sequence: ABORTED COMMAND, DATA PHASE ERROR. */
 			isc_scsi_fail(t, SCSI_SK_ABORTED_COMMAND, 0x4b, 0x00);
+			return;
+		}
+		if (status == -EBADMSG && !t->aborted && t->conn) {
+			/* A Data-Out failed its data digest (RFC 7143 §7.8, §11.4.7.2): ABORTED
+			 * COMMAND, PROTOCOL SERVICE CRC ERROR, once all the data was in. */
+			isc_scsi_fail(t, SCSI_SK_ABORTED_COMMAND, 0x47, 0x05);
 			return;
 		}
 		if (status || t->aborted || !t->conn) {

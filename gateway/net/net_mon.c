@@ -38,6 +38,11 @@ struct net_mon {
 	struct gw_defer defer;
 	uint64_t reads, events, read_at_ms;
 	int err;			/* the last read's, 0 when it worked */
+	/* The watcher (the control socket's subscribers) and what it was last told. */
+	net_mon_watch_fn watch;
+	void *watch_arg;
+	json_t *shown;			/* bonds, rdma_ports, verdicts of the last "changed" */
+	uint64_t generation;
 };
 
 static uint64_t wall_ms(void)
@@ -46,6 +51,47 @@ static uint64_t wall_ms(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One event to the watcher (data stolen). */
+static void emit(struct net_mon *n, const char *type, json_t *data)
+{
+	if (n->watch && data)
+		n->watch(n->watch_arg, type, data);
+	else
+		json_decref(data);
+}
+
+static json_t *verdict_json(const struct net_verdict *v)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:s}", "id", v->rule->id, "severity",
+			 net_severity_name(v->rule->severity), "object", v->object, "message",
+			 v->message, "fix", v->fix);
+}
+
+/* What a watcher can see of the model (the portal chains follow the configuration). */
+static json_t *shown_json(const struct net_model *m)
+{
+	json_t *j = net_model_json(m);
+
+	if (j)
+		json_object_del(j, "portals");
+	return j;
+}
+
+/* "changed" with a new generation when what a client sees differs from the last time. */
+static void note_changed(struct net_mon *n)
+{
+	json_t *j = shown_json(&n->model);
+
+	if (!j || (n->shown && json_equal(j, n->shown))) {
+		json_decref(j);
+		return;
+	}
+	json_decref(n->shown);
+	n->shown = j;
+	n->generation++;
+	emit(n, "changed", json_pack("{s:I}", "generation", (json_int_t)n->generation));
 }
 
 static void log_verdict(const struct net_verdict *v)
@@ -84,12 +130,68 @@ static void log_changes(const struct net_model *old, const struct net_model *m)
 static void on_failover(const struct net_bond *b, void *arg)
 {
 	const struct net_failover *f = &b->last;
+	struct net_mon *n = arg;
 
-	(void)arg;
 	gw_warn("net", "bond %s: active slave %s -> %s (MAC %s -> %s, GID %s -> %s), failover %llu",
 		b->name, f->old_slave, f->new_slave, *f->old_mac ? f->old_mac : "-",
 		*f->new_mac ? f->new_mac : "-", *f->old_gid ? f->old_gid : "-",
 		*f->new_gid ? f->new_gid : "-", (unsigned long long)b->failovers);
+	emit(n, "failover", json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:I, s:I}",
+				      "bond", b->name, "old", f->old_slave, "new", f->new_slave,
+				      "old_mac", *f->old_mac ? f->old_mac : NULL,
+				      "new_mac", *f->new_mac ? f->new_mac : NULL,
+				      "old_gid", *f->old_gid ? f->old_gid : NULL,
+				      "new_gid", *f->new_gid ? f->new_gid : NULL,
+				      "failovers", (json_int_t)b->failovers,
+				      "time_ms", (json_int_t)f->time_ms));
+}
+
+/* Links that went up or down, RDMA ports that changed state, verdicts that came or went:
+ * one event each, against the model before this read. */
+static void emit_changes(struct net_mon *n, const struct net_model *old,
+			 const struct net_model *m)
+{
+	json_t *added = json_array(), *resolved = json_array();
+	size_t i, j;
+
+	for (i = 0; i < m->nlinks; i++) {
+		const struct net_link *l = &m->links[i], *o = net_model_link(old, l->name);
+
+		if (o && (o->carrier != l->carrier || o->up != l->up))
+			emit(n, "link", json_pack("{s:s, s:b, s:b, s:b, s:s?}", "netdev", l->name,
+						  "up", l->up, "carrier", l->carrier,
+						  "previous_carrier", o->carrier,
+						  "master", *l->master ? l->master : NULL));
+	}
+	for (i = 0; i < m->nports; i++) {
+		const struct net_rdma_port *p = &m->ports[i];
+
+		for (j = 0; j < old->nports; j++) {
+			const struct net_rdma_port *o = &old->ports[j];
+
+			if (strcmp(o->dev, p->dev) || o->port != p->port || o->state == p->state)
+				continue;
+			emit(n, "rdma", json_pack("{s:s, s:i, s:i, s:i, s:s?}", "device", p->dev,
+						  "port", (int)p->port, "state_num", p->state,
+						  "previous_num", o->state,
+						  "netdev", *p->netdev ? p->netdev : NULL));
+		}
+	}
+	for (i = 0; i < m->nverdicts; i++)
+		if (!has_verdict(old, &m->verdicts[i]))
+			json_array_append_new(added, verdict_json(&m->verdicts[i]));
+	for (i = 0; i < old->nverdicts; i++)
+		if (!has_verdict(m, &old->verdicts[i]))
+			json_array_append_new(resolved, json_pack(
+				"{s:s, s:s}", "id", old->verdicts[i].rule->id, "object",
+				old->verdicts[i].object));
+	if (json_array_size(added) || json_array_size(resolved))
+		emit(n, "verdicts", json_pack("{s:o, s:o, s:I}", "added", added, "resolved",
+					      resolved, "active", (json_int_t)m->nverdicts));
+	else {
+		json_decref(added);
+		json_decref(resolved);
+	}
 }
 
 /* Rebuilds the model; on a failed read the last good one stays. */
@@ -118,8 +220,11 @@ static void mon_read(struct net_mon *n, bool first)
 		gw_info("net", "network (%s): %zu netdevs, %zu bonds, %zu RDMA ports",
 			n->reader->ops->name, m.nlinks, m.nbonds, m.nports);
 	log_changes(first ? NULL : &n->model, &m);
+	if (!first)
+		emit_changes(n, &n->model, &m);
 	net_model_fini(&n->model);
 	n->model = m;
+	note_changed(n);
 }
 
 static void on_defer(struct gw_defer *d)
@@ -159,8 +264,15 @@ void net_mon_rtmsg(struct net_mon *n, struct nlmsghdr *h)
 	for (i = 0; i < n->model.nlinks; i++)
 		if (n->model.links[i].ifindex == (int)ifindex)
 			active = n->model.links[i].name;
-	if (active && net_model_note_active(&n->model, bond, active, wall_ms()))
-		on_failover(net_model_bond(&n->model, bond), n);
+	if (active && net_model_note_active(&n->model, bond, active, wall_ms())) {
+		struct net_bond *b = net_model_bond(&n->model, bond);
+
+		/* Shown at once, so that what a watcher reads after the event names the new
+		 * active slave; the re-read that follows brings the rest (slave states). */
+		snprintf(b->active, sizeof(b->active), "%s", active);
+		on_failover(b, n);
+		note_changed(n);
+	}
 }
 
 static int on_nl_msg(struct nl_msg *msg, void *arg)
@@ -264,6 +376,7 @@ void net_mon_destroy(struct net_mon *n)
 	}
 	net_reader_destroy(n->reader);
 	net_model_fini(&n->model);
+	json_decref(n->shown);
 	free(n->portals);
 	free(n);
 }
@@ -295,12 +408,25 @@ void net_mon_set_portals(struct net_mon *n, const struct isc_portal_conf *p, siz
 	net_model_resolve(&n->model, n->portals, n->nportals);
 	net_judge(&n->model);
 	log_changes(&old, &n->model);
+	emit_changes(n, &old, &n->model);
 	net_model_fini(&old);
+	note_changed(n);
 }
 
 void net_mon_refresh(struct net_mon *n)
 {
 	mon_read(n, false);
+}
+
+void net_mon_set_watch(struct net_mon *n, net_mon_watch_fn fn, void *arg)
+{
+	n->watch = fn;
+	n->watch_arg = arg;
+}
+
+uint64_t net_mon_generation(const struct net_mon *n)
+{
+	return n->generation;
 }
 
 const struct net_model *net_mon_model(const struct net_mon *n)
@@ -319,5 +445,6 @@ json_t *net_mon_json(struct net_mon *n)
 	json_object_set_new(o, "events", json_integer((json_int_t)n->events));
 	json_object_set_new(o, "read_at_ms", json_integer((json_int_t)n->read_at_ms));
 	json_object_set_new(o, "error", n->err ? json_string(strerror(-n->err)) : json_null());
+	json_object_set_new(o, "generation", json_integer((json_int_t)n->generation));
 	return o;
 }

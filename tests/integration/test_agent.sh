@@ -326,6 +326,26 @@ cp "$T_DIR/body" "$T_DIR/export2.json"
 api PUT "/api/v1/config?dry_run=true" "$(cat "$T_DIR/export2.json")"
 expect "dry-run import of the current (masked) export" 200
 check "  ... changes nothing" test "$(generation)" = "$G0"
+# The control socket is the gateway's own start-up setting: the API cannot move it (an admin
+# token pointing the gateway elsewhere), and an import that leaves it out keeps it.
+python3 -c "
+import json, sys
+j = json.load(open('$T_DIR/export2.json'))
+j.setdefault('gateway', {})['control_socket'] = '/tmp/elsewhere.sock'
+json.dump(j, open('$T_DIR/moved.json', 'w'))
+del j['gateway']
+json.dump(j, open('$T_DIR/nogw.json', 'w'))
+"
+api PUT /api/v1/config "$(cat "$T_DIR/moved.json")"
+expect "import moving gateway.control_socket" 422 invalid
+check "  ... the error names the key and the file" grep -q 'control_socket is set in the gateway' "$T_DIR/body"
+check "  ... and stores nothing" test "$(generation)" = "$G0"
+bad "validating it says the same" 422 invalid POST /api/v1/config/validate "$(cat "$T_DIR/moved.json")"
+api PUT /api/v1/config "$(cat "$T_DIR/nogw.json")"
+expect "import without a gateway section" 200
+api GET /api/v1/config
+check "  ... keeps the control socket" test "$(jget "j['gateway']['control_socket']")" = "$SOCK"
+G0=$(generation)
 
 # ---- the gateway restarts: the agent reconciles it ----------------------------------------
 

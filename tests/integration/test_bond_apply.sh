@@ -1,12 +1,16 @@
 #!/bin/bash
 # PUT /api/v1/bonds/{bond}?apply=true / ?dry_run=true on the host, where the kernel cannot make
 # bonds: every refusal and every bad input must come before netlink, so they are all proved
-# here against a sysfs fixture (ISERGW_SYSFS) describing bonds and bare interfaces, with the
-# host's real addresses and default route from rtnetlink. Each refusal: the status, the error
-# code, the reason in the message, and nothing changed (no networkd file, no desired stored,
-# no interface). Dry runs: the ordered steps and the files' text. Then with the gateway on the
-# same fixture: a bond carrying a live TCP session is refused unless force=true. The apply
-# itself runs in the VM guest (tests/vm/guest/suite-bond-apply.sh).
+# here against a sysfs fixture (ISERGW_SYSFS) describing bonds and bare interfaces. The
+# bonds' present settings come from the gateway's network model of that fixture, which the
+# agent holds through the control socket; the agent lists the fixture's links itself and
+# reads addresses and routes from rtnetlink. Without the gateway apply and dry runs are
+# refused (503). Each refusal: the status, the error code, the reason in the message, and
+# nothing changed (no networkd file, no desired stored, no interface). Dry runs: the ordered
+# steps and the files' text. The default route's interface is refused inside a network
+# namespace of the test's own, where it makes that route. A bond carrying a live TCP session
+# of the gateway is refused unless force=true. The apply itself runs in the VM guest
+# (tests/vm/guest/suite-bond-apply.sh).
 #
 #   tests/integration/test_bond_apply.sh        (BUILD=build|build/san)
 set -u
@@ -19,8 +23,12 @@ if [ ! -x "$AGENT" ]; then
 	skip bond_apply "no $AGENT"
 	t_end
 fi
-if ! t_need curl python3 ip; then
-	skip bond_apply "needs curl, python3 and ip"
+if ! t_need curl python3 ip unshare nsenter; then
+	skip bond_apply "needs curl, python3, ip, unshare and nsenter"
+	t_end
+fi
+if [ ! -x "$T_BUILD/isergwd" ]; then
+	skip bond_apply "no $T_BUILD/isergwd"
 	t_end
 fi
 
@@ -32,9 +40,13 @@ mkdir -p "$ND"
 
 # ---- the fixture --------------------------------------------------------------------------
 # bd1: active-backup over bd1a, up; bd2 over bd2a; va, vb bare and up; eth7 a plain NIC; lo
-# (which carries the agent's 127.0.0.1); the interface of the host's default route.
+# (which carries the agent's 127.0.0.1); dr0, which carries the default route in the test's
+# network namespace below. Built aside and moved in at once, so the gateway (re-reading it
+# every second) never models half of it.
 SYS=$T_DIR/sys
-put() { mkdir -p "$(dirname "$SYS/$1")" && printf '%s\n' "$2" >"$SYS/$1"; }
+NEW=$T_DIR/sys.new
+mkdir -p "$SYS"
+put() { mkdir -p "$(dirname "$NEW/$1")" && printf '%s\n' "$2" >"$NEW/$1"; }
 nic() { put "class/net/$1/flags" "${2:-0x1003}"; put "class/net/$1/address" 02:00:00:00:00:01; }
 bond() {	# bond NAME MODE FOM MIIMON SLAVES...
 	local b=$1 mode=$2 fom=$3 mii=$4 s
@@ -48,7 +60,7 @@ bond() {	# bond NAME MODE FOM MIIMON SLAVES...
 	put "class/net/$b/bonding/slaves" "$*"
 	for s in "$@"; do
 		nic "$s"
-		ln -s "../$b" "$SYS/class/net/$s/master"
+		ln -s "../$b" "$NEW/class/net/$s/master"
 	done
 }
 bond bd1 "active-backup 1" "none 0" 0 bd1a
@@ -57,16 +69,31 @@ nic va
 nic vb
 nic eth7
 nic lo 0x9
-DEFDEV=$(ip route show default 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1)
-[ -n "$DEFDEV" ] && [ "$DEFDEV" != lo ] && nic "$DEFDEV"
+nic dr0
 
+# The gateway reads the fixture (and the agent lists its links); the agent takes the bonds'
+# settings from the gateway's model over the control socket.
 export ISERGW_SYSFS=$SYS
+IQN=iqn.2026-11.org.isergw:bond-apply
+GW_PORT=$(t_free_port)
+SOCK=$T_DIR/ctl.sock
+cat >"$T_DIR/gateway.json" <<EOC
+{ "gateway": { "control_socket": "$SOCK" },
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $GW_PORT } ],
+  "targets": [ { "name": "$IQN", "allow_any_initiator": true, "portals": [ "tcp0" ],
+                 "luns": [ { "lun": 0, "backstore": { "type": "ram", "size": "16M" } } ] } ] }
+EOC
+
+# agent_start TAG NETWORKD_DIR: the agent on the gateway's socket (behind AGENT_WRAP, when
+# set); AGENT_PID. AGENT_PORT_WAIT=0 skips the wait for its port (another namespace).
 agent_start() {
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
-		t_daemon_start agent agent "$T_DIR/agent.$1.log" "$AGENT" --state-dir "$STATE" \
-		--listen "$T_HOST:$API_PORT" --networkd-dir "$2"
+		t_daemon_start agent agent "$T_DIR/agent.$1.log" \
+		${AGENT_WRAP[@]+"${AGENT_WRAP[@]}"} "$AGENT" --state-dir "$STATE" \
+		--listen "$T_HOST:$API_PORT" --networkd-dir "$2" --gateway-socket "$SOCK"
 	AGENT_PID=$T_LAST_PID
+	[ "${AGENT_PORT_WAIT:-1}" = 0 ] && return 0
 	if ! t_wait_port "$AGENT_PID" "$API_PORT" 10; then
 		fail start "the agent did not start"
 		tail -n 20 "$T_DIR/agent.$1.log"
@@ -78,8 +105,45 @@ agent_stop() {
 	[ "$T_STOP_RC" -eq 0 ] && [ "$T_STOP_KILLED" = 0 ] ||
 		fail "agent-stop" "status $T_STOP_RC, killed $T_STOP_KILLED"
 }
-agent_start 1 "$ND"
+# model_has BOND...: the agent shows each bond from the gateway's model (GET answers its
+# mode, which only the model gives).
+model_has() {
+	local b
+	for b in "$@"; do
+		api GET "/api/v1/bonds/$b"
+		[ "$CODE" = 200 ] && [ "$(jget "j.get('mode')")" = active-backup ] || return 1
+	done
+}
+
+# ---- without the gateway ------------------------------------------------------------------
+# The agent has no model: it cannot know what a bond runs now, so it plans nothing.
+agent_start 0 "$ND"
 ADMIN=$(cat "$STATE/admin.token")
+api PUT "/api/v1/bonds/bdn?apply=true" '{"slaves":["va","vb"]}'
+refused_nogw() {
+	if [ "$CODE" != 503 ] || [ "$(jget "j['error']['code']")" != gateway_unavailable ]; then
+		fail "$1" "HTTP $CODE, want 503 gateway_unavailable: $(head -c 300 "$T_DIR/body")"
+	elif ! jget "j['error']['message']" | grep -q "the gateway's network model is not available: .* needs the gateway running"; then
+		fail "$1" "message does not say so: $(jget "j['error']['message']")"
+	else
+		pass "$1 ($(jget "j['error']['message']"))"
+	fi
+}
+refused_nogw "without the gateway, apply is refused (503)"
+api PUT "/api/v1/bonds/bd1?dry_run=true" '{"miimon":100,"slaves":["bd1a"]}'
+refused_nogw "  ... and a dry run too"
+check "  ... nothing written to the networkd folder" test -z "$(ls -A "$ND")"
+api GET /api/v1/bonds/bdn
+check "  ... and no desired settings stored" test "$CODE" = 404
+agent_stop
+
+mv "$NEW/class" "$SYS/class"
+if ! gw_start "$T_DIR/gateway.json" "$T_DIR/gateway.log" "$GW_PORT"; then
+	fail start "the gateway did not start"
+	t_end
+fi
+agent_start 1 "$ND"
+check "the agent shows the gateway's model of bd1 and bd2" wait_for 20 model_has bd1 bd2
 
 # nothing_changed NAME BOND: no networkd file, no desired settings stored, no such interface.
 nothing_changed() {
@@ -160,19 +224,45 @@ refused "a slave of another bond is not taken" 409 in_use 'slaves[1]' \
 api PUT "/api/v1/bonds/bdn?apply=true" '{"slaves":["va","lo"]}'
 refused "the interface of the agent's listening address is not enslaved" 409 in_use \
 	'slaves[1]' "lo carries the agent's listening address 127.0.0.1"
-if [ -n "$DEFDEV" ] && [ "$DEFDEV" != lo ]; then
-	api PUT "/api/v1/bonds/bdn?apply=true" "{\"slaves\":[\"$DEFDEV\"]}"
-	refused "the default route's interface is not enslaved" 409 in_use 'slaves[0]' \
-		"$DEFDEV carries the default route"
-else
-	skip "the default route's interface is not enslaved" "this host has no default route"
-fi
 api PUT "/api/v1/bonds/eth7?apply=true" '{"slaves":["va"]}'
 refused "a plain NIC is not turned into a bond" 409 in_use bond 'eth7 exists and is not a bond'
 api PUT "/api/v1/bonds/bdn?dry_run=true" '{"slaves":["bd1"]}'
 refused "a bond is not nested in another (dry run refuses as apply does)" 409 in_use \
 	'slaves[0]' 'bd1 is a bond itself'
 nothing_changed "after the refusals" bdn
+
+# The default route's interface: in a network namespace of the test's own, where dr0 (one
+# end of a veth pair) carries the default route, whatever this host's routes are. The agent
+# there answers on its own loopback, reached through nsenter.
+AGENT_WRAP=(unshare -n sh -c "ip link set lo up && ip link add dr0 type veth peer name dr1 && \
+	ip link set dr1 up && ip addr add 10.231.0.1/24 dev dr0 && ip link set dr0 up && \
+	ip route add default via 10.231.0.2 dev dr0 && exec \"\$0\" \"\$@\"")
+agent_stop
+AGENT_PORT_WAIT=0 agent_start ns "$ND"
+AGENT_WRAP=()
+ns_api() {
+	CODE=$(nsenter -t "$AGENT_PID" -n curl -s -m 30 -o "$T_DIR/body" -w '%{http_code}' \
+		-X PUT -H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json" \
+		--data-binary "$2" "$URL$1" 2>/dev/null)
+}
+# ns_planned: the agent in the namespace answers with the gateway's model (bd1 plans).
+ns_planned() {
+	ns_api "/api/v1/bonds/bd1?dry_run=true" '{"miimon":100,"slaves":["bd1a"]}'
+	[ "$CODE" = 200 ]
+}
+if wait_for 20 ns_planned; then
+	ns_api "/api/v1/bonds/bdn?apply=true" '{"slaves":["dr0"]}'
+	refused "the default route's interface is not enslaved" 409 in_use 'slaves[0]' \
+		"dr0 carries the default route"
+	ns_api "/api/v1/bonds/bdn?dry_run=true" '{"slaves":["va"]}'
+	check "  ... while another interface there is planned (200)" test "$CODE" = 200
+else
+	fail "the default route's interface is not enslaved" \
+		"the agent in its namespace did not answer: HTTP $CODE $(tail -n 5 "$T_DIR/agent.ns.log")"
+fi
+agent_stop
+agent_start 1b "$ND"
+check "the agent is back on the gateway's model" wait_for 20 model_has bd1 bd2
 
 # ---- bad input (400/422) ------------------------------------------------------------------
 
@@ -203,12 +293,14 @@ nothing_changed "after the bad input" bdn
 # A networkd folder that cannot take the files: refused before any netlink call.
 agent_stop
 agent_start 2 "$T_DIR/no-such-folder"
+wait_for 20 model_has bd1 || fail "model (2)" "the agent did not get the gateway's model"
 api PUT "/api/v1/bonds/bdn?apply=true" '{"slaves":["va","vb"]}'
 refused "a networkd folder that does not exist" 422 invalid networkd_dir \
 	"no-such-folder is not writable \(No such file"
 touch "$T_DIR/a-file"
 agent_stop
 agent_start 3 "$T_DIR/a-file"
+wait_for 20 model_has bd1 || fail "model (3)" "the agent did not get the gateway's model"
 api PUT "/api/v1/bonds/bdn?apply=true" '{"slaves":["va","vb"]}'
 refused "a networkd folder that is a file" 422 invalid networkd_dir "a-file is not writable"
 nothing_changed "after the unwritable folders" bdn
@@ -218,38 +310,19 @@ check "no apply, no applied steps in the answer" test "$(jget "'applied' in j")"
 agent_stop
 
 # ---- a bond carrying the gateway's TCP sessions -------------------------------------------
-# The gateway reads the same fixture; its addresses file puts 127.0.0.1 on bd1, so its network
-# model chains the TCP portal to bd1. While isergw-bench holds a session, a change of bd1 is
-# refused unless force=true; once the session is gone it is planned again.
+# The gateway's addresses file puts 127.0.0.1 on bd1 (written aside and moved in), so its
+# network model chains the TCP portal to bd1. While isergw-bench holds a session, a change of
+# bd1 is refused unless force=true; once the session is gone it is planned again.
 BENCH=$T_TOOLS/isergw-bench
-if [ ! -x "$T_BUILD/isergwd" ] || [ ! -x "$BENCH" ]; then
-	skip sessions "no $T_BUILD/isergwd or $BENCH"
+if [ ! -x "$BENCH" ]; then
+	skip sessions "no $BENCH"
+	gw_stop "$T_GW_PID"
 	t_end
 fi
-printf 'bd1 127.0.0.1/8\n' >"$SYS/isergw-addrs"
-IQN=iqn.2026-11.org.isergw:bond-apply
-GW_PORT=$(t_free_port)
-SOCK=$T_DIR/ctl.sock
-cat >"$T_DIR/gateway.json" <<EOC
-{ "gateway": { "control_socket": "$SOCK" },
-  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $GW_PORT } ],
-  "targets": [ { "name": "$IQN", "allow_any_initiator": true, "portals": [ "tcp0" ],
-                 "luns": [ { "lun": 0, "backstore": { "type": "ram", "size": "16M" } } ] } ] }
-EOC
-if ! gw_start "$T_DIR/gateway.json" "$T_DIR/gateway.log" "$GW_PORT"; then
-	fail sessions "the gateway did not start"
-	t_end
-fi
+printf 'bd1 127.0.0.1/8\n' >"$T_DIR/isergw-addrs.new"
+mv "$T_DIR/isergw-addrs.new" "$SYS/isergw-addrs"
 rm -rf "$STATE"
-ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-	UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
-	t_daemon_start agent agent "$T_DIR/agent.4.log" "$AGENT" --state-dir "$STATE" \
-	--listen "$T_HOST:$API_PORT" --networkd-dir "$ND" --gateway-socket "$SOCK"
-AGENT_PID=$T_LAST_PID
-if ! t_wait_port "$AGENT_PID" "$API_PORT" 10; then
-	fail sessions "the agent did not start with the gateway"
-	t_end
-fi
+agent_start 4 "$ND"
 ADMIN=$(cat "$STATE/admin.token")
 MIIMON='{"miimon":100,"slaves":["bd1a"]}'
 # dry STATUS [QUERY]: a dry run of the miimon change answers STATUS.

@@ -124,7 +124,7 @@ check "oversized data segments: Reject or drop" hostile oversize 127.0.0.2
 alive oversize
 check "bad AHS lengths: Reject, drop or ignored" hostile ahs 127.0.0.2
 alive ahs
-check "wrong header/data digests: Reject 0x02 / drop" hostile digest 127.0.0.2
+check "bad data digest (NOP-Out, Text, immediate data, Data-Out): Reject 0x02, CHECK CONDITION 47/05 for the write; bad header digest: drop" hostile digest 127.0.0.2
 alive digest
 check "opcodes out of phase: drop before login, Reject in FFP" hostile phase 127.0.0.2
 alive phase

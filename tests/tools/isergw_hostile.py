@@ -258,10 +258,10 @@ class Conn:
                 return True
 
     def scsi_cmd(self, cdb, edtl=0, read=False, write=False, data=b"", cmdsn=None,
-                 immediate=False, final=True):
+                 immediate=False, final=True, itt=None, bad_dd=False):
         b = self.bhs(OP_SCSI_CMD, (0x80 if final else 0) | (0x40 if read else 0) |
                      (0x20 if write else 0) | 0x01, immediate=immediate)
-        itt = self.next_itt()
+        itt = self.next_itt() if itt is None else itt
         struct.pack_into(">I", b, 16, itt)
         struct.pack_into(">I", b, 20, edtl)
         struct.pack_into(">I", b, 24, self.cmdsn if cmdsn is None else cmdsn)
@@ -269,17 +269,34 @@ class Conn:
         b[32:32 + len(cdb)] = cdb
         if cmdsn is None and not immediate:
             self.cmdsn = (self.cmdsn + 1) & 0xffffffff
-        self.send(b, data)
+        self.send(b, data, bad_dd=bad_dd)
         return itt
 
-    def data_out(self, itt, ttt, offset, data, datasn=0, final=True):
+    def data_out(self, itt, ttt, offset, data, datasn=0, final=True, bad_dd=False):
         b = self.bhs(OP_DATA_OUT, 0x80 if final else 0)
         struct.pack_into(">I", b, 16, itt)
         struct.pack_into(">I", b, 20, ttt)
         struct.pack_into(">I", b, 28, self.exp_statsn)
         struct.pack_into(">I", b, 36, datasn)
         struct.pack_into(">I", b, 40, offset)
-        self.send(b, data)
+        self.send(b, data, bad_dd=bad_dd)
+
+    def read_blocks(self, lba, blocks, timeout=10.0):
+        """READ (10) of blocks 512-byte blocks: (status, data)."""
+        itt = self.scsi_cmd(read10(lba, blocks), edtl=512 * blocks, read=True)
+        data = b""
+        while True:
+            p = self.recv_op((OP_SCSI_RSP, OP_DATA_IN, OP_REJECT), timeout)
+            if p.op == OP_REJECT:
+                raise Fail("READ answered with Reject reason 0x%02x" % p.bhs[2])
+            if p.u32(16) != itt:
+                continue
+            if p.op == OP_DATA_IN:
+                data += p.data
+                if p.bhs[1] & 0x01:
+                    return p.bhs[3], data
+            else:
+                return p.bhs[3], data
 
     def wait_status(self, itt, timeout=10.0):
         while True:
@@ -450,38 +467,114 @@ def case_ahs(args):
     still_serves(args, "after bad AHS")
 
 
+def sense_of(p):
+    """(key, asc, ascq) from a SCSI Response's data segment (fixed format), or None."""
+    if len(p.data) < 2 + 14:
+        return None
+    sense = p.data[2:]
+    return sense[2] & 0x0f, sense[12], sense[13]
+
+
+def expect_reject(c, reason, what, timeout=5.0):
+    """A Reject with exactly this reason; the connection stays."""
+    try:
+        p = c.recv_op((OP_REJECT, OP_SCSI_RSP, OP_R2T, OP_DATA_IN, OP_NOP_IN), timeout)
+    except (EOFError, ConnectionResetError):
+        raise Fail("%s: connection dropped instead of a Reject" % what)
+    except socket.timeout:
+        raise Fail("%s: no Reject within %.0f s" % (what, timeout))
+    if p.op != OP_REJECT or p.bhs[2] != reason:
+        raise Fail("%s: answered %r%s, expected Reject reason 0x%02x" %
+                   (what, p, " reason 0x%02x" % p.bhs[2] if p.op == OP_REJECT else "", reason))
+    ok("%s: Reject reason 0x%02x, connection kept" % (what, reason))
+    return p
+
+
 def case_digest(args):
-    """Digests negotiated, then wrong: a bad header digest (the header cannot be trusted: the
-    connection is dropped or the PDU discarded, RFC 7143 7.8) and a bad data digest (Reject
-    reason 0x02, PDU discarded, connection usable)."""
+    """Digests negotiated, then wrong (RFC 7143 7.8). A bad data digest: Reject reason 0x02
+    and the PDU discarded, the connection goes on; for a SCSI command with immediate data the
+    command is discarded whole and its retry (same ITT and CmdSN) is served; for a Data-Out
+    the task ends, once all its data is in, with CHECK CONDITION ABORTED COMMAND / PROTOCOL
+    SERVICE CRC ERROR (47/05) and the LUN keeps what it had. A bad header digest: the header
+    cannot be trusted, the connection is dropped."""
+    lba = 300000       # far from the well-behaved client's first 64 MiB
     c = logged_in(args, hd=True, dd=True)
     ok("HeaderDigest and DataDigest CRC32C negotiated")
-    itt = c.nop_out(data=b"x" * 64, bad_dd=True)
-    # RFC 7143 7.8 asks for a Reject (0x02) and the PDU discarded; at ErrorRecoveryLevel 0
-    # dropping the connection (session recovery) is the other answer allowed.
-    if expect_reject_or_close(c, (REJ_DATA_DIGEST,), "NOP-Out with a bad data digest") == \
-            "reject":
-        c.ping()
-        ok("connection still usable after the data digest error")
-        b = c.bhs(OP_NOP_OUT, 0x80, immediate=True)
-    else:
-        c.close()
-        c = logged_in(args, hd=True, dd=True)
+    tur_good(c)
+    c.nop_out(data=b"x" * 64, bad_dd=True)
+    expect_reject(c, REJ_DATA_DIGEST, "NOP-Out with a bad data digest")
+    c.ping()
+    ok("connection still usable after it")
+
+    b = c.bhs(OP_TEXT, 0x80, immediate=True)
+    struct.pack_into(">I", b, 16, c.next_itt())
+    struct.pack_into(">I", b, 20, RSVD)
+    struct.pack_into(">I", b, 24, c.cmdsn)
+    struct.pack_into(">I", b, 28, c.exp_statsn)
+    c.send(b, b"SendTargets=All\0", bad_dd=True)
+    expect_reject(c, REJ_DATA_DIGEST, "Text request with a bad data digest")
+    c.ping()
+
+    # A write with immediate data whose digest fails: discarded whole, then retried.
+    old = bytes([0xa5]) * 512
+    new = bytes([0x3c]) * 512
+    cs = c.cmdsn
+    itt = c.scsi_cmd(write10(lba, 1), edtl=512, write=True, data=old, cmdsn=cs)
+    c.cmdsn = (cs + 1) & 0xffffffff
+    if c.wait_status(itt) != 0:
+        raise Fail("a plain write with immediate data failed")
+    cs = c.cmdsn
+    itt = c.scsi_cmd(write10(lba, 1), edtl=512, write=True, data=new, cmdsn=cs, bad_dd=True)
+    expect_reject(c, REJ_DATA_DIGEST, "SCSI write with immediate data and a bad data digest")
+    c.scsi_cmd(write10(lba, 1), edtl=512, write=True, data=new, cmdsn=cs, itt=itt)
+    c.cmdsn = (cs + 1) & 0xffffffff
+    st = c.wait_status(itt)
+    if st != 0:
+        raise Fail("the retried write (same ITT and CmdSN) ended with status 0x%02x" % st)
+    st, got = c.read_blocks(lba, 1)
+    if st != 0 or got != new:
+        raise Fail("after the retry the block reads back wrong (status 0x%02x)" % st)
+    ok("its retry with the same ITT and CmdSN was served and reads back")
+    c.close()
+
+    # A solicited Data-Out whose digest fails.
+    c = r2t_session(args, extra=(), hd=True, dd=True)
+    tur_good(c)
+    itt = c.scsi_cmd(write10(lba, 16), edtl=8192, write=True)
+    r2t = c.recv_op((OP_R2T,), 5)
+    ttt = r2t.u32(20)
+    other = bytes([0x77]) * 4096
+    c.data_out(itt, ttt, 0, other, datasn=0, final=False, bad_dd=True)
+    expect_reject(c, REJ_DATA_DIGEST, "Data-Out with a bad data digest")
+    c.data_out(itt, ttt, 4096, other, datasn=1, final=True)
+    try:
+        p = c.recv_op((OP_SCSI_RSP, OP_REJECT), 10)
+    except (EOFError, ConnectionResetError):
+        raise Fail("Data-Out with a bad data digest: connection dropped")
+    except socket.timeout:
+        raise Fail("Data-Out with a bad data digest: the task never ended")
+    if p.op != OP_SCSI_RSP or p.u32(16) != itt or p.bhs[3] != 0x02 or \
+            sense_of(p) != (0x0b, 0x47, 0x05):
+        raise Fail("Data-Out with a bad data digest: the write ended with %r status 0x%02x "
+                   "sense %s, expected CHECK CONDITION 0b/47/05" % (p, p.bhs[3], sense_of(p)))
+    ok("its write ended, after the last Data-Out, with CHECK CONDITION 0b/47/05")
+    st, got = c.read_blocks(lba, 16)
+    if st != 0 or got[:512] != new or any(got[i:i + 512] == other[:512]
+                                          for i in range(0, len(got), 512)):
+        raise Fail("the failed write reached the LUN (status 0x%02x)" % st)
+    ok("the LUN kept what it had: the failed write wrote nothing")
+    c.ping()
+    c.close()
+
+    c = logged_in(args, hd=True, dd=True)
     b = c.bhs(OP_NOP_OUT, 0x80, immediate=True)
     struct.pack_into(">I", b, 16, c.next_itt())
     struct.pack_into(">I", b, 20, RSVD)
     c.send(b, bad_hd=True)
-    try:
-        p = c.recv_op((OP_REJECT, OP_NOP_IN), 3)
-        raise Fail("bad header digest: answered %r (a header that fails its digest "
-                   "cannot be trusted)" % p)
-    except (EOFError, ConnectionResetError):
-        ok("NOP-Out with a bad header digest: connection dropped")
-    except socket.timeout:
-        c.ping()
-        ok("NOP-Out with a bad header digest: discarded, connection in step")
+    if not c.closed_within(5):
+        raise Fail("NOP-Out with a bad header digest: connection still open after 5 s")
+    ok("NOP-Out with a bad header digest: connection dropped")
     c.close()
-    del itt
     still_serves(args, "after digest errors")
 
 
@@ -539,10 +632,10 @@ def case_cmdsn(args):
     c.close()
 
 
-def r2t_session(args, extra=()):
+def r2t_session(args, extra=(), **kw):
     return logged_in(args, extra=(("InitialR2T", "Yes"), ("ImmediateData", "No"),
                                   ("MaxBurstLength", "65536"), ("FirstBurstLength", "65536"))
-                     + tuple(extra))
+                     + tuple(extra), **kw)
 
 
 def case_dataout(args):

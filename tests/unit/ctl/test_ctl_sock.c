@@ -12,6 +12,8 @@
 
 #include "ctl.h"
 #include "gw_log.h"
+#include "net.h"
+#include "net/net_fx.h"
 
 static struct gw_loop loop;
 static struct isc_gw *gw;
@@ -308,4 +310,146 @@ Test(ctl_sock, a_lease_not_renewed_fences_the_gateway_on_a_monotonic_timer)
 	r = ask("{\"op\":\"lease\",\"valid_ms\":60000}");
 	json_decref(r);
 	cr_assert(!fenced_now());
+}
+
+/* Without a path there is no socket, and the object still applies (SIGHUP's reload): the
+ * gateway section follows the file as it does through the socket. */
+Test(ctl_sock, without_a_path_it_listens_nowhere_and_still_applies)
+{
+	struct ctl_gateway_conf g = { .fence_margin_ms = 1000 };
+	struct ctl_sock *quiet;
+	json_t *req, *r, *cfg;
+	struct stat st;
+
+	cr_assert_eq(ctl_sock_create(&loop, NULL, gw, &g, &quiet), 0);
+	cfg = js(cfg_text);
+	json_object_set_new(cfg, "gateway", json_pack("{s:s}", "data_memory", "128M"));
+	req = json_pack("{s:s, s:o}", "op", "apply", "config", cfg);
+	r = ctl_sock_handle(quiet, req);
+	cr_assert(json_is_true(json_object_get(r, "ok")));
+	cr_assert_eq(gw->data_mem_max, 128ull << 20);
+	json_decref(r);
+	json_decref(req);
+	req = js("{\"op\": \"config\"}");
+	r = ctl_sock_handle(quiet, req);
+	json_decref(req);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(json_object_get(r,
+			 "config"), "gateway"), "control_socket")), "");
+	json_decref(r);
+	ctl_sock_destroy(quiet);
+	/* The other object's socket is untouched by this one's end. */
+	cr_assert_eq(stat(sock_path, &st), 0);
+}
+
+/* ---- watch: the network model's events on the connection -------------------------------- */
+
+static int connect_sock(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	strcpy(sa.sun_path, sock_path);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Runs the loop and reads what fd got until it holds want (or 5 s passed). */
+static void read_until(int fd, char *buf, size_t cap, size_t *got, const char *want)
+{
+	uint64_t t0 = gw_now_ms();
+
+	while (!strstr(buf, want) && gw_now_ms() - t0 < 5000) {
+		ssize_t n;
+
+		gw_loop_run_once(&loop, 20);
+		n = recv(fd, buf + *got, cap - 1 - *got, MSG_DONTWAIT);
+		if (n > 0)
+			*got += (size_t)n;
+		buf[*got] = 0;
+	}
+}
+
+Test(ctl_sock, a_watcher_gets_the_failover_as_it_happens_and_net_answers_alone)
+{
+	struct fx f;
+	struct net_mon *n;
+	char buf[65536] = "";
+	size_t got = 0;
+	json_t *r;
+	int fd;
+	static const char req[] = "{\"op\":\"watch\",\"id\":7}\n";
+
+	fx_init(&f);
+	fx_roce_bond(&f, "active 1");
+	setenv("ISERGW_SYSFS", f.root, 1);
+	cr_assert_eq(net_mon_create(&loop, &n), 0);
+	ctl_sock_set_net(cs, n);
+	r = ask("{\"op\":\"net\"}");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(
+		json_object_get(json_object_get(r, "net"), "bonds"), 0), "active_slave")), "ens1f0");
+	json_decref(r);
+	fd = connect_sock();
+	cr_assert_eq(write(fd, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+	read_until(fd, buf, sizeof(buf), &got, "\"id\":7");
+	cr_assert(strstr(buf, "\"ok\":true"), "%s", buf);
+	fx_bond_attr(&f, "bond0", "active_slave", "ens1f1");
+	net_mon_refresh(n);
+	read_until(fd, buf, sizeof(buf), &got, "\"event\":\"changed\"");
+	cr_assert(strstr(buf, "{\"event\":\"failover\",\"data\":{\"bond\":\"bond0\",\"old\":"
+			 "\"ens1f0\",\"new\":\"ens1f1\""), "%s", buf);
+	cr_assert_lt(strstr(buf, "\"event\":\"failover\""), strstr(buf, "\"event\":\"changed\""));
+	/* A client that did not ask hears nothing but its replies. */
+	close(fd);
+	r = ask("{\"op\":\"state\"}");
+	cr_assert_geq(json_integer_value(json_object_get(json_object_get(r, "watch"), "events")),
+		      2);
+	json_decref(r);
+	ctl_sock_set_net(cs, NULL);
+	net_mon_destroy(n);
+	unsetenv("ISERGW_SYSFS");
+	fx_fini(&f);
+}
+
+Test(ctl_sock, a_watcher_that_does_not_read_is_dropped_not_buffered_for)
+{
+	struct fx f;
+	struct net_mon *n;
+	char buf[4096] = "";
+	size_t got = 0;
+	json_t *r;
+	int fd, i;
+	bool closed = false;
+	static const char req[] = "{\"op\":\"watch\"}\n";
+
+	fx_init(&f);
+	fx_roce_bond(&f, "active 1");
+	setenv("ISERGW_SYSFS", f.root, 1);
+	cr_assert_eq(net_mon_create(&loop, &n), 0);
+	ctl_sock_set_net(cs, n);
+	ctl_sock_set_watch_backlog(cs, 16384);
+	fd = connect_sock();
+	cr_assert_eq(write(fd, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+	read_until(fd, buf, sizeof(buf), &got, "\"ok\":true");
+	/* Failovers back and forth, never read: the socket buffer fills, then the backlog. */
+	for (i = 0; i < 20000 && !closed; i++) {
+		fx_bond_attr(&f, "bond0", "active_slave", i % 2 ? "ens1f0" : "ens1f1");
+		net_mon_refresh(n);
+		if (i % 20)
+			continue;
+		gw_loop_run_once(&loop, 0);
+		r = ask("{\"op\":\"net\"}");
+		json_decref(r);
+		r = ask("{\"op\":\"state\"}");
+		closed = json_integer_value(json_object_get(json_object_get(r, "watch"), "drops"));
+		json_decref(r);
+	}
+	cr_assert(closed, "still connected after %d failovers", i);
+	/* What it had not read, then the end of the stream. */
+	while (recv(fd, buf, sizeof(buf), 0) > 0)
+		;
+	close(fd);
+	ctl_sock_set_net(cs, NULL);
+	net_mon_destroy(n);
+	unsetenv("ISERGW_SYSFS");
+	fx_fini(&f);
 }

@@ -213,18 +213,21 @@ Test(dmv_tcp, bad_header_digest_drops_the_connection)
 	cr_expect_eq(lost_err, -EBADMSG);
 }
 
-Test(dmv_tcp, bad_data_digest_drops_the_connection)
+Test(dmv_tcp, bad_data_digest_is_rejected_and_the_stream_goes_on)
 {
-	uint8_t bhs[ISC_BHS_LEN] = { ISC_OP_NOP_OUT | ISC_BHS_I, ISC_FL_F }, wire[128];
-	size_t n;
+	uint8_t bhs[ISC_BHS_LEN] = { ISC_OP_NOP_OUT | ISC_BHS_I, ISC_FL_F }, wire[256];
+	size_t n, n1;
 
 	digests_on();
-	n = wire_pdu(wire, bhs, "data", 4, true, true);
-	wire[n - 1] ^= 0x80;
+	n1 = wire_pdu(wire, bhs, "data", 4, true, true);
+	wire[n1 - 1] ^= 0x80;
+	n = n1 + wire_pdu(wire + n1, bhs, "next", 4, true, true);
 	cr_assert_eq(write(peer, wire, n), (ssize_t)n);
 	spin();
-	cr_expect_eq(ngot, 0);
-	cr_expect_eq(lost_err, -EBADMSG);
+	cr_expect_eq(rejected_reason, ISC_REJ_DATA_DIGEST, "Reject, Data (payload) Digest Error");
+	cr_assert_eq(ngot, 1, "the bad PDU is discarded, the next one arrives");
+	cr_expect_eq(memcmp(got[0]->data, "next", 4), 0);
+	cr_expect_eq(lost_err, 0, "the connection stays");
 }
 
 Test(dmv_tcp, oversized_segment_drops_the_connection)
@@ -395,5 +398,55 @@ Test(dmv_tcp, get_data_sends_r2t_and_lands_data_out_in_the_buffer)
 	cr_expect_eq(task_done_status, 0);
 	cr_expect_eq(memcmp(buf, src, sizeof(buf)), 0);
 	cr_expect_eq(ngot, 0, "Data-Out never surfaces as a control PDU");
+	the_task = NULL;
+}
+
+Test(dmv_tcp, data_out_with_bad_digest_fails_its_task_once_all_data_is_in)
+{
+	static uint8_t buf[16384];
+	uint8_t wire[2 * (48 + 8 + 8192)], r2t[48 + 4];
+	uint8_t bhs[ISC_BHS_LEN];
+	uint8_t lun[8] = { 0 };
+	struct dmv_task t;
+	struct dmv_conn_params p;
+	size_t n = 0, one;
+	uint32_t ttt;
+
+	digests_on();
+	p = tc->base.params;
+	p.max_recv_dsl = 8192;
+	p.max_burst_length = 65536;
+	p.max_outstanding_r2t = 1;
+	dmv_conn_set_params(&tc->base, &p);
+	memset(&t, 0, sizeof(t));
+	t.buf = buf;
+	t.len = sizeof(buf);
+	t.done = task_done;
+	dmv_task_init(&t, &tc->base, 0x67, lun);
+	dmv_task_init_write(&t, 0, 0);
+	the_task = &t;
+	cr_assert_eq(dmv_get_data(&t), 0);
+	spin();
+	cr_assert_eq(read(peer, r2t, sizeof(r2t)), 52, "R2T with its header digest");
+	ttt = isc_get32(r2t, 20);
+	for (uint32_t i = 0, sn = 0; i < sizeof(buf); i += 8192, sn++) {
+		memset(bhs, 0, sizeof(bhs));
+		bhs[0] = ISC_OP_DATA_OUT;
+		bhs[1] = i + 8192 == sizeof(buf) ? ISC_FL_F : 0;
+		isc_put32(bhs, 16, 0x67);
+		isc_put32(bhs, 20, ttt);
+		isc_put32(bhs, 36, sn);
+		isc_put32(bhs, 40, i);
+		one = wire_pdu(wire + n, bhs, buf, 8192, true, true);
+		if (i == 0)
+			wire[n + one - 1] ^= 0x01;	/* the first one's data digest */
+		n += one;
+	}
+	cr_assert_eq(write(peer, wire, n), (ssize_t)n);
+	spin();
+	cr_expect_eq(rejected_reason, ISC_REJ_DATA_DIGEST);
+	cr_expect_eq(task_dones, 1, "the task ends when its last Data-Out is in");
+	cr_expect_eq(task_done_status, -EBADMSG);
+	cr_expect_eq(lost_err, 0, "the connection stays");
 	the_task = NULL;
 }

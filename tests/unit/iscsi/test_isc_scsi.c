@@ -190,6 +190,43 @@ Test(isc_scsi, data_out_with_wrong_datasn_fails_the_task_not_the_connection)
 	cr_expect_not(C->closed);
 }
 
+Test(isc_scsi, data_out_with_bad_digest_ends_check_condition_47_05_and_writes_nothing)
+{
+	uint8_t cdb[16], data[8192], before[8192], back[8192];
+	uint8_t bhs[ISC_BHS_LEN];
+	struct isc_pdu *rsp = NULL;
+	struct dmv_task *t;
+	uint8_t *dst;
+	uint32_t got;
+
+	h_cdb_rw10(cdb, 0x28, 200, 16);
+	h_scsi_cmd(&H, C, 0x42, ISC_FL_F | ISC_FL_R, cdb, 10, sizeof(before), NULL, 0);
+	cr_assert_eq(collect(0x42, before, &got, NULL), SCSI_GOOD);
+	memset(data, 0x6b, sizeof(data));
+	h_cdb_rw10(cdb, 0x2a, 200, 16);
+	h_scsi_cmd(&H, C, 0x41, ISC_FL_W, cdb, 10, sizeof(data), data, 4096);
+	/* The unsolicited Data-Out failed its data digest (the transport rejected it). */
+	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, 0x41);
+	isc_put32(bhs, 20, ISC_RSVD_TAG);
+	isc_put32(bhs, 36, 0);
+	isc_put32(bhs, 40, 4096);
+	isc_put24(bhs, 5, 4096);
+	cr_assert_eq(dmv_dataout_begin(&C->base, bhs, &t, &dst), DMV_DO_OK);
+	memcpy(dst, data + 4096, 4096);
+	cr_assert_eq(dmv_dataout_bad_digest(&C->base, t, bhs), 0);
+	cr_assert_eq(collect(0x41, back, &got, &rsp), SCSI_CHECK_CONDITION);
+	cr_assert_geq(rsp->data_len, 2 + 14);
+	cr_expect_eq(rsp->data[2 + 2] & 0xf, SCSI_SK_ABORTED_COMMAND);
+	cr_expect_eq(rsp->data[2 + 12], 0x47, "PROTOCOL SERVICE CRC ERROR");
+	cr_expect_eq(rsp->data[2 + 13], 0x05);
+	isc_pdu_put(rsp);
+	cr_expect_not(C->closed);
+	h_cdb_rw10(cdb, 0x28, 200, 16);
+	h_scsi_cmd(&H, C, 0x43, ISC_FL_F | ISC_FL_R, cdb, 10, sizeof(back), NULL, 0);
+	cr_assert_eq(collect(0x43, back, &got, NULL), SCSI_GOOD);
+	cr_expect_eq(memcmp(back, before, sizeof(back)), 0, "the failed write wrote nothing");
+}
+
 Test(isc_scsi, short_edtl_reports_overflow_residual)
 {
 	uint8_t cdb[16], back[4096];

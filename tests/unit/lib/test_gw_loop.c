@@ -342,3 +342,79 @@ Test(loop, now_is_monotonic)
 	cr_expect_gt(b, a + 1000000);
 	cr_expect_geq(gw_now_ms(), a / 1000000);
 }
+
+/* An owner that frees its object at once (no gw_loop_close) after stopping the watch: the
+ * object's event later in the same batch is dropped, not dispatched into freed memory (ASan
+ * would see the read; here the victim's callback must not run). */
+struct victim {
+	struct gw_watch w;
+	int fds[2];
+};
+
+static struct victim *victim;
+static int victim_calls;
+static bool killed_unrun;	/* the killer freed the victim before its event was dispatched */
+
+static void victim_ready(struct gw_watch *w, uint32_t events)
+{
+	(void)w;
+	(void)events;
+	victim_calls++;
+}
+
+static void killer_ready(struct gw_watch *w, uint32_t events)
+{
+	(void)events;
+	if (victim) {
+		killed_unrun = victim_calls == 0;
+		gw_watch_stop(&victim->w);
+		close(victim->fds[0]);
+		close(victim->fds[1]);
+		free(victim);
+		victim = NULL;
+	}
+	gw_watch_stop(w);
+}
+
+Test(loop, a_watch_stopped_and_freed_in_a_batch_gets_no_later_event)
+{
+	struct piper k = { 0 };
+
+	for (int round = 0; round < 2; round++) {
+		/* Both orders of the two events in the batch; the victim-after case is the one
+		 * that matters. */
+		victim = calloc(1, sizeof(*victim));
+		victim_calls = 0;
+		killed_unrun = false;
+		cr_assert_eq(pipe(victim->fds), 0);
+		cr_assert_eq(pipe(k.fds), 0);
+		gw_watch_init(&k.w, &loop, k.fds[0], killer_ready);
+		gw_watch_init(&victim->w, &loop, victim->fds[0], victim_ready);
+		cr_assert_eq(gw_watch_set(&k.w, EPOLLIN), 0);
+		cr_assert_eq(gw_watch_set(&victim->w, EPOLLIN), 0);
+		/* epoll hands events back in the order the fds became ready. */
+		if (round == 0) {
+			cr_assert_eq(write(k.fds[1], "k", 1), 1);
+			cr_assert_eq(write(victim->fds[1], "v", 1), 1);
+		} else {
+			cr_assert_eq(write(victim->fds[1], "v", 1), 1);
+			cr_assert_eq(write(k.fds[1], "k", 1), 1);
+		}
+		cr_expect_eq(gw_loop_run_once(&loop, 1000), 2);
+		if (victim) {
+			/* The victim came first in the batch: it ran, and the killer ran too. */
+			cr_expect_eq(victim_calls, 1);
+			gw_watch_stop(&victim->w);
+			close(victim->fds[0]);
+			close(victim->fds[1]);
+			free(victim);
+			victim = NULL;
+		}
+		if (round == 0)
+			cr_expect(killed_unrun, "the killer's event came second");
+		if (killed_unrun)
+			cr_expect_eq(victim_calls, 0, "a freed watch's event was dispatched");
+		close(k.fds[0]);
+		close(k.fds[1]);
+	}
+}

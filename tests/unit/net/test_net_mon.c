@@ -139,3 +139,89 @@ Test(net_mon, a_flip_and_back_in_one_batch_counts_twice)
 	cr_assert_eq(net_mon_model(n)->bonds[0].failovers, 2);
 	net_mon_destroy(n);
 }
+
+/* What the watcher (the control socket) was told, in order: "type data" per line. */
+static char seen[16384];
+
+static void watch_rec(void *arg, const char *type, json_t *data)
+{
+	char *d = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+
+	(*(int *)arg)++;
+	snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "%s %s\n", type, d);
+	free(d);
+	json_decref(data);
+}
+
+Test(net_mon, the_watcher_hears_failover_link_port_verdicts_then_changed)
+{
+	struct net_mon *n;
+	uint64_t g0;
+	int count = 0;
+	char *fo, *ln, *rd, *vd, *ch;
+
+	fx_roce_bond(&f, "active 1");
+	cr_assert_eq(net_mon_create(&loop, &n), 0);
+	seen[0] = 0;
+	net_mon_set_watch(n, watch_rec, &count);
+	g0 = net_mon_generation(n);
+	/* Nothing changed: nothing said. */
+	net_mon_refresh(n);
+	cr_assert_eq(count, 0, "%s", seen);
+	/* ens1f0 loses its link, ens1f1 takes over, mlx5_0's port goes down: one re-read. */
+	fx_link(&f, "ens1f0", 1, "02:00:00:00:00:01", false, 100000);
+	fx_slave(&f, "ens1f0", "backup", "down", "02:00:00:00:00:01");
+	fx_slave(&f, "ens1f1", "active", "up", "02:00:00:00:00:02");
+	fx_bond_attr(&f, "bond0", "active_slave", "ens1f1");
+	fx_port(&f, "mlx5_0", 1, 1, true);
+	net_mon_refresh(n);
+	fo = strstr(seen, "failover {\"bond\":\"bond0\"");
+	ln = strstr(seen, "link {\"carrier\":false,\"master\":\"bond0\",\"netdev\":\"ens1f0\"");
+	rd = strstr(seen, "rdma {\"device\":\"mlx5_0\",\"netdev\":\"ens1f0\",\"port\":1,"
+		    "\"previous_num\":4,\"state_num\":1}");
+	vd = strstr(seen, "verdicts {\"active\":");
+	ch = strstr(seen, "changed {\"generation\":");
+	cr_assert(fo && ln && rd && vd && ch, "%s", seen);
+	cr_assert(strstr(fo, "\"failovers\":1,\"new\":\"ens1f1\",\"new_gid\":"), "%s", seen);
+	cr_assert(strstr(fo, "\"old\":\"ens1f0\""), "%s", seen);
+	cr_assert(strstr(vd, "\"id\":\"bond-slave-down\""), "%s", seen);
+	/* The model changed once: "changed" last, one generation on. */
+	cr_assert(fo < ch && ln < ch && rd < ch && vd < ch, "%s", seen);
+	cr_assert_null(strstr(ch + 1, "changed"), "%s", seen);
+	cr_assert_eq(net_mon_generation(n), g0 + 1);
+	/* Fixed again: the verdict resolved, and told so. */
+	seen[0] = 0;
+	fx_link(&f, "ens1f0", 1, "02:00:00:00:00:01", true, 100000);
+	fx_slave(&f, "ens1f0", "backup", "up", "02:00:00:00:00:01");
+	net_mon_refresh(n);
+	cr_assert(strstr(seen, "\"resolved\":[{\"id\":\"bond-slave-down\",\"object\":"
+			 "\"bond/bond0\"}]"), "%s", seen);
+	cr_assert_eq(net_mon_generation(n), g0 + 2);
+	{
+		json_t *j = net_mon_json(n);
+
+		cr_assert_eq(json_integer_value(json_object_get(j, "generation")),
+			     (json_int_t)(g0 + 2));
+		json_decref(j);
+	}
+	net_mon_set_watch(n, NULL, NULL);
+	net_mon_destroy(n);
+}
+
+Test(net_mon, an_rtnetlink_failover_is_told_at_once)
+{
+	struct net_mon *n;
+	int count = 0;
+
+	fx_roce_bond(&f, "active 1");
+	cr_assert_eq(net_mon_create(&loop, &n), 0);
+	seen[0] = 0;
+	net_mon_set_watch(n, watch_rec, &count);
+	send_active(n, "bond0", 4);
+	cr_assert_str_eq(net_mon_model(n)->bonds[0].active, "ens1f1",
+			 "the model names the new active slave before the re-read");
+	cr_assert(strstr(seen, "failover {\"bond\":\"bond0\""), "%s", seen);
+	cr_assert(strstr(seen, "\"new\":\"ens1f1\""), "%s", seen);
+	cr_assert(strstr(seen, "\nchanged {\"generation\":"), "%s", seen);
+	net_mon_destroy(n);
+}

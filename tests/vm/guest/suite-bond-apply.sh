@@ -1,6 +1,7 @@
 #!/bin/bash
 # bond-apply: PUT /api/v1/bonds/{bond}?apply=true against a kernel with bonding. The agent
-# builds an active-backup bond from two bare veths (every setting read back from sysfs), a
+# takes the bonds' present settings from a real gateway's network model (rtnetlink events, over
+# its control socket) and builds an active-backup bond from two bare veths (every setting read back from sysfs), a
 # re-apply changes one setting in one step, an injected failure mid-apply (a new bond, and a
 # fail_over_mac change on the running one) leaves the links and the networkd files as they
 # were, and the files written are handed to a real systemd-networkd (started by hand with udevd
@@ -14,7 +15,7 @@ ND=/run/systemd/network	# one of networkd's own folders; the guest's /run is its
 PORT=18081
 AGENT_PID=
 
-if ! vm_need curl python3 "$VM_BUILD/isergw-agent"; then
+if ! vm_need curl python3 "$VM_BUILD/isergw-agent" "$VM_BUILD/isergwd"; then
 	skip all "$VM_MISSING is not there"
 	vm_end
 fi
@@ -36,17 +37,42 @@ for i in ba0 ba1 bx0 bx1; do
 done
 vm_on_exit "ip link del bda 2>/dev/null; ip link del bdr 2>/dev/null; true"
 
+# The gateway (one TCP portal, its control socket): the agent's source of the bonds' state.
+GW_TCP_PORT=13262
+SOCK=$VM_WORK/ctl.sock
+cat >"$VM_WORK/gw-bond-apply.json" <<EOF
+{"gateway": {"control_socket": "$SOCK"},
+ "portals": [{"name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": $GW_TCP_PORT}],
+ "targets": []}
+EOF
+check gateway-start vm_gw_start "$VM_WORK/gw-bond-apply.json" "$VM_WORK/gateway.log" \
+	127.0.0.1 "$GW_TCP_PORT" || vm_end
+
+# agent_up [VAR=VALUE...]: the agent on the gateway's socket, up once it holds the model.
 agent_up() {
 	[ -n "$AGENT_PID" ] && { kill -TERM "$AGENT_PID"; wait "$AGENT_PID"; } 2>/dev/null
 	env "$@" "$VM_BUILD/isergw-agent" --state-dir "$VM_WORK/agent" \
-		--listen "127.0.0.1:$PORT" --networkd-dir "$ND" >>"$VM_WORK/agent.log" 2>&1 &
+		--listen "127.0.0.1:$PORT" --networkd-dir "$ND" --gateway-socket "$SOCK" \
+		>>"$VM_WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
-	for _ in $(seq 1 50); do
-		vm_port_open 127.0.0.1 "$PORT" && return 0
+	for _ in $(seq 1 100); do
+		vm_port_open 127.0.0.1 "$PORT" &&
+			[ "$(get /api/v1/bonds "j['gateway']")" = True ] && return 0
 		sleep 0.2
 	done
 	tail -n 20 "$VM_WORK/agent.log"
 	return 1
+}
+# get PATH EXPR: EXPR (python, over j) on the agent's answer to GET PATH.
+get() {
+	curl -s -m 10 -H "Authorization: Bearer $(cat "$VM_WORK/agent/admin.token" 2>/dev/null)" \
+		"http://127.0.0.1:$PORT$1" |
+		python3 -c "import json,sys; j=json.load(sys.stdin); print(($2))" 2>/dev/null
+}
+# model_in_sync BOND: GET shows the bond from the gateway's model with no drift (the model
+# follows the kernel by netlink events: an apply's answer may come before it).
+model_in_sync() {
+	[ "$(get "/api/v1/bonds/$1" "(j['present'], j['drift'])")" = "(True, [])" ]
 }
 vm_on_exit 'kill -TERM $AGENT_PID 2>/dev/null; wait $AGENT_PID 2>/dev/null'
 # put PATH BODY: the agent's status in CODE, its body in $VM_WORK/body.
@@ -101,9 +127,11 @@ for _ in $(seq 1 50); do
 done
 [ "$act" = ba1 ] && pass active-slave "the primary, ba1, is active" ||
 	fail active-slave "active slave '$act', want ba1"
-got=$(jb "(j['drift'], j['present'], sorted(f.split('/')[-1] for f in [x['path'] for x in j['applied']['files']]))")
-want="([], True, ['10-isergw-agent-bda-ba0.network', '10-isergw-agent-bda-ba1.network', '10-isergw-agent-bda.netdev'])"
-[ "$got" = "$want" ] && pass no-drift "$got" || fail no-drift "$got, want $want"
+got=$(jb "sorted(f.split('/')[-1] for f in [x['path'] for x in j['applied']['files']])")
+want="['10-isergw-agent-bda-ba0.network', '10-isergw-agent-bda-ba1.network', '10-isergw-agent-bda.netdev']"
+[ "$got" = "$want" ] && pass applied-files "$got" || fail applied-files "$got, want $want"
+for _ in $(seq 1 100); do model_in_sync bda && break; sleep 0.2; done
+check no-drift model_in_sync bda
 ls -l "$ND"; cat "$ND"/10-isergw-agent-bda*
 check files-written test "$(ls "$ND"/10-isergw-agent-bda* | wc -l)" = 3
 
@@ -120,6 +148,8 @@ got=$(bond_is bda)
 want="active-backup active 250 2 ba1 ba0,ba1, 1"
 [ "$got" = "$want" ] && pass reapplied "sysfs: $got" || fail reapplied "sysfs: $got, want $want"
 check netdev-rewritten grep -qx 'MIIMonitorSec=250ms' "$ND/10-isergw-agent-bda.netdev"
+for _ in $(seq 1 100); do model_in_sync bda && break; sleep 0.2; done
+check no-drift-reapplied model_in_sync bda
 
 # ---- rollback -----------------------------------------------------------------------------
 

@@ -49,10 +49,12 @@ else
 	fail rping-before "$(tail -n 2 "$VM_WORK/rping-c.7175.log")"
 fi
 
-# ---- the agent reports the real bond and rxe device ---------------------------------------
+# ---- the agent reports the gateway's model of the real bond and rxe device -----------------
 
 AGENT_PORT=18080
 AGENT_PID=
+GW_TCP_PORT=13261
+SOCK=$VM_WORK/ctl.sock
 agent_get() {
 	curl -s -m 10 -H "Authorization: Bearer $(cat "$VM_WORK/agent/admin.token")" \
 		"http://127.0.0.1:$AGENT_PORT$1"
@@ -61,17 +63,32 @@ agent_get() {
 agent_json() {
 	agent_get "$1" | python3 -c "import json,sys; j=json.load(sys.stdin); print(($2))"
 }
+# The agent shows the gateway's network model (rtnetlink events here): a gateway with one TCP
+# portal and its control socket, and the agent on that socket.
 agent_up() {
-	[ -x "$VM_BUILD/isergw-agent" ] || return 1
+	[ -x "$VM_BUILD/isergw-agent" ] && [ -x "$VM_BUILD/isergwd" ] || return 1
+	cat >"$VM_WORK/gw-bond.json" <<EOF
+{"gateway": {"control_socket": "$SOCK"},
+ "portals": [{"name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": $GW_TCP_PORT}],
+ "targets": []}
+EOF
+	vm_gw_start "$VM_WORK/gw-bond.json" "$VM_WORK/gateway.log" 127.0.0.1 "$GW_TCP_PORT" ||
+		return 1
 	"$VM_BUILD/isergw-agent" --state-dir "$VM_WORK/agent" --listen "127.0.0.1:$AGENT_PORT" \
-		>"$VM_WORK/agent.log" 2>&1 &
+		--gateway-socket "$SOCK" >"$VM_WORK/agent.log" 2>&1 &
 	AGENT_PID=$!
 	vm_on_exit "kill -TERM $AGENT_PID 2>/dev/null; wait $AGENT_PID 2>/dev/null"
 	for _ in $(seq 1 50); do
-		vm_port_open 127.0.0.1 "$AGENT_PORT" && return 0
+		vm_port_open 127.0.0.1 "$AGENT_PORT" && break
 		sleep 0.2
 	done
-	tail -n 20 "$VM_WORK/agent.log"
+	# Up once it holds the gateway's model of the bond (up to 20 s on the emulated guest).
+	for _ in $(seq 1 80); do
+		[ "$(agent_json "/api/v1/bonds/$BOND" "j['active_slave']" 2>/dev/null)" = "$act0" ] &&
+			return 0
+		sleep 0.25
+	done
+	tail -n 20 "$VM_WORK/agent.log" "$VM_WORK/gateway.log"
 	return 1
 }
 AGENT_OK=0
@@ -110,8 +127,8 @@ if [ "$AGENT_OK" = 1 ]; then
 		"http://127.0.0.1:$AGENT_PORT/api/v1/events" >"$VM_WORK/events.out" 2>&1 &
 	EV_PID=$!
 	vm_on_exit "kill $EV_PID 2>/dev/null"
-	# The stream is subscribed once its hello arrived; an event the agent sends before that
-	# (its sysfs poll seeing the failover first) is not this stream's. Wait up to 15 s.
+	# The stream is subscribed once its hello arrived; an event the agent sends before that is
+	# not this stream's, so the cable is pulled only after it. Wait up to 15 s.
 	for _ in $(seq 1 60); do
 		grep -q '^event: hello' "$VM_WORK/events.out" 2>/dev/null && break
 		sleep 0.25
@@ -159,16 +176,23 @@ else
 fi
 
 if [ "$AGENT_OK" = 1 ]; then
-	got=$(agent_json "/api/v1/bonds/$BOND" "j['active_slave'], [s['link_failure_count'] for s in j['slaves'] if s['name'] == '$act0'][0] >= 1, j['failovers'] >= 1")
+	# The gateway counts the failover from rtnetlink (IFLA_BOND_ACTIVE_SLAVE) and tells the
+	# agent, which reads the model again: the final state, waited for up to 20 s.
 	want="('$act1', True, True)"
+	for _ in $(seq 1 80); do
+		got=$(agent_json "/api/v1/bonds/$BOND" "j['active_slave'], [s['link_failure_count'] for s in j['slaves'] if s['name'] == '$act0'][0] >= 1, j['failovers'] >= 1" 2>&1)
+		[ "$got" = "$want" ] && break
+		sleep 0.25
+	done
 	if [ "$got" = "$want" ]; then
 		pass agent-failover "the agent reports $act1 active, $act0's link failure counted"
 	else
 		fail agent-failover "GET /api/v1/bonds/$BOND after the failover: $got, want $want"
 	fi
-	# The agent reads sysfs every second: the event follows within about one, later when the
-	# emulated guest is slow. Waited for up to 15 s.
-	for _ in $(seq 1 60); do
+	# The bond event is sent once the agent holds the model that includes it, so it is on the
+	# stream by now or soon: waited for up to 20 s. Each change of active slave the gateway
+	# counts is one event (not a poll that can miss or split it): the first names act0 -> act1.
+	for _ in $(seq 1 80); do
 		got=$(python3 -c "
 import json
 kind, ev = None, []
@@ -176,8 +200,7 @@ for line in open('$VM_WORK/events.out'):
     if line.startswith('event: '): kind = line[7:].strip()
     elif line.startswith('data: ') and kind == 'bond':
         b = json.loads(line[6:]); ev.append((b['bond'], b['previous'], b['active_slave']))
-# The bond may pass through no active slave between two reads: first from act0, last to act1.
-print(ev and (ev[0][0], ev[0][1], ev[-1][2]))
+print(ev and ev[0])
 " 2>&1 | tail -n 1)
 		[ "$got" = "('$BOND', '$act0', '$act1')" ] && break
 		sleep 0.25
@@ -189,7 +212,12 @@ print(ev and (ev[0][0], ev[0][1], ev[-1][2]))
 	else
 		fail agent-event "no bond event $act0 -> $act1 on the stream: $got $(tail -c 300 "$VM_WORK/events.out")"
 	fi
-	got=$(agent_get /metrics | grep -E "^isergw_bond_active_slave\\{bond=\"$BOND\",slave=\"$act1\"\\} 1\$|^isergw_rdma_port_state\\{device=\"rxebd\",port=\"1\",netdev=\"$BOND\"\\} 4\$" | wc -l)
+	# /metrics is cached for up to a second: waited for up to 10 s.
+	for _ in $(seq 1 40); do
+		got=$(agent_get /metrics | grep -E "^isergw_bond_active_slave\\{bond=\"$BOND\",slave=\"$act1\"\\} 1\$|^isergw_rdma_port_state\\{device=\"rxebd\",port=\"1\",netdev=\"$BOND\"\\} 4\$" | wc -l)
+		[ "$got" = 2 ] && break
+		sleep 0.25
+	done
 	if [ "$got" = 2 ]; then
 		pass agent-metrics "isergw_bond_active_slave names $act1; rxebd port ACTIVE"
 	else

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The bond engine without the kernel's bonding: the snapshot it takes from a sysfs tree, the
+ * The bond engine without the kernel's bonding: the snapshot it takes from a sysfs tree (links)
+ * and the gateway's model of the bond (a JSON object as api_net holds it), the
  * networkd folder checked before anything changes, and a failed step putting back the files
  * it wrote (the step fails by ISERGW_BOND_FAIL_AT before any netlink call).
  */
@@ -68,7 +69,11 @@ TestSuite(api_bond_apply, .init = setup, .fini = teardown);
 
 Test(api_bond_apply, snapshot_of_links_and_the_bond)
 {
-	json_t *cur = api_bond_snapshot(root, "bd1"), *l = json_object_get(cur, "links");
+	json_t *model = json_pack("{s:s, s:s, s:s, s:i, s:s, s:i, s:[{s:s}]}", "name", "bd1",
+				  "mode", "active-backup", "fail_over_mac", "active", "miimon",
+				  100, "primary", "", "num_grat_arp", 3, "slaves", "name", "s1");
+	json_t *cur = api_bond_snapshot(root, model), *l = json_object_get(cur, "links");
+	json_t *none = api_bond_snapshot(root, NULL);
 
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(l, "s1"), "master")),
 			 "bd1");
@@ -83,7 +88,13 @@ Test(api_bond_apply, snapshot_of_links_and_the_bond)
 		     100);
 	/* From rtnetlink: every host has lo's address. */
 	cr_assert(json_is_array(json_object_get(json_object_get(cur, "addrs"), "lo")));
+	/* A copy: the model the agent holds is not changed by the plan. */
+	cr_assert(json_equal(json_object_get(cur, "bond"), model));
+	cr_assert(json_object_get(cur, "bond") != model);
+	cr_assert(json_is_null(json_object_get(none, "bond")), "no bond in the model: null");
+	json_decref(none);
 	json_decref(cur);
+	json_decref(model);
 }
 
 static void apply(const char *dir, const char *desired, bool dry, struct api_bond_result *res)

@@ -178,6 +178,10 @@ Test(api_bond_plan, refuses_what_it_must_not_touch)
 		"bond", "not a bond");
 	refused(&ctx, "{\"name\":\"bdn\",\"slaves\":[\"bd2\"]}", host(), API_BOND_REFUSED,
 		"slaves[0]", "a bond itself");
+	/* bd1 is a bond in the host's links, the gateway's model has none yet ("bond": null):
+	 * an apply just made it, and a plan now would make it again. */
+	refused(&ctx, "{\"name\":\"bd1\",\"slaves\":[\"bd1a\"]}", host(), API_BOND_REFUSED,
+		"bond", "the gateway's network model does not show yet");
 }
 
 Test(api_bond_plan, a_wildcard_listener_is_on_every_address)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Bond and RDMA status from a sysfs tree, drift against desired settings, their validation:
- * what an operator sees in /api/v1/bonds when a slave fails.
+ * Bond and RDMA status from the gateway's model, its events, drift against desired settings,
+ * their validation: what an operator sees in /api/v1/bonds when a slave fails.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -13,54 +13,36 @@
 
 #include "api_net.h"
 #include "gw_conf.h"
-#include "api_sysfs.h"
 
-static char root[64];
+static char state_dir[64];
+static struct api_net net;
+static char told[8192];
 
-static void put(const char *rel, const char *val)
+/* Where the agent's events go: "type data" per line. */
+static void on_event(void *ctx, const char *type, json_t *data)
 {
-	char path[512], *p;
-	FILE *f;
+	char *d = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
 
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	for (p = path + strlen(root) + 1; (p = strchr(p, '/')); p++) {
-		*p = 0;
-		mkdir(path, 0755);
-		*p = '/';
-	}
-	f = fopen(path, "w");
-	cr_assert_not_null(f, "%s", path);
-	fprintf(f, "%s\n", val);
-	fclose(f);
+	(void)ctx;
+	snprintf(told + strlen(told), sizeof(told) - strlen(told), "%s %s\n", type, d);
+	free(d);
+	json_decref(data);
 }
 
 static void setup(void)
 {
-	snprintf(root, sizeof(root), "/tmp/isergw-unit-sysfs.XXXXXX");
-	cr_assert_not_null(mkdtemp(root));
-	put("class/net/bd0/bonding/mode", "active-backup 1");
-	put("class/net/bd0/bonding/fail_over_mac", "active 1");
-	put("class/net/bd0/bonding/active_slave", "ethb");
-	put("class/net/bd0/bonding/slaves", "etha ethb");
-	put("class/net/bd0/bonding/primary", "");
-	/* etha through the bond's lower_ link; ethb only in its own folder (older kernels). */
-	put("class/net/bd0/lower_etha/bonding_slave/state", "backup");
-	put("class/net/bd0/lower_etha/bonding_slave/link_failure_count", "3");
-	put("class/net/ethb/bonding_slave/state", "active");
-	put("class/net/ethb/bonding_slave/link_failure_count", "1");
-	put("class/net/lo/address", "00:00:00:00:00:00");
-	put("class/infiniband/rxe0/parent", "bd0");
-	put("class/infiniband/rxe0/ports/1/state", "4: ACTIVE");
-	put("class/infiniband/mlx0/ports/1/state", "1: DOWN");
-	put("class/infiniband/mlx0/ports/1/gid_attrs/ndevs/0", "ens1");
-	put("class/infiniband/mlx0/ports/2/state", "garbage");
+	snprintf(state_dir, sizeof(state_dir), "/tmp/isergw-unit-net.XXXXXX");
+	cr_assert_not_null(mkdtemp(state_dir));
+	told[0] = 0;
+	cr_assert_eq(api_net_init(&net, state_dir, on_event, NULL), 0);
 }
 
 static void teardown(void)
 {
 	char cmd[128];
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	api_net_fini(&net);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
 	cr_expect_eq(system(cmd), 0);
 }
 
@@ -71,61 +53,96 @@ static char *dump(const json_t *j)
 	return json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 }
 
-Test(api_net, bond_status)
-{
-	json_t *b = api_sysfs_bond(root, "bd0"), *s;
-	char *d;
+/* The gateway's "net" (docs/CONTROL.md), trimmed to what the REST shapes use. */
+static const char gw_net[] =
+	"{\"generation\":3,"
+	" \"bonds\":[{\"name\":\"bd0\",\"mode\":\"active-backup\",\"fail_over_mac\":\"follow\","
+	"   \"active_slave\":\"ethb\",\"primary\":null,\"failovers\":2,"
+	"   \"slaves\":[{\"name\":\"etha\",\"state\":\"backup\",\"link_failure_count\":3},"
+	"               {\"name\":\"ethb\",\"state\":\"active\",\"link_failure_count\":1}]}],"
+	" \"rdma_ports\":[{\"device\":\"rxe0\",\"port\":1,\"state\":\"ACTIVE\",\"state_num\":4,"
+	"                 \"link_layer\":\"Ethernet\",\"netdev\":\"bd0\",\"rate\":\"10\",\"gids\":[]},"
+	"                {\"device\":\"mlx0\",\"port\":2,\"state\":\"DOWN\",\"state_num\":1,"
+	"                 \"netdev\":null},"
+	"                {\"device\":\"mlx0\",\"port\":1,\"state\":\"DOWN\",\"state_num\":1,"
+	"                 \"netdev\":\"ens1\"}],"
+	" \"portals\":[],"
+	" \"verdicts\":[{\"id\":\"bond-rdma-slaves-fail-over-mac\",\"severity\":\"warning\","
+	"                \"object\":\"bond/bd0\",\"message\":\"m\",\"fix\":\"f\"},"
+	"               {\"id\":\"portal-no-address\",\"severity\":\"warning\","
+	"                \"object\":\"portal/p0\",\"message\":\"m2\",\"fix\":\"f2\"}]}";
 
-	cr_assert_not_null(b);
-	cr_expect_str_eq(json_string_value(json_object_get(b, "mode")), "active-backup");
-	cr_expect_str_eq(json_string_value(json_object_get(b, "fail_over_mac")), "active");
+Test(api_net, the_gateways_model_in_the_rest_shapes)
+{
+	json_t *m = json_loads(gw_net, 0, NULL), *b, *d, *p;
+	char *s;
+
+	cr_assert_not_null(m);
+	cr_expect_not(net.have_model);
+	cr_expect_eq(json_array_size(net.bonds), 0, "no status before the gateway answered");
+	api_net_set_model(&net, m);
+	json_decref(m);
+	cr_expect(net.have_model);
+	cr_expect_eq(net.generation, 3);
+	b = json_array_get(net.bonds, 0);
 	cr_expect_str_eq(json_string_value(json_object_get(b, "active_slave")), "ethb");
-	cr_expect_str_eq(json_string_value(json_object_get(b, "primary")), "");
-	/* Missing files are null, not errors. */
-	cr_expect(json_is_null(json_object_get(b, "miimon")));
-	cr_expect(json_is_null(json_object_get(b, "mii_status")));
-	s = json_object_get(b, "slaves");
-	cr_assert_eq(json_array_size(s), 2);
-	d = dump(s);
-	cr_expect_str_eq(d, "[{\"link_failure_count\":3,\"mii_status\":null,\"name\":\"etha\","
-			    "\"perm_hwaddr\":null,\"state\":\"backup\"},{\"link_failure_count\":1,"
-			    "\"mii_status\":null,\"name\":\"ethb\",\"perm_hwaddr\":null,"
-			    "\"state\":\"active\"}]");
-	free(d);
-	cr_expect_eq(json_integer_value(json_object_get(b, "failovers")), 4);
-	json_decref(b);
-	cr_expect_null(api_sysfs_bond(root, "lo"), "lo is not a bond");
-	cr_expect_null(api_sysfs_bond(root, "nope"));
-	cr_expect_null(api_sysfs_bond(root, "../../etc"), "a path is not a name");
-	b = api_sysfs_bonds(root);
-	cr_expect_eq(json_array_size(b), 1);
-	json_decref(b);
-	b = api_sysfs_bonds("/nonexistent-sysfs");
-	cr_expect(json_is_array(b) && json_array_size(b) == 0);
-	json_decref(b);
+	cr_expect_str_eq(json_string_value(json_object_get(b, "primary")), "",
+			 "no primary is \"\", as sysfs shows it");
+	cr_expect_eq(json_integer_value(json_object_get(b, "failovers")), 2);
+	s = dump(json_object_get(b, "verdicts"));
+	cr_expect_str_eq(s, "[{\"fix\":\"f\",\"id\":\"bond-rdma-slaves-fail-over-mac\","
+			 "\"message\":\"m\",\"object\":\"bond/bd0\",\"severity\":\"warning\"}]",
+			 "only the bond's own verdicts");
+	free(s);
+	cr_expect_eq(json_array_size(net.verdicts), 2);
+	/* Ports grouped by device, devices sorted, a device's netdev its first port's. */
+	cr_assert_eq(json_array_size(net.rdma), 2);
+	d = json_array_get(net.rdma, 0);
+	cr_expect_str_eq(json_string_value(json_object_get(d, "name")), "mlx0");
+	cr_expect_str_eq(json_string_value(json_object_get(d, "netdev")), "ens1");
+	cr_expect_eq(json_array_size(json_object_get(d, "ports")), 2);
+	p = json_array_get(json_object_get(d, "ports"), 0);
+	cr_expect_null(json_object_get(p, "device"));
+	cr_expect_str_eq(json_string_value(json_object_get(p, "state")), "DOWN");
+	d = json_array_get(net.rdma, 1);
+	cr_expect_str_eq(json_string_value(json_object_get(d, "name")), "rxe0");
+	cr_expect_str_eq(json_string_value(json_object_get(d, "netdev")), "bd0");
+	/* Gone with the gateway. */
+	api_net_gw_lost(&net);
+	cr_expect_not(net.have_model);
+	cr_expect_eq(json_array_size(net.bonds) + json_array_size(net.rdma) +
+		     json_array_size(net.verdicts), 0);
 }
 
-Test(api_net, rdma_status_and_netdev)
+Test(api_net, gateway_events_are_told_with_the_model_that_includes_them)
 {
-	json_t *a = api_sysfs_rdma(root), *d, *p;
+	json_t *fo = json_loads("{\"bond\":\"bd0\",\"old\":\"etha\",\"new\":\"ethb\","
+				"\"old_mac\":\"02:00:00:00:00:0a\",\"new_mac\":\"02:00:00:00:00:0b\","
+				"\"failovers\":2,\"time_ms\":5}", 0, NULL);
+	json_t *rd = json_loads("{\"device\":\"rxe0\",\"port\":1,\"state_num\":1,"
+				"\"previous_num\":4,\"netdev\":\"bd0\"}", 0, NULL);
+	json_t *ch = json_loads("{\"generation\":3}", 0, NULL);
+	json_t *m = json_loads(gw_net, 0, NULL);
 
-	cr_assert_eq(json_array_size(a), 2);
-	d = json_array_get(a, 0);	/* sorted: mlx0, rxe0 */
-	cr_expect_str_eq(json_string_value(json_object_get(d, "name")), "mlx0");
-	cr_expect_str_eq(json_string_value(json_object_get(d, "netdev")), "ens1",
-			 "no parent, no device/net: the first port's GID netdev");
-	p = json_array_get(json_object_get(d, "ports"), 0);
-	cr_expect_str_eq(json_string_value(json_object_get(p, "state")), "DOWN");
-	cr_expect_eq(json_integer_value(json_object_get(p, "state_num")), 1);
-	p = json_array_get(json_object_get(d, "ports"), 1);
-	cr_expect_str_eq(json_string_value(json_object_get(p, "state")), "garbage");
-	cr_expect(json_is_null(json_object_get(p, "state_num")));
-	d = json_array_get(a, 1);
-	cr_expect_str_eq(json_string_value(json_object_get(d, "netdev")), "bd0");
-	p = json_array_get(json_object_get(d, "ports"), 0);
-	cr_expect_str_eq(json_string_value(json_object_get(p, "netdev")), "bd0");
-	cr_expect(json_is_null(json_object_get(p, "link_layer")));
-	json_decref(a);
+	api_net_gw_event(&net, "failover", fo);
+	api_net_gw_event(&net, "rdma", rd);
+	api_net_gw_event(&net, "changed", ch);
+	api_net_gw_event(&net, "nonsense", ch);
+	cr_expect_str_eq(told, "", "held until the model arrives");
+	api_net_set_model(&net, m);
+	cr_expect_str_eq(told,
+		"bond {\"active_slave\":\"ethb\",\"bond\":\"bd0\",\"failovers\":2,"
+		"\"gid\":null,\"mac\":\"02:00:00:00:00:0b\",\"previous\":\"etha\","
+		"\"previous_gid\":null,\"previous_mac\":\"02:00:00:00:00:0a\",\"time_ms\":5}\n"
+		"rdma {\"device\":\"rxe0\",\"netdev\":\"bd0\",\"port\":1,\"previous\":\"ACTIVE\","
+		"\"state\":\"DOWN\",\"state_num\":1}\n");
+	told[0] = 0;
+	api_net_set_model(&net, m);
+	cr_expect_str_eq(told, "", "told once");
+	json_decref(fo);
+	json_decref(rd);
+	json_decref(ch);
+	json_decref(m);
 }
 
 Test(api_net, ifnames)
