@@ -4,7 +4,7 @@
  *
  *   isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]
  *                [--tls-cert FILE --tls-key FILE [--allow-remote]] [--body-max BYTES]
- *                [--debug LIST] [--webui-dir DIR] [limits: see usage()]
+ *                [--debug LIST] [--webui-dir DIR] [--networkd-dir DIR] [limits: see usage()]
  *                [--store etcd --etcd-endpoints URL[,URL] --cluster-prefix /isergw/NAME
  *                 --gateway-id NAME --port-group N [--lease-ttl SECONDS]
  *                 [--etcd-ca PEM] [--etcd-cert PEM --etcd-key PEM]]
@@ -37,7 +37,7 @@ static void usage(FILE *f)
 		"usage: isergw-agent --state-dir DIR [--listen ADDR:PORT] [--gateway-socket PATH]\n"
 		"                    [--tls-cert FILE --tls-key FILE [--allow-remote]]\n"
 		"                    [--body-max BYTES] [--backstore-dirs DIR[,DIR...]] [limits]\n"
-		"                    [--webui-dir DIR] [--debug LIST]\n"
+		"                    [--webui-dir DIR] [--networkd-dir DIR] [--debug LIST]\n"
 		"                    [--store etcd --etcd-endpoints URLS --cluster-prefix KEY\n"
 		"                     --gateway-id NAME --port-group N [--lease-ttl SECONDS]\n"
 		"                     [--etcd-ca PEM] [--etcd-cert PEM --etcd-key PEM]]\n"
@@ -54,6 +54,9 @@ static void usage(FILE *f)
 		"                         and /dev/disk/by-id; \"\": none)\n"
 		"  --webui-dir DIR        the dashboard's files, served at / (default "
 		API_WEBUI_DIR "; \"\": none)\n"
+		"  --networkd-dir DIR     where PUT /api/v1/bonds/{bond}?apply=true writes the\n"
+		"                         bond's systemd-networkd files (default\n"
+		"                         /etc/systemd/network)\n"
 		"  --add-token NAME       create a token, print it once, and exit\n"
 		"  --init-tokens          create the token list with the first admin token (in\n"
 		"                         DIR/admin.token, mode 0600) unless it exists, and exit\n"
@@ -294,6 +297,7 @@ int main(int argc, char **argv)
 		{ "etcd-ca", required_argument, NULL, 1110 },
 		{ "etcd-cert", required_argument, NULL, 1111 },
 		{ "etcd-key", required_argument, NULL, 1112 },
+		{ "networkd-dir", required_argument, NULL, 1113 },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
@@ -377,6 +381,7 @@ int main(int argc, char **argv)
 			conf.auth_backoff = (unsigned int)v;
 			break;
 		case 1109: conf.backstore_dirs = optarg; break;
+		case 1113: conf.networkd_dir = optarg; break;
 		default: usage(stderr); return 2;
 		}
 	}

@@ -17,7 +17,8 @@ clang libclang-rt-14-dev rpm cpio
 qemu-system-x86 busybox-static kmod open-iscsi ibverbs-utils rdmacm-utils e2fsprogs
 etcd-server openssl wrk util-linux multipath-tools jq python3
 chromium chromium-driver nodejs fio valgrind libtsan2
-debhelper dpkg-dev fakeroot lintian debootstrap systemd-container rpmlint graphviz"
+debhelper dpkg-dev fakeroot lintian debootstrap systemd-container rpmlint graphviz
+systemd udev dbus"
 
 [ $# -eq 0 ] && set -- all
 want=""

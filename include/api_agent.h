@@ -51,6 +51,9 @@ struct api_conf {
 	unsigned int port_group;
 	unsigned int lease_ttl;
 	const char *webui_dir;		/* the dashboard's files, NULL/"": none */
+	/* Where PUT /api/v1/bonds/{bond}?apply=true writes systemd-networkd files; NULL/"":
+	 * API_NETWORKD_DIR (api_bond.h). */
+	const char *networkd_dir;
 };
 
 struct api_cluster;

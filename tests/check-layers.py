@@ -63,6 +63,7 @@ PUBLIC = {
     'api_http.h': 'agent/http', 'api_err.h': 'agent/http', 'api_auth.h': 'agent/http',
     'api_rcache.h': 'agent/http', 'api_store.h': 'agent/store', 'api_etcd.h': 'agent/store',
     'api_gwc.h': 'agent/gwc', 'api_net.h': 'agent/net',
+    'api_bond.h': 'agent/net',
     'api_cluster.h': 'agent/cluster', 'api_agent.h': 'agent', 'api_res.h': 'agent',
 }
 

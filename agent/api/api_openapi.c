@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api_agent.h"
+#include "api_bond.h"
 #include "api_r.h"
 #include "conf.h"
 
@@ -129,19 +130,22 @@ static json_t *schemas(void)
 		"boolean", "generation", "type", "integer"));
 	json_object_set_new(sc, "BondDesired", json_pack(
 		"{s:s, s:b, s:{s:{s:s}, s:{s:s, s:[s,s,s,s,s,s,s]}, s:{s:s, s:[s,s,s]}, "
-		"s:{s:s, s:{s:s}}, s:{s:s}}}", "type", "object", "additionalProperties", 0,
+		"s:{s:s, s:{s:s}}, s:{s:s}, s:{s:s, s:i, s:i}, s:{s:s, s:i, s:i}}}",
+		"type", "object", "additionalProperties", 0,
 		"properties", "name", "type", "string", "mode", "type", "string", "enum",
 		"balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad", "balance-tlb",
 		"balance-alb", "fail_over_mac", "type", "string", "enum", "none", "active", "follow",
-		"slaves", "type", "array", "items", "type", "string", "primary", "type", "string"));
+		"slaves", "type", "array", "items", "type", "string", "primary", "type", "string",
+		"miimon", "type", "integer", "minimum", 0, "maximum", API_BOND_MIIMON_MAX,
+		"num_grat_arp", "type", "integer", "minimum", 0, "maximum", API_BOND_GRAT_ARP_MAX));
 	json_object_set_new(sc, "Bond", json_pack(
 		"{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
-		"s:{s:s}, s:o, s:{s:s}, s:{s:s}}}", "type", "object", "properties",
+		"s:{s:s}, s:o, s:{s:s}, s:{s:s}, s:{s:s}}}", "type", "object", "properties",
 		"name", "type", "string", "present", "type", "boolean", "mode", "type", "string",
 		"fail_over_mac", "type", "string", "active_slave", "type", "string", "mii_status",
 		"type", "string", "slaves", "type", "array", "failovers", "type", "integer",
 		"rdma_devices", "type", "array", "desired", ref("BondDesired"), "drift", "type",
-		"array", "warnings", "type", "array"));
+		"array", "warnings", "type", "array", "applied", "type", "object"));
 	/* From the gateway's network model (docs/CONTROL.md). */
 	add_prop(json_object_get(sc, "Bond"), "verdicts", array_of("NetVerdict"));
 	add_prop(json_object_get(sc, "Bond"), "last_failover", json_pack("{s:s}", "type",
@@ -214,6 +218,15 @@ static json_t *operation(const struct api_route *rt)
 	}
 	if (rt->flags & API_RF_GATEWAY)
 		json_object_set_new(resp, "503", err_response("gateway unreachable"));
+	/* Changing the host (PUT /bonds/{bond}?apply=true) can be refused. */
+	if (rt->query && strstr(rt->query, "apply:") && !json_object_get(resp, "409"))
+		json_object_set_new(resp, "409", err_response(
+			"refused: it would touch an interface not named, the default route, the "
+			"agent's address or a bond in use"));
+	/* ... and needs the gateway's network model for the bond's present settings. */
+	if (rt->query && strstr(rt->query, "apply:") && !json_object_get(resp, "503"))
+		json_object_set_new(resp, "503", err_response(
+			"the gateway's network model is not available (no gateway running)"));
 	op = json_pack("{s:s, s:[s], s:o}", "summary", rt->summary, "tags", rt->tag, "responses",
 		       resp);
 	if (rt->role == API_ROLE_NONE)
@@ -241,15 +254,23 @@ static json_t *operation(const struct api_route *rt)
 			"required", 0, "description",
 			"generation the change was based on (the ETag of a GET); 412 if stale",
 			"schema", "type", "string"));
-	if (rt->query) {
-		char q[64];
-		const char *c = strchr(rt->query, ':');
+	/* "name:description", several separated by ';'. */
+	for (p = rt->query; p && *p;) {
+		const char *c = strchr(p, ':'), *e;
+		char q[64], d[256];
 
-		snprintf(q, sizeof(q), "%.*s", (int)(c - rt->query), rt->query);
+		if (!c)
+			break;
+		e = strchr(c, ';');
+		if (!e)
+			e = c + strlen(c);
+		snprintf(q, sizeof(q), "%.*s", (int)(c - p), p);
+		snprintf(d, sizeof(d), "%.*s", (int)(e - c - 1), c + 1);
 		json_array_append_new(params, json_pack("{s:s, s:s, s:b, s:s, s:{s:s}}", "name", q,
 							"in", "query", "required", 0,
-							"description", c + 1, "schema", "type",
+							"description", d, "schema", "type",
 							"boolean"));
+		p = *e ? e + 1 : e;
 	}
 	if (json_array_size(params))
 		json_object_set_new(op, "parameters", params);

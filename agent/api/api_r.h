@@ -41,6 +41,9 @@ int api_h_bonds_list(struct api_req *r);
 int api_h_bond_get(struct api_req *r);
 int api_h_bond_put(struct api_req *r);
 int api_h_bond_delete(struct api_req *r);
+/* ?apply=true / ?dry_run=true of PUT /bonds/{bond} (api_r_bond.c): 1 when it replied (a dry
+ * run, a refusal, a failure), 0 to go on storing desired; *applied: what an apply did. */
+int api_bond_put_apply(struct api_req *r, const json_t *desired, json_t **applied);
 int api_h_rdma_list(struct api_req *r);
 int api_h_cluster(struct api_req *r);
 

@@ -92,23 +92,33 @@ static bool bond_param(struct api_req *r)
 	return false;
 }
 
-static void reply_bond(struct api_req *r, unsigned int status)
+static void reply_bond(struct api_req *r, unsigned int status, json_t *applied)
 {
 	const char *name = r->params[0];
 	const json_t *st = bond_status(&r->ag->net, name);
+	json_t *view;
 
 	if (!st && desired_index(&r->ag->net, name) < 0) {
 		api_reply_err(r, API_E_NOT_FOUND, "bond", "no bond %s on this host and no desired "
 			      "settings for it", name);
+		json_decref(applied);
 		return;
 	}
-	api_reply_json(r, status, bond_view(&r->ag->net, name, st));
+	/* After an apply the gateway's model may not show the new bond yet (it follows
+	 * the kernel by netlink events): the view then holds the desired settings and
+	 * what was applied. */
+	view = bond_view(&r->ag->net, name, st);
+	if (applied && view)
+		json_object_set_new(view, "applied", applied);
+	else
+		json_decref(applied);
+	api_reply_json(r, status, view);
 }
 
 int api_h_bond_get(struct api_req *r)
 {
 	if (bond_param(r))
-		reply_bond(r, 200);
+		reply_bond(r, 200, NULL);
 	return 0;
 }
 
@@ -116,7 +126,7 @@ int api_h_bond_put(struct api_req *r)
 {
 	struct api_net *n = &r->ag->net;
 	struct gw_errlist errs;
-	json_t *body, *desired, *bonds;
+	json_t *body, *desired, *bonds, *applied;
 	ssize_t i;
 	int rc;
 
@@ -135,6 +145,11 @@ int api_h_bond_put(struct api_req *r)
 	}
 	gw_errlist_fini(&errs);
 	json_object_set_new(body, "name", json_string(r->params[0]));
+	/* ?apply / ?dry_run: the host first; desired is stored only once it runs them. */
+	if (api_bond_put_apply(r, body, &applied)) {
+		json_decref(body);
+		return 0;
+	}
 	desired = json_deep_copy(n->desired);
 	bonds = json_object_get(desired, "bonds");
 	i = api_conf_find(bonds, "name", r->params[0]);
@@ -145,12 +160,13 @@ int api_h_bond_put(struct api_req *r)
 	rc = api_net_save(n, desired);
 	if (rc) {
 		json_decref(desired);
+		json_decref(applied);
 		return rc;
 	}
 	json_decref(n->desired);
 	n->desired = desired;
 	gw_info("agent", "desired settings of bond %s stored", r->params[0]);
-	reply_bond(r, 200);
+	reply_bond(r, 200, applied);
 	return 0;
 }
 

@@ -98,8 +98,11 @@ const struct api_route api_routes[] = {
 	  "One bond: slaves, active slave, link failures, desired settings and drift", NULL,
 	  "Bond", NULL),
 	R("PUT", "/bonds/{bond}", API_ROLE_ADMIN, api_h_bond_put, 0, 200, "network",
-	  "Store a bond's desired settings (compared, never applied)", "BondDesired", "Bond",
-	  NULL),
+	  "Store a bond's desired settings; ?apply=true also builds or corrects the bond and "
+	  "writes its systemd-networkd files (docs/NETWORK.md)", "BondDesired", "Bond",
+	  "apply:create or correct the bond on the host (netlink) and write its networkd files;"
+	  "dry_run:return the ordered steps and the files, change nothing;"
+	  "force:apply even while TCP sessions run over the bond"),
 	R("DELETE", "/bonds/{bond}", API_ROLE_ADMIN, api_h_bond_delete, 0, 204, "network",
 	  "Forget a bond's desired settings", NULL, NULL, NULL),
 	R("GET", "/rdma", API_ROLE_READ, api_h_rdma_list, 0, 200, "network",

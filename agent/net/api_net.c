@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api_bond.h"
 #include "api_net.h"
 #include "api_store.h"
 #include "gw_conf.h"
@@ -307,10 +308,21 @@ void api_bond_check(const json_t *bond, const char *name, struct gw_errlist *err
 			       "':' or spaces)");
 	json_object_foreach((json_t *)bond, key, v) {
 		if (strcmp(key, "name") && strcmp(key, "mode") && strcmp(key, "fail_over_mac") &&
-		    strcmp(key, "slaves") && strcmp(key, "primary"))
+		    strcmp(key, "slaves") && strcmp(key, "primary") && strcmp(key, "miimon") &&
+		    strcmp(key, "num_grat_arp"))
 			gw_errlist_add(errs, key, "unknown field (name, mode, fail_over_mac, "
-				       "slaves, primary)");
+				       "slaves, primary, miimon, num_grat_arp)");
 	}
+	v = json_object_get(bond, "miimon");
+	if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		  json_integer_value(v) > API_BOND_MIIMON_MAX))
+		gw_errlist_add(errs, "miimon", "milliseconds between link checks, 0..%d "
+			       "(0: no MII monitoring)", API_BOND_MIIMON_MAX);
+	v = json_object_get(bond, "num_grat_arp");
+	if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		  json_integer_value(v) > API_BOND_GRAT_ARP_MAX))
+		gw_errlist_add(errs, "num_grat_arp", "gratuitous ARPs after a failover, 0..%d",
+			       API_BOND_GRAT_ARP_MAX);
 	v = json_object_get(bond, "name");
 	if (v && (!json_is_string(v) || (name && strcmp(json_string_value(v), name))))
 		gw_errlist_add(errs, "name", "must be the bond's name from the path, \"%s\"",
@@ -387,7 +399,7 @@ static json_t *sorted_names(const json_t *arr, const char *key)
 
 json_t *api_bond_drift(const json_t *desired, const json_t *status)
 {
-	static const char *const simple[] = { "mode", "fail_over_mac", NULL };
+	static const char *const simple[] = { "mode", "fail_over_mac", "miimon", NULL };
 	json_t *d = json_array(), *want, *have;
 	const char *const *k;
 

@@ -3,9 +3,9 @@
 # filesystem shared read-only (9p, tmpfs overlay in the guest), runs guest suites that need what
 # the host kernel lacks (Soft-RoCE, bonding, the kernel iSCSI and iSER initiators), and reports.
 #
-#   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond bond-failover tgt-iser dm-mpath iser
-#                                   iser-fault
-#                                   remote-iser (default: all; bench-iser runs from make bench)
+#   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond bond-failover bond-apply tgt-iser
+#                                   dm-mpath iser iser-fault remote-iser (default: all; bench-iser
+#                                   runs from make bench)
 #
 # Prints each result, then "vm: N passed, N failed, N skipped"; exit status 1 on any failure,
 # including a rig that cannot start (missing tool, no kernel package, too little memory).
@@ -36,7 +36,7 @@ esac
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
 VM_MEM=${VM_MEM:-3G}
 VM_CPUS=${VM_CPUS:-2}
-ALL_SUITES="rxe kernel-tcp bond bond-failover tgt-iser dm-mpath iser iser-fault remote-iser"
+ALL_SUITES="rxe kernel-tcp bond bond-failover bond-apply tgt-iser dm-mpath iser iser-fault remote-iser"
 T0=$SECONDS
 
 say() {
@@ -62,6 +62,7 @@ suite_budget() {
 	kernel-tcp) echo 420 ;;
 	bond) echo 180 ;;
 	bond-failover) echo 300 ;;
+	bond-apply) echo 300 ;;
 	tgt-iser) echo 360 ;;
 	dm-mpath) echo 360 ;;
 	iser) echo 720 ;;
