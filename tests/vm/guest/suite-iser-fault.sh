@@ -108,7 +108,10 @@ if login >"$VM_WORK/login-ac.out" 2>&1 && dev=$(vm_wait_disk "$T" 30); then
 	pass addr-change/login "/dev/$dev over iSER on $BOND ($(cat "/sys/class/net/$BOND/bonding/active_slave") active)"
 	act0=$(cat "/sys/class/net/$BOND/bonding/active_slave")
 	mac0=$(cat "/sys/class/net/$BOND/address")
-	lines0=$(grep -c 'ADDR_CHANGE' "$LOG")
+	# The gateway's reaction: its netlink model re-homes the listener (usually first), or
+	# rdma_cm's ADDR_CHANGE does (the backup).
+	REACT='ADDR_CHANGE|re-homed on bond'
+	lines0=$(grep -cE "$REACT" "$LOG")
 	dd if="$VM_WORK/pattern-ac" of="/dev/$dev" bs=1M seek=1 oflag=direct conv=fsync \
 		status=none 2>"$VM_WORK/dd-ac.err" &
 	ddpid=$!
@@ -118,7 +121,7 @@ if login >"$VM_WORK/login-ac.out" 2>&1 && dev=$(vm_wait_disk "$T" 30); then
 	kill -0 "$ddpid" 2>/dev/null && running=yes
 	run ip link set "$act0-p" down
 	for _ in $(seq 1 40); do
-		[ "$(grep -c 'ADDR_CHANGE' "$LOG")" -gt "$lines0" ] && break
+		[ "$(grep -cE "$REACT" "$LOG")" -gt "$lines0" ] && break
 		sleep 0.25
 	done
 	act1=$(cat "/sys/class/net/$BOND/bonding/active_slave")
@@ -134,9 +137,9 @@ if login >"$VM_WORK/login-ac.out" 2>&1 && dev=$(vm_wait_disk "$T" 30); then
 		ddrc=timeout
 	fi
 	secs=$(($(date +%s) - t0))
-	grep -E 'ADDR_CHANGE|listening|dropping' "$LOG" | tail -n 6
+	grep -E "$REACT|listening|dropping" "$LOG" | tail -n 6
 	dmesg | grep -iE 'iser|connection[0-9:]* error|1011' | tail -n 6
-	line=$(grep -m1 'ADDR_CHANGE' "$LOG")
+	line=$(grep -m1 -E "$REACT" "$LOG")
 	if [ "$act1" != "$act0" ] && [ "$mac1" != "$mac0" ] && [ -n "$line" ]; then
 		pass addr-change/logged "$act0 -> $act1, MAC $mac0 -> $mac1; gateway: $line"
 	else
