@@ -28,6 +28,9 @@ struct api_net {
 	 * with their ports, every verdict. Empty arrays until the gateway answered. */
 	json_t *bonds, *rdma, *verdicts;
 	uint64_t read_ms, generation;
+	/* Bumped whenever what GET /bonds and /metrics show may change (a model, desired
+	 * settings, the gateway lost): part of /metrics' cache key. */
+	uint64_t changes;
 	bool have_model;
 	/* Events of the gateway held until the model that includes them arrives. */
 	json_t *pending;

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define API_RCACHE_KEYS 4
+#define API_RCACHE_KEYS 5
 
 struct api_rcache {
 	char *text;			/* NULL: empty */

@@ -55,9 +55,9 @@ int api_h_openapi(struct api_req *r)
 }
 
 /*
- * Rebuilt when the gateway state, the configuration or the gateway connection changes, else
- * at most a second old (the request counter and the network model, which the key does not
- * cover): under a scrape storm /metrics costs a copy, not a rebuild of every LUN's histograms.
+ * Rebuilt when the gateway state, the configuration, the gateway connection, its network
+ * model or the desired bond settings change, else at most a second old (the request counters,
+ * which the key does not cover): under a scrape storm /metrics costs a copy, not a rebuild of every LUN's histograms.
  */
 int api_h_metrics(struct api_req *r)
 {
@@ -65,7 +65,7 @@ int api_h_metrics(struct api_req *r)
 	uint64_t now = gw_now_ms();
 	const uint64_t key[API_RCACHE_KEYS] = {
 		ag->gw_state_ms, ag->store->generation, ag->apply.generation,
-		(uint64_t)(ag->gwc_on && ag->gwc.connected),
+		(uint64_t)(ag->gwc_on && ag->gwc.connected), ag->net.changes,
 	};
 	size_t len = 0, zlen = 0;
 	char *text;

@@ -154,6 +154,7 @@ void api_net_set_model(struct api_net *n, const json_t *net)
 	n->verdicts = json_is_array(verdicts) ? json_deep_copy(verdicts) : json_array();
 	n->generation = (uint64_t)json_integer_value(json_object_get(net, "generation"));
 	n->read_ms = gw_now_ms();
+	n->changes++;
 	n->have_model = true;
 	/* The events this model includes: told now, so a client that reads after an event
 	 * sees at least that state. */
@@ -290,6 +291,8 @@ int api_net_save(struct api_net *n, json_t *desired)
 		return -ENOMEM;
 	r = api_write_atomic(n->path, text, strlen(text), 0600);
 	free(text);
+	if (!r)
+		n->changes++;	/* the caller takes desired as the new settings */
 	return r;
 }
 
