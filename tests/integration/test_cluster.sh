@@ -14,6 +14,7 @@
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/api.sh"
+. "$(dirname "$0")/../lib/etcd.sh"
 
 t_begin cluster
 if [ "$TARGET" != isergwd ]; then
@@ -46,18 +47,6 @@ URL_A=iscsi://$T_HOST:$GW_PORT_A/$IQN/0
 URL_B=iscsi://$T_HOST:$GW_PORT_B/$IQN/0
 
 # ---- helpers ------------------------------------------------------------------------------
-
-etcd_start() {
-	t_daemon_start etcd etcd "$T_DIR/etcd.$1.log" \
-		etcd --name isergw-test --data-dir "$T_DIR/etcd" \
-		--listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
-		--listen-peer-urls "http://$T_HOST:$ETCD_PEER" \
-		--initial-advertise-peer-urls "http://$T_HOST:$ETCD_PEER" \
-		--initial-cluster "isergw-test=http://$T_HOST:$ETCD_PEER"
-	ETCD_PID=$T_LAST_PID
-	t_wait_port "$ETCD_PID" "$ETCD_PORT" 20 &&
-		wait_for 20 curl -sf -X POST "$ETCD_URL/v3/kv/range" -d '{"key":"AA=="}'
-}
 
 # gw_conf NAME PORT: a gateway with one portal and its control socket, no targets.
 gw_conf() {
@@ -153,7 +142,7 @@ writes_grow_on_b() {
 
 # ---- start: etcd, two gateways, two agents ------------------------------------------------
 
-if ! etcd_start 1; then
+if ! etcd_start isergw-test "$T_DIR/etcd.1.log"; then
 	fail start "etcd did not start"
 	tail -n 20 "$T_DIR/etcd.1.log"
 	t_end
@@ -283,7 +272,7 @@ fenced_b() {
 check "etcd down: gateway B fences itself within the lease (its LUN standby)" \
 	wait_for $((TTL + 5)) fenced_b
 check "etcd down: gateway B logged the fence" grep -q 'fenced: no lease renewal' "$T_DIR/gw-B.log"
-if etcd_start 2; then
+if etcd_start isergw-test "$T_DIR/etcd.2.log"; then
 	pass "etcd restarted"
 else
 	fail "etcd restart" "$(tail -n 5 "$T_DIR/etcd.2.log" | tr '\n' ' ')"

@@ -14,6 +14,7 @@
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/api.sh"
+. "$(dirname "$0")/../lib/etcd.sh"
 
 t_begin fencing
 if [ "$TARGET" != isergwd ]; then
@@ -51,18 +52,6 @@ POLL=$T_DIR/poll.log
 # Sanity bound for a takeover: the lease, the hold (TTL + margin) and a few polls, times two
 # for a loaded machine. About 7-9 s is expected.
 TAKEOVER_MAX=$((TTL * 4 + 8))
-
-etcd_start() {
-	t_daemon_start etcd etcd "$T_DIR/etcd.log" \
-		etcd --name isergw-fence --data-dir "$T_DIR/etcd" \
-		--listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
-		--listen-peer-urls "http://$T_HOST:$ETCD_PEER" \
-		--initial-advertise-peer-urls "http://$T_HOST:$ETCD_PEER" \
-		--initial-cluster "isergw-fence=http://$T_HOST:$ETCD_PEER"
-	ETCD_PID=$T_LAST_PID
-	t_wait_port "$ETCD_PID" "$ETCD_PORT" 20 &&
-		wait_for 20 curl -sf -X POST "$ETCD_URL/v3/kv/range" -d '{"key":"AA=="}'
-}
 
 relay_start() {
 	t_daemon_start "relay-$1" relay "$T_DIR/relay-$1.log" \
@@ -160,7 +149,7 @@ seen_after() {
 
 # ---- start ----------------------------------------------------------------------------------
 
-if ! etcd_start; then
+if ! etcd_start isergw-fence "$T_DIR/etcd.log"; then
 	fail start "etcd did not start"
 	tail -n 20 "$T_DIR/etcd.log"
 	t_end
