@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -647,6 +648,9 @@ int main(int argc, char **argv)
 	bool dry = false;
 	int o, rc;
 
+	/* A peer that closes mid-request (the agent restarting, a TLS connection dropped) must
+	 * come back as an error from the request, not end the program with SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
 	c.url = getenv("ISERGW_URL") ? getenv("ISERGW_URL") : "http://127.0.0.1:8080";
 	/* Options may follow the command too ("config import f.json --dry-run"). */
 	while ((o = getopt_long(argc, argv, "u:t:s:jqm:c:knT:h", opts, NULL)) != -1) {

@@ -251,7 +251,7 @@ reap "$WRITER" 60
 wrc=$REAP_RC
 check "every block written through either path verifies ($(grep '^verify:' "$T_DIR/writer.log"))" \
 	bash -c "[ '$wrc' = 0 ] && grep -q ', 0 mismatches' '$T_DIR/writer.log'"
-t_log "  $(tail -n 1 "$T_DIR/writer.log")"
+t_log "  writer exit $wrc: $(tail -n 1 "$T_DIR/writer.log")"
 check "the client's session on B got ASYMMETRIC ACCESS STATE CHANGED (2A/06) at the failover" \
 	grep -q '^path B: ASYMMETRIC ACCESS STATE CHANGED' "$T_DIR/writer.log"
 
