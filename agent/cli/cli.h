@@ -28,6 +28,9 @@ struct cli {
 	const char *cacert;
 	const char *if_match;
 	long timeout_s;
+	bool dry_run;			/* --dry-run: bond set asks for the plan */
+	bool apply;			/* --apply: bond set changes the host */
+	bool force;			/* --force: ... even while TCP sessions use the bond */
 };
 
 struct cli_resp {

@@ -37,7 +37,8 @@ static void usage(FILE *f)
 "  portal list | show NAME | create NAME [k=v..] | set NAME k=v.. | delete NAME\n"
 "  discovery show | set k=v..\n"
 "  session list | drop TSIH\n"
-"  bond list | show NAME | set NAME k=v.. | forget NAME | check   rdma list\n"
+"  bond list | show NAME | set NAME k=v.. [--dry-run | --apply [--force]] | forget NAME\n"
+"      | check   rdma list\n"
 "  cluster show (members, port groups and LU owners; agents with --store etcd)\n"
 "  config export [FILE] | import FILE [--dry-run] | validate FILE\n"
 "  raw METHOD PATH [JSON | @FILE]\n"
@@ -599,6 +600,14 @@ static int run(struct cli *c, int argc, char **argv, bool dry)
 
 	argc--;
 	argv++;
+	if ((c->apply || c->force) && (strcmp(cmd, "bond") || argc < 1 || strcmp(argv[0], "set"))) {
+		fprintf(stderr, "isergwctl: --apply and --force go with \"bond set\" only\n");
+		return CLI_EUSAGE;
+	}
+	if (c->force && !c->apply) {
+		fprintf(stderr, "isergwctl: --force goes with --apply\n");
+		return CLI_EUSAGE;
+	}
 	if (!strcmp(cmd, "health"))
 		return cmd_health(c);
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "openapi"))
@@ -638,6 +647,8 @@ int main(int argc, char **argv)
 		{ "cacert", required_argument, NULL, 'c' },
 		{ "insecure", no_argument, NULL, 'k' },
 		{ "dry-run", no_argument, NULL, 'n' },
+		{ "apply", no_argument, NULL, 'A' },
+		{ "force", no_argument, NULL, 'F' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -663,7 +674,9 @@ int main(int argc, char **argv)
 		case 'm': c.if_match = optarg; break;
 		case 'c': c.cacert = optarg; break;
 		case 'k': c.insecure = true; break;
-		case 'n': dry = true; break;
+		case 'n': dry = c.dry_run = true; break;
+		case 'A': c.apply = true; break;
+		case 'F': c.force = true; break;
 		case 'T': c.timeout_s = strtol(optarg, NULL, 10); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return CLI_EUSAGE;

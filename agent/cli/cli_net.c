@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * isergwctl bond and rdma: status tables from /api/v1/bonds and /api/v1/rdma, and a bond's
- * desired settings (stored by the agent, compared with the host, never applied).
+ * desired settings (stored by the agent and compared with the host; with --dry-run the plan that
+ * would make the host match them, with --apply that plan carried out: docs/NETWORK.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,12 +145,40 @@ static int rdma_list(struct cli *c)
 	return CLI_OK;
 }
 
-/* bond set NAME k=v..: the stored desired settings (if any) with the given keys changed. */
+/* The plan's steps and files (a dry run's answer, or an apply's "applied"), one per line. */
+static void plan_print(const json_t *plan)
+{
+	const json_t *st, *f;
+	size_t i;
+
+	json_array_foreach(json_object_get(plan, "steps"), i, st) {
+		const char *op = json_string_value(json_object_get(st, "op")) ?: "?";
+		const char *link = json_string_value(json_object_get(st, "link")) ?: "?";
+		json_t *set = json_object_get(st, "set");
+		char *extra = NULL;
+
+		if (json_is_object(set))
+			extra = json_dumps(set, JSON_COMPACT | JSON_SORT_KEYS);
+		else if (json_object_get(st, "master"))
+			extra = strdup(json_string_value(json_object_get(st, "master")) ?: "");
+		else if (json_object_get(st, "primary"))
+			extra = strdup(json_string_value(json_object_get(st, "primary")) ?: "");
+		printf("  %-8s %s%s%s\n", op, link, extra ? " " : "", extra ? extra : "");
+		free(extra);
+	}
+	json_array_foreach(json_object_get(plan, "files"), i, f)
+		printf("  file     %s\n", json_string_value(json_object_get(f, "path")) ?: "?");
+}
+
+/* bond set NAME k=v..: the stored desired settings (if any) with the given keys changed;
+ * --dry-run shows the plan (nothing changes, nothing is stored), --apply carries it out. */
 static int bond_set(struct cli *c, const char *path, int argc, char **argv)
 {
+	const char *query = c->dry_run ? "?dry_run=true" :
+			    c->apply ? (c->force ? "?apply=true&force=true" : "?apply=true") : "";
 	struct cli_resp r;
 	json_t *cur = NULL, *desired;
-	char *body;
+	char *body, *url;
 	int i, rc;
 
 	if (argc < 1)
@@ -176,7 +205,12 @@ static int bond_set(struct cli *c, const char *path, int argc, char **argv)
 		}
 	body = json_dumps(desired, JSON_COMPACT);
 	json_decref(desired);
-	rc = cli_http(c, "PUT", path, body, &r);
+	if (!body || asprintf(&url, "%s%s", path, query) < 0) {
+		free(body);
+		return CLI_EUSAGE;
+	}
+	rc = cli_http(c, "PUT", url, body, &r);
+	free(url);
 	free(body);
 	if (rc)
 		return rc;
@@ -189,7 +223,18 @@ static int bond_set(struct cli *c, const char *path, int argc, char **argv)
 		json_t *j = json_loadb(r.body, r.len, 0, NULL);
 		char *d = drift_text(json_object_get(j, "drift"));
 
-		printf("stored; drift: %s\n", d ? d : "?");
+		if (c->dry_run) {
+			printf("plan (nothing changed):\n");
+			if (!json_array_size(json_object_get(j, "steps")))
+				printf("  no step: the host already has these settings\n");
+			plan_print(j);
+		} else {
+			if (c->apply) {
+				printf("applied:\n");
+				plan_print(json_object_get(j, "applied"));
+			}
+			printf("stored; drift: %s\n", d ? d : "?");
+		}
 		free(d);
 		json_decref(j);
 	}

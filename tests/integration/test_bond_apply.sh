@@ -231,6 +231,28 @@ refused "a bond is not nested in another (dry run refuses as apply does)" 409 in
 	'slaves[0]' 'bd1 is a bond itself'
 nothing_changed "after the refusals" bdn
 
+# ---- isergwctl bond set --dry-run / --apply -------------------------------------------------
+# The CLI asks the same plan: its dry run prints the steps and files and changes nothing; an
+# apply the plan refuses exits 1 with the agent's reason; --force without --apply is a usage
+# error (exit 2) that sends nothing.
+CTL=$T_BUILD/isergwctl
+ctl() { "$CTL" --url "$URL" --state-dir "$STATE" "$@" >"$T_DIR/ctl.out" 2>&1; }
+check "isergwctl bond set --dry-run exits 0" ctl bond set bdn mode=active-backup \
+	fail_over_mac=active miimon=100 'slaves=[va,vb]' --dry-run
+check "  ... and prints the plan's steps in order, then the files" test \
+	"$(awk '$1 != "file" && NR > 1 {printf "%s:%s ", $1, $2} $1 == "file" {printf "file "}' "$T_DIR/ctl.out")" = \
+	"create:bdn set:bdn down:va enslave:va down:vb enslave:vb up:bdn file file file "
+nothing_changed "isergwctl dry run" bdn
+ctl bond set bdn 'slaves=[va,bd2a]' --apply
+CTL_RC=$?
+check "isergwctl bond set --apply of a refused plan exits 1 with the reason" \
+	bash -c "[ $CTL_RC = 1 ] && grep -q 'bd2a is a slave of bd2' '$T_DIR/ctl.out'"
+ctl bond set bdn 'slaves=[va]' --force
+CTL_RC=$?
+check "isergwctl --force without --apply is a usage error (exit 2)" \
+	bash -c "[ $CTL_RC = 2 ] && grep -q -- '--force goes with --apply' '$T_DIR/ctl.out'"
+nothing_changed "after isergwctl's refusals" bdn
+
 # The default route's interface: in a network namespace of the test's own, where dr0 (one
 # end of a veth pair) carries the default route, whatever this host's routes are. The agent
 # there answers on its own loopback, reached through nsenter.
