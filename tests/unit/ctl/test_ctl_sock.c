@@ -540,7 +540,7 @@ static void prhost_init(struct prhost *h)
 	for (i = 0; i < 4; i++) {
 		prcmd_submit(h, &c, (const uint8_t[]){ 0x03, 0, 0, 0, 18, 0 }, 6, SCSI_DIR_READ,
 			     18);
-		prcmd_wait(&c, 2000);
+		prcmd_wait(&c, 10000);
 		if ((c.buf[2] & 0x0f) == 0)
 			break;
 	}
@@ -708,7 +708,7 @@ Test(ctl_sock, a_pr_out_goes_out_as_pr_commit_and_completes_on_pr_result)
 	json_decref(r);
 	/* Nobody watches: no commit can go out, the host is told to retry. */
 	prout_start(&h, &c, 0x00, 0, 0xaa);
-	prcmd_wait(&c, 2000);
+	prcmd_wait(&c, 10000);
 	assert_not_ready(&c);
 
 	fd = pr_watch(&f, &n, buf, sizeof(buf), &got);
@@ -725,7 +725,7 @@ Test(ctl_sock, a_pr_out_goes_out_as_pr_commit_and_completes_on_pr_result)
 	cr_assert(json_is_true(json_object_get(r, "ok")), "%s", code_of(r));
 	json_decref(r);
 	json_decref(d);
-	prcmd_wait(&c, 2000);
+	prcmd_wait(&c, 10000);
 	cr_assert_eq(c.cmd.status, 0, "GOOD once etcd took it");
 	/* Its echo through the watch is not newer. */
 	r = ask_fmt("{\"op\":\"pr\",\"target\":\"%s\",\"lun\":0,\"rev\":7,\"state\":%s}",
@@ -742,7 +742,7 @@ Test(ctl_sock, a_pr_out_goes_out_as_pr_commit_and_completes_on_pr_result)
 	cr_assert(json_is_true(json_object_get(r, "ok")));
 	json_decref(r);
 	json_decref(d);
-	prcmd_wait(&c, 2000);
+	prcmd_wait(&c, 10000);
 	assert_not_ready(&c);
 
 	/* The watcher goes with a commit out: it fails at once, not after the timeout. */
@@ -750,7 +750,7 @@ Test(ctl_sock, a_pr_out_goes_out_as_pr_commit_and_completes_on_pr_result)
 	d = pr_event(fd, buf, sizeof(buf), &got, 3);
 	json_decref(d);
 	close(fd);
-	prcmd_wait(&c, 2000);
+	prcmd_wait(&c, 10000);
 	assert_not_ready(&c);
 	r = ask("{\"op\":\"state\"}");
 	d = json_object_get(r, "pr");
