@@ -794,3 +794,49 @@ Test(ctl_sock, a_commit_never_answered_fails_after_five_seconds)
 	close(fd);
 	pr_unwatch(&f, n);
 }
+
+Test(ctl_sock, a_lost_race_goes_out_again_on_the_winner_and_a_bad_winner_fails_it)
+{
+	struct prhost h;
+	struct prcmd c;
+	struct fx f;
+	struct net_mon *n;
+	char buf[65536] = "";
+	size_t got = 0;
+	json_t *r, *d;
+	int fd;
+
+	prhost_init(&h);
+	r = ask("{\"op\":\"pr_cluster\",\"enabled\":true,\"luns\":[]}");
+	json_decref(r);
+	fd = pr_watch(&f, &n, buf, sizeof(buf), &got);
+	prout_start(&h, &c, 0x00, 0, 0xaa);
+	d = pr_event(fd, buf, sizeof(buf), &got, 1);
+	/* Another gateway registered the host's key first (through another port). */
+	r = ask_fmt("{\"op\":\"pr_result\",\"commit\":%lld,\"result\":\"conflict\",\"rev\":12,"
+		    "\"state\":{\"generation\":5,\"aptpl\":false,\"registrations\":[{\"initiator\":"
+		    "\"%s\",\"rel_id\":2,\"key\":\"0x00000000000000bb\"}],\"reservation\":null}}",
+		    (long long)json_integer_value(json_object_get(d, "id")), PR_HOST);
+	cr_assert(json_is_true(json_object_get(r, "ok")), "%s", code_of(r));
+	json_decref(r);
+	json_decref(d);
+	d = pr_event(fd, buf, sizeof(buf), &got, 2);
+	cr_assert_eq(c.fired, 0);
+	cr_assert_eq(json_integer_value(json_object_get(d, "rev")), 12, "from the winner");
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(d, "state"),
+							"generation")), 6);
+	cr_assert_eq(json_array_size(json_object_get(json_object_get(d, "state"),
+						     "registrations")), 2);
+	/* A winner that is no state: refused, and the command is not left waiting. */
+	r = ask_fmt("{\"op\":\"pr_result\",\"commit\":%lld,\"result\":\"conflict\",\"rev\":13,"
+		    "\"state\":{\"generation\":6,\"aptpl\":false,\"registrations\":[],"
+		    "\"reservation\":{\"initiator\":\"%s\",\"rel_id\":1,\"type\":9}}}",
+		    (long long)json_integer_value(json_object_get(d, "id")), PR_HOST);
+	cr_assert_str_eq(code_of(r), "invalid");
+	json_decref(r);
+	json_decref(d);
+	prcmd_wait(&c, 10000);
+	assert_not_ready(&c);
+	close(fd);
+	pr_unwatch(&f, n);
+}
