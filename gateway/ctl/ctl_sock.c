@@ -327,7 +327,7 @@ static void pr_fail_all(struct ctl_sock *cs, const char *why)
 		struct ctl_pr_commit *pc =
 			gw_list_first_entry(&cs->pr_commits, struct ctl_pr_commit, node);
 
-		gw_warn("ctl", "reservation commit %llu (LUN %llu) fails: %s",
+		gw_warn_rl("ctl", "reservation commit %llu (LUN %llu) fails: %s",
 			(unsigned long long)pc->id, (unsigned long long)pc->lun, why);
 		pr_finish(cs, pc, SCSI_PR_COMMIT_UNAVAILABLE, 0, NULL);
 	}
@@ -344,7 +344,7 @@ static void on_pr_tick(struct gw_timer *t)
 
 		if (pc->deadline_ms > now)
 			break;
-		gw_warn("ctl", "reservation commit %llu (LUN %llu): no pr_result in %u ms: NOT "
+		gw_warn_rl("ctl", "reservation commit %llu (LUN %llu): no pr_result in %u ms: NOT "
 			"READY", (unsigned long long)pc->id, (unsigned long long)pc->lun,
 			CTL_PR_TIMEOUT_MS);
 		pr_finish(cs, pc, SCSI_PR_COMMIT_UNAVAILABLE, 0, NULL);
@@ -568,7 +568,7 @@ static json_t *op_pr_result(struct ctl_sock *cs, const json_t *req)
 		}
 		pr_finish(cs, pc, SCSI_PR_COMMIT_CONFLICT, rev, state);
 	} else if (!strcmp(res, "unavailable")) {
-		gw_warn("ctl", "reservation commit %llu: the cluster store is unavailable (%s): "
+		gw_warn_rl("ctl", "reservation commit %llu: the cluster store is unavailable (%s): "
 			"NOT READY", (unsigned long long)id,
 			json_string_value(json_object_get(req, "reason")) ?: "no reason given");
 		pr_finish(cs, pc, SCSI_PR_COMMIT_UNAVAILABLE, 0, NULL);

@@ -193,7 +193,8 @@ static int scsi_prc_decode(const json_t *st, struct scsi_pr *pr, struct gw_list 
 		if (!json_is_integer(type) || json_integer_value(type) < 0 ||
 		    json_integer_value(type) > 15 ||
 		    !scsi_pr_type_valid((uint8_t)json_integer_value(type))) {
-			snprintf(why, why_len, "reservation: unknown \"type\" (1, 3, 5, 6, 7 or 8)");
+			snprintf(why, why_len,
+				 "reservation: unknown \"type\" (1, 3, 5, 6, 7 or 8)");
 			goto fail;
 		}
 		pr->holder = scsi_prc_find_nexus(&pr->regs, port, name, rel_id);
@@ -275,12 +276,12 @@ static void scsi_prc_effects(struct scsi_lu *lu, struct scsi_pr *old, struct scs
 			     const struct scsi_itn *except)
 {
 	bool none_left = gw_list_empty(&nw->regs);
+	int gone = none_left ? SCSI_UA_RES_PREEMPTED : SCSI_UA_REG_PREEMPTED;
 	struct scsi_pr_reg *r;
 
 	gw_list_for_each_entry(r, &old->regs, node)
 		if (!scsi_prc_find_nexus(&nw->regs, r->initiator, r->initiator_name, r->rel_id))
-			scsi_prc_ua(lu, r, none_left ? SCSI_UA_RES_PREEMPTED : SCSI_UA_REG_PREEMPTED,
-				    except);
+			scsi_prc_ua(lu, r, gone, except);
 	if (old->reserved && !nw->reserved && !none_left && old->type != SCSI_PR_TYPE_WE &&
 	    old->type != SCSI_PR_TYPE_EA)
 		gw_list_for_each_entry(r, &nw->regs, node)
@@ -410,7 +411,7 @@ static int scsi_prc_decide(struct scsi_cmd *cmd)
 	lu->prc.aborted = NULL;
 	rc = dev->pr_ops->commit(dev->pr_arg, dev, lu->lun, lu->prc.rev, after);
 	if (rc < 0) {
-		gw_warn(SCSI_LOG, "%s: LUN %llu: PERSISTENT RESERVE OUT not committed (%s): NOT "
+		gw_warn_rl(SCSI_LOG, "%s: LUN %llu: PERSISTENT RESERVE OUT not committed (%s): NOT "
 			"READY", dev->name, (unsigned long long)lu->lun, strerror(-rc));
 		json_decref(after);
 		scsi_prc_fail(cmd);
@@ -461,7 +462,7 @@ void scsi_dev_pr_commit_done(struct scsi_dev *dev, uint64_t lun,
 	int rc;
 
 	if (!lu || !lu->prc.inflight) {
-		gw_warn(SCSI_LOG, "%s: LUN %llu: a commit answer with no commit out: ignored",
+		gw_warn_rl(SCSI_LOG, "%s: LUN %llu: a commit answer with no commit out: ignored",
 			dev->name, (unsigned long long)lun);
 		return;
 	}
@@ -487,8 +488,9 @@ void scsi_dev_pr_commit_done(struct scsi_dev *dev, uint64_t lun,
 			break;
 		}
 		if (++cmd->step >= SCSI_PR_ROUNDS) {
-			gw_warn(SCSI_LOG, "%s: LUN %llu: PERSISTENT RESERVE OUT lost %u races in a "
-				"row: NOT READY", dev->name, (unsigned long long)lun, cmd->step);
+			gw_warn_rl(SCSI_LOG, "%s: LUN %llu: PERSISTENT RESERVE OUT lost %u races "
+				   "in a row: NOT READY", dev->name, (unsigned long long)lun,
+				   cmd->step);
 			scsi_prc_fail(cmd);
 			break;
 		}

@@ -455,7 +455,7 @@ Test(ctl_sock, a_watcher_that_does_not_read_is_dropped_not_buffered_for)
 	fx_fini(&f);
 }
 
-/* ---- cluster-wide persistent reservations ------------------------------------------------ */
+/* ---- cluster-wide persistent reservations ---------------------------------------------- */
 
 #define PR_TARGET "iqn.2026-11.org.isergw:ctl"
 #define PR_HOST "iqn.2026-11.org.test:host,i,0x23d000000001"
