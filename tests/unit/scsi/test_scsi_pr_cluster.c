@@ -446,3 +446,48 @@ Test(scsi_pr_cluster, without_the_hook_reservations_are_local_again)
 	read_keys(e.a, &n, NULL);
 	cr_assert_eq(n, 1);
 }
+
+Test(scsi_pr_cluster, a_name_only_registration_covers_every_port_of_its_initiator)
+{
+	struct tcmd t;
+	uint64_t rev;
+	json_t *st, *want;
+	char why[160];
+	static const char text[] =
+		"{\"generation\": 1, \"aptpl\": false, \"registrations\": ["
+		" {\"initiator\": \"iqn.2026-01.org.test:a\", \"rel_id\": 1, \"key\": "
+		"\"0x0000000000000001\"}],"
+		" \"reservation\": {\"initiator\": \"iqn.2026-01.org.test:a\", \"rel_id\": 1, "
+		"\"type\": 1}}";
+
+	/* What REGISTER AND MOVE with a name-only TransportID leaves: no ISID. */
+	cr_assert_eq(apply(2, text, why, sizeof(why)), 1, "%s", why);
+	cr_assert_eq(wr(e.a, &t), SCSI_GOOD, "A's port holds it through its name");
+	cr_assert_eq(wr(e.b, &t), SCSI_RESERVATION_CONFLICT);
+	st = state_now(&rev);
+	want = js(text);
+	cr_assert(json_equal(st, want), "%s", json_dumps(st, 0));
+	json_decref(st);
+	json_decref(want);
+}
+
+Test(scsi_pr_cluster, a_registrants_only_reservation_released_elsewhere_tells_the_others)
+{
+	struct tcmd t;
+	char why[160];
+
+	cr_assert_eq(apply(2, "{\"generation\": 2, \"aptpl\": false, \"registrations\": ["
+			      "{\"initiator\": \"" A "\", \"rel_id\": 1, \"key\": "
+			      "\"0x00000000000000aa\"}, {\"initiator\": \"" B "\", \"rel_id\": 1, "
+			      "\"key\": \"0x00000000000000bb\"}], \"reservation\": {\"initiator\": "
+			      "\"" A "\", \"rel_id\": 1, \"type\": 5}}", why, sizeof(why)), 1, "%s",
+		     why);
+	cr_assert_eq(apply(3, "{\"generation\": 2, \"aptpl\": false, \"registrations\": ["
+			      "{\"initiator\": \"" A "\", \"rel_id\": 1, \"key\": "
+			      "\"0x00000000000000aa\"}, {\"initiator\": \"" B "\", \"rel_id\": 1, "
+			      "\"key\": \"0x00000000000000bb\"}], \"reservation\": null}", why,
+		     sizeof(why)), 1, "%s", why);
+	run(&t, e.b, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x04);
+	cr_assert_eq(wr(e.b, &t), SCSI_GOOD, "released: B writes");
+}
