@@ -80,8 +80,9 @@ struct gw_loop {
 
 int gw_loop_init(struct gw_loop *loop);
 /* Runs what is still posted, deferred or closing (on the calling thread, which owns the loop
- * from then on: never while the loop's thread runs), then closes the epoll fd; posting fails
- * from then on. */
+ * from then on: never while the loop's thread runs), then closes the epoll fd; a post that
+ * begins after it fails with -ESHUTDOWN. Posts still under way in other threads when it is
+ * called are a bug of the caller's, as for any object being finished. */
 void gw_loop_fini(struct gw_loop *loop);
 /* Dispatches until gw_loop_stop(); returns the code given to it. */
 int gw_loop_run(struct gw_loop *loop);
