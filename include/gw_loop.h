@@ -6,10 +6,16 @@
  * Deferred work runs before the loop sleeps. Objects are closed in two phases: gw_loop_close()
  * marks them, and they are freed only once the current batch of events has been dispatched, so
  * a later event in the same batch never touches freed memory.
+ *
+ * Several loops (issue 13, docs/ARCHITECTURE.md "Several event loops"): a loop may run on a
+ * thread of its own, pinned to a CPU (gw_loop_thread_start), and any thread may post it a
+ * message (gw_loop_post, gw_loop_send) that runs on the loop's thread. Everything else here is
+ * for the loop's own thread only.
  */
 #ifndef GW_LOOP_H
 #define GW_LOOP_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,6 +45,14 @@ struct gw_close {
 	void (*free_fn)(struct gw_close *c);
 };
 
+/* A message: embedded in the object it concerns (no allocation), posted to a loop from any
+ * thread; fn(m) runs on that loop's thread. One post at a time: the message may be posted again
+ * once its fn has begun (from inside fn, say), not before. */
+struct gw_msg {
+	struct gw_msg *next;
+	void (*fn)(struct gw_msg *m);
+};
+
 struct gw_loop {
 	int epfd;
 	bool stopping;
@@ -50,17 +64,62 @@ struct gw_loop {
 	 * there, so its owner may free it at once (a portal removed by an apply, say). */
 	struct epoll_event *batch;
 	int batch_i, batch_n;
+	/* Messages from any thread: a lock-free list, newest first (atomic), and the eventfd that
+	 * wakes the loop when the list stops being empty while the loop sleeps (or may). */
+	struct gw_msg *msg_head;
+	int msg_sleeping;		/* atomic: in, or about to enter, epoll_wait */
+	struct gw_watch msg_w;
+	uint64_t msg_runs;		/* messages run (the loop's thread) */
+	uint64_t msg_wakeups;		/* eventfd writes by posters (atomic) */
+	/* The loop's own thread, when gw_loop_thread_start gave it one. */
+	pthread_t thread;
+	bool has_thread;
+	int thread_rc;
+	struct gw_msg stop_msg;
 };
 
 int gw_loop_init(struct gw_loop *loop);
-/* Runs what is still deferred or closing, then closes the epoll fd. */
+/* Runs what is still posted, deferred or closing (on the calling thread, which owns the loop
+ * from then on: never while the loop's thread runs), then closes the epoll fd; a post that
+ * begins after it fails with -ESHUTDOWN. Posts still under way in other threads when it is
+ * called are a bug of the caller's, as for any object being finished. */
 void gw_loop_fini(struct gw_loop *loop);
 /* Dispatches until gw_loop_stop(); returns the code given to it. */
 int gw_loop_run(struct gw_loop *loop);
 /* One iteration: deferred work, one epoll_wait of at most timeout_ms (-1: forever), dispatch,
  * then frees closed objects. Returns the number of events dispatched or -errno. */
 int gw_loop_run_once(struct gw_loop *loop, int timeout_ms);
+/* From the loop's thread (another thread: gw_loop_thread_stop, or a message that calls it). */
 void gw_loop_stop(struct gw_loop *loop, int exit_code);
+
+/* The loop whose callback, deferred work or message this thread is running (NULL outside any):
+ * the owner of an object is the current loop, so a direct call may replace a message. */
+struct gw_loop *gw_loop_current(void);
+
+/*
+ * Messages. From any thread, the loop's own included. 0: m->fn(m) runs exactly once, later,
+ * never inside the call, on the loop's thread (or in gw_loop_fini, see there); -ESHUTDOWN (the
+ * loop was finished): it never runs. Messages from one thread run in the order it posted them;
+ * a message posted by the loop to itself runs in the next round, so it cannot starve the fds.
+ * A burst costs one eventfd write, and none while the loop is awake.
+ */
+int gw_loop_post(struct gw_loop *loop, struct gw_msg *m);
+/* The same for fn(arg), allocating the message: -ENOMEM too. */
+int gw_loop_send(struct gw_loop *loop, void (*fn)(void *arg), void *arg);
+
+/*
+ * The loop on a thread of its own, pinned to cpu (-1: not pinned), named name (for top and
+ * perf; NULL: none). Start it after gw_signal_init, so it inherits the blocked signals. 0 or
+ * -errno (-EINVAL: cpu is not one this process may run on).
+ */
+int gw_loop_thread_start(struct gw_loop *loop, int cpu, const char *name);
+/* Stops the loop's thread and joins it: every message posted before the call has run when it
+ * returns. Returns the loop's exit code (gw_loop_stop's, 0 for this stop); -ESRCH without a
+ * thread. Messages posted after it, and what is still deferred, are run by gw_loop_fini: no
+ * message is dropped (only messages that keep re-posting themselves for 1000 rounds are, with
+ * a warning). A loop whose thread ended by itself (gw_loop_stop in a callback) is finished with
+ * gw_loop_fini before it gets a thread again. */
+int gw_loop_thread_stop(struct gw_loop *loop);
 
 uint64_t gw_now_ms(void);
 uint64_t gw_now_ns(void);

@@ -4,8 +4,19 @@
  * dispatch a batch of events, then free what was closed during the batch. Watchers stopped
  * during a batch are skipped for the rest of it, and nothing closed is freed until the batch is
  * over, so a callback may tear down any object, including ones with events still pending.
+ *
+ * Messages from other threads (and from the loop to itself): posters push onto an intrusive
+ * list with a compare-and-swap, newest first; the loop takes the whole list with one exchange,
+ * reverses it and runs it, so each poster's messages run in the order it posted them. The
+ * eventfd is written only when a push finds the list empty while the loop says it may sleep.
+ * The loop says so (msg_sleeping = 1) before looking at the list one last time and calling
+ * epoll_wait; the poster pushes before reading the flag. Both are sequentially consistent, so
+ * at least one of them sees the other: either the loop sees the message and does not sleep, or
+ * the poster sees the flag and wakes it. A wake-up too many is harmless, none too few.
  */
 #include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -19,6 +30,17 @@
 #include "gw_loop.h"
 
 #define GW_LOOP_BATCH 64
+/* msg_head once gw_loop_fini has run: posting fails. */
+#define GW_MSG_CLOSED ((struct gw_msg *)(uintptr_t)1)
+
+static __thread struct gw_loop *gw_loop_cur;
+
+struct gw_loop *gw_loop_current(void)
+{
+	return gw_loop_cur;
+}
+
+static void gw_msg_ready(struct gw_watch *w, uint32_t events);
 
 uint64_t gw_now_ns(void)
 {
@@ -35,9 +57,12 @@ uint64_t gw_now_ms(void)
 
 int gw_loop_init(struct gw_loop *loop)
 {
+	int fd, r;
+
 	memset(loop, 0, sizeof(*loop));
 	gw_list_init(&loop->deferred);
 	gw_list_init(&loop->closing);
+	loop->msg_w.fd = -1;
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (loop->epfd < 0) {
 		int err = errno;
@@ -46,7 +71,116 @@ int gw_loop_init(struct gw_loop *loop)
 		return -err;
 	}
 	loop->now_ms = gw_now_ms();
+	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		gw_err("loop", "eventfd: %s", strerror(-r));
+		goto fail;
+	}
+	gw_watch_init(&loop->msg_w, loop, fd, gw_msg_ready);
+	r = gw_watch_set(&loop->msg_w, EPOLLIN);
+	if (r < 0) {
+		close(fd);
+		goto fail;
+	}
 	return 0;
+fail:
+	close(loop->epfd);
+	loop->epfd = -1;
+	return r;
+}
+
+/* Messages */
+
+int gw_loop_post(struct gw_loop *loop, struct gw_msg *m)
+{
+	struct gw_msg *head = __atomic_load_n(&loop->msg_head, __ATOMIC_RELAXED);
+
+	do {
+		if (head == GW_MSG_CLOSED)
+			return -ESHUTDOWN;
+		m->next = head;
+	} while (!__atomic_compare_exchange_n(&loop->msg_head, &head, m, true, __ATOMIC_SEQ_CST,
+					      __ATOMIC_RELAXED));
+	/* A non-empty list has had its wake-up already, or the loop has yet to look at it. */
+	if (!head && __atomic_load_n(&loop->msg_sleeping, __ATOMIC_SEQ_CST)) {
+		uint64_t one = 1;
+		int saved = errno;
+
+		__atomic_fetch_add(&loop->msg_wakeups, 1, __ATOMIC_RELAXED);
+		/* EAGAIN: the counter is saturated, a wake-up is pending anyway. Nothing here
+		 * logs: posters may be worker threads in the middle of anything. */
+		if (write(loop->msg_w.fd, &one, sizeof(one)) < 0) {
+			/* ignored, see above */
+		}
+		errno = saved;
+	}
+	return 0;
+}
+
+struct gw_msg_call {
+	struct gw_msg m;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+static void gw_msg_call_fn(struct gw_msg *m)
+{
+	struct gw_msg_call *c = gw_container_of(m, struct gw_msg_call, m);
+	void (*fn)(void *arg) = c->fn;
+	void *arg = c->arg;
+
+	free(c);
+	fn(arg);
+}
+
+int gw_loop_send(struct gw_loop *loop, void (*fn)(void *arg), void *arg)
+{
+	struct gw_msg_call *c = malloc(sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	c->m.fn = gw_msg_call_fn;
+	c->fn = fn;
+	c->arg = arg;
+	r = gw_loop_post(loop, &c->m);
+	if (r)
+		free(c);
+	return r;
+}
+
+/* Runs what was posted up to now, oldest first. What these messages post waits for the next
+ * call, as deferred work does. */
+static bool gw_loop_run_msgs(struct gw_loop *loop)
+{
+	struct gw_msg *m, *next, *fifo = NULL;
+
+	if (!__atomic_load_n(&loop->msg_head, __ATOMIC_RELAXED))
+		return false;
+	m = __atomic_exchange_n(&loop->msg_head, NULL, __ATOMIC_ACQUIRE);
+	for (; m; m = next) {
+		next = m->next;
+		m->next = fifo;
+		fifo = m;
+	}
+	for (m = fifo; m; m = next) {
+		next = m->next;
+		loop->msg_runs++;
+		m->fn(m);
+	}
+	return true;
+}
+
+static void gw_msg_ready(struct gw_watch *w, uint32_t events)
+{
+	uint64_t count;
+
+	(void)events;
+	if (read(w->fd, &count, sizeof(count)) < 0) {
+		/* EAGAIN: read already, by an earlier round; the list is what counts */
+	}
+	gw_loop_run_msgs(w->loop);
 }
 
 static bool gw_loop_run_deferred(struct gw_loop *loop)
@@ -87,17 +221,40 @@ static void gw_loop_free_closed(struct gw_loop *loop)
 
 void gw_loop_fini(struct gw_loop *loop)
 {
+	struct gw_loop *outer = gw_loop_cur;
+	struct gw_msg *none;
 	int rounds = 0;
 
 	if (loop->epfd < 0)
 		return;
-	while ((!gw_list_empty(&loop->deferred) || !gw_list_empty(&loop->closing)) &&
-	       rounds++ < 1000) {
-		gw_loop_run_deferred(loop);
-		gw_loop_free_closed(loop);
+	/* What is still posted runs here, on this thread, which owns the loop now; then the list
+	 * is closed, unless something was posted meanwhile (run that too). */
+	gw_loop_cur = loop;
+	for (;;) {
+		while ((__atomic_load_n(&loop->msg_head, __ATOMIC_ACQUIRE) ||
+			!gw_list_empty(&loop->deferred) || !gw_list_empty(&loop->closing)) &&
+		       rounds++ < 1000) {
+			gw_loop_run_msgs(loop);
+			gw_loop_run_deferred(loop);
+			gw_loop_free_closed(loop);
+		}
+		none = NULL;
+		if (__atomic_compare_exchange_n(&loop->msg_head, &none, GW_MSG_CLOSED, false,
+						__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			break;
+		if (rounds >= 1000) {
+			/* Still posting to itself: what is left is dropped, not run forever. */
+			gw_warn("loop", "messages still posted at shutdown: dropped");
+			__atomic_store_n(&loop->msg_head, GW_MSG_CLOSED, __ATOMIC_SEQ_CST);
+			break;
+		}
 	}
+	gw_loop_cur = outer;
 	if (!gw_list_empty(&loop->deferred))
 		gw_warn("loop", "deferred work still requeueing itself at shutdown");
+	gw_watch_stop(&loop->msg_w);
+	close(loop->msg_w.fd);
+	loop->msg_w.fd = -1;
 	close(loop->epfd);
 	loop->epfd = -1;
 }
@@ -105,17 +262,28 @@ void gw_loop_fini(struct gw_loop *loop)
 int gw_loop_run_once(struct gw_loop *loop, int timeout_ms)
 {
 	struct epoll_event ev[GW_LOOP_BATCH], *outer;
+	struct gw_loop *outer_loop = gw_loop_cur;
 	int n, i, outer_i, outer_n;
 
+	gw_loop_cur = loop;
+	gw_loop_run_msgs(loop);
 	gw_loop_run_deferred(loop);
 	if (!gw_list_empty(&loop->deferred) || !gw_list_empty(&loop->closing) || loop->stopping)
 		timeout_ms = 0;
+	if (timeout_ms) {
+		/* See the top of the file: the flag first, then one last look at the list. */
+		__atomic_store_n(&loop->msg_sleeping, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&loop->msg_head, __ATOMIC_SEQ_CST))
+			timeout_ms = 0;
+	}
 	n = epoll_wait(loop->epfd, ev, GW_LOOP_BATCH, timeout_ms);
+	__atomic_store_n(&loop->msg_sleeping, 0, __ATOMIC_RELAXED);
 	if (n < 0) {
 		int err = errno;
 
 		if (err != EINTR) {
 			gw_err("loop", "epoll_wait: %s", strerror(err));
+			gw_loop_cur = outer_loop;
 			return -err;
 		}
 		n = 0;
@@ -140,6 +308,7 @@ int gw_loop_run_once(struct gw_loop *loop, int timeout_ms)
 	loop->batch_i = outer_i;
 	loop->batch_n = outer_n;
 	gw_loop_free_closed(loop);
+	gw_loop_cur = outer_loop;
 	return n;
 }
 
@@ -162,6 +331,73 @@ void gw_loop_stop(struct gw_loop *loop, int exit_code)
 {
 	loop->stopping = true;
 	loop->exit_code = exit_code;
+}
+
+/* A loop on a thread of its own */
+
+static void *gw_loop_thread_main(void *arg)
+{
+	struct gw_loop *loop = arg;
+
+	loop->thread_rc = gw_loop_run(loop);
+	return NULL;
+}
+
+int gw_loop_thread_start(struct gw_loop *loop, int cpu, const char *name)
+{
+	pthread_attr_t attr;
+	cpu_set_t set;
+	int r;
+
+	if (loop->has_thread)
+		return -EBUSY;
+	if (cpu >= CPU_SETSIZE)
+		return -EINVAL;
+	r = pthread_attr_init(&attr);
+	if (r)
+		return -r;
+	if (cpu >= 0) {
+		/* Pinned from its first instruction: nothing it allocates lands on another node. */
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		r = pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+		if (r)
+			goto out;
+	}
+	loop->thread_rc = 0;
+	r = pthread_create(&loop->thread, &attr, gw_loop_thread_main, loop);
+	if (r)
+		goto out;
+	loop->has_thread = true;
+	if (name)
+		pthread_setname_np(loop->thread, name);	/* cosmetic: ERANGE past 15 chars */
+out:
+	pthread_attr_destroy(&attr);
+	if (r)
+		gw_err("loop", "thread %s on CPU %d: %s", name ? name : "(loop)", cpu, strerror(r));
+	return -r;
+}
+
+static void gw_loop_stop_msg(struct gw_msg *m)
+{
+	struct gw_loop *loop = gw_container_of(m, struct gw_loop, stop_msg);
+
+	/* A stop asked for earlier in the same round keeps its code. */
+	if (!loop->stopping)
+		gw_loop_stop(loop, 0);
+}
+
+int gw_loop_thread_stop(struct gw_loop *loop)
+{
+	if (!loop->has_thread)
+		return -ESRCH;
+	/* Behind every message posted before this one; a loop that stopped by itself already
+	 * leaves the message to gw_loop_fini, which runs it harmlessly. */
+	loop->stop_msg.fn = gw_loop_stop_msg;
+	gw_loop_post(loop, &loop->stop_msg);
+	pthread_join(loop->thread, NULL);
+	loop->has_thread = false;
+	return loop->thread_rc;
 }
 
 void gw_watch_init(struct gw_watch *w, struct gw_loop *loop, int fd, gw_watch_fn fn)
