@@ -261,6 +261,7 @@ vm_boot() {
 	# The disk's write cache is the host's page cache (cache=writeback: the guest sees a
 	# volatile cache and must flush it); a guest reset keeps it, as a power cut keeps a disk's
 	# written sectors. What the crash loses is what never left the guest.
+	# shellcheck disable=SC2054 # the commas separate qemu's suboptions
 	[ -n "$disk" ] && drive=(-drive "file=$disk,if=none,id=dur,format=raw,cache=writeback"
 		-device virtio-blk-pci,drive=dur,serial=isergw-dur)
 
