@@ -10,7 +10,8 @@
 #                          (tests/bench/disk.sh), then wrk against the agent (tests/bench/agent.sh)
 #   make soak              the gateway under mixed verified load for SOAK_SECS (1800) while back-end
 #                          paths flap, the agent changes the config and restarts (tests/soak/run.sh);
-#                          `make test` runs 3 minutes of it as the integration suite `soak`
+#                          `make test` runs 3 minutes of it as the integration suite `soak`;
+#                          SOAK_TRANSPORT=iser runs it over iSER in the VM rig (suite soak-iser)
 #   make run               demo gateway on the embedded default configuration
 
 UNIT_SRC := $(foreach f,$(call rwildcard,tests/unit,*.c),$(if $(filter test_%,$(notdir $(f))),$(f)))
@@ -108,9 +109,16 @@ bench: deps
 	BUILD=$(BUILD) tests/bench/mpath.sh || rc=1; \
 	BUILD=$(BUILD) tests/bench/agent.sh || rc=1; exit $$rc
 
+# SOAK_TRANSPORT=iser: the same soak over iSER, inside the VM rig (tests/vm/guest/suite-soak-iser.sh;
+# Soft-RoCE exists only in the guest), on the release build like every guest suite.
+SOAK_TRANSPORT ?= tcp
 soak: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
-	@BUILD=$(BUILD) tests/soak/run.sh
+	@if [ "$(SOAK_TRANSPORT)" = iser ]; then \
+		BUILD=$(BUILD) tests/vm/run.sh soak-iser; \
+	else \
+		BUILD=$(BUILD) SOAK_TRANSPORT=$(SOAK_TRANSPORT) tests/soak/run.sh; \
+	fi
 
 # A sub-make builds after the install: pkg-config flags are read when make starts, so on a fresh
 # machine they exist only in a make started after it. Only what building and running need.

@@ -32,7 +32,23 @@
 # the end; SOAK_FD_SLACK (2) more open fds at most. The figures print as one "soak-figures:"
 # line for docs/RELIABILITY.md.
 #
+# SOAK_TRANSPORT=iser (`make soak SOAK_TRANSPORT=iser`, which runs this inside the VM rig:
+# tests/vm/guest/suite-soak-iser.sh) carries the hosts' I/O over iSER instead: the gateway gets
+# an iSER portal on SOAK_ISER_ADDR, an address with an RDMA device on it (rxe in the guest), and
+# runs in the current network namespace, not one of its own (rxe in Linux 6.1 receives only in
+# the root namespace), with its TCP portal on the same address; isergw-verify on the file LUN,
+# isergw-bench and the churn on the RAM LUN use iser:// URLs, with commands of at most 256 KiB
+# (libiscsi 1.19's iSER limit), and the random reads at QD 8, not 32. The remote LUN, whose
+# commands a path flap holds for seconds by design (no_path_retry queue), stays on TCP:
+# libiscsi 1.19's synchronous calls over iSER fail a command that sees no completion within
+# 1 s ("revents is not POLLIN"), so over iSER the load is kept to what completes well within
+# that under emulation. (MALLOC_PERTURB_=255, which keeps libiscsi's iSER connect from reading
+# stale heap, makes its logout abort on a freed futex instead: not used.) At rest
+# the iSER portal must also hold no connection, QP, memory region, or data buffer in use or
+# lent.
+#
 #   make soak                               release build, 30 minutes
+#   make soak SOAK_TRANSPORT=iser           the same over iSER in the VM rig
 #   SOAK_SECS=180 tests/soak/run.sh         what `make test` runs (tests/integration/test_soak.sh)
 #   SOAK_SECS=60 BUILD=build/san tests/soak/run.sh
 set -u
@@ -48,6 +64,7 @@ SOAK_WARMUP=${SOAK_WARMUP:-2}
 SOAK_RSS_GROWTH_PCT=${SOAK_RSS_GROWTH_PCT:-15}
 SOAK_RSS_SLACK_KB=${SOAK_RSS_SLACK_KB:-16384}
 SOAK_FD_SLACK=${SOAK_FD_SLACK:-2}
+SOAK_TRANSPORT=${SOAK_TRANSPORT:-tcp}
 
 t_begin soak
 VERIFY=$T_TOOLS/isergw-verify
@@ -76,20 +93,58 @@ for b in "$VERIFY" "$BENCH" "$AGENT" "$T_BUILD/isergwd"; do
 		t_end
 	fi
 done
-if ! ip netns add "$NS_GW" 2>/dev/null; then
+case "$SOAK_TRANSPORT" in
+tcp) ISER=0 ;;
+iser)
+	ISER=1
+	if [ -z "${SOAK_ISER_ADDR:-}" ] || ! ip -o addr show | grep -q " ${SOAK_ISER_ADDR}/"; then
+		fail transport "SOAK_TRANSPORT=iser needs SOAK_ISER_ADDR, an address here with an RDMA device (run it in the VM rig: make soak SOAK_TRANSPORT=iser)"
+		t_end
+	fi
+	;;
+*)
+	fail transport "SOAK_TRANSPORT is tcp or iser, not '$SOAK_TRANSPORT'"
+	t_end
+	;;
+esac
+if [ $ISER = 1 ]; then
+	# rxe receives only in the root network namespace: the gateway stays in this one.
+	NS_GW=
+elif ! ip netns add "$NS_GW" 2>/dev/null; then
 	skip soak "cannot create network namespaces here"
 	t_end
+else
+	NS_MADE+=("$NS_GW")
 fi
-NS_MADE+=("$NS_GW")
+# gw_ip ARGS: ip(8) in the gateway's namespace; "${IN_GW[@]}" CMD...: CMD there (exec'd).
+gw_ip() {
+	if [ -n "$NS_GW" ]; then
+		ip -n "$NS_GW" "$@"
+	else
+		ip "$@"
+	fi
+}
+IN_GW=()
+[ -n "$NS_GW" ] && IN_GW=(ip netns exec "$NS_GW")
 
 # ---- the back end: one tgtd over two paths ------------------------------------------------
 
+# sk_link GW-IF GW-ADDR BE-IF BE-ADDR: a veth pair between the gateway's namespace and NS_BE.
+sk_link() {
+	if [ -n "$NS_GW" ]; then
+		mp_link "$1" "$2" "$NS_BE" "$3" "$4"
+		return
+	fi
+	ip link add "$1$SFX" type veth peer name "$3$SFX" netns "$NS_BE" &&
+		ip addr add "$2/24" dev "$1$SFX" && ip link set "$1$SFX" up &&
+		ip -n "$NS_BE" addr add "$4/24" dev "$3$SFX" && ip -n "$NS_BE" link set "$3$SFX" up
+}
 sk_net() {
 	ip netns add "$NS_BE" || return 1
 	NS_MADE+=("$NS_BE")
-	ip -n "$NS_BE" link set lo up && ip -n "$NS_GW" link set lo up || return 1
-	mp_link gS1 10.211.1.1 "$NS_BE" bS1 10.211.1.2 || return 1
-	mp_link gS2 10.211.2.1 "$NS_BE" bS2 10.211.2.2
+	ip -n "$NS_BE" link set lo up && gw_ip link set lo up || return 1
+	sk_link gS1 10.211.1.1 bS1 10.211.1.2 || return 1
+	sk_link gS2 10.211.2.1 bS2 10.211.2.2
 }
 if ! sk_net >"$T_DIR/net.log" 2>&1; then
 	fail network "$(tail -n 3 "$T_DIR/net.log" | tr '\n' ' ')"
@@ -105,11 +160,21 @@ fi
 
 CTL_SOCK=$T_DIR/ctl.sock
 truncate -s 512M "$T_SHM/lun1.img"
+# The portal hosts reach: 127.0.0.1, or the iSER address (the same address and port for both
+# transports, as a host's discovery names one address).
+GW_ADDR=127.0.0.1
+[ $ISER = 1 ] && GW_ADDR=$SOAK_ISER_ADDR
+PORTALS="{ \"name\": \"tcp0\", \"transport\": \"tcp\", \"address\": \"$GW_ADDR\", \"port\": 3260 }"
+TPORTALS='["tcp0"]'
+if [ $ISER = 1 ]; then
+	PORTALS="$PORTALS, { \"name\": \"iser0\", \"transport\": \"iser\", \"address\": \"$GW_ADDR\", \"port\": 3260 }"
+	TPORTALS='["tcp0", "iser0"]'
+fi
 cat >"$T_DIR/gw.json" <<EOF
 { "gateway": { "control_socket": "$CTL_SOCK" },
-  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": 3260 } ],
+  "portals": [ $PORTALS ],
   "targets": [
-    { "name": "$IQN", "portals": ["tcp0"], "allow_any_initiator": true,
+    { "name": "$IQN", "portals": $TPORTALS, "allow_any_initiator": true,
       "luns": [
         { "lun": 0, "backstore": { "type": "remote", "block_size": 512,
           "path_grouping_policy": "multibus", "path_selector": "round-robin",
@@ -127,7 +192,7 @@ EOF
 ASAN_OPTIONS="log_path=$T_DIR/san/asan:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 	UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
 	t_daemon_start isergwd isergwd "$T_DIR/gw.log" \
-	ip netns exec "$NS_GW" "$T_BUILD/isergwd" --config "$T_DIR/gw.json"
+	"${IN_GW[@]}" "$T_BUILD/isergwd" --config "$T_DIR/gw.json"
 GW=$T_LAST_PID
 for i in $(seq 1 300); do
 	grep -q 'main: ready' "$T_DIR/gw.log" 2>/dev/null && break
@@ -193,16 +258,21 @@ GW_RSS0= GW_FD0= AG_RSS0= AG_FD0=
 
 # ---- one round --------------------------------------------------------------------------------
 
-URL0=iscsi://127.0.0.1:3260/$IQN/0
-URL1=iscsi://127.0.0.1:3260/$IQN/1
-URL2=iscsi://127.0.0.1:3260/$IQN/2
-in_gw() { ip netns exec "$NS_GW" "$@"; }
+DATA=iscsi://$GW_ADDR:3260
+# The largest command: 4 MiB over TCP, libiscsi's iSER limit of 256 KiB over iSER.
+MAX1=4M BENCH_QD=32
+if [ $ISER = 1 ]; then
+	DATA=iser://$GW_ADDR:3260 MAX1=256K BENCH_QD=8
+fi
+URL0=iscsi://$GW_ADDR:3260/$IQN/0
+URL1=$DATA/$IQN/1
+URL2=$DATA/$IQN/2
 ROUNDS=0 FLAPS=0 CHANGES=0 RESTARTS=0 LOGINS=0 WRITES=0 READS=0 BLOCKS=0 MISMATCH=0 BAD=0
 
 # verify_counts FILE: adds its "verify:" line to the totals; 1 when it has none.
 verify_counts() {
 	local l
-	l=$(grep '^verify:' "$1" | tail -n 1)
+	l=$(grep -E '^verify: [0-9]+ writes' "$1" | tail -n 1)
 	[ -n "$l" ] || return 1
 	set -- $(printf '%s' "$l" | sed 's/verify: \([0-9]*\) writes.* \([0-9]*\) reads.* \([0-9]*\) blocks compared, \([0-9]*\) mismatches.*/\1 \2 \3 \4/')
 	WRITES=$((WRITES + $1)) READS=$((READS + $2)) BLOCKS=$((BLOCKS + $3))
@@ -252,7 +322,7 @@ io_loop() {
 	while [ ! -e "$T_DIR/round.stop" ]; do
 		n=$((n + 1))
 		echo "$n" >"$T_DIR/$name.runs"
-		if ! timeout -k 5 300 ip netns exec "$NS_GW" "$VERIFY" -q -i "$ini" \
+		if ! timeout -k 5 300 "${IN_GW[@]}" "$VERIFY" -q -i "$ini" \
 			-s "$((seed + n))" "$@" "$url" >"$T_DIR/$name.$n" 2>&1; then
 			echo "$name run $n (seed $((seed + n))): $(tail -n 3 "$T_DIR/$name.$n" | tr '\n' ' ')"
 			return 1
@@ -276,22 +346,22 @@ round() {
 	# The seeds differ per round and per run: nothing written earlier can pass for new data.
 	io_loop remote $((r * 100000)) "$T_INI1" "$URL0" -n 60 -m 1M -S 128M &
 	l0=$!
-	io_loop file $((r * 100000 + 50000)) "$HOST4" "$URL1" -n 40 -m 4M -S 384M &
+	io_loop file $((r * 100000 + 50000)) "$HOST4" "$URL1" -n 40 -m "$MAX1" -S 384M &
 	l1=$!
 	# Short sessions: many logins and logouts.
 	io_loop churn $((r * 100000 + 90000)) "$HOST3" "$URL2" -n 4 -m 64K -S 8M &
 	l2=$!
-	in_gw "$BENCH" -q 32 -b 4096 -t "$SOAK_ROUND_SECS" -S 384M -i "$T_INI2" "$URL1" \
+	"${IN_GW[@]}" "$BENCH" -q "$BENCH_QD" -b 4096 -t "$SOAK_ROUND_SECS" -S 384M -i "$T_INI2" "$URL1" \
 		>"$T_DIR/bench.$r" 2>&1 &
 	bp=$!
-	timeout -k 5 30 ip netns exec "$NS_GW" iscsi-ls -s "iscsi://127.0.0.1:3260/" \
+	timeout -k 5 30 "${IN_GW[@]}" iscsi-ls -s "iscsi://$GW_ADDR:3260/" \
 		>"$T_DIR/ls.$r" 2>&1 || { echo "round $r: discovery failed"; ok=0; }
 	LOGINS=$((LOGINS + 2))
 
 	# A path flap while the remote LUN carries I/O: the link stays down until the gateway has
 	# seen the path fail (else no fault was injected: a failure), then SOAK_FLAP_SECS more.
 	sleep 2
-	ip -n "$NS_GW" link set "gS$p$SFX" down
+	gw_ip link set "gS$p$SFX" down
 	if wait_for 30 path_down "$p"; then
 		FLAPS=$((FLAPS + 1))
 	else
@@ -299,7 +369,7 @@ round() {
 		ok=0
 	fi
 	sleep "$SOAK_FLAP_SECS"
-	ip -n "$NS_GW" link set "gS$p$SFX" up
+	gw_ip link set "gS$p$SFX" up
 	config_churn "$r" || ok=0
 	if [ $((r % SOAK_AGENT_EVERY)) = 0 ]; then
 		RESTARTS=$((RESTARTS + 1))
@@ -353,12 +423,20 @@ pass "around the I/O: $FLAPS path flaps, $CHANGES REST changes on the other targ
 
 at_rest() {
 	state && [ "$(sq "(len(s['sessions']), s['connections'], s['tasks'], s['pdus_in_use'],
-		s['data_memory']['used'] <= s['tasks_cached'] * 1048576)")" = "(0, 0, 0, 0, True)" ]
+		s['data_memory']['used'] <= s['tasks_cached'] * 1048576)")" = "(0, 0, 0, 0, True)" ] &&
+		{ [ $ISER = 0 ] || iser_rest; }
+}
+# The iSER portal's resources: no connection, QP, MR, data buffer in use or lent, no memory
+# registered for a connection.
+ISER_REST="[(r['connections'], r['qps'], r['mrs'], r['buffers_in_use'], r['buffers_lent'], r['registered_bytes']) for p in s['portals'] if p['name'] == 'iser0' for r in [p['resources']]]"
+iser_rest() {
+	[ "$(sq "$ISER_REST")" = "[(0, 0, 0, 0, 0, 0)]" ]
 }
 if wait_for 30 at_rest; then
 	pass "gateway at rest: 0 sessions, 0 connections, 0 tasks, 0 PDUs in use, data memory $(sq "s['data_memory']['used']") B (the cache of $(sq "s['tasks_cached']") tasks)"
+	[ $ISER = 1 ] && pass "iSER portal at rest: 0 connections, QPs, MRs, buffers in use or lent, 0 B registered"
 else
-	fail "gateway at rest" "$(sq "dict(sessions=len(s['sessions']), connections=s['connections'], tasks=s['tasks'], pdus=s['pdus_in_use'], data=s['data_memory'], cached=s['tasks_cached'])")"
+	fail "gateway at rest" "$(sq "dict(sessions=len(s['sessions']), connections=s['connections'], tasks=s['tasks'], pdus=s['pdus_in_use'], data=s['data_memory'], cached=s['tasks_cached'])") iser (connections, qps, mrs, in use, lent, registered): $(sq "$ISER_REST")"
 fi
 metrics_rest() {
 	[ "$(metric isergw_tasks)" = 0 ] && [ "$(metric isergw_connections)" = 0 ] &&
@@ -396,7 +474,7 @@ GW_RSS1=$(rss_of "$GW") GW_FD1=$(fds_of "$GW")
 AG_RSS1=$(rss_of "$AGENT_PID") AG_FD1=$(fds_of "$AGENT_PID")
 bounded gateway "$GW_RSS0" "$GW_RSS1" "$GW_FD0" "$GW_FD1"
 bounded agent "$AG_RSS0" "$AG_RSS1" "$AG_FD0" "$AG_FD1"
-echo "soak-figures: secs=$ELAPSED rounds=$ROUNDS writes=$WRITES reads=$READS blocks=$BLOCKS" \
+echo "soak-figures: transport=$SOAK_TRANSPORT secs=$ELAPSED rounds=$ROUNDS writes=$WRITES reads=$READS blocks=$BLOCKS" \
 	"mismatches=$MISMATCH flaps=$FLAPS rest_changes=$CHANGES agent_restarts=$RESTARTS" \
 	"logins=$LOGINS gw_rss_kb=$GW_RSS0->$GW_RSS1 gw_fds=$GW_FD0->$GW_FD1" \
 	"agent_rss_kb=$AG_RSS0->$AG_RSS1 agent_fds=$AG_FD0->$AG_FD1"

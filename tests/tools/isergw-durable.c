@@ -4,6 +4,9 @@
  *   isergw-durable write [-m fua|sync|plain|wsame] [-l LBA] [-n BLOCKS] [-g GEN] [-H] URL
  *   isergw-durable verify [-l LBA] [-n BLOCKS] [-g GEN] URL
  *   isergw-durable wce [-s 0|1] URL
+ *   isergw-durable stress -j JOURNAL [-m mix|fua|plain] [-l LBA] [-n BLOCKS] [-s SEED]
+ *                         [-c COUNT] URL
+ *   isergw-durable scan [-l LBA] [-n BLOCKS] URL
  *
  * write: WRITE(16) of BLOCKS blocks at LBA, each block carrying its LBA and GEN and a fill
  * derived from both; -m fua sets FUA on every write, -m sync follows the writes with
@@ -15,12 +18,28 @@
  * verify: reads the range back and compares; prints "verified ..." or each bad block.
  * wce: prints "wce 0" or "wce 1" from the caching mode page (MODE SENSE(6), current values);
  * with -s it first sets WCE with MODE SELECT(6), as a host that turns the cache off does.
+ * stress: the writer of the VM rig's crash test (tests/vm/guest/suite-durable-crash.sh), one
+ * command at a time until COUNT commands (-c; default: until a command fails or the machine
+ * goes down): WRITE(16) of 1-32 blocks at a random place in the range, each command a new
+ * generation (from -g, default 1); -m mix picks for each at random a write with FUA (3 in 8),
+ * a plain one (4 in 8) or a plain one followed by SYNCHRONIZE CACHE(10) (1 in 8), -m fua only
+ * writes with FUA, -m plain only plain writes; -s SEED seeds the choices. Every step is recorded
+ * in JOURNAL, each line written with write(2) and fdatasync(2) before the next step, so a line
+ * is never later than what it records:
+ *   w GEN LBA BLOCKS F|P    before the WRITE(16) is sent (F: with FUA, P: without)
+ *   a GEN                   after the target acknowledged it
+ *   s GEN                   after an acknowledged SYNCHRONIZE CACHE(10) sent when GEN was the
+ *                           last write acknowledged
+ * scan: reads the range and prints one line per block, "LBA GEN" for a block whole as written
+ * at generation GEN, "LBA z" for zeroes, "LBA x" for anything else (garbage).
  *
  * Exit status: 0 done / verified, 1 mismatch, 2 usage, 3 login failed, 4 a command failed.
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +60,10 @@ static void usage(void)
 		"usage: isergw-durable write [-m fua|sync|plain|wsame] [-l LBA] [-n BLOCKS] [-g GEN] "
 		"[-H] URL\n"
 		"       isergw-durable verify [-l LBA] [-n BLOCKS] [-g GEN] URL\n"
-		"       isergw-durable wce [-s 0|1] URL\n");
+		"       isergw-durable wce [-s 0|1] URL\n"
+		"       isergw-durable stress -j JOURNAL [-m mix|fua|plain] [-l LBA] [-n BLOCKS] "
+		"[-s SEED] [-c COUNT] URL\n"
+		"       isergw-durable scan [-l LBA] [-n BLOCKS] URL\n");
 }
 
 /* The content of block lba at generation gen: a header naming both, then a fill of both. */
@@ -214,6 +236,145 @@ static int dur_verify(struct iscsi_context *iscsi, int lun, uint64_t lba, uint64
 	return 0;
 }
 
+/* One journal line, on its way out of this machine (a 9p share in the VM rig) before the
+ * caller goes on: write(2) of the whole line, then fdatasync(2). */
+static int dur_journal(int fd, const char *fmt, ...)
+{
+	char line[96];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n <= 0 || n >= (int)sizeof(line) || write(fd, line, (size_t)n) != n ||
+	    fdatasync(fd) < 0) {
+		perror("durable: journal");
+		return -1;
+	}
+	return 0;
+}
+
+static uint64_t dur_rand(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static int dur_stress(struct iscsi_context *iscsi, int lun, const char *journal, char mode,
+		      uint64_t lba, uint64_t n, uint32_t gen, uint64_t seed, uint64_t count)
+{
+	unsigned char *buf = malloc(32 * DUR_BLOCK);
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL | 1, done = 0, fuas = 0, syncs = 0;
+	struct scsi_task *t;
+	int fd, rc = 0;
+
+	fd = open(journal, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0 || !buf) {
+		perror("durable: journal open");
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return EXIT_USAGE;
+	}
+	for (; !count || done < count; done++, gen++) {
+		uint64_t c = 1 + dur_rand(&x) % (n < 32 ? n : 32);
+		uint64_t at = lba + dur_rand(&x) % (n - c + 1);
+		uint64_t r = dur_rand(&x) % 8;
+		/* 0 FUA, 1 plain, 2 plain + sync */
+		int how = mode == 'f' ? 0 : mode == 'p' ? 1 : r < 3 ? 0 : r < 7 ? 1 : 2;
+
+		for (uint64_t i = 0; i < c; i++)
+			dur_fill(buf + i * DUR_BLOCK, at + i, gen);
+		if (dur_journal(fd, "w %u %" PRIu64 " %" PRIu64 " %c\n", gen, at, c,
+				how == 0 ? 'F' : 'P') < 0) {
+			rc = EXIT_IO;
+			break;
+		}
+		t = iscsi_write16_sync(iscsi, lun, at, buf, (uint32_t)(c * DUR_BLOCK), DUR_BLOCK, 0,
+				       0, how == 0, 0, 0);
+		if (!dur_task_ok(iscsi, t, "WRITE(16)")) {
+			rc = EXIT_IO;
+			break;
+		}
+		scsi_free_scsi_task(t);
+		if (dur_journal(fd, "a %u\n", gen) < 0) {
+			rc = EXIT_IO;
+			break;
+		}
+		fuas += how == 0;
+		if (how != 2)
+			continue;
+		t = iscsi_synchronizecache10_sync(iscsi, lun, 0, 0, 0, 0);
+		if (!dur_task_ok(iscsi, t, "SYNCHRONIZE CACHE(10)")) {
+			rc = EXIT_IO;
+			break;
+		}
+		scsi_free_scsi_task(t);
+		if (dur_journal(fd, "s %u\n", gen) < 0) {
+			rc = EXIT_IO;
+			break;
+		}
+		syncs++;
+	}
+	printf("stress: %" PRIu64 " writes acknowledged (%" PRIu64 " with FUA), %" PRIu64
+	       " SYNCHRONIZE CACHE\n", done, fuas, syncs);
+	close(fd);
+	free(buf);
+	return rc;
+}
+
+/* What a block holds: its generation when whole as dur_fill wrote it, 0 for zeroes, -1 else. */
+static int64_t dur_recognise(const unsigned char *b, uint64_t lba)
+{
+	unsigned char want[DUR_BLOCK];
+	unsigned long long l;
+	unsigned int g;
+	int zero = 1;
+
+	for (int i = 0; i < DUR_BLOCK && zero; i++)
+		zero = !b[i];
+	if (zero)
+		return 0;
+	if (memchr(b, 0, 48) == NULL ||
+	    sscanf((const char *)b, "isergw-durable lba %llu gen %u", &l, &g) != 2 || l != lba ||
+	    !g)
+		return -1;
+	dur_fill(want, lba, g);
+	return memcmp(b, want, DUR_BLOCK) ? -1 : (int64_t)g;
+}
+
+static int dur_scan(struct iscsi_context *iscsi, int lun, uint64_t lba, uint64_t n)
+{
+	for (uint64_t done = 0; done < n;) {
+		uint64_t c = n - done < DUR_CHUNK ? n - done : DUR_CHUNK;
+		struct scsi_task *t = iscsi_read16_sync(iscsi, lun, lba + done,
+							(uint32_t)(c * DUR_BLOCK), DUR_BLOCK, 0,
+							0, 0, 0, 0);
+
+		if (!dur_task_ok(iscsi, t, "READ(16)"))
+			return EXIT_IO;
+		if (t->datain.size < (int)(c * DUR_BLOCK)) {
+			fprintf(stderr, "durable: READ(16) returned %d bytes\n", t->datain.size);
+			scsi_free_scsi_task(t);
+			return EXIT_IO;
+		}
+		for (uint64_t i = 0; i < c; i++) {
+			int64_t g = dur_recognise(t->datain.data + i * DUR_BLOCK, lba + done + i);
+
+			if (g > 0)
+				printf("%" PRIu64 " %" PRId64 "\n", lba + done + i, g);
+			else
+				printf("%" PRIu64 " %c\n", lba + done + i, g ? 'x' : 'z');
+		}
+		scsi_free_scsi_task(t);
+		done += c;
+	}
+	return fflush(stdout) ? EXIT_IO : 0;
+}
+
 static int dur_wce(struct iscsi_context *iscsi, int lun, int set)
 {
 	struct scsi_task *t = iscsi_modesense6_sync(iscsi, lun, 1, SCSI_MODESENSE_PC_CURRENT,
@@ -250,8 +411,8 @@ static int dur_wce(struct iscsi_context *iscsi, int lun, int set)
 
 int main(int argc, char **argv)
 {
-	const char *cmd, *mode = "fua";
-	uint64_t lba = 0, n = 64;
+	const char *cmd, *mode = NULL, *journal = NULL;
+	uint64_t lba = 0, n = 64, seed = 1, count = 0;
 	uint32_t gen = 1;
 	int hold = 0, opt, lun = 0, rc, set = -1;
 	struct iscsi_context *iscsi;
@@ -265,21 +426,38 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "m:l:n:g:Hs:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:l:n:g:Hs:j:c:")) != -1) {
 		switch (opt) {
 		case 'm': mode = optarg; break;
 		case 'l': lba = strtoull(optarg, NULL, 0); break;
 		case 'n': n = strtoull(optarg, NULL, 0); break;
 		case 'g': gen = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'H': hold = 1; break;
-		case 's': set = atoi(optarg) ? 1 : 0; break;
+		case 's':
+			set = atoi(optarg) ? 1 : 0;
+			seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'j': journal = optarg; break;
+		case 'c': count = strtoull(optarg, NULL, 0); break;
 		default: usage(); return EXIT_USAGE;
 		}
 	}
+	if (!strcmp(cmd, "stress")) {
+		if (!mode)
+			mode = "mix";
+		if (!journal ||
+		    (strcmp(mode, "mix") && strcmp(mode, "fua") && strcmp(mode, "plain"))) {
+			usage();
+			return EXIT_USAGE;
+		}
+	} else if (!mode) {
+		mode = "fua";
+	}
 	if (optind != argc - 1 || !n || (strcmp(cmd, "write") && strcmp(cmd, "verify") &&
-					 strcmp(cmd, "wce")) ||
-	    (strcmp(mode, "fua") && strcmp(mode, "sync") && strcmp(mode, "plain") &&
-	     strcmp(mode, "wsame"))) {
+					 strcmp(cmd, "wce") && strcmp(cmd, "stress") &&
+					 strcmp(cmd, "scan")) ||
+	    (strcmp(cmd, "stress") && strcmp(mode, "fua") && strcmp(mode, "sync") &&
+	     strcmp(mode, "plain") && strcmp(mode, "wsame"))) {
 		usage();
 		return EXIT_USAGE;
 	}
@@ -296,6 +474,11 @@ int main(int argc, char **argv)
 		}
 	} else if (!strcmp(cmd, "verify")) {
 		rc = dur_verify(iscsi, lun, lba, n, gen);
+	} else if (!strcmp(cmd, "stress")) {
+		rc = dur_stress(iscsi, lun, journal, mode[0], lba, n, gen ? gen : 1,
+				seed, count);
+	} else if (!strcmp(cmd, "scan")) {
+		rc = dur_scan(iscsi, lun, lba, n);
 	} else {
 		rc = dur_wce(iscsi, lun, set);
 	}

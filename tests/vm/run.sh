@@ -4,8 +4,15 @@
 # the host kernel lacks (Soft-RoCE, bonding, the kernel iSCSI and iSER initiators), and reports.
 #
 #   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond bond-failover bond-apply tgt-iser
-#                                   dm-mpath iser iser-fault remote-iser (default: all; bench-iser
-#                                   runs from make bench)
+#                                   dm-mpath iser iser-fault remote-iser durable-crash (default:
+#                                   all; bench-iser runs from make bench, soak-iser from
+#                                   make soak SOAK_TRANSPORT=iser)
+#
+# A suite whose file has a line "# rig: boots=2 disk=SIZE" (durable-crash) runs in guests of its
+# own after the others: a fresh sparse disk image of SIZE (run/SUITE.disk.img) on a virtio disk
+# with serial isergw-dur, boot 1 with VM_BOOT=1, which must end by writing "crash SUITE" to the
+# share's suites file and resetting the guest, then boot 2 on the same image with VM_BOOT=2.
+# SOAK_* variables of the environment reach the guest's suites (share/env).
 #
 # Prints each result, then "vm: N passed, N failed, N skipped"; exit status 1 on any failure,
 # including a rig that cannot start (missing tool, no kernel package, too little memory).
@@ -36,7 +43,7 @@ esac
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
 VM_MEM=${VM_MEM:-3G}
 VM_CPUS=${VM_CPUS:-2}
-ALL_SUITES="rxe kernel-tcp bond bond-failover bond-apply tgt-iser dm-mpath iser iser-fault remote-iser"
+ALL_SUITES="rxe kernel-tcp bond bond-failover bond-apply tgt-iser dm-mpath iser iser-fault remote-iser durable-crash"
 T0=$SECONDS
 
 say() {
@@ -69,8 +76,16 @@ suite_budget() {
 	iser-fault) echo 420 ;;
 	remote-iser) echo 600 ;;
 	bench-iser) echo 2400 ;;
+	durable-crash) echo 300 ;;
+	soak-iser) echo $((${SOAK_SECS:-${SOAK_SECONDS:-1800}} + 600)) ;;
 	*) echo 300 ;;
 	esac
+}
+
+# suite_rig SUITE KEY: the value of KEY on the suite's "# rig:" line (boots, disk), or nothing.
+suite_rig() {
+	sed -n 's/^# rig: //p' "tests/vm/guest/suite-$1.sh" | head -n 1 | tr ' ' '\n' |
+		sed -n "s/^$2=//p"
 }
 
 # ---- arguments ----------------------------------------------------------------------------
@@ -221,40 +236,78 @@ fi
 RUN=$VM_DIR/run
 SHARE=$RUN/share
 rm -rf "$RUN" && mkdir -p "$SHARE/logs" || die "cannot create $RUN"
+# The soak's knobs reach the guest's suites (guest/main.sh sources this).
+env | grep -E '^SOAK_[A-Z_]*=[A-Za-z0-9_.:/-]*$' | sed 's/^/export /' >"$SHARE/env"
 
-# The whole guest's budget: boot plus every suite's, plus shutdown. qemu is killed past it.
-budget=90
+# vm_boot CONSOLE BOOT DISK SUITE...: one guest runs the SUITEs (boot number BOOT; DISK: an
+# image on a virtio disk with serial isergw-dur, or empty), killed past the sum of their
+# budgets. A qemu failure is kept in QEMU_FAILS for the results.
+QEMU_FAILS=()
+vm_boot() {
+	local console=$1 boot=$2 disk=$3 budget=90 timeouts="" list s cmdline qrc drive=()
+	shift 3
+	for s in "$@"; do
+		budget=$((budget + $(suite_budget "$s") + 20))
+		timeouts="$timeouts${timeouts:+,}$s:$(suite_budget "$s")"
+	done
+	budget=${VM_TIMEOUT:-$budget}
+	list=$(
+		IFS=,
+		echo "$*"
+	)
+	cmdline="console=ttyS0 panic=-1 loglevel=4 isergw.init=$ROOT/tests/vm/guest/main.sh"
+	cmdline="$cmdline isergw.suites=$list isergw.timeouts=$timeouts isergw.build=$VM_BUILD"
+	cmdline="$cmdline isergw.boot=$boot"
+	# The disk's write cache is the host's page cache (cache=writeback: the guest sees a
+	# volatile cache and must flush it); a guest reset keeps it, as a power cut keeps a disk's
+	# written sectors. What the crash loses is what never left the guest.
+	# shellcheck disable=SC2054 # the commas separate qemu's suboptions
+	[ -n "$disk" ] && drive=(-drive "file=$disk,if=none,id=dur,format=raw,cache=writeback"
+		-device virtio-blk-pci,drive=dur,serial=isergw-dur)
+
+	say "kernel $kver, $VM_MEM, $VM_CPUS vCPUs, ${VM_ACCEL}; suites: $*${disk:+ (boot $boot, disk $disk)}"
+	say "guest budget ${budget}s; console: $console"
+	# shellcheck disable=SC2086 # VM_ACCEL is a list of arguments
+	timeout -k 10 "$budget" qemu-system-x86_64 $VM_ACCEL -m "$VM_MEM" -smp "$VM_CPUS" \
+		-display none -monitor none -serial "file:$console" -no-reboot -nic none \
+		-kernel "$VMLINUZ" -initrd "$INITRD" \
+		-append "$cmdline" \
+		-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
+		-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
+		-fsdev local,id=kmods,path="$KDIR/lib/modules",security_model=none,readonly=on \
+		-device virtio-9p-pci,fsdev=kmods,mount_tag=kmods \
+		-fsdev local,id=share,path="$SHARE",security_model=none \
+		-device virtio-9p-pci,fsdev=share,mount_tag=share \
+		"${drive[@]}" >>"$RUN/qemu.log" 2>&1
+	qrc=$?
+	if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
+		QEMU_FAILS+=("did not power off within ${budget}s and was killed (see $console)")
+	elif [ "$qrc" -ne 0 ]; then
+		QEMU_FAILS+=("qemu exited with status $qrc: $(tail -n 3 "$RUN/qemu.log" | tr '\n' ' ')")
+	fi
+}
+
+# The suites of one boot share a guest; each two-boot suite gets two guests of its own.
+plain=() twice=()
 for s in "${suites[@]}"; do
-	budget=$((budget + $(suite_budget "$s") + 20))
+	if [ "$(suite_rig "$s" boots)" = 2 ]; then
+		twice+=("$s")
+	else
+		plain+=("$s")
+	fi
 done
-budget=${VM_TIMEOUT:-$budget}
-timeouts=""
-for s in "${suites[@]}"; do
-	timeouts="$timeouts${timeouts:+,}$s:$(suite_budget "$s")"
+[ ${#plain[@]} -gt 0 ] && vm_boot "$RUN/console.log" 1 "" "${plain[@]}"
+CRASH_FAILS=()
+for s in "${twice[@]}"; do
+	disk=$RUN/$s.disk.img
+	truncate -s "$(suite_rig "$s" disk)" "$disk" || die "cannot create $disk"
+	vm_boot "$RUN/console-$s-1.log" 1 "$disk" "$s"
+	if grep -q "^crash $s\$" "$SHARE/suites" 2>/dev/null; then
+		vm_boot "$RUN/console-$s-2.log" 2 "$disk" "$s"
+	else
+		CRASH_FAILS+=("$s")
+	fi
 done
-list=$(
-	IFS=,
-	echo "${suites[*]}"
-)
-
-cmdline="console=ttyS0 panic=-1 loglevel=4 isergw.init=$ROOT/tests/vm/guest/main.sh"
-cmdline="$cmdline isergw.suites=$list isergw.timeouts=$timeouts isergw.build=$VM_BUILD"
-
-say "kernel $kver, $VM_MEM, $VM_CPUS vCPUs, ${VM_ACCEL}; suites: ${suites[*]}"
-say "guest budget ${budget}s; console: $RUN/console.log"
-# shellcheck disable=SC2086 # VM_ACCEL is a list of arguments
-timeout -k 10 "$budget" qemu-system-x86_64 $VM_ACCEL -m "$VM_MEM" -smp "$VM_CPUS" \
-	-display none -monitor none -serial "file:$RUN/console.log" -no-reboot -nic none \
-	-kernel "$VMLINUZ" -initrd "$INITRD" \
-	-append "$cmdline" \
-	-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
-	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
-	-fsdev local,id=kmods,path="$KDIR/lib/modules",security_model=none,readonly=on \
-	-device virtio-9p-pci,fsdev=kmods,mount_tag=kmods \
-	-fsdev local,id=share,path="$SHARE",security_model=none \
-	-device virtio-9p-pci,fsdev=share,mount_tag=share \
-	>"$RUN/qemu.log" 2>&1
-qrc=$?
 
 # ---- results ------------------------------------------------------------------------------
 
@@ -297,11 +350,12 @@ if [ -f "$SHARE/results" ]; then
 		report "$kind" "$name" "$detail"
 	done <"$SHARE/results"
 fi
-if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
-	report fail guest "did not power off within ${budget}s and was killed (see the console log)"
-elif [ "$qrc" -ne 0 ]; then
-	report fail guest "qemu exited with status $qrc: $(tail -n 3 "$RUN/qemu.log" | tr '\n' ' ')"
-fi
+for m in "${QEMU_FAILS[@]}"; do
+	report fail guest "$m"
+done
+for m in "${CRASH_FAILS[@]}"; do
+	report fail "$m" "boot 1 did not end in its crash, so there was no boot 2 (see console-$m-1.log)"
+done
 if [ ! -s "$SHARE/results" ]; then
 	report fail guest "no results: the guest never reached its suites (see the console log)"
 fi
@@ -332,7 +386,7 @@ if [ "$f" -ne 0 ]; then
 			tail -n 15 "$SHARE/logs/$s.log" | sed 's/^/    /'
 		fi
 	done
-	if [ ! -s "$SHARE/results" ] || [ "$qrc" -ne 0 ]; then
+	if [ ! -s "$SHARE/results" ] || [ ${#QEMU_FAILS[@]} -ne 0 ]; then
 		say "last lines of console.log:"
 		tail -n 25 "$RUN/console.log" 2>/dev/null | sed 's/^/    /'
 	fi

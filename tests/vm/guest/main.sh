@@ -4,7 +4,9 @@
 # isergw.suites= in turn, bounded by its isergw.timeouts= entry, records "begin SUITE" and
 # "end SUITE STATUS" in the share so the host knows how far it got, and powers the guest off.
 # The suites' output goes to the serial console (the host's console.log) and to
-# share/logs/SUITE.log.
+# share/logs/SUITE.log (appended: a two-boot suite logs both boots there). isergw.boot=N
+# reaches the suites as VM_BOOT (1, or 2 for the second boot of a two-boot suite), and the
+# share's env file (SOAK_* variables of the host) is sourced.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export LC_ALL=C HOME=/root TERM=dumb
 
@@ -45,6 +47,7 @@ for w in $(cat /proc/cmdline); do
 	case "$w" in
 	isergw.suites=*) suites=${w#isergw.suites=} ;;
 	isergw.build=*) export VM_BUILD=${w#isergw.build=} ;;
+	isergw.boot=*) export VM_BOOT=${w#isergw.boot=} ;;
 	isergw.timeouts=*)
 		for st in $(echo "${w#isergw.timeouts=}" | tr ',' ' '); do
 			budget[${st%%:*}]=${st##*:}
@@ -52,6 +55,9 @@ for w in $(cat /proc/cmdline); do
 		;;
 	esac
 done
+
+# shellcheck disable=SC1091 # written by tests/vm/run.sh
+[ -r "$VM_SHARE/env" ] && . "$VM_SHARE/env"
 
 hostname isergw-vm
 ip link set lo up
@@ -70,7 +76,7 @@ for s in $(echo "$suites" | tr ',' ' '); do
 	echo "begin $s" >>"$SUITES"
 	t0=$(cut -d' ' -f1 /proc/uptime)
 	# timeout puts the suite in its own process group: the daemons it started die with it.
-	timeout -k 20 "$t" bash "$GUEST_DIR/suite-$s.sh" 2>&1 | tee "$VM_SHARE/logs/$s.log"
+	timeout -k 20 "$t" bash "$GUEST_DIR/suite-$s.sh" 2>&1 | tee -a "$VM_SHARE/logs/$s.log"
 	rc=${PIPESTATUS[0]}
 	t1=$(cut -d' ' -f1 /proc/uptime)
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", b - a }')
