@@ -108,8 +108,9 @@ int bs_submit(struct bs *bs, struct bs_io *io);
  * with the first len bytes of the iovec and, if equal, written with the next len bytes, as one
  * atomic command where the blocks live. io->op is BS_WRITE. A miscompare, like any answer of
  * the back end, comes back as -EREMOTEIO with its status and sense (MISCOMPARE 0E/1D/00 with
- * the offset in INFORMATION). -EOPNOTSUPP when the backstore cannot, or len is over its limit.
- * The async rule of bs_submit.
+ * the offset in INFORMATION). -EOPNOTSUPP when the backstore cannot, or len is over its limit;
+ * as the result in done, -EOPNOTSUPP means the back end refused the opcode without running it,
+ * and bs->caw_blocks is 0 from then on. The async rule of bs_submit.
  */
 int bs_submit_caw(struct bs *bs, struct bs_io *io);
 

@@ -37,7 +37,8 @@ enum mp_op {
 	MP_WRITE_ZEROES,
 	/* COMPARE AND WRITE on the back end (mp_lun_caps: caw_blocks > 0): the iovec holds 2 x
 	 * len bytes, the blocks to compare then the blocks to write. Never re-driven once sent:
-	 * see MP_UNSURE_*. */
+	 * see MP_UNSURE_*. Result -EOPNOTSUPP: the back end refused the opcode (not run), and
+	 * caw_blocks is 0 from then on. */
 	MP_COMPARE_AND_WRITE,
 };
 

@@ -183,6 +183,17 @@ static int bs_remote_submit(struct bs *bs, struct bs_io *io)
 	return rc;
 }
 
+/* A back end that turned out not to have COMPARE AND WRITE after all (mp_path.c): the SCSI
+ * core does it from now on. */
+static void bs_remote_caw_done(struct mp_io *mio)
+{
+	struct bs_remote_io *r = gw_container_of(mio, struct bs_remote_io, mio);
+
+	if (mio->result == -EOPNOTSUPP)
+		r->io->bs->caw_blocks = 0;
+	bs_remote_done(mio);
+}
+
 /* COMPARE AND WRITE on the back end: the MISCOMPARE (or any other answer) comes back through
  * bs_remote_done as it came. */
 static int bs_remote_caw(struct bs *bs, struct bs_io *io)
@@ -202,7 +213,7 @@ static int bs_remote_caw(struct bs *bs, struct bs_io *io)
 	r->mio.iov = io->iov;
 	r->mio.iovcnt = io->iovcnt;
 	r->mio.fua = io->fua;
-	r->mio.done = bs_remote_done;
+	r->mio.done = bs_remote_caw_done;
 	rc = mp_lun_submit(bs->priv, &r->mio);
 	if (rc < 0)
 		free(r);

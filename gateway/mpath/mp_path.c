@@ -1172,6 +1172,21 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 	case MP_V_PASS:
 		break;
 	}
+	if (io->op == MP_COMPARE_AND_WRITE && status == SCSI_STATUS_CHECK_CONDITION &&
+	    key == 0x05 && asc == 0x20 && ascq == 0x00) {
+		/* INVALID COMMAND OPERATION CODE: a back end that lists a COMPARE AND WRITE length
+		 * in VPD B0 without having the command (tgtd does). It did not run it: the LUN
+		 * stops sending it and the caller does it another way. */
+		if (lun->caps.caw_blocks)
+			gw_warn(MP_LOG, "%s: the back end reports a MAXIMUM COMPARE AND WRITE LENGTH "
+				"of %u but refuses the command (05/20/00): COMPARE AND WRITE is not "
+				"sent to it any more", lun->name, lun->caps.caw_blocks);
+		lun->caps.caw_blocks = 0;
+		p->caps.caw_blocks = 0;
+		io->result = -EOPNOTSUPP;
+		p->owner->complete(lun, io);
+		return;
+	}
 	io->result = -EREMOTEIO;
 	io->status = (uint8_t)status;
 	if (status == SCSI_STATUS_CHECK_CONDITION)

@@ -1009,6 +1009,13 @@ static void scsi_sbc_caw_backend_done(struct bs_io *io)
 {
 	struct scsi_cmd *cmd = io->priv;
 
+	/* The back end refused the opcode without running it (bs->caw_blocks is now 0): the
+	 * command runs again, the way a LU without one does it. */
+	if (io->result == -EOPNOTSUPP && !cmd->lu->bs->caw_blocks) {
+		cmd->lu->caw_backend--;
+		scsi_cmd_rerun(cmd);
+		return;
+	}
 	scsi_sbc_io_ok(cmd);
 	scsi_sbc_finish(cmd);
 }

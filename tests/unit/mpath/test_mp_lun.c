@@ -441,3 +441,26 @@ Test(mp_lun, caw_the_back_end_did_not_run_is_retried)
 	cr_assert_eq(h.io.sense[2] & 0x0f, 0x0b);
 	cr_assert_eq(fake_tgt[PORT_A].caws + fake_tgt[PORT_B].caws, 1, "sent once");
 }
+
+Test(mp_lun, caw_the_back_end_lists_but_refuses_is_not_sent_again)
+{
+	struct mp_lun_caps caps;
+	struct host_io h;
+
+	/* tgtd: a length in VPD B0, INVALID COMMAND OPERATION CODE for the command. */
+	open_lun_caw("immediate", "fail", 128);
+	fake_tgt[PORT_A].answer = (struct fake_answer){ SCSI_STATUS_CHECK_CONDITION, 0x05, 0x20,
+							 0x00 };
+	submit_caw(&h);
+	cr_assert_eq(h.done, 1);
+	cr_assert_eq(h.io.result, -EOPNOTSUPP, "not run: the caller does it itself");
+	mp_lun_caps(lun, &caps);
+	cr_assert_eq(caps.caw_blocks, 0, "learned");
+	memset(&h, 0, sizeof(h));
+	h.io.op = MP_COMPARE_AND_WRITE;
+	h.io.len = FAKE_BLOCK;
+	h.io.iov = &h.iov;
+	h.io.done = host_done;
+	cr_assert_eq(mp_lun_submit(lun, &h.io), -EOPNOTSUPP, "never sent again");
+	cr_assert_eq(fake_tgt[PORT_A].caws + fake_tgt[PORT_B].caws, 1);
+}
