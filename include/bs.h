@@ -80,6 +80,11 @@ struct bs {
 	uint64_t size;		/* bytes, a multiple of block_size */
 	uint32_t block_size;
 	bool can_unmap;		/* thin: UNMAP deallocates (file: hole punching) */
+	/* COMPARE AND WRITE done by the backstore itself, atomically where the blocks live (a
+	 * remote LUN whose back end reports MAXIMUM COMPARE AND WRITE LENGTH): at most this many
+	 * blocks per command. 0: the SCSI core does it (read, compare, write under its range
+	 * lock). Set with size (remote: at the capacity event). */
+	uint32_t caw_blocks;
 	bool readonly;
 	uint64_t inflight;
 	int state;		/* enum bs_state */
@@ -98,6 +103,16 @@ int bs_create(struct gw_loop *loop, const struct bs_conf *conf, struct bs **out,
  * ring. */
 void bs_destroy(struct bs *bs);
 int bs_submit(struct bs *bs, struct bs_io *io);
+/*
+ * COMPARE AND WRITE by the backstore (bs->caw_blocks > 0): [offset, offset + len) is compared
+ * with the first len bytes of the iovec and, if equal, written with the next len bytes, as one
+ * atomic command where the blocks live. io->op is BS_WRITE. A miscompare, like any answer of
+ * the back end, comes back as -EREMOTEIO with its status and sense (MISCOMPARE 0E/1D/00 with
+ * the offset in INFORMATION). -EOPNOTSUPP when the backstore cannot, or len is over its limit;
+ * as the result in done, -EOPNOTSUPP means the back end refused the opcode without running it,
+ * and bs->caw_blocks is 0 from then on. The async rule of bs_submit.
+ */
+int bs_submit_caw(struct bs *bs, struct bs_io *io);
 
 /* For the ops: finish io now (loop thread only): drops inflight, then calls io->done. */
 void bs_complete(struct bs_io *io);

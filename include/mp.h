@@ -35,9 +35,15 @@ enum mp_op {
 	MP_FLUSH,
 	MP_UNMAP,
 	MP_WRITE_ZEROES,
+	/* COMPARE AND WRITE on the back end (mp_lun_caps: caw_blocks > 0): the iovec holds 2 x
+	 * len bytes, the blocks to compare then the blocks to write. Never re-driven once sent:
+	 * see MP_UNSURE_*. Result -EOPNOTSUPP: the back end refused the opcode (not run), and
+	 * caw_blocks is 0 from then on. */
+	MP_COMPARE_AND_WRITE,
 };
 
-#define MP_SENSE_LEN 18
+#define MP_SENSE_LEN 18		/* what mp_io_set_sense builds */
+#define MP_SENSE_MAX 32		/* a back end's own sense, passed on as it came */
 
 struct mp_lun;
 struct mp_path;
@@ -57,7 +63,7 @@ struct mp_io {
 	int result;
 	uint8_t status;
 	uint8_t sense_len;
-	uint8_t sense[MP_SENSE_LEN];
+	uint8_t sense[MP_SENSE_MAX];
 
 	/* Private from here on. */
 	struct mp_lun *lun;
@@ -96,6 +102,27 @@ struct mp_lun_ops {
 #define MP_NOPATH_ASC 0x04
 #define MP_NOPATH_ASCQ 0x0c
 
+/* A COMPARE AND WRITE whose outcome is unknown: sent, then its path failed (connection lost,
+ * timeout, shutdown) before the back end answered. It may have compared and written. Sending
+ * it again would compare against its own write and report a MISCOMPARE that did not happen,
+ * so it fails with ABORTED COMMAND, LOGICAL UNIT COMMUNICATION FAILURE (0B/08/00), which hosts
+ * retry (docs/CLUSTER.md, "Atomics"). */
+#define MP_UNSURE_KEY 0x0b
+#define MP_UNSURE_ASC 0x08
+#define MP_UNSURE_ASCQ 0x00
+
+/* What the back end said it can do, from the first path that logged in (VPD pages B0 and B2,
+ * READ CAPACITY(16)). */
+struct mp_lun_caps {
+	bool known;		/* a path has logged in */
+	uint32_t caw_blocks;	/* MAXIMUM COMPARE AND WRITE LENGTH, 0: no COMPARE AND WRITE */
+	bool lbpme;		/* READ CAPACITY(16): thin provisioned */
+	bool vpd_b2;		/* VPD B2 answered: the three below are the back end's */
+	bool lbpu;		/* UNMAP */
+	bool lbpws;		/* WRITE SAME(16) with UNMAP */
+	bool lbpws10;		/* WRITE SAME(10) with UNMAP */
+};
+
 /* block_size: the LUN's (paths reporting another are refused); size: expected bytes, 0 to
  * take the first path's. Logins start at once, in the background. */
 int mp_lun_create(struct gw_loop *loop, const struct mp_conf *conf, uint32_t block_size,
@@ -111,6 +138,7 @@ bool mp_lun_settled(const struct mp_lun *lun);
 enum mp_lun_state mp_lun_state(const struct mp_lun *lun);
 uint64_t mp_lun_size(const struct mp_lun *lun);
 bool mp_lun_can_unmap(const struct mp_lun *lun);
+void mp_lun_caps(const struct mp_lun *lun, struct mp_lun_caps *out);
 uint64_t mp_lun_inflight(const struct mp_lun *lun);
 const char *mp_lun_name(const struct mp_lun *lun);
 /* {state, identity, size, policy..., paths: [{url, state, group, priority, alua, errors,

@@ -181,6 +181,9 @@ int scsi_dev_del_lu(struct scsi_dev *dev, uint64_t lun);
 struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun);
 /* The backstore behind a LUN (for its status), or NULL. */
 struct bs *scsi_dev_lu_bs(struct scsi_dev *dev, uint64_t lun);
+/* How the LU does COMPARE AND WRITE, WRITE SAME and UNMAP here, with the reasons and
+ * counters (the control socket's LUN status, "atomics"; docs/CONTROL.md), or NULL. */
+json_t *scsi_dev_lu_atomics(struct scsi_dev *dev, uint64_t lun);
 /* Sets a capacity-changed unit attention after the backstore grew or shrank. */
 void scsi_lu_capacity_changed(struct scsi_lu *lu);
 /* Every LU's backstore has settled its start-up logins (bs_settled). */

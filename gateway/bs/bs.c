@@ -216,6 +216,29 @@ int bs_submit(struct bs *bs, struct bs_io *io)
 	return rc;
 }
 
+int bs_submit_caw(struct bs *bs, struct bs_io *io)
+{
+	int rc;
+
+	io->bs = bs;
+	io->result = 0;
+	io->scsi_status = 0;
+	io->sense_len = 0;
+	io->op = BS_WRITE;
+	if (!bs->ops->caw || !bs->caw_blocks || !io->len ||
+	    io->len > (uint64_t)bs->caw_blocks * bs->block_size)
+		return -EOPNOTSUPP;
+	if (bs->readonly)
+		return -EROFS;
+	if (io->offset > bs->size || io->len > bs->size - io->offset)
+		return -EINVAL;
+	bs->inflight++;
+	rc = bs->ops->caw(bs, io);
+	if (rc < 0)
+		bs->inflight--;
+	return rc;
+}
+
 void bs_set_event_cb(struct bs *bs, void (*fn)(struct bs *bs, enum bs_event ev, void *arg),
 		     void *arg)
 {

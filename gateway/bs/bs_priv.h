@@ -22,6 +22,8 @@ struct bs_ops {
 	json_t *(*status)(struct bs *bs);
 	/* Allocation of [off, off + len): see bs_map. Called on the loop thread; must be cheap. */
 	int (*map)(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent);
+	/* COMPARE AND WRITE where the blocks live (bs_submit_caw); NULL: -EOPNOTSUPP. */
+	int (*caw)(struct bs *bs, struct bs_io *io);
 };
 
 extern const struct bs_ops bs_file_ops;

@@ -39,6 +39,15 @@ static void bs_remote_state(struct mp_lun *lun, enum mp_lun_state st, void *arg)
 	}
 }
 
+/* What the back end does itself: COMPARE AND WRITE when its VPD B0 gives a length. */
+static void bs_remote_caps(struct bs *bs, struct mp_lun *lun)
+{
+	struct mp_lun_caps caps;
+
+	mp_lun_caps(lun, &caps);
+	bs->caw_blocks = caps.caw_blocks;
+}
+
 static void bs_remote_capacity(struct mp_lun *lun, uint64_t size, void *arg)
 {
 	struct bs *bs = arg;
@@ -46,6 +55,7 @@ static void bs_remote_capacity(struct mp_lun *lun, uint64_t size, void *arg)
 	/* Whole blocks only; the back end's block size was checked against ours. */
 	bs->size = size - size % bs->block_size;
 	bs->can_unmap = mp_lun_can_unmap(lun);
+	bs_remote_caps(bs, lun);
 	bs_event(bs, BS_EV_CAPACITY);
 }
 
@@ -173,6 +183,43 @@ static int bs_remote_submit(struct bs *bs, struct bs_io *io)
 	return rc;
 }
 
+/* A back end that turned out not to have COMPARE AND WRITE after all (mp_path.c): the SCSI
+ * core does it from now on. */
+static void bs_remote_caw_done(struct mp_io *mio)
+{
+	struct bs_remote_io *r = gw_container_of(mio, struct bs_remote_io, mio);
+
+	if (mio->result == -EOPNOTSUPP)
+		r->io->bs->caw_blocks = 0;
+	bs_remote_done(mio);
+}
+
+/* COMPARE AND WRITE on the back end: the MISCOMPARE (or any other answer) comes back through
+ * bs_remote_done as it came. */
+static int bs_remote_caw(struct bs *bs, struct bs_io *io)
+{
+	struct bs_remote_io *r;
+	int rc;
+
+	if (bs->state == BS_STATE_BECOMING_READY)
+		return -EAGAIN;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->io = io;
+	r->mio.op = MP_COMPARE_AND_WRITE;
+	r->mio.offset = io->offset;
+	r->mio.len = io->len;
+	r->mio.iov = io->iov;
+	r->mio.iovcnt = io->iovcnt;
+	r->mio.fua = io->fua;
+	r->mio.done = bs_remote_caw_done;
+	rc = mp_lun_submit(bs->priv, &r->mio);
+	if (rc < 0)
+		free(r);
+	return rc;
+}
+
 static bool bs_remote_settled(struct bs *bs)
 {
 	return mp_lun_settled(bs->priv);
@@ -196,4 +243,5 @@ const struct bs_ops bs_remote_ops = {
 	.settled = bs_remote_settled,
 	.shutdown = bs_remote_shutdown,
 	.status = bs_remote_status,
+	.caw = bs_remote_caw,
 };

@@ -214,6 +214,8 @@ static void mp_lun_path_changed(struct mp_lun *lun, struct mp_path *p)
 				if (mp_path_usable(&lun->paths[i]))
 					up = &lun->paths[i];
 			lun->can_unmap = up && up->lbpme;
+			if (up)
+				lun->caps = up->caps;
 			if (up && up->size != lun->size)
 				mp_lun_capacity(lun, up->size);
 		}
@@ -603,6 +605,13 @@ int mp_lun_submit(struct mp_lun *lun, struct mp_io *io)
 	if (!io->done || (lun->block_size && (io->offset % lun->block_size ||
 					      io->len % lun->block_size)))
 		return -EINVAL;
+	if (io->op == MP_COMPARE_AND_WRITE) {
+		struct mp_lun_caps caps;
+
+		mp_lun_caps(lun, &caps);
+		if (!lun->block_size || !io->len || io->len / lun->block_size > caps.caw_blocks)
+			return -EOPNOTSUPP;
+	}
 	if (lun->max_io && (io->op == MP_READ || io->op == MP_WRITE) && io->len &&
 	    (io->len > lun->max_io || mp_iov_bytes(io->iov, io->iovcnt) != io->len))
 		return mp_lun_split(lun, io);
@@ -667,6 +676,15 @@ bool mp_lun_can_unmap(const struct mp_lun *lun)
 	return lun->can_unmap;
 }
 
+void mp_lun_caps(const struct mp_lun *lun, struct mp_lun_caps *out)
+{
+	*out = lun->caps;
+	/* Both halves travel in one command: it must fit what a path carries (iSER). */
+	if (lun->max_io && lun->block_size && out->caw_blocks &&
+	    2ull * out->caw_blocks * lun->block_size > lun->max_io)
+		out->caw_blocks = (uint32_t)(lun->max_io / (2ull * lun->block_size));
+}
+
 uint64_t mp_lun_inflight(const struct mp_lun *lun)
 {
 	return lun->inflight;
@@ -719,6 +737,13 @@ json_t *mp_lun_status(const struct mp_lun *lun)
 	json_object_set_new(o, "failovers", json_integer((json_int_t)lun->failovers));
 	json_object_set_new(o, "group_switches", json_integer((json_int_t)lun->group_switches));
 	json_object_set_new(o, "nopath_failed", json_integer((json_int_t)lun->nopath_failed));
+	json_object_set_new(o, "unsure_failed", json_integer((json_int_t)lun->unsure_failed));
+	if (lun->caps.known)
+		json_object_set_new(o, "backend", json_pack(
+			"{s:i, s:b, s:b, s:b, s:b, s:b}", "max_compare_and_write_blocks",
+			(int)lun->caps.caw_blocks, "lbpme", lun->caps.lbpme, "vpd_b2",
+			lun->caps.vpd_b2, "lbpu", lun->caps.lbpu, "lbpws", lun->caps.lbpws,
+			"lbpws10", lun->caps.lbpws10));
 	if (lun->state == MP_LUN_QUEUEING && lun->nopath_deadline_ms)
 		json_object_set_new(o, "fail_in_ms",
 				    json_integer(lun->nopath_deadline_ms > now ?

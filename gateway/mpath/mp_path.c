@@ -232,6 +232,27 @@ int mp_path_init(struct mp_lun *lun, const struct mp_path_owner_ops *owner, stru
 	return rc;
 }
 
+/*
+ * io was sent on p and p failed before the back end answered: it may or may not have run.
+ * Anything but COMPARE AND WRITE is sent again (a READ or WRITE done twice gives the same
+ * result); a COMPARE AND WRITE done twice would miscompare against its own write, so it fails
+ * with the retryable MP_UNSURE_* sense and the host decides.
+ */
+static void mp_path_give_back(struct mp_path *p, struct mp_io *io)
+{
+	if (io->op == MP_COMPARE_AND_WRITE) {
+		io->result = -EREMOTEIO;
+		mp_io_set_sense(io, MP_UNSURE_KEY, MP_UNSURE_ASC, MP_UNSURE_ASCQ);
+		p->lun->unsure_failed++;
+		gw_warn_rl(MP_LOG, "%s: path %s failed with a COMPARE AND WRITE in flight: "
+			   "its outcome is unknown, failed with 0B/08/00 for the host to retry",
+			   p->lun->name, p->url);
+		p->owner->complete(p->lun, io);
+		return;
+	}
+	p->owner->redrive(p->lun, io, true);
+}
+
 static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 {
 	struct mp_io *io, *t;
@@ -283,7 +304,7 @@ static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 		io->path = NULL;
 		io->last_path = p;
 		if (!p->lun->destroying)
-			p->owner->redrive(p->lun, io, true);
+			mp_path_give_back(p, io);
 	}
 	if (p->ctl_task) {
 		scsi_free_scsi_task(p->ctl_task);
@@ -569,6 +590,9 @@ static void mp_path_probe_cb(struct iscsi_context *iscsi, int status, void *data
 		} else if (mp_classify((uint8_t)status, key, asc, ascq) == MP_V_RETRY &&
 			   p->probe_tries++ < 8) {
 			/* The unit attention after login, or a LU becoming ready. */
+		} else if (p->probe == MP_PROBE_VPD_B0 || p->probe == MP_PROBE_VPD_B2) {
+			/* Not supported: no COMPARE AND WRITE, provisioning from LBPME alone. */
+			p->probe = p->probe == MP_PROBE_VPD_B0 ? MP_PROBE_VPD_B2 : MP_PROBE_RTPG;
 		} else if (p->probe == MP_PROBE_VPD83) {
 			mp_path_refuse(p, "no device identity: VPD page 0x83 not supported");
 			return;
@@ -606,6 +630,24 @@ static void mp_path_probe_cb(struct iscsi_context *iscsi, int status, void *data
 			p->size = (p->size << 8) | d[i];
 		p->size = (p->size + 1) * p->block_size;
 		p->lbpme = n > 14 && (d[14] & 0x80);
+		memset(&p->caps, 0, sizeof(p->caps));
+		p->caps.known = true;
+		p->caps.lbpme = p->lbpme;
+		p->probe = MP_PROBE_VPD_B0;
+		break;
+	case MP_PROBE_VPD_B0:
+		/* A page that is not the one asked for is no answer. */
+		if (n > 5 && d[1] == 0xb0)
+			p->caps.caw_blocks = d[5];
+		p->probe = MP_PROBE_VPD_B2;
+		break;
+	case MP_PROBE_VPD_B2:
+		if (n > 5 && d[1] == 0xb2) {
+			p->caps.vpd_b2 = true;
+			p->caps.lbpu = d[5] & 0x80;
+			p->caps.lbpws = d[5] & 0x40;
+			p->caps.lbpws10 = d[5] & 0x20;
+		}
 		p->probe = MP_PROBE_RTPG;
 		break;
 	case MP_PROBE_RTPG: {
@@ -648,6 +690,14 @@ static void mp_path_probe_next(struct mp_path *p)
 		cdb[1] = 0x10;
 		cdb[13] = 32;
 		rc = mp_path_ctl_send(p, cdb, 16, SCSI_XFER_READ, 32, mp_path_probe_cb);
+		break;
+	case MP_PROBE_VPD_B0:
+	case MP_PROBE_VPD_B2:
+		cdb[0] = 0x12;		/* INQUIRY, EVPD, page B0 or B2, 255 bytes */
+		cdb[1] = 0x01;
+		cdb[2] = p->probe == MP_PROBE_VPD_B0 ? 0xb0 : 0xb2;
+		cdb[4] = 0xff;
+		rc = mp_path_ctl_send(p, cdb, 6, SCSI_XFER_READ, 255, mp_path_probe_cb);
 		break;
 	case MP_PROBE_RTPG:
 		cdb[0] = 0xa3;		/* REPORT TARGET PORT GROUPS, length format */
@@ -1043,6 +1093,8 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 	uint64_t now = gw_now_ms();
 	bool stale = iscsi != p->ctx;
 	uint8_t key = 0, asc = 0, ascq = 0;
+	uint8_t raw[MP_SENSE_MAX];
+	size_t raw_len = 0;
 	enum mp_verdict v;
 
 	(void)data;
@@ -1068,16 +1120,31 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 			mp_path_fail(p, "I/O %s: %s", mp_status_text(status),
 				     iscsi_get_error(iscsi));
 		p->failovers++;
-		p->owner->redrive(lun, io, true);
+		mp_path_give_back(p, io);
 		return;
 	}
 	if (status == SCSI_STATUS_CHECK_CONDITION) {
 		key = (uint8_t)task->sense.key;
 		asc = mp_task_asc(task);
 		ascq = mp_task_ascq(task);
+		/* libiscsi keeps the sense as it came after its 2-byte length: a COMPARE AND
+		 * WRITE's MISCOMPARE carries the offset in INFORMATION, which the host needs. */
+		if (io->op == MP_COMPARE_AND_WRITE && task->datain.data &&
+		    task->datain.size > 2 + 8) {
+			raw_len = (size_t)task->datain.size - 2;
+			if (raw_len > sizeof(raw))
+				raw_len = sizeof(raw);
+			memcpy(raw, task->datain.data + 2, raw_len);
+		}
 	}
 	scsi_free_scsi_task(task);
 	v = mp_classify((uint8_t)status, key, asc, ascq);
+	/* A COMPARE AND WRITE is run again only when the back end said it did not run it (busy,
+	 * unit attention, not ready): an aborted one may have written, the host hears of it. */
+	if (io->op == MP_COMPARE_AND_WRITE && v == MP_V_RETRY &&
+	    (status == SCSI_STATUS_TASK_ABORTED ||
+	     (status == SCSI_STATUS_CHECK_CONDITION && key == 0x0b)))
+		v = MP_V_PASS;
 	switch (v) {
 	case MP_V_OK:
 		io->result = 0;
@@ -1105,10 +1172,29 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 	case MP_V_PASS:
 		break;
 	}
+	if (io->op == MP_COMPARE_AND_WRITE && status == SCSI_STATUS_CHECK_CONDITION &&
+	    key == 0x05 && asc == 0x20 && ascq == 0x00) {
+		/* INVALID COMMAND OPERATION CODE: a back end that lists a COMPARE AND WRITE length
+		 * in VPD B0 without having the command (tgtd does). It did not run it: the LUN
+		 * stops sending it and the caller does it another way. */
+		if (lun->caps.caw_blocks)
+			gw_warn(MP_LOG, "%s: the back end reports a MAXIMUM COMPARE AND WRITE LENGTH "
+				"of %u but refuses the command (05/20/00): COMPARE AND WRITE is not "
+				"sent to it any more", lun->name, lun->caps.caw_blocks);
+		lun->caps.caw_blocks = 0;
+		p->caps.caw_blocks = 0;
+		io->result = -EOPNOTSUPP;
+		p->owner->complete(lun, io);
+		return;
+	}
 	io->result = -EREMOTEIO;
 	io->status = (uint8_t)status;
 	if (status == SCSI_STATUS_CHECK_CONDITION)
 		mp_io_set_sense(io, key, asc, ascq);
+	if (status == SCSI_STATUS_CHECK_CONDITION && raw_len) {
+		memcpy(io->sense, raw, raw_len);
+		io->sense_len = (uint8_t)raw_len;
+	}
 	gw_dbg(MP_LOG, "%s: path %s: status %#x sense %x/%02x/%02x returned to the host",
 	       lun->name, p->url, status, key, asc, ascq);
 	p->owner->complete(lun, io);
@@ -1152,6 +1238,17 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 		data.data = io->buf;
 		data.size = lun->block_size;
 		dp = &data;
+		break;
+	case MP_COMPARE_AND_WRITE:
+		/* COMPARE AND WRITE: the blocks to compare, then the blocks to write. */
+		memset(cdb, 0, sizeof(cdb));
+		cdb[0] = 0x89;
+		cdb[1] = io->fua ? 0x08 : 0;
+		for (int i = 0; i < 8; i++)
+			cdb[2 + i] = (uint8_t)(lba >> (56 - 8 * i));
+		cdb[13] = (uint8_t)nblocks;
+		dir = SCSI_XFER_WRITE;
+		xfer = (uint32_t)(2 * io->len);
 		break;
 	case MP_UNMAP: {
 		uint64_t left = nblocks, at = lba;
@@ -1198,7 +1295,7 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 	 * while it reads or writes and restores them, on this thread. */
 	if (io->op == MP_READ)
 		scsi_task_set_iov_in(task, (struct scsi_iovec *)(uintptr_t)io->iov, io->iovcnt);
-	else if (io->op == MP_WRITE)
+	else if (io->op == MP_WRITE || io->op == MP_COMPARE_AND_WRITE)
 		scsi_task_set_iov_out(task, (struct scsi_iovec *)(uintptr_t)io->iov, io->iovcnt);
 	io->task = task;
 	io->path = p;

@@ -28,6 +28,8 @@ enum mp_path_state {
 enum mp_probe_step {
 	MP_PROBE_VPD83,
 	MP_PROBE_CAPACITY,
+	MP_PROBE_VPD_B0,	/* block limits: MAXIMUM COMPARE AND WRITE LENGTH */
+	MP_PROBE_VPD_B2,	/* logical block provisioning: LBPU, LBPWS, LBPWS10 */
 	MP_PROBE_RTPG,
 	MP_PROBE_DONE,
 };
@@ -126,6 +128,7 @@ struct mp_path {
 	uint64_t size;
 	uint32_t block_size;
 	bool lbpme;
+	struct mp_lun_caps caps;	/* what this path's back end reported */
 	bool alua;			/* REPORT TARGET PORT GROUPS answered */
 	int alua_state;			/* of the target port group the path's port is in */
 	int alua_tpg;			/* that group (VPD 0x83), -1: unknown */
@@ -150,6 +153,7 @@ struct mp_lun {
 	uint64_t size;			/* 0 until a path logged in */
 	uint64_t conf_size;		/* expected size, 0: any */
 	bool can_unmap;
+	struct mp_lun_caps caps;	/* from the first usable path */
 	char ident[MP_IDENT_MAX];	/* "" until the first path (or conf wwid) */
 	bool ident_pinned;		/* from conf.wwid */
 
@@ -183,6 +187,7 @@ struct mp_lun {
 	uint64_t failovers;		/* I/Os re-driven on another path */
 	uint64_t group_switches;
 	uint64_t nopath_failed;		/* I/Os failed because no path was left */
+	uint64_t unsure_failed;		/* COMPARE AND WRITEs failed with MP_UNSURE_* */
 
 	const struct mp_lun_ops *ops;
 	void *ops_arg;

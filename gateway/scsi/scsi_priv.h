@@ -171,6 +171,11 @@ struct scsi_lu {
 	struct gw_list range_waiters;
 	uint32_t nr_caw;		/* COMPARE AND WRITEs running or waiting */
 
+	/* COMPARE AND WRITE across gateways (scsi_sbc.c; docs/CLUSTER.md, "Atomics"). */
+	uint64_t caw_refused;		/* refused here: the LU is another gateway's */
+	uint64_t caw_backend;		/* passed to the back end */
+	uint32_t caw_logged;		/* owner group + 1 the last refusal was logged for */
+
 	struct gw_list itls;		/* struct scsi_itl */
 	struct scsi_itn *res2_holder;	/* RESERVE(6) holder */
 	struct scsi_pr pr;		/* in a cluster: the state applied last */
@@ -267,6 +272,26 @@ int scsi_sbc_prefetch(struct scsi_cmd *cmd);
 #define SCSI_MAX_WS_BLOCKS 0x400000u
 #define SCSI_MAX_CAW_BLOCKS 64u
 uint32_t scsi_sbc_max_xfer_blocks(const struct scsi_lu *lu);
+
+/*
+ * Where an atomic read-modify-write (COMPARE AND WRITE, ORWRITE) of an LU may run, seen
+ * through a port of this gateway (docs/CLUSTER.md, "Atomics"):
+ */
+enum scsi_atom {
+	SCSI_ATOM_LOCAL,	/* here, under the range lock: the LU has no other gateway */
+	SCSI_ATOM_BACKEND,	/* the back end does it (bs->caw_blocks): atomic everywhere */
+	SCSI_ATOM_OWNER,	/* here: the LU is shared and this is its only a/o gateway */
+	SCSI_ATOM_ELSEWHERE,	/* refused here (NOT READY): another gateway is, or becomes, the
+				 * owner; a host retries through that one */
+	SCSI_ATOM_NONE,		/* nowhere: several groups report a/o; not advertised */
+};
+/* The mode through port (NULL: this gateway's first port); backend: whether the back end's
+ * own COMPARE AND WRITE counts (not for ORWRITE). *owner gets the a/o group (0: none). */
+enum scsi_atom scsi_sbc_atom(const struct scsi_dev *dev, const struct scsi_lu *lu,
+			     const struct scsi_port *port, bool backend, uint16_t *owner);
+/* MAXIMUM COMPARE AND WRITE LENGTH for VPD B0: 0 when the LU cannot do it at all. */
+uint8_t scsi_sbc_caw_max(const struct scsi_dev *dev, const struct scsi_lu *lu,
+			 const struct scsi_port *port);
 
 /* scsi_pr.c */
 int scsi_pr_in(struct scsi_cmd *cmd);

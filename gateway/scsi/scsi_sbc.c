@@ -2,13 +2,15 @@
 /*
  * SBC-3 block commands: READ/WRITE 6/10/12/16 straight between the transport's iovec and the
  * backstore, READ CAPACITY, SYNCHRONIZE CACHE, VERIFY, WRITE AND VERIFY, WRITE SAME, UNMAP,
- * GET LBA STATUS, COMPARE AND WRITE (under an exclusive range lock), PRE-FETCH.
+ * GET LBA STATUS, COMPARE AND WRITE (under an exclusive range lock, on the back end when it
+ * has its own, or only on the owner gateway of a LU shared by several), PRE-FETCH.
  *
  * READ and WRITE allocate nothing: the bs_io embedded in the command carries the transport's
  * iovec. The multi-step commands keep a job (state plus bounce buffer) in core_priv, which the
  * core frees at completion.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -696,6 +698,213 @@ int scsi_sbc_get_lba_status(struct scsi_cmd *cmd)
 	return SCSI_CMD_DONE;
 }
 
+/* Atomics across gateways (docs/CLUSTER.md, "Atomics") */
+
+/* Another gateway's port is listed: the LU's blocks are reached by other gateways too. */
+static bool scsi_dev_shared(const struct scsi_dev *dev)
+{
+	const struct scsi_port *p;
+
+	gw_list_for_each_entry(p, &dev->ports, node)
+		if (p->remote)
+			return true;
+	return false;
+}
+
+static const struct scsi_port *scsi_local_port(const struct scsi_dev *dev)
+{
+	const struct scsi_port *p;
+
+	gw_list_for_each_entry(p, &dev->ports, node)
+		if (!p->remote)
+			return p;
+	return NULL;
+}
+
+enum scsi_atom scsi_sbc_atom(const struct scsi_dev *dev, const struct scsi_lu *lu,
+			     const struct scsi_port *port, bool backend, uint16_t *owner)
+{
+	const struct scsi_tpg *g;
+	unsigned int ao = 0;
+
+	*owner = 0;
+	if (backend && lu->bs->caw_blocks)
+		return SCSI_ATOM_BACKEND;
+	if (!scsi_dev_shared(dev))
+		return SCSI_ATOM_LOCAL;
+	/* Fencing guarantees at most one gateway reports a/o for the LU at any instant
+	 * (docs/CLUSTER.md, "Fencing"): running only there serialises every COMPARE AND WRITE
+	 * of the cluster under that gateway's range lock. */
+	gw_list_for_each_entry(g, &dev->tpgs, node)
+		if (scsi_alua_lu_state(dev, lu, g->id) == SCSI_ALUA_AO) {
+			ao++;
+			*owner = g->id;
+		}
+	if (ao > 1)
+		return SCSI_ATOM_NONE;
+	if (!port)
+		port = scsi_local_port(dev);
+	if (ao == 1 && port && port->tpg_id == *owner)
+		return SCSI_ATOM_OWNER;
+	return SCSI_ATOM_ELSEWHERE;
+}
+
+uint8_t scsi_sbc_caw_max(const struct scsi_dev *dev, const struct scsi_lu *lu,
+			 const struct scsi_port *port)
+{
+	uint16_t owner;
+
+	switch (scsi_sbc_atom(dev, lu, port, true, &owner)) {
+	case SCSI_ATOM_BACKEND:
+		return (uint8_t)(lu->bs->caw_blocks < SCSI_MAX_CAW_BLOCKS ? lu->bs->caw_blocks :
+					 SCSI_MAX_CAW_BLOCKS);
+	case SCSI_ATOM_NONE:
+		return 0;
+	default:
+		return SCSI_MAX_CAW_BLOCKS;
+	}
+}
+
+/*
+ * Refuses an atomic read-modify-write this gateway may not run (true: sense set). Through a
+ * gateway that is not the LU's owner: NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN
+ * STANDBY STATE (04/0B) while another gateway is a/o, which makes a host send it through
+ * another path (Linux: a path error for dm-multipath; ESXi's ALUA SATP: the path is standby,
+ * fail over), or ASYMMETRIC ACCESS STATE TRANSITION (04/0A) while no gateway is a/o yet (the
+ * LU is moving: retry). With several a/o groups: INVALID COMMAND OPERATION CODE, as the LU
+ * does not advertise it. Each refusal is counted; the first per owner is logged.
+ */
+static bool scsi_sbc_atom_refuse(struct scsi_cmd *cmd, enum scsi_atom mode, uint16_t owner)
+{
+	struct scsi_lu *lu = cmd->lu;
+
+	switch (mode) {
+	case SCSI_ATOM_LOCAL:
+	case SCSI_ATOM_BACKEND:
+	case SCSI_ATOM_OWNER:
+		return false;
+	case SCSI_ATOM_ELSEWHERE:
+		scsi_cmd_set_sense(cmd, SCSI_SK_NOT_READY, 0x04, owner ? 0x0b : 0x0a);
+		break;
+	case SCSI_ATOM_NONE:
+		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+		break;
+	}
+	lu->caw_refused++;
+	if (lu->caw_logged != (uint32_t)owner + 1) {
+		lu->caw_logged = (uint32_t)owner + 1;
+		if (mode == SCSI_ATOM_NONE)
+			gw_warn(SCSI_LOG, "%s: LUN %llu: COMPARE AND WRITE refused: several target "
+				"port groups report active/optimized, none can make it atomic",
+				cmd->dev->name, (unsigned long long)lu->lun);
+		else
+			gw_warn(SCSI_LOG, "%s: LUN %llu: COMPARE AND WRITE refused through this "
+				"gateway (NOT READY 04/%02x): it runs only where the LU is "
+				"active/optimized (%s%u%s%s); logged once per owner, counted in "
+				"the LUN's status", cmd->dev->name, (unsigned long long)lu->lun,
+				owner ? 0x0b : 0x0a, owner ? "group " : "no group yet", owner,
+				lu->conf.owner && lu->conf.owner[0] ? ", owner " : "",
+				lu->conf.owner ? lu->conf.owner : "");
+	}
+	return true;
+}
+
+static const char *scsi_atom_name(enum scsi_atom m)
+{
+	switch (m) {
+	case SCSI_ATOM_LOCAL:
+		return "local";
+	case SCSI_ATOM_BACKEND:
+		return "backend";
+	case SCSI_ATOM_OWNER:
+		return "owner";
+	case SCSI_ATOM_ELSEWHERE:
+	case SCSI_ATOM_NONE:
+		break;
+	}
+	return "refused";
+}
+
+static json_t *scsi_atom_entry(const char *mode, const char *reason)
+{
+	return json_pack("{s:s, s:s}", "mode", mode, "reason", reason);
+}
+
+json_t *scsi_dev_lu_atomics(struct scsi_dev *dev, uint64_t lun)
+{
+	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
+	enum scsi_atom m;
+	bool remote;
+	uint16_t owner;
+	json_t *caw, *ws, *um;
+	char why[320];
+
+	if (!lu)
+		return NULL;
+	remote = lu->bs->conf.type == BS_TYPE_REMOTE;
+	m = scsi_sbc_atom(dev, lu, NULL, true, &owner);
+	switch (m) {
+	case SCSI_ATOM_BACKEND:
+		snprintf(why, sizeof(why), "the back end's own COMPARE AND WRITE (up to %u "
+			 "blocks): atomic for every gateway and every initiator of the back-end LU",
+			 lu->bs->caw_blocks);
+		break;
+	case SCSI_ATOM_LOCAL:
+		snprintf(why, sizeof(why), "%sread, compared and written by this gateway under its "
+			 "range lock: atomic among the commands of this gateway, the only one that "
+			 "serves the LU%s", remote ? "the back end has no COMPARE AND WRITE (VPD B0): " :
+			 "", remote ? ", not against initiators of the back-end LU elsewhere" : "");
+		break;
+	case SCSI_ATOM_OWNER:
+		snprintf(why, sizeof(why), "the LU is shared with other gateways; COMPARE AND WRITE "
+			 "runs only where it is active/optimized, here (group %u)%s", owner,
+			 remote ? "; the back end has no COMPARE AND WRITE of its own" : "");
+		break;
+	case SCSI_ATOM_ELSEWHERE:
+		if (owner)
+			snprintf(why, sizeof(why), "the LU is active/optimized on group %u%s%s: "
+				 "COMPARE AND WRITE runs only there, refused here with NOT READY "
+				 "04/0B (a host retries through another path)", owner,
+				 lu->conf.owner && lu->conf.owner[0] ? ", owner " : "",
+				 lu->conf.owner ? lu->conf.owner : "");
+		else
+			snprintf(why, sizeof(why), "no gateway is active/optimized for the LU yet: "
+				 "COMPARE AND WRITE refused with NOT READY 04/0A until one is");
+		break;
+	case SCSI_ATOM_NONE:
+		snprintf(why, sizeof(why), "several target port groups report active/optimized "
+			 "for the LU: no single gateway can make COMPARE AND WRITE atomic; not "
+			 "advertised (VPD B0), refused with ILLEGAL REQUEST 20/00");
+		break;
+	}
+	caw = scsi_atom_entry(scsi_atom_name(m), why);
+	json_object_set_new(caw, "max_blocks", json_integer(scsi_sbc_caw_max(dev, lu, NULL)));
+	json_object_set_new(caw, "refused", json_integer((json_int_t)lu->caw_refused));
+	json_object_set_new(caw, "backend_commands", json_integer((json_int_t)lu->caw_backend));
+	if (remote)
+		ws = scsi_atom_entry("backend", lu->thin ?
+			"zeroes: WRITE SAME(16) with UNMAP on the back end; other patterns written "
+			"by this gateway" : "zeroes: WRITE SAME(16) on the back end; other patterns "
+			"written by this gateway");
+	else
+		ws = scsi_atom_entry("local", lu->thin ?
+			"zeroes: hole punched in the backstore; other patterns written by this "
+			"gateway" : "written by this gateway (zeroes: zero range)");
+	if (lu->thin)
+		um = scsi_atom_entry(remote ? "backend" : "local", remote ?
+				     "UNMAP passed to the back end" :
+				     "holes punched in the backstore");
+	else
+		um = scsi_atom_entry("refused", !lu->conf.thin ? "the LU is not thin "
+				     "(\"thin\": false): LBPU 0, UNMAP refused with ILLEGAL "
+				     "REQUEST 20/00" : remote ? "the back end does not report thin "
+				     "provisioning (LBPME): LBPU 0, UNMAP refused" :
+				     "the backstore cannot deallocate: LBPU 0, UNMAP refused");
+	return json_pack("{s:o, s:o, s:o}", "compare_and_write", caw, "write_same", ws, "unmap",
+			 um);
+}
+
+
 /* ORWRITE(16): each block becomes old | data, atomically against other writers of the range
  * (SBC-3 5.10 without the XDWRITE/XPWRITE parity use; ORPROTECT needs protection information,
  * which no LU here has). */
@@ -754,8 +963,10 @@ static void scsi_sbc_orwrite_read(struct bs_io *io)
 int scsi_sbc_orwrite(struct scsi_cmd *cmd)
 {
 	struct scsi_lu *lu = cmd->lu;
+	enum scsi_atom mode;
 	struct scsi_rw rw;
 	struct scsi_job *j;
+	uint16_t owner;
 
 	if (cmd->core_priv)
 		goto start;
@@ -765,6 +976,10 @@ int scsi_sbc_orwrite(struct scsi_cmd *cmd)
 		scsi_cmd_invalid_cdb(cmd, 1, 7);	/* ORPROTECT */
 		return SCSI_CMD_DONE;
 	}
+	/* Read-modify-write like COMPARE AND WRITE: on a shared LU only its owner runs it. */
+	mode = scsi_sbc_atom(cmd->dev, lu, cmd->itn ? cmd->itn->port : NULL, false, &owner);
+	if (scsi_sbc_atom_refuse(cmd, mode, owner))
+		return SCSI_CMD_DONE;
 	if (scsi_lba_bad(cmd, rw.lba, rw.n))
 		return SCSI_CMD_DONE;
 	if (rw.n > scsi_sbc_max_xfer_blocks(lu)) {
@@ -786,7 +1001,24 @@ start:
 	return scsi_sbc_rmw_start(cmd, scsi_sbc_orwrite_read);
 }
 
+
 /* COMPARE AND WRITE */
+
+/* The back end compared and wrote, or said why not (MISCOMPARE with its offset): as it is. */
+static void scsi_sbc_caw_backend_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io->priv;
+
+	/* The back end refused the opcode without running it (bs->caw_blocks is now 0): the
+	 * command runs again, the way a LU without one does it. */
+	if (io->result == -EOPNOTSUPP && !cmd->lu->bs->caw_blocks) {
+		cmd->lu->caw_backend--;
+		scsi_cmd_rerun(cmd);
+		return;
+	}
+	scsi_sbc_io_ok(cmd);
+	scsi_sbc_finish(cmd);
+}
 
 static void scsi_sbc_caw_read(struct bs_io *io)
 {
@@ -795,9 +1027,18 @@ static void scsi_sbc_caw_read(struct bs_io *io)
 	struct scsi_lu *lu = cmd->lu;
 	uint32_t len = j->n << lu->block_shift;
 	uint8_t *want = j->buf + len;
+	uint16_t owner;
 	long d;
 
 	if (!scsi_sbc_io_ok(cmd)) {
+		scsi_sbc_finish(cmd);
+		return;
+	}
+	/* The LU moved to another gateway while the blocks were read: nothing is written, the
+	 * host retries through the new owner. */
+	if (scsi_sbc_atom(cmd->dev, lu, cmd->itn ? cmd->itn->port : NULL, false, &owner) ==
+	    SCSI_ATOM_ELSEWHERE) {
+		scsi_sbc_atom_refuse(cmd, SCSI_ATOM_ELSEWHERE, owner);
 		scsi_sbc_finish(cmd);
 		return;
 	}
@@ -820,10 +1061,19 @@ int scsi_sbc_compare_and_write(struct scsi_cmd *cmd)
 	uint64_t lba = scsi_get64(&c[2]);
 	uint32_t n = c[13];
 	struct scsi_job *j;
+	enum scsi_atom mode;
+	uint16_t owner;
+	int rc;
 
 	if (cmd->core_priv)
 		goto start;
 	cmd->cdb_xfer_len = (2 * n) << lu->block_shift;
+	mode = scsi_sbc_atom(cmd->dev, lu, cmd->itn ? cmd->itn->port : NULL, true, &owner);
+	if (mode == SCSI_ATOM_NONE) {
+		/* As any opcode the LU does not support: before the CDB is looked at. */
+		scsi_sbc_atom_refuse(cmd, mode, owner);
+		return SCSI_CMD_DONE;
+	}
 	if (c[1] & 0xe0) {
 		scsi_cmd_invalid_cdb(cmd, 1, 7);
 		return SCSI_CMD_DONE;
@@ -839,6 +1089,31 @@ int scsi_sbc_compare_and_write(struct scsi_cmd *cmd)
 	}
 	if (!n)
 		return SCSI_CMD_DONE;
+	if (scsi_sbc_atom_refuse(cmd, mode, owner))
+		return SCSI_CMD_DONE;
+	if (mode == SCSI_ATOM_BACKEND) {
+		if (n > lu->bs->caw_blocks) {
+			scsi_cmd_invalid_cdb(cmd, 13, -1);	/* over what VPD B0 says */
+			return SCSI_CMD_DONE;
+		}
+		/* No range lock: the back end serialises it against every writer, ours too. */
+		cmd->io.op = BS_WRITE;
+		cmd->io.offset = lba << lu->block_shift;
+		cmd->io.len = (uint64_t)n << lu->block_shift;
+		cmd->io.iov = cmd->iov;
+		cmd->io.iovcnt = cmd->iovcnt;
+		cmd->io.fua = (c[1] & 0x08) || !lu->wce;
+		cmd->io.done = scsi_sbc_caw_backend_done;
+		cmd->io.priv = cmd;
+		rc = bs_submit_caw(lu->bs, &cmd->io);
+		if (rc < 0) {
+			cmd->io.result = rc;
+			scsi_cmd_bs_error(cmd, rc);
+			return SCSI_CMD_DONE;
+		}
+		lu->caw_backend++;
+		return SCSI_CMD_ASYNC;
+	}
 	j = scsi_job_new(cmd, (size_t)(2 * n) << lu->block_shift, 0);
 	if (!j)
 		return SCSI_CMD_DONE;

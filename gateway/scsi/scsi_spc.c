@@ -125,14 +125,16 @@ static uint32_t scsi_vpd_devid(struct scsi_cmd *cmd, uint8_t *b, uint32_t room)
 	return n;
 }
 
-static uint32_t scsi_vpd_block_limits(struct scsi_lu *lu, uint8_t *b)
+static uint32_t scsi_vpd_block_limits(struct scsi_cmd *cmd, struct scsi_lu *lu, uint8_t *b)
 {
 	uint32_t gran = lu->block_size < 4096 ? 4096u >> lu->block_shift : 1;
 
 	memset(b, 0, 64);
 	b[1] = 0xb0;
 	b[3] = 0x3c;
-	b[5] = SCSI_MAX_CAW_BLOCKS;
+	/* The back end's limit when it does COMPARE AND WRITE, 0 where no gateway can make it
+	 * atomic (docs/CLUSTER.md, "Atomics"). */
+	b[5] = scsi_sbc_caw_max(cmd->dev, lu, cmd->itn ? cmd->itn->port : NULL);
 	scsi_put16(&b[6], (uint16_t)gran);
 	scsi_put32(&b[8], scsi_sbc_max_xfer_blocks(lu));
 	scsi_put32(&b[12], scsi_sbc_max_xfer_blocks(lu));
@@ -167,7 +169,7 @@ static int scsi_inq_vpd(struct scsi_cmd *cmd, uint8_t page, uint8_t *b, uint32_t
 		n = scsi_vpd_devid(cmd, b, room);
 		break;
 	case 0xb0:
-		n = scsi_vpd_block_limits(lu, b);
+		n = scsi_vpd_block_limits(cmd, lu, b);
 		break;
 	case 0xb1:
 		memset(b, 0, 64);
@@ -561,6 +563,13 @@ static bool scsi_op_has_sa(uint8_t opcode)
 	return known;
 }
 
+/* COMPARE AND WRITE is not reported where no gateway can make it atomic (VPD B0 says 0). */
+static bool scsi_rsoc_supported(const struct scsi_cmd *cmd, const struct scsi_op *op)
+{
+	return op->opcode != 0x89 || !cmd->lu ||
+	       scsi_sbc_caw_max(cmd->dev, cmd->lu, cmd->itn ? cmd->itn->port : NULL) > 0;
+}
+
 int scsi_spc_report_opcodes(struct scsi_cmd *cmd)
 {
 	const uint8_t *c = cmd->cdb;
@@ -583,6 +592,8 @@ int scsi_spc_report_opcodes(struct scsi_cmd *cmd)
 
 			if (n + 20 > sizeof(b))
 				break;
+			if (!scsi_rsoc_supported(cmd, op))
+				continue;
 			memset(d, 0, 8);
 			d[0] = op->opcode;
 			scsi_put16(&d[2], op->sa);
@@ -613,6 +624,8 @@ int scsi_spc_report_opcodes(struct scsi_cmd *cmd)
 	if (op && !(op->flags & SCSI_OPF_SA) && req_sa && opts != 1)
 		op = NULL;	/* a service action was named for an opcode that has none */
 	memset(b, 0, 4);
+	if (op && !scsi_rsoc_supported(cmd, op))
+		op = NULL;
 	if (!op) {
 		b[1] = 0x01;	/* not supported */
 		n = 4;

@@ -101,6 +101,9 @@ T_LOGIN_AUTHZ='Status: Authorization failure\(514\)'
 T_LOGIN_NOTFOUND='Status: Target not found\(515\)'
 T_LOGIN_MUTUAL='Invalid CHAP_R response from the target'
 T_SENSE_NO_LUN='ILLEGAL_REQUEST\(5\) ASCQ:LOGICAL_UNIT_NOT_SUPPORTED\(0x2500\)'
+# COMPARE AND WRITE through a gateway that is not the shared LU's owner (docs/CLUSTER.md,
+# "Atomics"), as isergw-alua caw prints it: NOT READY, TARGET PORT IN STANDBY STATE.
+T_SENSE_CAW_NOT_OWNER='CHECK CONDITION sense 02/04/0b'
 t_refused() {
 	local want=$1 out rc
 	shift

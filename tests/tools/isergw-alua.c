@@ -22,6 +22,12 @@
  *	LU's state on path n's own port group, or "down" when the path does not answer); at
  *	the end "poll: N samples, M with more than one ao". The fencing test's witness.
  *
+ *   isergw-alua [-i INITIATOR] caw URL LBA CMP WR [DIFF_AT]
+ *	one COMPARE AND WRITE of one block at LBA: the compare half is the byte CMP repeated
+ *	(with byte DIFF_AT inverted, when given), the write half the byte WR (both hex or
+ *	decimal). Prints "caw: GOOD" or "caw: CHECK CONDITION sense KK/AA/QQ info N" (N: the
+ *	INFORMATION field, "-" when not valid) and exits 0 or 1; unit attentions are retried.
+ *
  * Exit status: 0 all data verified, 1 data mismatch, 2 usage, 3 no path could log in, 4 no
  * path worked for 30 s.
  */
@@ -659,6 +665,80 @@ static int cmd_poll(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_caw(int argc, char **argv)
+{
+	unsigned char rc10[10] = { 0x25 }, cdb[16] = { 0x89 };
+	struct scsi_task *task = NULL;
+	struct iscsi_context *iscsi;
+	unsigned char *buf;
+	struct iscsi_data d;
+	uint64_t lba;
+	uint32_t bs;
+	int lun, ret = 1;
+
+	if (argc < 5 || argc > 6)
+		return 2;
+	iscsi = path_connect(argv[1], &lun);
+	if (!iscsi) {
+		fprintf(stderr, "caw: cannot log in to %s\n", argv[1]);
+		return 3;
+	}
+	task = cmd_in_retry(iscsi, lun, rc10, 10, 8);
+	if (!task || task->datain.size < 8) {
+		fprintf(stderr, "caw: READ CAPACITY(10) failed\n");
+		return 3;
+	}
+	bs = scsi_get_uint32(task->datain.data + 4);
+	scsi_free_scsi_task(task);
+	buf = malloc(2 * (size_t)bs);
+	if (!buf || bs < 512)
+		return 3;
+	memset(buf, (int)strtoul(argv[3], NULL, 0), bs);
+	memset(buf + bs, (int)strtoul(argv[4], NULL, 0), bs);
+	if (argc == 6)
+		buf[strtoul(argv[5], NULL, 0) % bs] ^= 0xff;
+	lba = strtoull(argv[2], NULL, 0);
+	for (int i = 0; i < 8; i++)
+		cdb[2 + i] = (unsigned char)(lba >> (56 - 8 * i));
+	cdb[13] = 1;
+	d.data = buf;
+	d.size = (int)(2 * bs);
+	for (int i = 0; i < 4; i++) {
+		task = scsi_create_task(16, cdb, SCSI_XFER_WRITE, (int)(2 * bs));
+		if (!task || !iscsi_scsi_command_sync(iscsi, lun, task, &d)) {
+			fprintf(stderr, "caw: no answer: %s\n", iscsi_get_error(iscsi));
+			ret = 3;
+			goto out;
+		}
+		if (task_ua(task) != 1)
+			break;
+		scsi_free_scsi_task(task);
+		task = NULL;
+	}
+	if (task && task->status == SCSI_STATUS_GOOD) {
+		printf("caw: GOOD\n");
+		ret = 0;
+	} else if (task && task->status == SCSI_STATUS_CHECK_CONDITION) {
+		const unsigned char *sb = task->datain.size > 2 + 7 ? task->datain.data + 2 : NULL;
+
+		printf("caw: CHECK CONDITION sense %02x/%02x/%02x info ", task->sense.key,
+		       (task->sense.ascq >> 8) & 0xff, task->sense.ascq & 0xff);
+		if (sb && (sb[0] & 0x7f) == 0x70 && (sb[0] & 0x80))
+			printf("%u\n", (unsigned)scsi_get_uint32(sb + 3));
+		else
+			printf("-\n");
+	} else if (task) {
+		printf("caw: status %#x\n", task->status);
+	}
+out:
+	if (task)
+		scsi_free_scsi_task(task);
+	free(buf);
+	iscsi_logout_sync(iscsi);
+	iscsi_destroy_context(iscsi);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	int c;
@@ -674,6 +754,12 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc && !strcmp(argv[optind], "info") && argc - optind == 2)
 		return cmd_info(argv[optind + 1]);
+	if (optind < argc && !strcmp(argv[optind], "caw")) {
+		int r = cmd_caw(argc - optind, argv + optind);
+
+		if (r != 2)
+			return r;
+	}
 	if (optind < argc && !strcmp(argv[optind], "poll")) {
 		int first = optind, r;
 
@@ -695,6 +781,7 @@ usage:
 	fprintf(stderr, "usage: isergw-alua [-i INITIATOR] info URL\n"
 		"       isergw-alua [-i INITIATOR] writer [-t SECONDS] [-f STOPFILE] [-n BLOCKS] "
 		"[-s SEED] URL_A URL_B\n"
-		"       isergw-alua [-i INITIATOR] poll [-p MS] [-t SECONDS] [-f STOPFILE] URL...\n");
+		"       isergw-alua [-i INITIATOR] poll [-p MS] [-t SECONDS] [-f STOPFILE] URL...\n"
+		"       isergw-alua [-i INITIATOR] caw URL LBA CMP WR [DIFF_AT]\n");
 	return 2;
 }

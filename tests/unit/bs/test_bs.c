@@ -238,3 +238,32 @@ Test(bs, remote_configuration_keeps_paths_and_policies)
 	bs_conf_free(&c);
 	cr_expect_null(c.remote);
 }
+
+/* COMPARE AND WRITE by the backstore: only a remote LUN whose back end has it does it; the
+ * others leave it to the SCSI core, and a refusal never calls back. */
+Test(bs, compare_and_write_is_the_backstores_only_when_it_says_so)
+{
+	struct bs_conf c = { .type = BS_TYPE_RAM, .size = 1 << 16, .block_size = 512,
+			     .threads = 1 };
+	uint8_t buf[1024];
+	struct iovec v = { buf, sizeof(buf) };
+	struct waiter w;
+	struct bs *b;
+
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	cr_expect_eq(b->caw_blocks, 0, "ram: the SCSI core compares and writes");
+	memset(&w, 0, sizeof(w));
+	w.io.offset = 0;
+	w.io.len = 512;
+	w.io.iov = &v;
+	w.io.iovcnt = 1;
+	w.io.done = on_done;
+	cr_expect_eq(bs_submit_caw(b, &w.io), -EOPNOTSUPP);
+	/* Claimed without ops behind it (a remote LUN's limit on a ram store): still refused. */
+	b->caw_blocks = 8;
+	cr_expect_eq(bs_submit_caw(b, &w.io), -EOPNOTSUPP);
+	gw_loop_run_once(&loop, 0);
+	cr_expect_eq(w.fired, 0);
+	cr_expect_eq(b->inflight, 0);
+	bs_destroy(b);
+}

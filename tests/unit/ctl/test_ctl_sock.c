@@ -182,8 +182,13 @@ Test(ctl_sock, a_remote_lun_shows_its_paths_in_config_and_status)
 	r = ask("{\"op\": \"state\"}");
 	luns = json_object_get(json_array_get(json_object_get(r, "targets"), 0), "luns");
 	cr_assert_eq(json_array_size(luns), 2);
-	cr_assert_null(json_object_get(json_array_get(luns, 0), "status"), "ram: no live status");
+	/* Every LU says how it does its atomics; a ram LU has nothing else to say. */
+	st = json_object_get(json_array_get(luns, 0), "status");
+	cr_assert_eq(json_object_size(st), 1, "ram: only its atomics");
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(json_object_get(
+		st, "atomics"), "compare_and_write"), "mode")), "local");
 	st = json_object_get(json_array_get(luns, 1), "status");
+	cr_assert_not_null(json_object_get(st, "atomics"), "remote: atomics too");
 	cr_assert_not_null(st, "remote: live status");
 	cr_assert_str_eq(json_string_value(json_object_get(st, "state")), "becoming-ready");
 	cr_assert_eq(json_array_size(json_object_get(st, "paths")), 1);

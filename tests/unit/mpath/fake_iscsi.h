@@ -64,7 +64,9 @@ struct fake_tgt {
 	uint32_t block_size;
 	bool hold;		/* I/O waits for fake_answer_held() */
 	struct fake_answer answer;	/* for I/O not held */
-	unsigned int logins, ios, reads, writes;
+	uint8_t caw_blocks;		/* VPD B0 MAXIMUM COMPARE AND WRITE LENGTH; 0: no page */
+	uint32_t sense_info;		/* CHECK CONDITION of I/O: INFORMATION in the sense bytes */
+	unsigned int logins, ios, reads, writes, caws;
 };
 
 static struct fake_tgt fake_tgt[FAKE_NTGT];
@@ -346,6 +348,15 @@ static int fake_answer_ctl(struct fake_tgt *tg, struct scsi_task *t)
 	memset(d, 0, sizeof(d));
 	switch (t->cdb[0]) {
 	case 0x12:		/* INQUIRY VPD 0x83: NAA 6 of the device, the port's group */
+		if ((t->cdb[1] & 0x01) && t->cdb[2] == 0xb0 && tg->caw_blocks) {
+			d[1] = 0xb0;	/* block limits: only MAXIMUM COMPARE AND WRITE LENGTH */
+			d[3] = 0x3c;
+			d[5] = tg->caw_blocks;
+			fake_datain(t, d, 64);
+			return SCSI_STATUS_GOOD;
+		}
+		if ((t->cdb[1] & 0x01) && (t->cdb[2] == 0xb0 || t->cdb[2] == 0xb2))
+			return fake_sense(t, 0x5, 0x24, 0x00);	/* no such page */
 		d[1] = 0x83;
 		d[3] = 20 + 8;
 		d[4] = 0x01;
@@ -395,6 +406,19 @@ static int fake_answer_io(struct fake_tgt *tg, struct scsi_task *t, const struct
 			       t->iovector_in.iov[i].iov_len);
 	} else if (t->cdb[0] == 0x8a) {
 		tg->writes++;
+	} else if (t->cdb[0] == 0x89) {
+		tg->caws++;
+	}
+	if (a->status == SCSI_STATUS_CHECK_CONDITION && tg->sense_info) {
+		/* As libiscsi keeps it: the 2-byte sense length, then fixed-format sense. */
+		uint32_t info = tg->sense_info;
+		uint8_t sb[2 + 18] = { 0, 18, 0xf0, 0, a->key, (uint8_t)(info >> 24),
+				       (uint8_t)(info >> 16), (uint8_t)(info >> 8), (uint8_t)info,
+				       10 };
+
+		sb[2 + 12] = a->asc;
+		sb[2 + 13] = a->ascq;
+		fake_datain(t, sb, sizeof(sb));
 	}
 	if (a->status == SCSI_STATUS_CHECK_CONDITION)
 		return fake_sense(t, a->key, a->asc, a->ascq);

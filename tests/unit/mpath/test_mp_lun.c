@@ -57,7 +57,7 @@ static void wait_ms(uint64_t ms)
 	} while (fake_now < end);
 }
 
-static void open_lun(const char *failback, const char *no_path_retry)
+static void open_lun_caw(const char *failback, const char *no_path_retry, uint8_t caw)
 {
 	struct mp_conf conf;
 	struct gw_errlist errs = { 0 };
@@ -65,6 +65,8 @@ static void open_lun(const char *failback, const char *no_path_retry)
 	fake_iscsi_reset();
 	fake_tgt[PORT_A].alua_state = 0x0;
 	fake_tgt[PORT_B].alua_state = 0x1;
+	fake_tgt[PORT_A].caw_blocks = caw;
+	fake_tgt[PORT_B].caw_blocks = caw;
 	cr_assert_eq(gw_loop_init(&loop), 0);
 	cr_assert_eq(mp_conf_defaults(&conf), 0);
 	free(conf.failback);
@@ -84,6 +86,11 @@ static void open_lun(const char *failback, const char *no_path_retry)
 	cr_assert_eq(mp_lun_state(lun), MP_LUN_READY);
 	cr_assert_eq(lun->paths[PORT_A].state, MP_PATH_ACTIVE);
 	cr_assert_eq(lun->paths[PORT_B].state, MP_PATH_ACTIVE);
+}
+
+static void open_lun(const char *failback, const char *no_path_retry)
+{
+	open_lun_caw(failback, no_path_retry, 0);
 }
 
 static void teardown(void)
@@ -322,4 +329,138 @@ Test(mp_lun, an_io_failing_every_path_in_turn_ends)
 	cr_assert_eq(h.done, 1);
 	expect_nopath_sense(&h);
 	cr_expect_gt(h.io.redrives, 2);
+}
+
+/* COMPARE AND WRITE on the back end (issue 12, "Coherent atomics") */
+
+static void submit_caw(struct host_io *h)
+{
+	memset(h, 0, sizeof(*h));
+	memset(h->buf, 0x11, FAKE_BLOCK);
+	memset(h->buf + FAKE_BLOCK, 0x22, FAKE_BLOCK);
+	h->iov.iov_base = h->buf;
+	h->iov.iov_len = 2 * FAKE_BLOCK;
+	h->io.op = MP_COMPARE_AND_WRITE;
+	h->io.offset = 8 * FAKE_BLOCK;
+	h->io.len = FAKE_BLOCK;
+	h->io.iov = &h->iov;
+	h->io.iovcnt = 1;
+	h->io.done = host_done;
+	cr_assert_eq(mp_lun_submit(lun, &h->io), 0);
+	pump();
+}
+
+Test(mp_lun, caw_is_refused_when_the_back_end_has_none)
+{
+	struct mp_lun_caps caps;
+	struct host_io h = { 0 };
+
+	open_lun("immediate", "fail");
+	mp_lun_caps(lun, &caps);
+	cr_assert(caps.known);
+	cr_assert_eq(caps.caw_blocks, 0, "no VPD B0: no COMPARE AND WRITE");
+	cr_assert(!caps.vpd_b2);
+	h.io.op = MP_COMPARE_AND_WRITE;
+	h.io.len = FAKE_BLOCK;
+	h.io.iov = &h.iov;
+	h.io.done = host_done;
+	cr_assert_eq(mp_lun_submit(lun, &h.io), -EOPNOTSUPP);
+	cr_assert_eq(h.done, 0, "refused at submit: never called back");
+}
+
+Test(mp_lun, caw_goes_to_the_back_end_and_its_miscompare_comes_back_as_it_was)
+{
+	struct mp_lun_caps caps;
+	struct host_io h;
+
+	open_lun_caw("immediate", "fail", 8);
+	mp_lun_caps(lun, &caps);
+	cr_assert_eq(caps.caw_blocks, 8, "VPD B0's MAXIMUM COMPARE AND WRITE LENGTH");
+	submit_caw(&h);
+	cr_assert_eq(h.done, 1);
+	cr_assert_eq(h.io.result, 0);
+	cr_assert_eq(fake_tgt[PORT_A].caws, 1, "one COMPARE AND WRITE on the optimized port");
+	/* The back end's MISCOMPARE with the offset in INFORMATION, byte for byte. */
+	fake_tgt[PORT_A].answer = (struct fake_answer){ SCSI_STATUS_CHECK_CONDITION, 0x0e, 0x1d,
+							 0x00 };
+	fake_tgt[PORT_A].sense_info = 300;
+	submit_caw(&h);
+	cr_assert_eq(h.done, 1);
+	cr_assert_eq(h.io.result, -EREMOTEIO);
+	cr_assert_eq(h.io.status, SCSI_STATUS_CHECK_CONDITION);
+	cr_assert_eq(h.io.sense[0], 0xf0, "VALID and fixed format kept");
+	cr_assert_eq(h.io.sense[2] & 0x0f, 0x0e);
+	cr_assert_eq(h.io.sense[12], 0x1d);
+	cr_assert_eq(((uint32_t)h.io.sense[3] << 24 | (uint32_t)h.io.sense[4] << 16 |
+		      (uint32_t)h.io.sense[5] << 8 | h.io.sense[6]), 300,
+		     "INFORMATION: the offset of the first differing byte");
+	cr_assert_eq(fake_tgt[PORT_A].caws + fake_tgt[PORT_B].caws, 2, "never sent twice");
+}
+
+Test(mp_lun, caw_in_flight_when_its_path_dies_is_not_sent_again)
+{
+	struct host_io h;
+
+	open_lun_caw("immediate", "fail", 8);
+	fake_tgt[PORT_A].hold = true;
+	submit_caw(&h);
+	cr_assert_eq(fake_held(PORT_A), 1, "the COMPARE AND WRITE is on port A");
+	/* The connection drops with it outstanding: it may have run. */
+	fake_answer_held(PORT_A, (struct fake_answer){ .status = SCSI_STATUS_ERROR });
+	pump();
+	cr_assert_eq(h.done, 1);
+	cr_assert_eq(h.io.result, -EREMOTEIO);
+	cr_assert_eq(h.io.sense[2] & 0x0f, MP_UNSURE_KEY, "ABORTED COMMAND: the host retries");
+	cr_assert_eq(h.io.sense[12], MP_UNSURE_ASC);
+	cr_assert_eq(h.io.sense[13], MP_UNSURE_ASCQ);
+	cr_assert_eq(fake_tgt[PORT_B].caws, 0, "not re-driven on the other path");
+	cr_assert_eq(lun->unsure_failed, 1);
+}
+
+Test(mp_lun, caw_the_back_end_did_not_run_is_retried)
+{
+	struct host_io h;
+
+	open_lun_caw("immediate", "fail", 8);
+	/* BUSY: the back end did not run it; once it answers GOOD the host sees GOOD. */
+	fake_tgt[PORT_A].hold = true;
+	submit_caw(&h);
+	fake_answer_held(PORT_A, (struct fake_answer){ .status = SCSI_STATUS_BUSY });
+	fake_tgt[PORT_A].hold = false;
+	wait_ms(2000);
+	cr_assert_eq(h.done, 1);
+	cr_assert_eq(h.io.result, 0, "retried after BUSY");
+	/* ABORTED COMMAND may follow a write: passed to the host, not run again. */
+	fake_tgt[PORT_A].answer = (struct fake_answer){ SCSI_STATUS_CHECK_CONDITION, 0x0b, 0x47,
+							 0x00 };
+	fake_tgt[PORT_A].caws = 0;
+	submit_caw(&h);
+	wait_ms(500);
+	cr_assert_eq(h.done, 1);
+	cr_assert_eq(h.io.result, -EREMOTEIO);
+	cr_assert_eq(h.io.sense[2] & 0x0f, 0x0b);
+	cr_assert_eq(fake_tgt[PORT_A].caws + fake_tgt[PORT_B].caws, 1, "sent once");
+}
+
+Test(mp_lun, caw_the_back_end_lists_but_refuses_is_not_sent_again)
+{
+	struct mp_lun_caps caps;
+	struct host_io h;
+
+	/* tgtd: a length in VPD B0, INVALID COMMAND OPERATION CODE for the command. */
+	open_lun_caw("immediate", "fail", 128);
+	fake_tgt[PORT_A].answer = (struct fake_answer){ SCSI_STATUS_CHECK_CONDITION, 0x05, 0x20,
+							 0x00 };
+	submit_caw(&h);
+	cr_assert_eq(h.done, 1);
+	cr_assert_eq(h.io.result, -EOPNOTSUPP, "not run: the caller does it itself");
+	mp_lun_caps(lun, &caps);
+	cr_assert_eq(caps.caw_blocks, 0, "learned");
+	memset(&h, 0, sizeof(h));
+	h.io.op = MP_COMPARE_AND_WRITE;
+	h.io.len = FAKE_BLOCK;
+	h.io.iov = &h.iov;
+	h.io.done = host_done;
+	cr_assert_eq(mp_lun_submit(lun, &h.io), -EOPNOTSUPP, "never sent again");
+	cr_assert_eq(fake_tgt[PORT_A].caws + fake_tgt[PORT_B].caws, 1);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "scsi_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -554,4 +555,161 @@ Test(scsi_sbc, provisioning_advertised_is_provisioning_accepted)
 	lbp_check(true, false);
 	lbp_check(false, true);
 	lbp_check(false, false);
+}
+
+/* Atomics across gateways (docs/CLUSTER.md, "Atomics") */
+
+static const char *atom_mode(uint64_t lun, const char *op)
+{
+	static char mode[16];
+	json_t *a = scsi_dev_lu_atomics(e.dev, lun);
+
+	cr_assert_not_null(a);
+	snprintf(mode, sizeof(mode), "%s",
+		 json_string_value(json_object_get(json_object_get(a, op), "mode")));
+	json_decref(a);
+	return mode;
+}
+
+static json_int_t atom_int(uint64_t lun, const char *key)
+{
+	json_t *a = scsi_dev_lu_atomics(e.dev, lun);
+	json_int_t v = json_integer_value(json_object_get(json_object_get(a, "compare_and_write"),
+							   key));
+
+	json_decref(a);
+	return v;
+}
+
+static uint8_t vpd_b0_max_caw(void)
+{
+	uint8_t b[64];
+	struct tcmd t;
+
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0x12, 0x01, 0xb0, 0, 64, 0), b, sizeof(b),
+			      SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(b[1], 0xb0);
+	return b[5];
+}
+
+/* The cluster's groups: this gateway's 1 (and 2), another gateway's 3. */
+static void join_cluster(void)
+{
+	const struct scsi_tpg_conf g[] = { { 1, SCSI_ALUA_AO }, { 3, SCSI_ALUA_AO } };
+
+	cr_assert_eq(scsi_dev_set_groups(e.dev, g, 2), 0);
+}
+
+static int caw(struct scsi_itn *itn, uint8_t lba, uint8_t from, uint8_t to, struct tcmd *t)
+{
+	uint8_t buf[1024];
+
+	memset(buf, from, 512);
+	memset(buf + 512, to, 512);
+	return tcmd_run(&e, t, itn, 0, CDB(0x89, 0, 0, 0, 0, 0, 0, 0, 0, lba, 0, 0, 0, 1, 0, 0),
+			buf, sizeof(buf), SCSI_DIR_WRITE);
+}
+
+Test(scsi_sbc, a_single_gateway_does_its_atomics_itself)
+{
+	struct tcmd t;
+
+	cr_assert_str_eq(atom_mode(0, "compare_and_write"), "local");
+	cr_assert_str_eq(atom_mode(0, "write_same"), "local");
+	cr_assert_str_eq(atom_mode(0, "unmap"), "local", "LU 0 is thin");
+	cr_assert_str_eq(atom_mode(1, "unmap"), "refused", "LU 1 is not");
+	cr_assert_eq(vpd_b0_max_caw(), 64);
+	memset(&t, 0, sizeof(t));
+	cr_assert_eq(caw(e.a, 50, 0, 0x22, &t), SCSI_GOOD);
+	cr_assert_eq(atom_int(0, "refused"), 0);
+}
+
+Test(scsi_sbc, in_a_cluster_caw_runs_only_where_the_lu_is_active_optimized)
+{
+	uint8_t d[512], r[512];
+	struct tcmd t;
+
+	join_cluster();
+	/* Another gateway (group 3) owns LU 0: this one is non-optimized for it. */
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 3, false, "gw-b"), 0);
+	tenv_clear_ua(&e, e.a, 0);
+	memset(d, 0x11, sizeof(d));
+	cr_assert_eq(write10(0, 40, 1, d, sizeof(d), &t), SCSI_GOOD, "plain I/O is served");
+	caw(e.a, 40, 0x11, 0x22, &t);
+	cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0b);
+	cr_assert_eq(read10(0, 40, 1, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[0], 0x11, "nothing written through the non-owner");
+	cr_assert_str_eq(atom_mode(0, "compare_and_write"), "refused");
+	cr_assert_eq(atom_int(0, "refused"), 1, "counted");
+	cr_assert_eq(vpd_b0_max_caw(), 64, "advertised: the owner runs it");
+	/* ORWRITE is a read-modify-write too. */
+	tcmd_run(&e, &t, e.a, 0, CDB(0x8b, 0, 0, 0, 0, 0, 0, 0, 0, 40, 0, 0, 0, 1, 0, 0), d, 512,
+		 SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0b);
+
+	/* The LU moves here: executed, and the status says so. */
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 1, false, "gw-a"), 0);
+	tenv_clear_ua(&e, e.a, 0);
+	cr_assert_str_eq(atom_mode(0, "compare_and_write"), "owner");
+	cr_assert_eq(caw(e.a, 40, 0x11, 0x22, &t), SCSI_GOOD);
+	cr_assert_eq(read10(0, 40, 1, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[0], 0x22);
+	/* Through this gateway's other port (group 2, non-optimized): refused. */
+	{
+		struct scsi_itn *c = scsi_itn_create(e.dev, e.port2,
+						     "iqn.2026-01.org.test:c,i,0x23d000000003",
+						     "iqn.2026-01.org.test:c");
+
+		cr_assert_not_null(c);
+		tenv_clear_ua(&e, c, 0);
+		caw(c, 40, 0x22, 0x33, &t);
+		cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0b);
+	}
+	/* Taking over (pending): transitioning refuses media access as before. */
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 1, true, "gw-a"), 0);
+	tenv_clear_ua(&e, e.a, 0);
+	caw(e.a, 40, 0x22, 0x33, &t);
+	cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0a);
+}
+
+Test(scsi_sbc, a_caw_whose_lu_moves_away_while_it_reads_writes_nothing)
+{
+	uint8_t d[512], r[512], buf[1024];
+	struct tcmd t, c;
+
+	join_cluster();
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 1, false, "gw-a"), 0);
+	tenv_clear_ua(&e, e.a, 0);
+	memset(d, 0x11, sizeof(d));
+	cr_assert_eq(write10(0, 41, 1, d, sizeof(d), &t), SCSI_GOOD);
+	memset(buf, 0x11, 512);
+	memset(buf + 512, 0x44, 512);
+	tcmd_prep(&e, &c, e.a, 0, CDB(0x89, 0, 0, 0, 0, 0, 0, 0, 0, 41, 0, 0, 0, 1, 0, 0), buf,
+		  sizeof(buf), SCSI_DIR_WRITE);
+	scsi_cmd_submit(&c.cmd);
+	/* Before its read completes, another gateway becomes the owner. */
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 3, false, "gw-b"), 0);
+	tcmd_wait(&e, &c);
+	cr_assert_eq(c.cmd.status, SCSI_CHECK_CONDITION);
+	cr_assert_eq(c.sense_key, SCSI_SK_NOT_READY);
+	tenv_clear_ua(&e, e.a, 0);
+	cr_assert_eq(read10(0, 41, 1, r, sizeof(r), &t), SCSI_GOOD);
+	cr_assert_eq(r[0], 0x11, "the write half never reached the medium");
+}
+
+Test(scsi_sbc, with_several_optimized_groups_caw_is_neither_advertised_nor_run)
+{
+	uint8_t b[64];
+	struct tcmd t;
+
+	/* Groups listed without an owner for the LU: 1, 2 and 3 all active/optimized. */
+	join_cluster();
+	tenv_clear_ua(&e, e.a, 0);
+	cr_assert_eq(vpd_b0_max_caw(), 0);
+	cr_assert_eq(tcmd_run(&e, &t, e.a, 0, CDB(0xa3, 0x0c, 0x01, 0x89, 0, 0, 0, 0, 0, 64, 0,
+						 0), b, sizeof(b), SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(b[1] & 0x07, 0x01, "REPORT SUPPORTED OPERATION CODES: not supported");
+	caw(e.a, 42, 0, 0x22, &t);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+	cr_assert_str_eq(atom_mode(0, "compare_and_write"), "refused");
 }
