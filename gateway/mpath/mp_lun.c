@@ -3,10 +3,8 @@
  * A remote LUN: its paths, the path group in use, and the queues an I/O moves through
  * (dispatch, in flight on a path, delayed retry, waiting for a path, done). Every I/O is
  * dispatched and completed from the LUN's defer, never inside a libiscsi callback or inside
- * mp_lun_submit(); a path whose socket was just serviced runs that defer's work at once
- * (mp_lun_serviced), so a completion read from the back end reaches the host in the same loop
- * round. One timer per LUN ticks the paths (logins, deadlines, checker, silent-path probe),
- * the retries, failback after N seconds, no_path_retry and the shutdown drain.
+ * mp_lun_submit(). One timer per LUN ticks the paths (logins, deadlines, checker, silent-path
+ * probe), the retries, failback after N seconds, no_path_retry and the shutdown drain.
  */
 #include <errno.h>
 #include <limits.h>
@@ -298,9 +296,6 @@ static void mp_lun_defer_fn(struct gw_defer *d)
 		gw_list_del(&io->node);
 		mp_lun_dispatch(lun, io);
 	}
-	/* What was dispatched goes out now, a loop round sooner than the paths' own defers. */
-	for (size_t i = 0; i < lun->npaths; i++)
-		mp_path_flush(&lun->paths[i]);
 	/* done may submit again (and queue more): take this batch first. */
 	gw_list_init(&batch);
 	mp_lun_splice(&batch, &lun->doneq);
@@ -356,14 +351,6 @@ static void mp_lun_tick_fn(struct gw_timer *t)
 
 static void mp_lun_bury(struct mp_lun *lun, struct iscsi_context *ctx);
 
-static void mp_lun_serviced(struct mp_lun *lun)
-{
-	if (!lun->defer.queued || lun->destroying)
-		return;
-	gw_defer_cancel(&lun->defer);
-	mp_lun_defer_fn(&lun->defer);
-}
-
 /* What the paths report back (mp_priv.h): registered with each path at mp_path_init. */
 static const struct mp_path_owner_ops mp_lun_path_owner = {
 	.changed = mp_lun_path_changed,
@@ -372,7 +359,6 @@ static const struct mp_path_owner_ops mp_lun_path_owner = {
 	.complete = mp_lun_complete,
 	.check_identity = mp_lun_check_identity,
 	.bury = mp_lun_bury,
-	.serviced = mp_lun_serviced,
 };
 
 int mp_lun_create(struct gw_loop *loop, const struct mp_conf *conf, uint32_t block_size,

@@ -349,8 +349,7 @@ static void mp_path_sync_watch(struct mp_path *p)
 	want = iscsi_which_events(p->ctx);
 	if (want & POLLIN)
 		ev |= EPOLLIN | EPOLLRDHUP;
-	/* A queued flush writes before the loop waits again: EPOLLOUT only if that fails. */
-	if ((want & POLLOUT) && !p->flush.queued)
+	if (want & POLLOUT)
 		ev |= EPOLLOUT;
 	/* 0: libiscsi wants a pause; the LUN's tick asks again. */
 	if (gw_watch_set(&p->w, ev) < 0) {
@@ -415,44 +414,28 @@ static void mp_path_refuse(struct mp_path *p, const char *msg)
 	p->owner->changed(lun, p);
 }
 
-/* One iscsi_service() of the path's context; false when the path failed in it (p->ctx is
- * gone, the teardown is queued). */
-static bool mp_path_service(struct mp_path *p, uint32_t events)
+static void mp_path_watch_fn(struct gw_watch *w, uint32_t events)
 {
+	struct mp_path *p = gw_container_of(w, struct mp_path, w);
 	struct iscsi_context *ctx = p->ctx;
 	int rc;
 
+	if (!ctx)
+		return;
 	rc = iscsi_service(ctx, (int)(events & (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP)));
 	if (p->ctx != ctx)
-		return false;	/* failed from one of its callbacks */
+		return;		/* failed from one of its callbacks */
 	if (rc < 0) {
 		mp_path_fail(p, "connection error: %s", iscsi_get_error(ctx));
-		return false;
+		return;
 	}
 	/* With reconnect off, libiscsi cancels the commands of a dead connection and keeps
 	 * the fd: the hang-up itself is our signal. */
 	if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
 		mp_path_fail(p, "connection closed by %s", p->portal);
-		return false;
-	}
-	return true;
-}
-
-static void mp_path_watch_fn(struct gw_watch *w, uint32_t events)
-{
-	struct mp_path *p = gw_container_of(w, struct mp_path, w);
-
-	if (!p->ctx || !mp_path_service(p, events))
 		return;
-	/* What reading made libiscsi queue (Data-Out PDUs for an R2T, the answer to a NOP-In)
-	 * goes out with this round's commands, as they do (mp_path_flush_fn). */
-	if (!p->iser && (events & EPOLLIN) && !(events & EPOLLOUT) && !(p->w.events & EPOLLOUT) &&
-	    (iscsi_which_events(p->ctx) & POLLOUT))
-		gw_defer_queue(p->lun->loop, &p->flush);
+	}
 	mp_path_sync_watch(p);
-	/* Last: what completed is handed back now rather than a loop round later; the owner
-	 * may tear the path down from there. */
-	p->owner->serviced(p->lun);
 }
 
 /*
@@ -460,22 +443,13 @@ static void mp_path_watch_fn(struct gw_watch *w, uint32_t events)
  * away: the socket is nearly always writable, so the watch stays at EPOLLIN and each command
  * is spared two epoll_ctl calls and a loop round trip. What the socket does not take waits for
  * EPOLLOUT as before (mp_path_sync_watch). iSER contexts keep libiscsi's own event handling.
- * The LUN runs it straight after it dispatched (mp_path_flush); the defer catches the rest.
  */
 static void mp_path_flush_fn(struct gw_defer *d)
 {
 	struct mp_path *p = gw_container_of(d, struct mp_path, flush);
 
-	if (p->ctx && p->w.fd >= 0 && mp_path_service(p, EPOLLOUT))
-		mp_path_sync_watch(p);
-}
-
-void mp_path_flush(struct mp_path *p)
-{
-	if (!p->flush.queued)
-		return;
-	gw_defer_cancel(&p->flush);
-	mp_path_flush_fn(&p->flush);
+	if (p->ctx && p->w.fd >= 0)
+		mp_path_watch_fn(&p->w, EPOLLOUT);
 }
 
 /* Control commands: the probe at login and the checker. */

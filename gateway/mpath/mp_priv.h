@@ -73,9 +73,6 @@ struct mp_path_owner_ops {
 	int (*check_identity)(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len);
 	/* Destroys ctx (already disconnected) MP_ISER_GRAVE_MS from now. */
 	void (*bury)(struct mp_lun *lun, struct iscsi_context *ctx);
-	/* The path's socket was serviced (outside libiscsi's callbacks): what completed in it
-	 * may be handed back now. Called last; the path may be gone when it returns. */
-	void (*serviced)(struct mp_lun *lun);
 };
 
 struct mp_path {
@@ -232,11 +229,8 @@ void mp_path_tick(struct mp_path *p, uint64_t now_ms);
 /* Marks the path failed (reason logged once), tears its session down from a defer and
  * schedules a reconnect. I/O in flight on it goes back through owner->redrive. */
 void mp_path_fail(struct mp_path *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Sends io on p; < 0: not sent (p was failed), the caller re-dispatches. TCP: the command is
- * written by mp_path_flush, or at the end of the loop round. */
+/* Sends io on p; < 0: not sent (p was failed), the caller re-dispatches. */
 int mp_path_send(struct mp_path *p, struct mp_io *io);
-/* Writes what mp_path_send queued on p now (nothing if nothing is queued). */
-void mp_path_flush(struct mp_path *p);
 json_t *mp_path_status(const struct mp_path *p, uint64_t now_ms);
 json_t *mp_url_public(const char *url);
 /* url without the CHAP password of its user%password@ part (malloc'd; NULL without memory). */

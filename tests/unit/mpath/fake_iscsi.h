@@ -22,8 +22,7 @@
  * watches on the test's gw_loop. A command is then "unsent" until an iscsi_service() with
  * POLLOUT writes it (iscsi_which_events() asks for POLLOUT meanwhile, as libiscsi does);
  * fake_fd_answer() makes the socket readable, and the next iscsi_service() with POLLIN
- * delivers the answer of every command written. A context with read_queues_out set queues
- * something to write whenever it reads (as an R2T makes libiscsi queue Data-Out PDUs).
+ * delivers the answer of every command written. A context with full set takes nothing.
  */
 #ifndef FAKE_ISCSI_H
 #define FAKE_ISCSI_H
@@ -100,8 +99,6 @@ struct iscsi_context {
 	char err[96];
 	int slot;
 	int fd;				/* fake_fds: the "socket", -1 before connect */
-	bool want_out;			/* something other than a command waits to be written */
-	bool read_queues_out;		/* each POLLIN service queues something to write */
 	bool full;			/* the socket takes nothing: POLLOUT services write nothing */
 	unsigned int writes;		/* POLLOUT services that wrote something */
 	unsigned int services;		/* iscsi_service() calls */
@@ -302,7 +299,7 @@ static bool fake_unsent(const struct iscsi_context *c)
 	for (const struct fake_cmd *cmd = c->cmds; cmd; cmd = cmd->next)
 		if (!cmd->sent)
 			return true;
-	return c->want_out;
+	return false;
 }
 
 int iscsi_which_events(struct iscsi_context *c)
@@ -324,7 +321,6 @@ int iscsi_service(struct iscsi_context *c, int revents)
 		return 0;
 	if ((revents & POLLOUT) && fake_unsent(c) && !c->full) {
 		c->writes++;
-		c->want_out = false;
 		for (struct fake_cmd *cmd = c->cmds; cmd; cmd = cmd->next)
 			cmd->sent = true;
 	}
@@ -336,8 +332,6 @@ int iscsi_service(struct iscsi_context *c, int revents)
 		if (read(c->fd, &v, sizeof(v)) < 0)
 			return 0;	/* not readable: nothing came */
 	}
-	if (c->read_queues_out)
-		c->want_out = true;
 	for (;;) {
 		struct fake_cmd **pp = &c->cmds, *cmd;
 		int st = -1;

@@ -4,7 +4,7 @@
  * a LUN: login and identity probe, what each answer to an I/O makes the path do (mp_classify's
  * verdicts acted on: complete, pass the sense up, retry, fail the path and re-drive), the
  * checker, an I/O that never comes back, and the reconnect backoff; on a socket (the fake's
- * eventfd), how many loop rounds and EPOLLOUT watches a command costs.
+ * eventfd), a command the socket does not take waits for EPOLLOUT.
  */
 #include "fake_iscsi.h"
 
@@ -12,7 +12,7 @@
 
 /* The owner: records what the path reports. */
 static struct {
-	int changed, redrives, retries, completes, buried, serviced;
+	int changed, redrives, retries, completes, buried;
 	bool last_redrive_path_failure;
 	uint64_t last_retry_at;
 	struct mp_io *last;
@@ -65,12 +65,6 @@ static void rec_bury(struct mp_lun *lun, struct iscsi_context *ctx)
 	iscsi_destroy_context(ctx);
 }
 
-static void rec_serviced(struct mp_lun *lun)
-{
-	(void)lun;
-	rec.serviced++;
-}
-
 static const struct mp_path_owner_ops rec_owner = {
 	.changed = rec_changed,
 	.redrive = rec_redrive,
@@ -78,7 +72,6 @@ static const struct mp_path_owner_ops rec_owner = {
 	.complete = rec_complete,
 	.check_identity = rec_check_identity,
 	.bury = rec_bury,
-	.serviced = rec_serviced,
 };
 
 static struct gw_loop loop;
@@ -370,7 +363,7 @@ Test(mp_path, failed_logins_back_off_exponentially_with_jitter)
 	cr_expect_leq(path.next_attempt_ms - fake_now, base);
 }
 
-/* On a socket: the loop rounds and watches a command costs. */
+/* On a socket (the fake's eventfd). */
 
 static void fd_bring_up(void)
 {
@@ -378,57 +371,6 @@ static void fd_bring_up(void)
 	bring_up();
 	cr_assert_geq(path.w.fd, 0);
 	cr_assert_eq(path.w.events & EPOLLOUT, 0u, "an idle path watches for input only");
-}
-
-Test(mp_path, a_command_is_written_in_the_round_it_was_queued)
-{
-	struct iscsi_context *c;
-	struct mp_io io;
-	unsigned int w0;
-
-	fd_bring_up();
-	c = path.ctx;
-	w0 = c->writes;
-	read_io(&io);
-	cr_expect_eq(c->writes, w0, "queued, not written, while the round goes on");
-	cr_expect_eq(path.w.events & EPOLLOUT, 0u, "no EPOLLOUT watch for a queued command");
-	gw_loop_run_once(&loop, 0);
-	cr_expect_eq(c->writes, w0 + 1, "written at the end of the round");
-	cr_expect_eq(path.w.events & EPOLLOUT, 0u);
-
-	rec.serviced = 0;
-	fake_fd_answer(c);
-	gw_loop_run_once(&loop, 0);
-	cr_expect_eq(rec.completes, 1, "the answer is read in the round it arrives");
-	cr_expect_eq(io.result, 0);
-	cr_expect_eq(buf[0], 'A');
-	cr_expect_eq(rec.serviced, 1, "the owner hears the socket was serviced");
-}
-
-/* An R2T makes libiscsi queue Data-Out PDUs while it reads: they go out with the round's
- * commands, without an EPOLLOUT watch (two epoll_ctl calls) and a loop round of their own. */
-Test(mp_path, what_reading_queues_goes_out_at_the_end_of_the_round)
-{
-	struct iscsi_context *c;
-	struct mp_io io;
-	unsigned int w0;
-
-	fd_bring_up();
-	c = path.ctx;
-	c->read_queues_out = true;
-	read_io(&io);
-	gw_loop_run_once(&loop, 0);
-	w0 = c->writes;
-	fake_fd_answer(c);
-	gw_loop_run_once(&loop, 0);
-	cr_expect_eq(rec.completes, 1);
-	cr_expect(c->want_out, "reading queued something to write");
-	cr_expect(path.flush.queued, "written by the round's flush");
-	cr_expect_eq(path.w.events & EPOLLOUT, 0u, "not after an EPOLLOUT watch");
-	gw_loop_run_once(&loop, 0);
-	cr_expect_eq(c->writes, w0 + 1);
-	cr_expect_not(c->want_out);
-	cr_expect_eq(path.w.events & EPOLLOUT, 0u);
 }
 
 /* A socket that takes nothing: the path waits for EPOLLOUT, and writes when it comes. */
