@@ -17,13 +17,17 @@
 #    to "main: ready" (portals open, READY=1), and its stop. Goal: under 3 s (gateway.boot_wait
 #    2 s bounds the wait for the back ends' first logins).
 # 3. Proxy cost: the host reading (and writing) through the gateway (host -> gateway -> tgtd b1,
-#    one path) against the host reading tgtd b1 directly, same run, alternating order. Goal: 80%
-#    of direct IOPS at 4 KiB QD 32 and 90% of direct MiB/s at 512 KiB.
+#    one path) against the host reading tgtd b1 directly, same run, rotating order. Goal: 90%
+#    of direct IOPS at 4 KiB QD 32 and of direct MiB/s at 512 KiB. The same gateway also serves
+#    a local LUN (file backstore on the back end's tmpfs file) that the same client measures in
+#    the same rotation: the gateway's CPU per I/O (utime+stime of isergwd over the run, from
+#    /proc/PID/stat, divided by the I/Os) is shown for the proxied and for the local I/O.
 #
 # Environment: BUILD; BENCH_SECS (seconds per proxy run [10]), BENCH_RUNS (runs per proxy row
 # and side, and per cut kind [2]), BENCH_MPATH_OUT (Markdown [$BUILD/bench-mpath.md]),
 # BENCH_MPATH_PARTS (a subset of "cut boot proxy" [all]), BENCH_PERF=1 (perf record -g of the
-# gateway during the proxy rows, into the run folder).
+# gateway during the proxy rows, into the run folder), BENCH_PROXY_ROWS (a subset of the proxy
+# rows by name [all]).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/mpath.sh"
@@ -37,6 +41,7 @@ GWD=$T_BUILD/isergwd
 TARGET=isergwd
 
 t_begin bench-mpath
+LOAD0=$(cut -d ' ' -f 1-3 /proc/loadavg)
 SFX=$$
 NS_GW=mbgw$SFX NS_B=mbbe$SFX NS_BH=mbbh$SFX
 IQN_B=iqn.2026-11.org.isergw:bench-be
@@ -236,55 +241,98 @@ done
 
 # ---- 3. proxy cost ----------------------------------------------------------------------------
 
-echo "| workload | direct IOPS | direct MiB/s | via gateway IOPS | via gateway MiB/s | gateway/direct | goal |" >"$TABLE_PROXY"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | --- |" >>"$TABLE_PROXY"
-gw_conf "$T_DIR/proxy.json" "$(remote_lun 0 "" "$URL_B1")"
+# The gateway's CPU time in clock ticks (utime+stime, all threads): `ip netns exec` execs it, so
+# GW_PID is isergwd itself.
+CLK_TCK=$(getconf CLK_TCK)
+GW_LOCAL_URL=iscsi://127.0.0.1:3260/$GW_IQN/1
+
+# cpu_per_io TICKS0 TICKS1 IOS: microseconds of CPU per I/O.
+cpu_per_io() {
+	awk -v a="$1" -v b="$2" -v n="$3" -v hz="$CLK_TCK" 'BEGIN {
+		if (a == "" || b == "" || n + 0 <= 0) print "-"
+		else printf "%.1f\n", (b - a) / hz * 1e6 / n }'
+}
+
+# median1 VALUE...: the median with one decimal ("-" without values).
+median1() {
+	[ $# -eq 0 ] && echo - && return
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+	END { printf "%.1f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+{
+	echo "| workload | direct IOPS | direct MiB/s | via gateway IOPS | via gateway MiB/s |" \
+		"gateway/direct | goal | gateway CPU µs/IO proxied | gateway local LUN IOPS |" \
+		"gateway CPU µs/IO local | proxied/local CPU |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+} >"$TABLE_PROXY"
+gw_conf "$T_DIR/proxy.json" "$(remote_lun 0 "" "$URL_B1"),
+    { \"lun\": 1, \"backstore\": { \"type\": \"file\", \"path\": \"$T_SHM/be.img\",
+      \"size\": \"512M\", \"block_size\": 512 } }"
 if [[ $PARTS != *" proxy "* ]]; then
 	:
 elif gw_up proxy "$T_DIR/proxy.json"; then
 	if [ "${BENCH_PERF:-0}" = 1 ]; then
-		perf record -g -o "$T_DIR/perf.data" -p "$(pgrep -P "$GW_PID" -x isergwd ||
-			echo "$GW_PID")" >"$T_DIR/perf.log" 2>&1 &
+		perf record -g -o "$T_DIR/perf.data" -p "$GW_PID" >"$T_DIR/perf.log" 2>&1 &
 		PERF_PID=$!
 	fi
 	# name args goal-ratio metric
 	while read -r name args goal metric; do
 		[ -n "$name" ] || continue
-		declare -a D=() G=()
+		[ -z "${BENCH_PROXY_ROWS:-}" ] || [[ " $BENCH_PROXY_ROWS " == *" $name "* ]] || continue
+		declare -a D=() G=() L=() GC=() LC=()
 		for run in $(seq 1 "$BENCH_RUNS"); do
-			order="D G"
-			[ $((run % 2)) -eq 0 ] && order="G D"
+			# Rotate the order: D G L, then L G D, ...
+			order="D G L"
+			[ $((run % 2)) -eq 0 ] && order="L G D"
 			for side in $order; do
 				url=$URL_B1
 				[ "$side" = G ] && url=$GW_URL
+				[ "$side" = L ] && url=$GW_LOCAL_URL
+				c0=$(t_cpu_ticks "$GW_PID")
 				# shellcheck disable=SC2086
 				line=$(bench_run "$url" ${args//,/ } -t "$BENCH_SECS")
+				c1=$(t_cpu_ticks "$GW_PID")
 				echo "$side $line" >>"$T_DIR/proxy-$name.out"
 				v=$(field "$metric" "$line")
 				if [ -z "$v" ] || [ "$(field errors "$line")" != 0 ]; then
 					fail "proxy $name $side" "${line:-no result}"
 					continue
 				fi
-				if [ "$side" = D ]; then D+=("$v"); else G+=("$v"); fi
+				cpu=$(cpu_per_io "$c0" "$c1" "$(field ios "$line")")
+				case $side in
+				D) D+=("$v") ;;
+				G) G+=("$v") && GC+=("$cpu") ;;
+				L) L+=("$v") && LC+=("$cpu") ;;
+				esac
 			done
 		done
 		[ ${#D[@]} -gt 0 ] && [ ${#G[@]} -gt 0 ] || continue
 		dm=$(median "${D[@]}")
 		gm=$(median "${G[@]}")
+		lm=$(median "${L[@]}")
+		gc=$(median1 "${GC[@]}")
+		lc=$(median1 "${LC[@]}")
 		ratio=$(awk -v g="$gm" -v d="$dm" 'BEGIN { printf "%.2f\n", (d > 0 ? g / d : 0) }')
+		cratio=$(awk -v g="$gc" -v l="$lc" 'BEGIN {
+			if (g == "-" || l == "-" || l + 0 <= 0) print "-"; else printf "%.2f\n", g / l }')
 		met=$(awk -v r="$ratio" -v g="$goal" 'BEGIN {
 			if (g == "-") print "-"; else printf("%s: %s\n", g "x", (r + 0 >= g + 0 ? "met" : "missed")) }')
 		di=$(grep '^D ' "$T_DIR/proxy-$name.out" | tail -n 1)
 		gi=$(grep '^G ' "$T_DIR/proxy-$name.out" | tail -n 1)
+		li=$(grep '^L ' "$T_DIR/proxy-$name.out" | tail -n 1)
 		if [ "$metric" = iops ]; then
-			echo "| $name | $dm | $(field mibps "$di") | $gm | $(field mibps "$gi") | $ratio | $met |" >>"$TABLE_PROXY"
+			cells="$dm | $(field mibps "$di") | $gm | $(field mibps "$gi")"
+			lcell=$lm
 		else
-			echo "| $name | $(field iops "$di") | $dm | $(field iops "$gi") | $gm | $ratio | $met |" >>"$TABLE_PROXY"
+			cells="$(field iops "$di") | $dm | $(field iops "$gi") | $gm"
+			lcell=$(field iops "$li")
 		fi
-		pass "proxy $name: gateway/direct $metric $ratio ($gm / $dm)"
-		unset D G
+		echo "| $name | $cells | $ratio | $met | $gc | ${lcell:--} | $lc | $cratio |" >>"$TABLE_PROXY"
+		pass "proxy $name: gateway/direct $metric $ratio ($gm / $dm); gateway CPU $gc µs per proxied I/O, $lc per local I/O"
+		unset D G L GC LC
 	done <<-EOF
-		randread-4k-qd32 -q,32,-b,4096 0.8 iops
+		randread-4k-qd32 -q,32,-b,4096 0.9 iops
 		seqread-512k-qd8 -q,8,-b,524288,-s 0.9 mibps
 		randwrite-4k-qd32 -q,32,-b,4096,-w - iops
 		seqwrite-512k-qd8 -q,8,-b,524288,-s,-w - mibps
@@ -302,6 +350,7 @@ mkdir -p "$(dirname "$OUT")"
 {
 	echo "Measured $(date -u +%Y-%m-%d) on $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)," \
 		"$(nproc) CPUs, kernel $(uname -r); no CPU pinning. Remote backstore defaults."
+	echo "Load average $LOAD0 at the start, $(cut -d ' ' -f 1-3 /proc/loadavg) at the end."
 	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_RUNS=$BENCH_RUNS tests/bench/mpath.sh\` (part of \`make bench\`)"
 	echo
 	echo "Stall on a path cut (isergw-bench 4 KiB reads, QD 8, through the gateway, failover policy):"
@@ -314,7 +363,9 @@ mkdir -p "$(dirname "$OUT")"
 	cat "$TABLE_BOOT"
 	echo
 	echo "Proxy cost (isergw-bench in the gateway's namespace; direct: to tgtd over the veth;"
-	echo "via gateway: to isergwd on loopback, which reaches the same tgtd over the same veth):"
+	echo "via gateway: to isergwd on loopback, which reaches the same tgtd over the same veth;"
+	echo "local: a file LUN of the same gateway on the same tmpfs file. Gateway CPU µs/IO ="
+	echo "isergwd utime+stime over the run / I/Os; median of $BENCH_RUNS runs per side, rotating order):"
 	echo
 	cat "$TABLE_PROXY"
 } >"$OUT"

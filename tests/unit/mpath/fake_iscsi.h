@@ -16,16 +16,26 @@
  * Nothing runs by itself: fake_iscsi_run() delivers what is pending, like one iscsi_service()
  * round on every context. Time is the test's too: mp_path.c and mp_lun.c are compiled with
  * gw_now_ms()/gw_now_ns() mapped to fake_now (see FAKE_CLOCK below).
+ *
+ * Sockets, for the tests of the event path (mp_path_watch_fn, the flushes): with fake_fds set
+ * before the contexts connect, each context gets an eventfd as its socket, which the path
+ * watches on the test's gw_loop. A command is then "unsent" until an iscsi_service() with
+ * POLLOUT writes it (iscsi_which_events() asks for POLLOUT meanwhile, as libiscsi does);
+ * fake_fd_answer() makes the socket readable, and the next iscsi_service() with POLLIN
+ * delivers the answer of every command written. A context with full set takes nothing.
  */
 #ifndef FAKE_ISCSI_H
 #define FAKE_ISCSI_H
 
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
@@ -77,7 +87,11 @@ struct fake_cmd {
 	iscsi_command_cb cb;
 	void *priv;
 	bool held;
+	bool sent;			/* fake_fds: written by a POLLOUT service */
 };
+
+/* Contexts get an eventfd "socket" (see the top of this file). */
+static bool fake_fds;
 
 struct iscsi_context {
 	struct fake_tgt *tgt;		/* after connect */
@@ -86,6 +100,10 @@ struct iscsi_context {
 	struct fake_cmd *cmds;		/* in order */
 	char err[96];
 	int slot;
+	int fd;				/* fake_fds: the "socket", -1 before connect */
+	bool full;			/* the socket takes nothing: POLLOUT services write nothing */
+	unsigned int writes;		/* POLLOUT services that wrote something */
+	unsigned int services;		/* iscsi_service() calls */
 };
 
 #define FAKE_NCTX 64
@@ -102,6 +120,7 @@ static __attribute__((unused)) void fake_iscsi_reset(void)
 		fake_tgt[i].naa[15] = 0x01;
 	}
 	fake_now = 1000000;
+	fake_fds = false;
 }
 
 struct iscsi_context *iscsi_create_context(const char *initiator_name)
@@ -115,6 +134,7 @@ struct iscsi_context *iscsi_create_context(const char *initiator_name)
 		c = calloc(1, sizeof(*c));
 		cr_assert_not_null(c);
 		c->slot = i;
+		c->fd = -1;
 		fake_ctx[i] = c;
 		fake_nctx_live++;
 		return c;
@@ -140,6 +160,8 @@ static void fake_cancel_all(struct iscsi_context *c)
 int iscsi_destroy_context(struct iscsi_context *c)
 {
 	fake_cancel_all(c);
+	if (c->fd >= 0)
+		close(c->fd);
 	fake_ctx[c->slot] = NULL;
 	fake_nctx_live--;
 	free(c);
@@ -253,6 +275,10 @@ int iscsi_connect_async(struct iscsi_context *c, const char *portal, iscsi_comma
 		return -1;
 	}
 	c->tgt = &fake_tgt[n - 1];
+	if (fake_fds) {
+		c->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		cr_assert_geq(c->fd, 0);
+	}
 	c->connect_cb = cb;
 	c->connect_priv = private_data;
 	return 0;
@@ -267,21 +293,70 @@ int iscsi_login_async(struct iscsi_context *c, iscsi_command_cb cb, void *privat
 
 int iscsi_get_fd(struct iscsi_context *c)
 {
-	(void)c;
-	return -1;
+	return c->fd;
+}
+
+static bool fake_unsent(const struct iscsi_context *c)
+{
+	for (const struct fake_cmd *cmd = c->cmds; cmd; cmd = cmd->next)
+		if (!cmd->sent)
+			return true;
+	return false;
 }
 
 int iscsi_which_events(struct iscsi_context *c)
 {
-	(void)c;
-	return 0;
+	if (c->fd < 0)
+		return 0;
+	return POLLIN | (fake_unsent(c) ? POLLOUT : 0);
 }
+
+static int fake_answer_cmd(struct iscsi_context *c, struct fake_cmd *cmd);
+static void fake_deliver(struct iscsi_context *c, struct fake_cmd *cmd, int status);
 
 int iscsi_service(struct iscsi_context *c, int revents)
 {
-	(void)c;
-	(void)revents;
-	return 0;
+	int slot = c->slot;
+
+	c->services++;
+	if (c->fd < 0)
+		return 0;
+	if ((revents & POLLOUT) && fake_unsent(c) && !c->full) {
+		c->writes++;
+		for (struct fake_cmd *cmd = c->cmds; cmd; cmd = cmd->next)
+			cmd->sent = true;
+	}
+	if (!(revents & POLLIN))
+		return 0;
+	{
+		uint64_t v;
+
+		if (read(c->fd, &v, sizeof(v)) < 0)
+			return 0;	/* not readable: nothing came */
+	}
+	for (;;) {
+		struct fake_cmd **pp = &c->cmds, *cmd;
+		int st = -1;
+
+		while (*pp && (!(*pp)->sent || (st = fake_answer_cmd(c, *pp)) < 0))
+			pp = &(*pp)->next;
+		if (!*pp)
+			return 0;
+		cmd = *pp;
+		*pp = cmd->next;
+		fake_deliver(c, cmd, st);
+		if (fake_ctx[slot] != c)
+			return 0;	/* destroyed from the callback */
+	}
+}
+
+/* The back end of c's socket answered: the socket becomes readable. */
+static __attribute__((unused)) void fake_fd_answer(struct iscsi_context *c)
+{
+	uint64_t one = 1;
+
+	cr_assert_geq(c->fd, 0);
+	cr_assert_eq(write(c->fd, &one, sizeof(one)), (ssize_t)sizeof(one));
 }
 
 static void fake_queue(struct iscsi_context *c, struct scsi_task *task, iscsi_command_cb cb,
@@ -434,6 +509,27 @@ static void fake_deliver(struct iscsi_context *c, struct fake_cmd *cmd, int stat
 	free(cmd);
 }
 
+/* The answer to cmd (its data filled in), or -1 while the port holds it. */
+static int fake_answer_cmd(struct iscsi_context *c, struct fake_cmd *cmd)
+{
+	int st;
+
+	if (cmd->held)
+		return -1;
+	if (c->tgt->down)
+		return SCSI_STATUS_ERROR;
+	if (!cmd->task)
+		return SCSI_STATUS_GOOD;	/* NOP-In */
+	st = fake_answer_ctl(c->tgt, cmd->task);
+	if (st < 0 && c->tgt->hold) {
+		cmd->held = true;
+		return -1;
+	}
+	if (st < 0)
+		st = fake_answer_io(c->tgt, cmd->task, &c->tgt->answer);
+	return st;
+}
+
 /* One service round on every context: connects, logins, and every command not held. Returns
  * how many callbacks ran. */
 static __attribute__((unused)) int fake_iscsi_run(void)
@@ -470,25 +566,11 @@ static __attribute__((unused)) int fake_iscsi_run(void)
 		pp = &c->cmds;
 		while (*pp) {
 			struct fake_cmd *cmd = *pp;
-			int st;
+			int st = fake_answer_cmd(c, cmd);
 
-			if (cmd->held) {
+			if (st < 0) {
 				pp = &cmd->next;
 				continue;
-			}
-			if (c->tgt->down) {
-				st = SCSI_STATUS_ERROR;
-			} else if (!cmd->task) {
-				st = SCSI_STATUS_GOOD;		/* NOP-In */
-			} else {
-				st = fake_answer_ctl(c->tgt, cmd->task);
-				if (st < 0 && c->tgt->hold) {
-					cmd->held = true;
-					pp = &cmd->next;
-					continue;
-				}
-				if (st < 0)
-					st = fake_answer_io(c->tgt, cmd->task, &c->tgt->answer);
 			}
 			*pp = cmd->next;
 			n++;

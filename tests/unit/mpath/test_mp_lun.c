@@ -4,7 +4,8 @@
  * gateway would see. An I/O survives the failure of the path it was on; I/O goes to the
  * preferred path group and comes back to it by the failback policy; with no path left, I/O
  * waits for no_path_retry polling intervals and then fails with NOT READY 04/0C, or goes
- * through when a path returns in time; shutdown fails what still waits.
+ * through when a path returns in time; shutdown fails what still waits. On sockets (the
+ * fake's eventfds): a read whose connection fails fails over without an error.
  */
 #include "fake_iscsi.h"
 
@@ -57,12 +58,16 @@ static void wait_ms(uint64_t ms)
 	} while (fake_now < end);
 }
 
+/* Paths on sockets (fake_fds) for the LUN open_lun opens next. */
+static bool open_with_fds;
+
 static void open_lun_caw(const char *failback, const char *no_path_retry, uint8_t caw)
 {
 	struct mp_conf conf;
 	struct gw_errlist errs = { 0 };
 
 	fake_iscsi_reset();
+	fake_fds = open_with_fds;
 	fake_tgt[PORT_A].alua_state = 0x0;
 	fake_tgt[PORT_B].alua_state = 0x1;
 	fake_tgt[PORT_A].caw_blocks = caw;
@@ -463,4 +468,47 @@ Test(mp_lun, caw_the_back_end_lists_but_refuses_is_not_sent_again)
 	h.io.done = host_done;
 	cr_assert_eq(mp_lun_submit(lun, &h.io), -EOPNOTSUPP, "never sent again");
 	cr_assert_eq(fake_tgt[PORT_A].caws + fake_tgt[PORT_B].caws, 1);
+}
+
+/* On sockets (the fake's eventfds): a transport error on the socket of the path a read was
+ * written to; the host sees the read served by the other path. */
+
+static void submit_read_nopump(struct host_io *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->iov.iov_base = h->buf;
+	h->iov.iov_len = sizeof(h->buf);
+	h->io.op = MP_READ;
+	h->io.len = sizeof(h->buf);
+	h->io.iov = &h->iov;
+	h->io.iovcnt = 1;
+	h->io.done = host_done;
+	cr_assert_eq(mp_lun_submit(lun, &h->io), 0);
+}
+
+Test(mp_lun, a_read_on_a_socket_fails_over_without_an_error)
+{
+	struct iscsi_context *cb;
+	struct host_io h;
+
+	open_with_fds = true;
+	open_lun("immediate", "fail");
+	open_with_fds = false;
+	submit_read_nopump(&h);
+	gw_loop_run_once(&loop, 0);
+	cr_assert_eq(lun->paths[PORT_A].nr_inflight, 1);
+	/* The connection dies under the written command: the answer is a transport error. */
+	fake_tgt[PORT_A].down = true;
+	fake_fd_answer(lun->paths[PORT_A].ctx);
+	cb = lun->paths[PORT_B].ctx;
+	for (int i = 0; i < 10 && !h.done; i++) {
+		gw_loop_run_once(&loop, 0);
+		if (lun->paths[PORT_B].nr_inflight)
+			fake_fd_answer(cb);
+	}
+	cr_expect_eq(lun->paths[PORT_A].state, MP_PATH_DOWN);
+	cr_assert_eq(h.done, 1, "the read completed on the other path");
+	cr_expect_eq(h.io.result, 0, "the host sees no error");
+	cr_expect_eq(h.buf[0], 'B', "served by port B");
+	cr_expect_eq(lun->failovers, 1);
 }

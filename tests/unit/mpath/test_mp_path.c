@@ -3,7 +3,8 @@
  * One path against a fake back end (fake_iscsi.h), reporting to a recording owner instead of
  * a LUN: login and identity probe, what each answer to an I/O makes the path do (mp_classify's
  * verdicts acted on: complete, pass the sense up, retry, fail the path and re-drive), the
- * checker, an I/O that never comes back, and the reconnect backoff.
+ * checker, an I/O that never comes back, and the reconnect backoff; on a socket (the fake's
+ * eventfd), a command the socket does not take waits for EPOLLOUT.
  */
 #include "fake_iscsi.h"
 
@@ -360,4 +361,39 @@ Test(mp_path, failed_logins_back_off_exponentially_with_jitter)
 	cr_assert_eq(path.state, MP_PATH_ACTIVE);
 	mp_path_fail(&path, "test");
 	cr_expect_leq(path.next_attempt_ms - fake_now, base);
+}
+
+/* On a socket (the fake's eventfd). */
+
+static void fd_bring_up(void)
+{
+	fake_fds = true;
+	bring_up();
+	cr_assert_geq(path.w.fd, 0);
+	cr_assert_eq(path.w.events & EPOLLOUT, 0u, "an idle path watches for input only");
+}
+
+/* A socket that takes nothing: the path waits for EPOLLOUT, and writes when it comes. */
+Test(mp_path, a_full_socket_waits_for_epollout)
+{
+	struct iscsi_context *c;
+	struct mp_io io;
+	unsigned int w0;
+
+	fd_bring_up();
+	c = path.ctx;
+	c->full = true;
+	w0 = c->writes;
+	read_io(&io);
+	gw_loop_run_once(&loop, 0);
+	cr_expect_eq(c->writes, w0, "the socket took nothing");
+	cr_expect_neq(path.w.events & EPOLLOUT, 0u, "the path waits until it can write");
+	c->full = false;
+	gw_loop_run_once(&loop, 0);
+	cr_expect_eq(c->writes, w0 + 1, "written once the socket is writable");
+	cr_expect_eq(path.w.events & EPOLLOUT, 0u, "and back to input only");
+	fake_fd_answer(c);
+	gw_loop_run_once(&loop, 0);
+	cr_expect_eq(rec.completes, 1);
+	cr_expect_eq(io.result, 0);
 }

@@ -1,0 +1,200 @@
+#!/bin/bash
+# Two gateway builds side by side on the proxy path, in one run: what a change to the remote
+# backstore is worth, as ratios (this machine is shared and its absolute figures move by 2x
+# between runs). The setup of tests/bench/mpath.sh's proxy rows:
+#
+#   ns GW: isergw-bench, gateway A (127.0.0.1:3260), gateway B (127.0.0.1:3261)
+#          --veth--> ns BE: tgtd on 10.214.1.2 serving a 512 MiB tmpfs file
+#
+# Each gateway exports LUN 0, remote (one path to that tgtd, the defaults), and LUN 1, a file
+# LUN on the same tmpfs file. For every row and run the client measures, in an order rotated
+# from run to run: tgtd directly, A proxied, B proxied, and (BENCH_AB_LOCAL=1) A and B local.
+# Per side: IOPS, MiB/s, and the gateway's CPU per I/O (isergwd utime+stime over the run from
+# /proc/PID/stat, divided by the I/Os). Printed: the medians, B/A for IOPS and CPU per I/O, and
+# each side against direct.
+#
+# Environment: BUILD_A, BUILD_B (build trees holding isergwd; B defaults to $BUILD), BUILD (the
+# client tools), BENCH_SECS [5], BENCH_RUNS [3], BENCH_AB_ROWS (a subset of the rows below
+# [all]), BENCH_AB_LOCAL [1], BENCH_AB_OUT [$BUILD/bench-proxy-ab.md],
+# BENCH_AB_ENV_A, BENCH_AB_ENV_B (VAR=value ... in the environment of gateway A or B),
+# BENCH_AB_HOLD=FILE (after the runs, everything stays up until FILE is removed: for perf and
+# strace by hand; BENCH_AB_ROWS=none skips the runs).
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/mpath.sh"
+
+BENCH_SECS=${BENCH_SECS:-5}
+BENCH_RUNS=${BENCH_RUNS:-3}
+LOCAL=${BENCH_AB_LOCAL:-1}
+OUT=${BENCH_AB_OUT:-$T_BUILD/bench-proxy-ab.md}
+BENCH=$T_TOOLS/isergw-bench
+GWD_A=${BUILD_A:-}/isergwd
+GWD_B=${BUILD_B:-$T_BUILD}/isergwd
+CLK_TCK=$(getconf CLK_TCK)
+LOAD0=$(cut -d ' ' -f 1-3 /proc/loadavg)
+TARGET=isergwd
+
+t_begin bench-proxy-ab
+SFX=$$
+NS_GW=abgw$SFX NS_B=abbe$SFX
+IQN_B=iqn.2026-11.org.isergw:ab-be
+GW_IQN=iqn.2026-11.org.isergw:ab-gw
+URL_D=iscsi://10.214.1.2:3260/$IQN_B/1
+trap 'ab_rc=$?; t_stop_all; mp_cleanup_ns; ( exit $ab_rc ); t_exit_trap' EXIT
+
+if [ "$(id -u)" != 0 ] || ! t_need ip tgtd tgtadm; then
+	skip bench-proxy-ab "needs root, ip and tgt"
+	t_end
+fi
+if [ -z "${BUILD_A:-}" ] || [ ! -x "$GWD_A" ] || [ ! -x "$GWD_B" ] || [ ! -x "$BENCH" ]; then
+	fail build "set BUILD_A and BUILD_B to build trees with isergwd ($GWD_A, $GWD_B; $BENCH)"
+	t_end
+fi
+if ! ip netns add "$NS_GW" 2>/dev/null; then
+	skip bench-proxy-ab "cannot create network namespaces here"
+	t_end
+fi
+NS_MADE+=("$NS_GW")
+{
+	ip netns add "$NS_B" && NS_MADE+=("$NS_B") &&
+		ip -n "$NS_B" link set lo up && ip -n "$NS_GW" link set lo up &&
+		mp_link gA1 10.214.1.1 "$NS_B" bA1 10.214.1.2
+} >"$T_DIR/net.log" 2>&1 || {
+	fail network "$(tail -n 3 "$T_DIR/net.log" | tr '\n' ' ')"
+	t_end
+}
+dd if=/dev/urandom of="$T_SHM/be.img" bs=4M count=128 status=none
+mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/be.img" ab-be 10.214.1.2:3260 || fail tgtd setup
+
+# gw_start A|B PORT BINARY: sets PID_A / PID_B.
+declare -A GPID=()
+gw_start() {
+	local which=$1 port=$2 bin=$3 conf=$T_DIR/gw-$1.json log=$T_DIR/gw-$1.log i
+	cat >"$conf" <<EOF
+{ "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": $port } ],
+  "targets": [ { "name": "$GW_IQN", "portals": ["tcp0"], "allow_any_initiator": true,
+    "luns": [
+      { "lun": 0, "backstore": { "type": "remote", "block_size": 512,
+        "paths": [ { "url": "$URL_D" } ] } },
+      { "lun": 1, "backstore": { "type": "file", "path": "$T_SHM/be.img", "size": "512M",
+        "block_size": 512 } } ] } ] }
+EOF
+	local envv=BENCH_AB_ENV_$which
+	# shellcheck disable=SC2086
+	t_daemon_start "isergwd-$which" isergwd "$log" env ${!envv:-} ip netns exec "$NS_GW" "$bin" \
+		--config "$conf"
+	GPID[$which]=$T_LAST_PID
+	for i in $(seq 1 400); do
+		grep -q 'main: ready' "$log" 2>/dev/null && return 0
+		t_alive "${GPID[$which]}" || break
+		sleep 0.025
+	done
+	fail "gateway $which" "not ready: $(tail -n 3 "$log" | tr '\n' ' ')"
+	return 1
+}
+gw_start A 3260 "$GWD_A" || t_end
+gw_start B 3261 "$GWD_B" || t_end
+t_log "bench-proxy-ab: A = $GWD_A (pid ${GPID[A]}), B = $GWD_B (pid ${GPID[B]})"
+
+field() {
+	sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"
+}
+
+median() {
+	[ $# -eq 0 ] && echo - && return
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+	END { printf "%.1f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 <= 0) print "-";
+		else printf "%.2f\n", a / b }'
+}
+
+SIDES="D GA GB"
+[ "$LOCAL" = 1 ] && SIDES="$SIDES LA LB"
+declare -A URL=([D]=$URL_D [GA]=iscsi://127.0.0.1:3260/$GW_IQN/0
+	[GB]=iscsi://127.0.0.1:3261/$GW_IQN/0 [LA]=iscsi://127.0.0.1:3260/$GW_IQN/1
+	[LB]=iscsi://127.0.0.1:3261/$GW_IQN/1)
+ROWS="
+randread-4k-qd32 -q,32,-b,4096 iops
+seqread-512k-qd8 -q,8,-b,524288,-s mibps
+randwrite-4k-qd32 -q,32,-b,4096,-w iops
+seqwrite-512k-qd8 -q,8,-b,524288,-s,-w mibps
+"
+TABLE=$T_DIR/ab.md
+{
+	printf '| workload | metric | direct | A proxied | B proxied | B/A | A/direct | B/direct |'
+	printf ' A CPU µs/IO | B CPU µs/IO | B/A CPU |'
+	[ "$LOCAL" = 1 ] && printf ' A local | B local | A local CPU µs/IO | B local CPU µs/IO |'
+	echo
+	printf '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+	[ "$LOCAL" = 1 ] && printf ' ---: | ---: | ---: | ---: |'
+	echo
+} >"$TABLE"
+while read -r name args metric; do
+	[ -n "$name" ] || continue
+	[ -z "${BENCH_AB_ROWS:-}" ] || [[ " $BENCH_AB_ROWS " == *" $name "* ]] || continue
+	declare -A V=() C=()
+	for run in $(seq 1 "$BENCH_RUNS"); do
+		# Rotate the order by one side per run.
+		read -ra s <<<"$SIDES"
+		n=${#s[@]}
+		for k in $(seq 0 $((n - 1))); do
+			side=${s[$(((k + run - 1) % n))]}
+			pid=
+			case $side in ?A) pid=${GPID[A]} ;; ?B) pid=${GPID[B]} ;; esac
+			c0=$([ -n "$pid" ] && t_cpu_ticks "$pid")
+			# shellcheck disable=SC2086
+			line=$(timeout -k 5 $((BENCH_SECS + 60)) ip netns exec "$NS_GW" "$BENCH" \
+				${args//,/ } -t "$BENCH_SECS" "${URL[$side]}" </dev/null 2>&1 | grep '^bench:' | tail -n 1)
+			c1=$([ -n "$pid" ] && t_cpu_ticks "$pid")
+			echo "$run $side $line" >>"$T_DIR/ab-$name.out"
+			v=$(field "$metric" "$line")
+			if [ -z "$v" ] || [ "$(field errors "$line")" != 0 ]; then
+				fail "$name $side run $run" "${line:-no result}"
+				continue
+			fi
+			V[$side]="${V[$side]:-} $v"
+			if [ -n "$pid" ]; then
+				C[$side]="${C[$side]:-} $(awk -v a="$c0" -v b="$c1" -v n="$(field ios "$line")" \
+					-v hz="$CLK_TCK" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')"
+			fi
+		done
+	done
+	declare -A M=() MC=()
+	for side in $SIDES; do
+		# shellcheck disable=SC2086
+		M[$side]=$(median ${V[$side]:-})
+		# shellcheck disable=SC2086
+		MC[$side]=$(median ${C[$side]:-})
+	done
+	line="| $name | $metric | ${M[D]} | ${M[GA]} | ${M[GB]} | $(ratio "${M[GB]}" "${M[GA]}") |"
+	line="$line $(ratio "${M[GA]}" "${M[D]}") | $(ratio "${M[GB]}" "${M[D]}") |"
+	line="$line ${MC[GA]} | ${MC[GB]} | $(ratio "${MC[GB]}" "${MC[GA]}") |"
+	[ "$LOCAL" = 1 ] && line="$line ${M[LA]} | ${M[LB]} | ${MC[LA]} | ${MC[LB]} |"
+	echo "$line" >>"$TABLE"
+	pass "$name: B/A $metric $(ratio "${M[GB]}" "${M[GA]}"), CPU per I/O B/A $(ratio "${MC[GB]}" "${MC[GA]}")"
+	unset V C M MC
+done <<<"$ROWS"
+
+if [ -n "${BENCH_AB_HOLD:-}" ]; then
+	touch "$BENCH_AB_HOLD"
+	t_log "bench-proxy-ab: holding until $BENCH_AB_HOLD is removed; gateways A ${GPID[A]}," \
+		"B ${GPID[B]}; client: ip netns exec $NS_GW $BENCH ARGS ${URL[GB]}"
+	while [ -e "$BENCH_AB_HOLD" ]; do sleep 1; done
+fi
+
+mkdir -p "$(dirname "$OUT")"
+{
+	echo "Measured $(date -u '+%Y-%m-%d %H:%M') UTC, $(nproc) CPUs, kernel $(uname -r), no pinning;" \
+		"load average $LOAD0 at the start, $(cut -d ' ' -f 1-3 /proc/loadavg) at the end."
+	echo "A: ${BENCH_AB_ENV_A:-}${BENCH_AB_ENV_A:+ }$GWD_A; B: ${BENCH_AB_ENV_B:-}${BENCH_AB_ENV_B:+ }$GWD_B. $BENCH_RUNS runs of $BENCH_SECS s per side, rotating order, medians."
+	echo "Command: BUILD_A=${BUILD_A} BUILD_B=${BUILD_B:-$T_BUILD} BENCH_SECS=$BENCH_SECS" \
+		"BENCH_RUNS=$BENCH_RUNS tests/bench/proxy-ab.sh"
+	echo
+	cat "$TABLE"
+} >"$OUT"
+t_log ""
+cat "$OUT"
+t_end
