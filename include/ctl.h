@@ -80,6 +80,12 @@ void ctl_target_release(struct isc_target *t);
  *                                   net_mon_set_watch), between replies; a watcher with
  *                                   over 1 MiB unread is disconnected (it reconnects, watches
  *                                   and reads "net" again: nothing is coalesced or lost silently)
+ *   {"op":"pr_cluster","enabled":B,"luns":[{"target","lun","rev","state"}]}
+ *                                   cluster: PR OUT is decided on the cluster's states (a full
+ *                                   snapshot here), each change a "pr_commit" watch event
+ *   {"op":"pr","target":T,"lun":L,"rev":R,"state":S}   a newer state from the etcd watch
+ *   {"op":"pr_result","commit":N,"result":"ok"|"conflict"|"unavailable",...}
+ *                                   the answer to pr_commit event N (docs/CONTROL.md)
  * Replies: {"id":..,"ok":true,...} or {"id":..,"ok":false,"code":"...","message":"...",
  * "errors":[{"field":"...","message":"..."}]}.
  */

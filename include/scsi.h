@@ -12,6 +12,7 @@
 #ifndef SCSI_H
 #define SCSI_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -199,6 +200,61 @@ void scsi_lu_reset(struct scsi_dev *dev, uint64_t lun, struct scsi_itn *by);
 void scsi_target_reset(struct scsi_dev *dev, bool cold, struct scsi_itn *by);
 /* Clears what an I_T nexus loss clears (SAM-5 6.3.4) without destroying the itn. */
 void scsi_itn_nexus_loss(struct scsi_itn *itn);
+
+/*
+ * Cluster-wide persistent reservations (docs/CLUSTER.md). By default each LU keeps its own
+ * reservations. With the hook set, the device's LUs hold the cluster's state instead: the one
+ * applied last (scsi_dev_pr_apply) and its revision. PERSISTENT RESERVE IN and every
+ * RESERVATION CONFLICT check read it; a PERSISTENT RESERVE OUT is decided on it by the same
+ * rules, and one that changes it is handed to ops->commit as the proposed state with the
+ * revision it was computed from. The command completes when the owner answers through
+ * scsi_dev_pr_commit_done: OK applies the proposal at the revision given and completes GOOD;
+ * CONFLICT applies the winner given and decides the command again (SCSI_PR_ROUNDS at most);
+ * UNAVAILABLE fails it NOT READY, ASYMMETRIC ACCESS STATE TRANSITION (02/04/0A), as does a
+ * commit that returns < 0. One commit per LU is out at a time; later PR OUTs for that LU wait
+ * behind it. Nothing else ever waits for a commit.
+ *
+ * The state is JSON: {"generation": N, "aptpl": bool, "registrations": [{"initiator",
+ * "rel_id", "key": "0x" + 16 hex digits}], "reservation": null | {"initiator", "rel_id",
+ * "type"}, "aborted": [{"initiator", "rel_id"}] (optional)}; "initiator" is the initiator port
+ * name (name + ",i,0x" + ISID), or the bare name for a registration made through a name-only
+ * TransportID. NULL or JSON null is the empty state.
+ */
+#define SCSI_PR_ROUNDS 5
+
+enum scsi_pr_commit_result {
+	SCSI_PR_COMMIT_OK,
+	SCSI_PR_COMMIT_CONFLICT,
+	SCSI_PR_COMMIT_UNAVAILABLE,
+};
+
+struct scsi_pr_cluster_ops {
+	/* 0: scsi_dev_pr_commit_done follows exactly once for (dev, lun), never from inside
+	 * this call. < 0: it does not, and the command fails 02/04/0A. state is borrowed. */
+	int (*commit)(void *arg, struct scsi_dev *dev, uint64_t lun, uint64_t rev,
+		      const json_t *state);
+};
+
+/* ops NULL: back to each LU's own reservations, starting from the state applied last (answer
+ * every commit out first). */
+void scsi_dev_set_pr_cluster(struct scsi_dev *dev, const struct scsi_pr_cluster_ops *ops,
+			     void *arg);
+/* Checks a state without applying it: 0, or -EINVAL and why (what is wrong, by field). */
+int scsi_pr_state_check(const json_t *state, char *why, size_t why_len);
+/*
+ * Applies state as the LU's revision rev if rev is newer than the one it holds, or always with
+ * force. Registrations and reservations that went raise the unit attentions a local PR OUT
+ * would have raised (2A/03, 2A/04, 2A/05), not for the nexus except; an "aborted" list aborts
+ * the queued tasks of the nexuses it names on this device. 1 applied, 0 not newer, -ENOENT no
+ * such LUN, -EINVAL a bad state (why says what; nothing changed), -ENOMEM.
+ */
+int scsi_dev_pr_apply(struct scsi_dev *dev, uint64_t lun, uint64_t rev, const json_t *state,
+		      bool force, char *why, size_t why_len);
+/* The answer to a commit. For CONFLICT, rev and state are the winner's (borrowed). */
+void scsi_dev_pr_commit_done(struct scsi_dev *dev, uint64_t lun,
+			     enum scsi_pr_commit_result res, uint64_t rev, const json_t *state);
+/* The LU's reservation state as JSON (new reference) and its revision; NULL: no such LUN. */
+json_t *scsi_dev_pr_state(struct scsi_dev *dev, uint64_t lun, uint64_t *rev);
 
 /* Fixed-format sense into cmd; status CHECK CONDITION. */
 void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);

@@ -8,6 +8,11 @@
  * lease how long this gateway's ownership stays valid; a CLOCK_MONOTONIC timer fires at that
  * deadline less gateway.fence_margin_ms and, unless a renewal came first, every SCSI device
  * reports its local groups standby (scsi_dev_set_fenced) until the next renewal.
+ *
+ * Cluster-wide persistent reservations (docs/CLUSTER.md): once the agent sent "pr_cluster",
+ * every SCSI device decides PR OUT on the states the agent hands over ("pr_cluster", "pr") and
+ * proposes each change as a "pr_commit" event to the watchers; "pr_result" answers it. A
+ * commit without an answer within CTL_PR_TIMEOUT_MS, or whose watchers all went, fails.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +35,18 @@
 #define CTL_LINE_MAX (16u << 20)
 /* A watcher that lets this much pile up unread is dropped (ctl.h says why). */
 #define CTL_WATCH_BACKLOG_DEFAULT (1u << 20)
+/* A PR OUT's commit without an answer by then fails 02/04/0A (hosts retry). */
+#define CTL_PR_TIMEOUT_MS 5000
+#define CTL_PR_TICK_MS 250
+
+/* A pr_commit event out, waiting for its pr_result. */
+struct ctl_pr_commit {
+	struct gw_list node;		/* in ctl_sock.pr_commits, oldest first */
+	uint64_t id;
+	struct scsi_dev *dev;		/* compared with the targets' before use */
+	uint64_t lun;
+	uint64_t deadline_ms;
+};
 
 struct ctl_client {
 	struct gw_list node;
@@ -61,6 +78,13 @@ struct ctl_sock {
 	uint64_t watch_events;		/* events sent to watchers */
 	uint64_t watch_drops;		/* watchers dropped for not reading */
 	size_t watch_backlog;		/* bytes unsent before a watcher is dropped */
+	/* Cluster-wide persistent reservations: on once "pr_cluster" said so. */
+	bool pr_cluster;
+	uint64_t pr_next_id;
+	struct gw_list pr_commits;	/* struct ctl_pr_commit */
+	struct gw_timer pr_timer;	/* ticks while commits are out */
+	struct gw_defer pr_cancel;	/* the last watcher went: fail what is out */
+	uint64_t pr_sent, pr_ok, pr_conflicts, pr_failed;
 };
 
 /* ---- the running configuration as JSON --------------------------------------------- */
@@ -210,6 +234,8 @@ static json_t *fence_json(struct ctl_sock *cs)
 
 /* ---- live state ---------------------------------------------------------------------- */
 
+static json_t *pr_json(struct ctl_sock *cs);
+
 /* The iSCSI layer's state, plus per-session transport and peer (from the first connection)
  * so clients can show a session on one line. */
 static json_t *state_json(struct ctl_sock *cs)
@@ -236,7 +262,334 @@ static json_t *state_json(struct ctl_sock *cs)
 	json_object_set_new(st, "watch", json_pack("{s:I, s:I}", "events",
 						   (json_int_t)cs->watch_events, "drops",
 						   (json_int_t)cs->watch_drops));
+	json_object_set_new(st, "pr", pr_json(cs));
 	return st;
+}
+
+/* ---- cluster-wide persistent reservations --------------------------------------------- */
+
+static void watch_send(struct ctl_sock *s, const char *type, json_t *data);
+
+static bool has_watcher(struct ctl_sock *cs)
+{
+	struct ctl_client *c;
+
+	gw_list_for_each_entry(c, &cs->clients, node)
+		if (c->watching && !c->closing)
+			return true;
+	return false;
+}
+
+static struct isc_target *target_by_name(struct ctl_sock *cs, const char *name)
+{
+	struct isc_target *t;
+
+	gw_list_for_each_entry(t, &cs->gw->targets, node)
+		if (!strcmp(t->conf->name, name))
+			return t;
+	return NULL;
+}
+
+/* The target whose device dev is, live or draining; NULL once it is gone. */
+static struct isc_target *target_by_dev(struct ctl_sock *cs, const struct scsi_dev *dev)
+{
+	struct isc_target *t;
+
+	gw_list_for_each_entry(t, &cs->gw->targets, node)
+		if (t->dev == dev)
+			return t;
+	gw_list_for_each_entry(t, &cs->gw->dying_targets, node)
+		if (t->dev == dev)
+			return t;
+	return NULL;
+}
+
+static void pr_finish(struct ctl_sock *cs, struct ctl_pr_commit *pc,
+		      enum scsi_pr_commit_result res, uint64_t rev, const json_t *state)
+{
+	gw_list_del(&pc->node);
+	if (res == SCSI_PR_COMMIT_OK)
+		cs->pr_ok++;
+	else if (res == SCSI_PR_COMMIT_CONFLICT)
+		cs->pr_conflicts++;
+	else
+		cs->pr_failed++;
+	if (target_by_dev(cs, pc->dev))
+		scsi_dev_pr_commit_done(pc->dev, pc->lun, res, rev, state);
+	free(pc);
+	if (gw_list_empty(&cs->pr_commits))
+		gw_timer_disarm(&cs->pr_timer);
+}
+
+static void pr_fail_all(struct ctl_sock *cs, const char *why)
+{
+	while (!gw_list_empty(&cs->pr_commits)) {
+		struct ctl_pr_commit *pc =
+			gw_list_first_entry(&cs->pr_commits, struct ctl_pr_commit, node);
+
+		gw_warn_rl("ctl", "reservation commit %llu (LUN %llu) fails: %s",
+			(unsigned long long)pc->id, (unsigned long long)pc->lun, why);
+		pr_finish(cs, pc, SCSI_PR_COMMIT_UNAVAILABLE, 0, NULL);
+	}
+}
+
+static void on_pr_tick(struct gw_timer *t)
+{
+	struct ctl_sock *cs = gw_container_of(t, struct ctl_sock, pr_timer);
+	uint64_t now = gw_now_ms();
+
+	while (!gw_list_empty(&cs->pr_commits)) {
+		struct ctl_pr_commit *pc =
+			gw_list_first_entry(&cs->pr_commits, struct ctl_pr_commit, node);
+
+		if (pc->deadline_ms > now)
+			break;
+		gw_warn_rl("ctl", "reservation commit %llu (LUN %llu): no pr_result in %u ms: NOT "
+			"READY", (unsigned long long)pc->id, (unsigned long long)pc->lun,
+			CTL_PR_TIMEOUT_MS);
+		pr_finish(cs, pc, SCSI_PR_COMMIT_UNAVAILABLE, 0, NULL);
+	}
+}
+
+static void on_pr_cancel(struct gw_defer *d)
+{
+	struct ctl_sock *cs = gw_container_of(d, struct ctl_sock, pr_cancel);
+
+	if (!has_watcher(cs))
+		pr_fail_all(cs, "no agent watches the control socket");
+}
+
+/* scsi_pr_cluster_ops.commit: a pr_commit event to the watchers. */
+static int pr_commit(void *arg, struct scsi_dev *dev, uint64_t lun, uint64_t rev,
+		     const json_t *state)
+{
+	struct ctl_sock *cs = arg;
+	struct isc_target *t = target_by_dev(cs, dev);
+	struct ctl_pr_commit *pc;
+	json_t *data;
+
+	if (!has_watcher(cs))
+		return -ENOTCONN;
+	if (!t)
+		return -ENOENT;
+	pc = calloc(1, sizeof(*pc));
+	if (!pc)
+		return -ENOMEM;
+	data = json_pack("{s:I, s:s, s:I, s:I, s:O}", "id", (json_int_t)(cs->pr_next_id + 1),
+			 "target", t->conf->name, "lun", (json_int_t)lun, "rev", (json_int_t)rev,
+			 "state", state);
+	if (!data) {
+		free(pc);
+		return -ENOMEM;
+	}
+	pc->id = ++cs->pr_next_id;
+	pc->dev = dev;
+	pc->lun = lun;
+	pc->deadline_ms = gw_now_ms() + CTL_PR_TIMEOUT_MS;
+	if (gw_list_empty(&cs->pr_commits))
+		gw_timer_arm(&cs->pr_timer, CTL_PR_TICK_MS, CTL_PR_TICK_MS);
+	gw_list_add_tail(&cs->pr_commits, &pc->node);
+	cs->pr_sent++;
+	gw_dbg("ctl", "reservation commit %llu: %s LUN %llu from revision %llu",
+	       (unsigned long long)pc->id, t->conf->name, (unsigned long long)lun,
+	       (unsigned long long)rev);
+	/* A watcher dropped here for its backlog fails this commit later (pr_cancel). */
+	watch_send(cs, "pr_commit", data);
+	return 0;
+}
+
+static const struct scsi_pr_cluster_ops ctl_pr_ops = {
+	.commit = pr_commit,
+};
+
+/* Every target's device follows cs->pr_cluster (new targets of an apply too). */
+static void pr_set_mode(struct ctl_sock *cs)
+{
+	struct isc_target *t;
+
+	gw_list_for_each_entry(t, &cs->gw->targets, node)
+		scsi_dev_set_pr_cluster(t->dev, cs->pr_cluster ? &ctl_pr_ops : NULL, cs);
+}
+
+/* "rev" (an integer >= min) and "state" (an object or null) of a request or an entry. */
+static json_t *pr_rev_state(const json_t *o, const char *what, json_int_t min, uint64_t *rev,
+			    const json_t **state)
+{
+	const json_t *r = json_object_get(o, "rev");
+	char why[200];
+
+	if (!json_is_integer(r) || json_integer_value(r) < min)
+		return fail("bad_request", "%s needs an integer \"rev\" (>= %lld)", what,
+			    (long long)min);
+	*rev = (uint64_t)json_integer_value(r);
+	*state = json_object_get(o, "state");
+	if (!*state || !(json_is_object(*state) || json_is_null(*state)))
+		return fail("bad_request", "%s needs a \"state\" (an object or null)", what);
+	if (scsi_pr_state_check(*state, why, sizeof(why)))
+		return fail("invalid", "%s: state: %s", what, why);
+	return NULL;
+}
+
+static json_t *pr_target_lun(const json_t *o, const char *what, const char **target,
+			     uint64_t *lun)
+{
+	const json_t *l = json_object_get(o, "lun");
+
+	*target = json_string_value(json_object_get(o, "target"));
+	if (!*target || !json_is_integer(l) || json_integer_value(l) < 0)
+		return fail("bad_request", "%s needs \"target\" (a name) and \"lun\" (an "
+			    "integer >= 0)", what);
+	*lun = (uint64_t)json_integer_value(l);
+	return NULL;
+}
+
+/* {"op":"pr_cluster","enabled":B,"luns":[{"target","lun","rev","state"}]}: a full snapshot. */
+static json_t *op_pr_cluster(struct ctl_sock *cs, const json_t *req)
+{
+	const json_t *en = json_object_get(req, "enabled"), *luns = json_object_get(req, "luns");
+	const json_t *e, *state;
+	struct isc_target *t;
+	bool was = cs->pr_cluster, force;
+	char what[48], why[200];
+	const char *target;
+	uint64_t lun, rev;
+	json_t *err;
+	size_t i, j;
+	int applied = 0;
+
+	if (!json_is_boolean(en))
+		return fail("bad_request", "pr_cluster needs \"enabled\" (true or false)");
+	if (!json_is_true(en)) {
+		cs->pr_cluster = false;
+		pr_fail_all(cs, "cluster reservations turned off");
+		pr_set_mode(cs);
+		return json_pack("{s:b}", "ok", 1);
+	}
+	if (!json_is_array(luns))
+		return fail("bad_request", "pr_cluster needs \"luns\" (an array)");
+	/* Every entry checked before anything is applied. */
+	json_array_foreach(luns, i, e) {
+		snprintf(what, sizeof(what), "luns[%zu]", i);
+		err = pr_target_lun(e, what, &target, &lun);
+		if (!err)
+			err = pr_rev_state(e, what, 0, &rev, &state);
+		if (err)
+			return err;
+	}
+	cs->pr_cluster = true;
+	pr_set_mode(cs);
+	/* The first snapshot replaces what the gateway held alone; later ones only move on. */
+	force = !was;
+	gw_list_for_each_entry(t, &cs->gw->targets, node)
+		for (j = 0; j < t->conf->nluns; j++) {
+			uint64_t l = t->conf->luns[j].lu.lun, r = 0;
+			const json_t *st = NULL;
+
+			json_array_foreach(luns, i, e) {
+				pr_target_lun(e, "", &target, &lun);
+				if (lun == l && !strcmp(target, t->conf->name)) {
+					pr_rev_state(e, "", 0, &r, &st);
+					break;
+				}
+			}
+			if (scsi_dev_pr_apply(t->dev, l, r, st, force, why, sizeof(why)) > 0)
+				applied++;
+		}
+	if (!was)
+		gw_info("ctl", "persistent reservations are the cluster's (%zu LUNs in the "
+			"snapshot, %d applied)", json_array_size(luns), applied);
+	return json_pack("{s:b, s:i}", "ok", 1, "applied", applied);
+}
+
+/* {"op":"pr","target":T,"lun":L,"rev":R,"state":{..}|null}: a state from the etcd watch. */
+static json_t *op_pr(struct ctl_sock *cs, const json_t *req)
+{
+	const json_t *state;
+	const char *target;
+	struct isc_target *t;
+	uint64_t lun, rev, held = 0;
+	char why[200];
+	json_t *err, *st;
+	int rc;
+
+	if (!cs->pr_cluster)
+		return fail("not_enabled", "cluster reservations are off: send pr_cluster first");
+	err = pr_target_lun(req, "pr", &target, &lun);
+	if (!err)
+		err = pr_rev_state(req, "pr", 1, &rev, &state);
+	if (err)
+		return err;
+	t = target_by_name(cs, target);
+	rc = t ? scsi_dev_pr_apply(t->dev, lun, rev, state, false, why, sizeof(why)) : -ENOENT;
+	if (rc == -ENOENT)
+		/* Another gateway's LUN, or one not built here yet: nothing to do. */
+		return json_pack("{s:b, s:b}", "ok", 1, "applied", 0);
+	if (rc < 0)
+		return fail("invalid", "pr: state: %s", why);
+	st = scsi_dev_pr_state(t->dev, lun, &held);
+	json_decref(st);
+	return json_pack("{s:b, s:b, s:I}", "ok", 1, "applied", rc > 0, "rev", (json_int_t)held);
+}
+
+/* {"op":"pr_result","commit":N,"result":"ok"|"conflict"|"unavailable",...}: "commit" is the
+ * pr_commit event's id ("id" is the request's own, which the reply echoes). */
+static json_t *op_pr_result(struct ctl_sock *cs, const json_t *req)
+{
+	const json_t *idv = json_object_get(req, "commit"), *state = NULL;
+	const char *res = json_string_value(json_object_get(req, "result"));
+	struct ctl_pr_commit *pc = NULL, *p;
+	uint64_t id, rev = 0;
+	json_t *err = NULL;
+
+	if (!json_is_integer(idv) || json_integer_value(idv) < 1)
+		return fail("bad_request", "pr_result needs \"commit\": the pr_commit event's id");
+	id = (uint64_t)json_integer_value(idv);
+	gw_list_for_each_entry(p, &cs->pr_commits, node)
+		if (p->id == id)
+			pc = p;
+	if (!pc)
+		return fail("not_found", "no reservation commit %llu is out (answered, timed out "
+			    "or cancelled)", (unsigned long long)id);
+	if (!res)
+		return fail("bad_request", "pr_result needs \"result\": ok, conflict or "
+			    "unavailable");
+	if (!strcmp(res, "ok")) {
+		const json_t *r = json_object_get(req, "rev");
+
+		if (!json_is_integer(r) || json_integer_value(r) < 1)
+			return fail("bad_request", "pr_result ok needs an integer \"rev\" (>= 1)");
+		pr_finish(cs, pc, SCSI_PR_COMMIT_OK, (uint64_t)json_integer_value(r), NULL);
+	} else if (!strcmp(res, "conflict")) {
+		err = pr_rev_state(req, "pr_result conflict", 0, &rev, &state);
+		if (err) {
+			/* The command is not left hanging on a winner it cannot read. */
+			pr_finish(cs, pc, SCSI_PR_COMMIT_UNAVAILABLE, 0, NULL);
+			return err;
+		}
+		pr_finish(cs, pc, SCSI_PR_COMMIT_CONFLICT, rev, state);
+	} else if (!strcmp(res, "unavailable")) {
+		gw_warn_rl("ctl", "reservation commit %llu: the cluster store is unavailable (%s): "
+			"NOT READY", (unsigned long long)id,
+			json_string_value(json_object_get(req, "reason")) ?: "no reason given");
+		pr_finish(cs, pc, SCSI_PR_COMMIT_UNAVAILABLE, 0, NULL);
+	} else {
+		return fail("bad_request", "pr_result \"result\" is ok, conflict or unavailable, "
+			    "not \"%.32s\"", res);
+	}
+	return json_pack("{s:b}", "ok", 1);
+}
+
+static json_t *pr_json(struct ctl_sock *cs)
+{
+	struct ctl_pr_commit *pc;
+	int pending = 0;
+
+	gw_list_for_each_entry(pc, &cs->pr_commits, node)
+		pending++;
+	return json_pack("{s:b, s:i, s:I, s:I, s:I, s:I}", "cluster", cs->pr_cluster, "pending",
+			 pending, "commits", (json_int_t)cs->pr_sent,
+			 "ok", (json_int_t)cs->pr_ok, "conflicts", (json_int_t)cs->pr_conflicts,
+			 "failed", (json_int_t)cs->pr_failed);
 }
 
 /* ---- requests ------------------------------------------------------------------------ */
@@ -306,9 +659,11 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 			cs->gconf.fence_margin_ms);
 		cs->gconf.fence_margin_ms = c.gateway.fence_margin_ms;
 	}
-	/* Targets the apply added are fenced like the others. */
+	/* Targets the apply added are fenced like the others, and share reservations. */
 	if (cs->fenced)
 		fence_set(cs, true);
+	if (cs->pr_cluster)
+		pr_set_mode(cs);
 	ctl_config_free(&c);
 	cs->applies++;
 	/* Portals may have come or gone: their chains and verdicts follow. */
@@ -372,6 +727,12 @@ json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req)
 		reply = json_pack("{s:b}", "ok", 1);
 	else if (!strcmp(op, "net"))
 		reply = op_net(s);
+	else if (!strcmp(op, "pr_cluster"))
+		reply = op_pr_cluster(s, req);
+	else if (!strcmp(op, "pr"))
+		reply = op_pr(s, req);
+	else if (!strcmp(op, "pr_result"))
+		reply = op_pr_result(s, req);
 	else if (!strcmp(op, "watch"))
 		/* Only a connection can watch: client_line marks it. */
 		reply = s->net ? json_pack("{s:b, s:I}", "ok", 1, "generation",
@@ -404,6 +765,10 @@ static void client_close(struct ctl_client *c)
 	close(c->fd);
 	gw_list_del(&c->node);
 	gw_loop_close(c->s->loop, &c->cl, client_free);
+	/* Commits it was to answer fail, unless another watcher is left (after this round:
+	 * a watcher dropped inside pr_commit must not answer from inside it). */
+	if (c->watching && !gw_list_empty(&c->s->pr_commits))
+		gw_defer_queue(c->s->loop, &c->s->pr_cancel);
 }
 
 static void client_flush(struct ctl_client *c)
@@ -550,7 +915,12 @@ static void on_accept(struct gw_watch *w, uint32_t events)
  * unsent output passed watch_backlog (1 MiB) is not reading: it is dropped, not buffered for. */
 static void on_net_event(void *arg, const char *type, json_t *data)
 {
-	struct ctl_sock *s = arg;
+	watch_send(arg, type, data);
+}
+
+/* One event (data is stolen) to every watcher: the network model's and "pr_commit". */
+static void watch_send(struct ctl_sock *s, const char *type, json_t *data)
+{
 	struct ctl_client *c, *tmp;
 	json_t *ev = json_pack("{s:s, s:o}", "event", type, "data", data);
 	char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
@@ -607,6 +977,8 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	s->fd = -1;
 	s->watch_backlog = CTL_WATCH_BACKLOG_DEFAULT;
 	gw_list_init(&s->clients);
+	gw_list_init(&s->pr_commits);
+	gw_defer_init(&s->pr_cancel, on_pr_cancel);
 	s->gconf.log_debug = strdup(gconf && gconf->log_debug ? gconf->log_debug : "");
 	s->gconf.control_socket = strdup(path ? path : "");
 	s->gconf.fence_margin_ms = gconf && gconf->fence_margin_ms ? gconf->fence_margin_ms : 1000;
@@ -617,6 +989,11 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	r = gw_timer_init(&s->fence, loop, on_fence);
 	if (r)
 		goto fail;
+	r = gw_timer_init(&s->pr_timer, loop, on_pr_tick);
+	if (r) {
+		gw_timer_fini(&s->fence);
+		goto fail;
+	}
 	if (!path) {
 		/* No socket: the object still applies a configuration (SIGHUP) the one way. */
 		*out = s;
@@ -646,6 +1023,7 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	*out = s;
 	return 0;
 fail_timer:
+	gw_timer_fini(&s->pr_timer);
 	gw_timer_fini(&s->fence);
 fail:
 	if (s->fd >= 0)
@@ -678,6 +1056,14 @@ void ctl_sock_destroy(struct ctl_sock *s)
 		net_mon_set_watch(s->net, NULL, NULL);
 	while (!gw_list_empty(&s->clients))
 		client_close(gw_list_first_entry(&s->clients, struct ctl_client, node));
+	gw_defer_cancel(&s->pr_cancel);
+	/* The devices go back to their own reservations; a command still waiting fails. */
+	if (s->pr_cluster) {
+		s->pr_cluster = false;
+		pr_fail_all(s, "the control socket closes");
+		pr_set_mode(s);
+	}
+	gw_timer_fini(&s->pr_timer);
 	gw_timer_fini(&s->fence);
 	if (s->fd >= 0) {
 		gw_watch_stop(&s->w);

@@ -413,6 +413,7 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 	gw_list_init(&lu->range_waiters);
 	gw_list_init(&lu->itls);
 	scsi_pr_init(&lu->pr);
+	scsi_prc_init(lu);
 	bs_set_event_cb(bs, scsi_lu_bs_event, lu);
 
 	gw_list_for_each_entry(pos, &dev->lus, node)
@@ -435,6 +436,7 @@ static void scsi_lu_free(struct scsi_lu *lu)
 		gw_list_del(&itl->itn_node);
 		free(itl);
 	}
+	scsi_prc_fini(lu);
 	scsi_pr_fini(&lu->pr);
 	if (lu->bs)
 		bs_set_event_cb(lu->bs, NULL, NULL);
@@ -781,9 +783,9 @@ void scsi_target_reset(struct scsi_dev *dev, bool cold, struct scsi_itn *by)
 	gw_info(SCSI_LOG, "%s: target %s reset", dev->name, cold ? "cold" : "warm");
 	gw_list_for_each_entry(lu, &dev->lus, node) {
 		scsi_lu_do_reset(lu, by, cold ? SCSI_UA_POWER_ON_OCCURRED : SCSI_UA_BDR);
-		if (cold) {
+		if (cold && !dev->pr_ops) {
 			/* A cold reset is a power cycle: registrations without APTPL are lost,
-			 * and we persist none. */
+			 * and we persist none (a cluster's state is the cluster's). */
 			scsi_pr_fini(&lu->pr);
 			scsi_pr_init(&lu->pr);
 		}

@@ -7,6 +7,10 @@
  * A registration is keyed by the initiator port name and the relative target port id, not by
  * a session, so a reconnecting initiator finds its key again. APTPL is accepted but nothing is
  * persisted across a restart of the gateway (logged when asked for).
+ *
+ * In a cluster (scsi_pr_cluster.c) these same rules decide a PERSISTENT RESERVE OUT on a copy
+ * of the state applied last; lu->prc.deciding then holds back the unit attentions and aborts,
+ * which come when the state the cluster took is applied.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +25,7 @@ void scsi_pr_init(struct scsi_pr *pr)
 	gw_list_init(&pr->regs);
 }
 
-static void scsi_pr_reg_free(struct scsi_pr_reg *r)
+void scsi_pr_reg_free(struct scsi_pr_reg *r)
 {
 	gw_list_del(&r->node);
 	free(r->initiator);
@@ -39,20 +43,20 @@ void scsi_pr_fini(struct scsi_pr *pr)
 	pr->holder = NULL;
 }
 
-static bool scsi_pr_type_valid(uint8_t type)
+bool scsi_pr_type_valid(uint8_t type)
 {
 	return type == SCSI_PR_TYPE_WE || type == SCSI_PR_TYPE_EA || type == SCSI_PR_TYPE_WE_RO ||
 	       type == SCSI_PR_TYPE_EA_RO || type == SCSI_PR_TYPE_WE_AR ||
 	       type == SCSI_PR_TYPE_EA_AR;
 }
 
-static bool scsi_pr_all_reg(uint8_t type)
+bool scsi_pr_all_reg(uint8_t type)
 {
 	return type == SCSI_PR_TYPE_WE_AR || type == SCSI_PR_TYPE_EA_AR;
 }
 
 /* A registration made through a name-only TransportID matches every port of that initiator. */
-static bool scsi_pr_reg_matches(const struct scsi_pr_reg *r, const struct scsi_itn *itn)
+bool scsi_pr_reg_matches(const struct scsi_pr_reg *r, const struct scsi_itn *itn)
 {
 	if (r->rel_id != scsi_itn_rel_id(itn))
 		return false;
@@ -85,15 +89,21 @@ static void scsi_pr_reg_ua(struct scsi_lu *lu, const struct scsi_pr_reg *r, int 
 {
 	struct scsi_itn *itn;
 
+	if (lu->prc.deciding)
+		return;
 	gw_list_for_each_entry(itn, &lu->dev->itns, node)
 		if (scsi_pr_reg_matches(r, itn))
 			scsi_ua_set_itn(itn, lu, ua);
 }
 
-static void scsi_pr_abort_reg(struct scsi_lu *lu, const struct scsi_pr_reg *r)
+void scsi_pr_abort_reg(struct scsi_lu *lu, const struct scsi_pr_reg *r)
 {
 	struct scsi_cmd *cmd, *t;
 
+	if (lu->prc.deciding) {
+		scsi_prc_note_aborted(lu, r);
+		return;
+	}
 	gw_list_for_each_entry_safe(cmd, t, &lu->waitq, node)
 		if (cmd->itn && scsi_pr_reg_matches(r, cmd->itn))
 			scsi_task_abort_queued(cmd);
@@ -258,8 +268,8 @@ int scsi_pr_in(struct scsi_cmd *cmd)
 
 /* PERSISTENT RESERVE OUT */
 
-static struct scsi_pr_reg *scsi_pr_add(struct scsi_lu *lu, const char *initiator,
-				       const char *name, uint16_t rel_id, uint64_t key)
+struct scsi_pr_reg *scsi_pr_reg_new(struct gw_list *list, const char *initiator,
+				    const char *name, uint16_t rel_id, uint64_t key)
 {
 	struct scsi_pr_reg *r = calloc(1, sizeof(*r));
 
@@ -275,8 +285,14 @@ static struct scsi_pr_reg *scsi_pr_add(struct scsi_lu *lu, const char *initiator
 	}
 	r->rel_id = rel_id;
 	r->key = key;
-	gw_list_add_tail(&lu->pr.regs, &r->node);
+	gw_list_add_tail(list, &r->node);
 	return r;
+}
+
+static struct scsi_pr_reg *scsi_pr_add(struct scsi_lu *lu, const char *initiator,
+				       const char *name, uint16_t rel_id, uint64_t key)
+{
+	return scsi_pr_reg_new(&lu->pr.regs, initiator, name, rel_id, key);
 }
 
 /* Removes a registration, releasing the reservation it held (SPC-4 5.13.11.2.3). */
@@ -336,7 +352,7 @@ static int scsi_pr_register(struct scsi_cmd *cmd, struct scsi_pr_params *p, bool
 	}
 	if (!ignore && (r ? r->key != p->key : p->key != 0))
 		return scsi_pr_conflict_status(cmd);
-	if (p->flags & 0x01) {
+	if (p->flags & 0x01 && !lu->dev->pr_ops) {
 		if (!lu->pr.aptpl)
 			gw_warn(SCSI_LOG, "%s: LUN %llu: APTPL accepted, but reservations are not "
 				"persisted across a gateway restart", lu->dev->name,
@@ -547,6 +563,13 @@ static int scsi_pr_register_move(struct scsi_cmd *cmd, struct scsi_pr_params *p,
 }
 
 int scsi_pr_out(struct scsi_cmd *cmd)
+{
+	if (cmd->lu->dev->pr_ops)
+		return scsi_prc_out(cmd);
+	return scsi_pr_out_local(cmd);
+}
+
+int scsi_pr_out_local(struct scsi_cmd *cmd)
 {
 	struct scsi_lu *lu = cmd->lu;
 	const uint8_t *c = cmd->cdb;

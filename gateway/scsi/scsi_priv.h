@@ -85,6 +85,9 @@ struct scsi_dev {
 	uint16_t next_rel_id;
 	uint64_t next_itn_id;
 	bool fenced;			/* its local groups report standby (scsi_dev_set_fenced) */
+	/* Cluster-wide reservations (scsi_dev_set_pr_cluster): NULL ops, each LU's own. */
+	const struct scsi_pr_cluster_ops *pr_ops;
+	void *pr_arg;
 	void (*event_fn)(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
 	void *event_arg;
 };
@@ -127,7 +130,18 @@ struct scsi_pr {
 	bool reserved;
 	uint8_t type;
 	struct scsi_pr_reg *holder;	/* the one that reserved (AR types: any registrant) */
-	bool aptpl;			/* accepted, not persisted */
+	bool aptpl;			/* accepted, not persisted (a cluster's state keeps it) */
+};
+
+/* A LU's side of cluster-wide reservations (scsi_pr_cluster.c). */
+struct scsi_pr_cl {
+	uint64_t rev;			/* revision of the state applied last (0: none) */
+	struct scsi_cmd *inflight;	/* the PR OUT whose commit is out */
+	json_t *proposed;		/* its proposed state */
+	struct gw_list queue;		/* PR OUTs waiting for it (cmd->node) */
+	struct gw_defer kick;		/* starts the next one */
+	bool deciding;			/* a PR OUT runs on a copy: no unit attentions, no aborts */
+	json_t *aborted;		/* while deciding: the nexuses PREEMPT AND ABORT removed */
 };
 
 struct scsi_lu {
@@ -159,7 +173,8 @@ struct scsi_lu {
 
 	struct gw_list itls;		/* struct scsi_itl */
 	struct scsi_itn *res2_holder;	/* RESERVE(6) holder */
-	struct scsi_pr pr;
+	struct scsi_pr pr;		/* in a cluster: the state applied last */
+	struct scsi_pr_cl prc;
 };
 
 /* scsi_cmd.c */
@@ -262,6 +277,24 @@ int scsi_pr_release6(struct scsi_cmd *cmd);
 bool scsi_pr_conflict(struct scsi_cmd *cmd, const struct scsi_op *op);
 void scsi_pr_init(struct scsi_pr *pr);
 void scsi_pr_fini(struct scsi_pr *pr);
+/* What scsi_pr_cluster.c shares with the local rules. */
+bool scsi_pr_reg_matches(const struct scsi_pr_reg *r, const struct scsi_itn *itn);
+bool scsi_pr_type_valid(uint8_t type);
+bool scsi_pr_all_reg(uint8_t type);
+struct scsi_pr_reg *scsi_pr_reg_new(struct gw_list *list, const char *initiator,
+				    const char *name, uint16_t rel_id, uint64_t key);
+void scsi_pr_reg_free(struct scsi_pr_reg *r);
+void scsi_pr_abort_reg(struct scsi_lu *lu, const struct scsi_pr_reg *r);
+/* PERSISTENT RESERVE OUT by the local rules, on lu->pr. */
+int scsi_pr_out_local(struct scsi_cmd *cmd);
+
+/* scsi_pr_cluster.c */
+void scsi_prc_init(struct scsi_lu *lu);
+void scsi_prc_fini(struct scsi_lu *lu);
+/* PERSISTENT RESERVE OUT on a device with the cluster hook. */
+int scsi_prc_out(struct scsi_cmd *cmd);
+/* While deciding: a registration PREEMPT AND ABORT removed (its tasks go on apply). */
+void scsi_prc_note_aborted(struct scsi_lu *lu, const struct scsi_pr_reg *r);
 
 /* scsi_alua.c */
 int scsi_alua_report_tpgs(struct scsi_cmd *cmd);

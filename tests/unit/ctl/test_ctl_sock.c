@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -452,4 +453,390 @@ Test(ctl_sock, a_watcher_that_does_not_read_is_dropped_not_buffered_for)
 	net_mon_destroy(n);
 	unsetenv("ISERGW_SYSFS");
 	fx_fini(&f);
+}
+
+/* ---- cluster-wide persistent reservations ---------------------------------------------- */
+
+#define PR_TARGET "iqn.2026-11.org.isergw:ctl"
+#define PR_HOST "iqn.2026-11.org.test:host,i,0x23d000000001"
+#define PR_STATE \
+	"{\"generation\": 2, \"aptpl\": false, \"registrations\": [{\"initiator\": \"" PR_HOST \
+	"\", \"rel_id\": 1, \"key\": \"0x00000000000000aa\"}], \"reservation\": null}"
+
+static json_t *ask_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static json_t *ask_fmt(const char *fmt, ...)
+{
+	char req[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(req, sizeof(req), fmt, ap);
+	va_end(ap);
+	return ask(req);
+}
+
+static const char *code_of(const json_t *r)
+{
+	return json_string_value(json_object_get(r, "code")) ?: "(ok)";
+}
+
+/* A host's nexus on the test target, and PR commands through it. */
+struct prhost {
+	struct scsi_dev *dev;
+	struct scsi_itn *itn;
+};
+
+struct prcmd {
+	struct scsi_cmd cmd;
+	struct iovec iov;
+	uint8_t buf[64];
+	int fired;
+};
+
+static void prcmd_done(struct scsi_cmd *cmd)
+{
+	gw_container_of(cmd, struct prcmd, cmd)->fired++;
+}
+
+static void prcmd_submit(struct prhost *h, struct prcmd *c, const uint8_t *cdb, size_t cdb_len,
+			 enum scsi_dir dir, uint32_t len)
+{
+	memset(&c->cmd, 0, sizeof(c->cmd));
+	c->fired = 0;
+	c->cmd.dev = h->dev;
+	c->cmd.itn = h->itn;
+	memcpy(c->cmd.cdb, cdb, cdb_len);
+	c->cmd.cdb_len = 16;
+	c->cmd.dir = dir;
+	c->iov.iov_base = c->buf;
+	c->iov.iov_len = len;
+	c->cmd.iov = &c->iov;
+	c->cmd.iovcnt = 1;
+	c->cmd.data_len = len;
+	c->cmd.done = prcmd_done;
+	scsi_cmd_submit(&c->cmd);
+}
+
+static void prcmd_wait(struct prcmd *c, uint64_t ms)
+{
+	uint64_t t0 = gw_now_ms();
+
+	while (!c->fired && gw_now_ms() - t0 < ms)
+		gw_loop_run_once(&loop, 20);
+	cr_assert_eq(c->fired, 1, "done fired %d times", c->fired);
+}
+
+static void prhost_init(struct prhost *h)
+{
+	struct isc_target *t = gw_list_first_entry(&gw->targets, struct isc_target, node);
+	struct prcmd c;
+	int i;
+
+	h->dev = t->dev;
+	h->itn = scsi_itn_create(t->dev, t->port, PR_HOST, "iqn.2026-11.org.test:host");
+	cr_assert_not_null(h->itn);
+	/* The power-on unit attention first. */
+	for (i = 0; i < 4; i++) {
+		prcmd_submit(h, &c, (const uint8_t[]){ 0x03, 0, 0, 0, 18, 0 }, 6, SCSI_DIR_READ,
+			     18);
+		prcmd_wait(&c, 10000);
+		if ((c.buf[2] & 0x0f) == 0)
+			break;
+	}
+}
+
+/* PERSISTENT RESERVE OUT: REGISTER (sa 0) or RESERVE (sa 1, type 1) with key/sakey. */
+static void prout_start(struct prhost *h, struct prcmd *c, uint8_t sa, uint64_t key,
+			uint64_t sakey)
+{
+	memset(c->buf, 0, sizeof(c->buf));
+	for (int i = 0; i < 8; i++) {
+		c->buf[i] = (uint8_t)(key >> (56 - 8 * i));
+		c->buf[8 + i] = (uint8_t)(sakey >> (56 - 8 * i));
+	}
+	prcmd_submit(h, c, (const uint8_t[]){ 0x5f, sa, sa == 1 ? 1 : 0, 0, 0, 0, 0, 0, 24, 0 },
+		     10, SCSI_DIR_WRITE, 24);
+}
+
+static void assert_not_ready(const struct prcmd *c)
+{
+	cr_assert_eq(c->cmd.status, 0x02, "status %#x", c->cmd.status);
+	cr_assert_eq(c->cmd.sense[2] & 0x0f, 0x02, "NOT READY");
+	cr_assert_eq(c->cmd.sense[12], 0x04);
+	cr_assert_eq(c->cmd.sense[13], 0x0a, "ASYMMETRIC ACCESS STATE TRANSITION");
+}
+
+Test(ctl_sock, pr_states_are_checked_and_only_newer_ones_applied)
+{
+	json_t *r, *st;
+
+	r = ask_fmt("{\"op\":\"pr\",\"target\":\"%s\",\"lun\":0,\"rev\":1,\"state\":null}",
+		    PR_TARGET);
+	cr_assert_str_eq(code_of(r), "not_enabled");
+	json_decref(r);
+	/* Two registrations for one nexus: refused, naming the entry, and nothing changes. */
+	r = ask_fmt("{\"op\":\"pr_cluster\",\"enabled\":true,\"luns\":[{\"target\":\"%s\","
+		    "\"lun\":0,\"rev\":3,\"state\":{\"generation\":1,\"aptpl\":false,"
+		    "\"registrations\":[{\"initiator\":\"%s\",\"rel_id\":1,\"key\":"
+		    "\"0x0000000000000001\"},{\"initiator\":\"%s\",\"rel_id\":1,\"key\":"
+		    "\"0x0000000000000002\"}],\"reservation\":null}}]}", PR_TARGET, PR_HOST,
+		    PR_HOST);
+	cr_assert_str_eq(code_of(r), "invalid");
+	cr_assert_not_null(strstr(json_string_value(json_object_get(r, "message")),
+				  "luns[0]: state: registrations[1]: a second registration"),
+			   "%s", json_string_value(json_object_get(r, "message")));
+	json_decref(r);
+	st = ask("{\"op\":\"state\"}");
+	cr_assert(json_is_false(json_object_get(json_object_get(st, "pr"), "cluster")));
+	json_decref(st);
+	r = ask_fmt("{\"op\":\"pr_cluster\",\"enabled\":true,\"luns\":[{\"target\":\"%s\","
+		    "\"lun\":0,\"rev\":3,\"state\":%s}]}", PR_TARGET, PR_STATE);
+	cr_assert(json_is_true(json_object_get(r, "ok")), "%s", code_of(r));
+	cr_assert_eq(json_integer_value(json_object_get(r, "applied")), 1);
+	json_decref(r);
+	st = ask("{\"op\":\"state\"}");
+	cr_assert(json_is_true(json_object_get(json_object_get(st, "pr"), "cluster")));
+	json_decref(st);
+	/* An older revision (a late watch event) is not applied; a newer one is. */
+	r = ask_fmt("{\"op\":\"pr\",\"target\":\"%s\",\"lun\":0,\"rev\":2,\"state\":null}",
+		    PR_TARGET);
+	cr_assert(json_is_false(json_object_get(r, "applied")));
+	cr_assert_eq(json_integer_value(json_object_get(r, "rev")), 3);
+	json_decref(r);
+	r = ask_fmt("{\"op\":\"pr\",\"target\":\"%s\",\"lun\":0,\"rev\":4,\"state\":"
+		    "{\"generation\":1,\"aptpl\":false,\"registrations\":[{\"initiator\":\"%s\","
+		    "\"rel_id\":1,\"key\":\"aa\"}],\"reservation\":null}}", PR_TARGET, PR_HOST);
+	cr_assert_str_eq(code_of(r), "invalid");
+	json_decref(r);
+	r = ask_fmt("{\"op\":\"pr\",\"target\":\"%s\",\"lun\":0,\"rev\":4,\"state\":null}",
+		    PR_TARGET);
+	cr_assert(json_is_true(json_object_get(r, "applied")));
+	json_decref(r);
+	/* Another gateway's LUN: nothing to do, and no error. */
+	r = ask("{\"op\":\"pr\",\"target\":\"iqn.2026-11.org.isergw:other\",\"lun\":0,\"rev\":9,"
+		"\"state\":null}");
+	cr_assert(json_is_true(json_object_get(r, "ok")));
+	cr_assert(json_is_false(json_object_get(r, "applied")));
+	json_decref(r);
+	r = ask("{\"op\":\"pr_result\",\"commit\":99,\"result\":\"ok\",\"rev\":5}");
+	cr_assert_str_eq(code_of(r), "not_found");
+	json_decref(r);
+	r = ask("{\"op\":\"pr_result\",\"id\":1,\"result\":\"ok\",\"rev\":5}");
+	cr_assert_str_eq(code_of(r), "bad_request");
+	json_decref(r);
+	r = ask("{\"op\":\"pr_cluster\",\"enabled\":false}");
+	cr_assert(json_is_true(json_object_get(r, "ok")));
+	json_decref(r);
+}
+
+/* The network model a watcher needs, and a connection that watches. */
+static int pr_watch(struct fx *f, struct net_mon **n, char *buf, size_t cap, size_t *got)
+{
+	static const char req[] = "{\"op\":\"watch\",\"id\":7}\n";
+	int fd;
+
+	fx_init(f);
+	fx_roce_bond(f, "active 1");
+	setenv("ISERGW_SYSFS", f->root, 1);
+	cr_assert_eq(net_mon_create(&loop, n), 0);
+	ctl_sock_set_net(cs, *n);
+	fd = connect_sock();
+	cr_assert_eq(write(fd, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+	read_until(fd, buf, cap, got, "\"id\":7");
+	return fd;
+}
+
+static void pr_unwatch(struct fx *f, struct net_mon *n)
+{
+	ctl_sock_set_net(cs, NULL);
+	net_mon_destroy(n);
+	unsetenv("ISERGW_SYSFS");
+	fx_fini(f);
+}
+
+/* The data of the n-th (1-based) pr_commit event in buf, read until it came. */
+static json_t *pr_event(int fd, char *buf, size_t cap, size_t *got, int nth)
+{
+	char *p = buf, *end;
+	json_t *ev, *d;
+	int i;
+
+	for (i = 0; i < nth; i++) {
+		uint64_t t0 = gw_now_ms();
+
+		while (!strstr(p, "\"event\":\"pr_commit\"") && gw_now_ms() - t0 < 5000) {
+			ssize_t k;
+
+			gw_loop_run_once(&loop, 20);
+			k = recv(fd, buf + *got, cap - 1 - *got, MSG_DONTWAIT);
+			if (k > 0)
+				*got += (size_t)k;
+			buf[*got] = 0;
+		}
+		p = strstr(p, "\"event\":\"pr_commit\"");
+		cr_assert_not_null(p, "no pr_commit event %d: %s", i + 1, buf);
+		if (i + 1 < nth)
+			p++;
+	}
+	while (p > buf && p[-1] != '\n')
+		p--;
+	end = strchr(p, '\n');
+	cr_assert_not_null(end);
+	ev = json_loadb(p, (size_t)(end - p), 0, NULL);
+	cr_assert_not_null(ev, "%.*s", (int)(end - p), p);
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "event")), "pr_commit");
+	d = json_incref(json_object_get(ev, "data"));
+	json_decref(ev);
+	return d;
+}
+
+Test(ctl_sock, a_pr_out_goes_out_as_pr_commit_and_completes_on_pr_result)
+{
+	struct prhost h;
+	struct prcmd c;
+	struct fx f;
+	struct net_mon *n;
+	char buf[65536] = "";
+	size_t got = 0;
+	json_t *r, *d;
+	int fd;
+
+	prhost_init(&h);
+	r = ask("{\"op\":\"pr_cluster\",\"enabled\":true,\"luns\":[]}");
+	cr_assert(json_is_true(json_object_get(r, "ok")));
+	json_decref(r);
+	/* Nobody watches: no commit can go out, the host is told to retry. */
+	prout_start(&h, &c, 0x00, 0, 0xaa);
+	prcmd_wait(&c, 10000);
+	assert_not_ready(&c);
+
+	fd = pr_watch(&f, &n, buf, sizeof(buf), &got);
+	prout_start(&h, &c, 0x00, 0, 0xaa);
+	d = pr_event(fd, buf, sizeof(buf), &got, 1);
+	cr_assert_eq(c.fired, 0, "not before the cluster took it");
+	cr_assert_str_eq(json_string_value(json_object_get(d, "target")), PR_TARGET);
+	cr_assert_eq(json_integer_value(json_object_get(d, "lun")), 0);
+	cr_assert_eq(json_integer_value(json_object_get(d, "rev")), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(
+		json_object_get(d, "state"), "registrations"), 0), "initiator")), PR_HOST);
+	r = ask_fmt("{\"op\":\"pr_result\",\"commit\":%lld,\"result\":\"ok\",\"rev\":7}",
+		    (long long)json_integer_value(json_object_get(d, "id")));
+	cr_assert(json_is_true(json_object_get(r, "ok")), "%s", code_of(r));
+	json_decref(r);
+	json_decref(d);
+	prcmd_wait(&c, 10000);
+	cr_assert_eq(c.cmd.status, 0, "GOOD once etcd took it");
+	/* Its echo through the watch is not newer. */
+	r = ask_fmt("{\"op\":\"pr\",\"target\":\"%s\",\"lun\":0,\"rev\":7,\"state\":%s}",
+		    PR_TARGET, PR_STATE);
+	cr_assert(json_is_false(json_object_get(r, "applied")));
+	json_decref(r);
+
+	/* The store is away: NOT READY. */
+	prout_start(&h, &c, 0x01, 0xaa, 0);
+	d = pr_event(fd, buf, sizeof(buf), &got, 2);
+	r = ask_fmt("{\"op\":\"pr_result\",\"commit\":%lld,\"result\":\"unavailable\","
+		    "\"reason\":\"etcd: connection refused\"}",
+		    (long long)json_integer_value(json_object_get(d, "id")));
+	cr_assert(json_is_true(json_object_get(r, "ok")));
+	json_decref(r);
+	json_decref(d);
+	prcmd_wait(&c, 10000);
+	assert_not_ready(&c);
+
+	/* The watcher goes with a commit out: it fails at once, not after the timeout. */
+	prout_start(&h, &c, 0x01, 0xaa, 0);
+	d = pr_event(fd, buf, sizeof(buf), &got, 3);
+	json_decref(d);
+	close(fd);
+	prcmd_wait(&c, 10000);
+	assert_not_ready(&c);
+	r = ask("{\"op\":\"state\"}");
+	d = json_object_get(r, "pr");
+	cr_assert_eq(json_integer_value(json_object_get(d, "commits")), 3);
+	cr_assert_eq(json_integer_value(json_object_get(d, "ok")), 1);
+	cr_assert_eq(json_integer_value(json_object_get(d, "failed")), 2);
+	cr_assert_eq(json_integer_value(json_object_get(d, "pending")), 0);
+	json_decref(r);
+	pr_unwatch(&f, n);
+}
+
+Test(ctl_sock, a_commit_never_answered_fails_after_five_seconds)
+{
+	struct prhost h;
+	struct prcmd c;
+	struct fx f;
+	struct net_mon *n;
+	char buf[65536] = "";
+	size_t got = 0;
+	json_t *r, *d;
+	uint64_t t0;
+	int fd;
+
+	prhost_init(&h);
+	r = ask("{\"op\":\"pr_cluster\",\"enabled\":true,\"luns\":[]}");
+	json_decref(r);
+	fd = pr_watch(&f, &n, buf, sizeof(buf), &got);
+	t0 = gw_now_ms();
+	prout_start(&h, &c, 0x00, 0, 0xaa);
+	d = pr_event(fd, buf, sizeof(buf), &got, 1);
+	/* Generous: the machine may be loaded; the bound is not what is measured. */
+	prcmd_wait(&c, 30000);
+	assert_not_ready(&c);
+	cr_assert_geq(gw_now_ms() - t0, 4900, "not before the timeout");
+	/* The answer that comes too late finds nothing. */
+	r = ask_fmt("{\"op\":\"pr_result\",\"commit\":%lld,\"result\":\"ok\",\"rev\":3}",
+		    (long long)json_integer_value(json_object_get(d, "id")));
+	cr_assert_str_eq(code_of(r), "not_found");
+	json_decref(r);
+	json_decref(d);
+	close(fd);
+	pr_unwatch(&f, n);
+}
+
+Test(ctl_sock, a_lost_race_goes_out_again_on_the_winner_and_a_bad_winner_fails_it)
+{
+	struct prhost h;
+	struct prcmd c;
+	struct fx f;
+	struct net_mon *n;
+	char buf[65536] = "";
+	size_t got = 0;
+	json_t *r, *d;
+	int fd;
+
+	prhost_init(&h);
+	r = ask("{\"op\":\"pr_cluster\",\"enabled\":true,\"luns\":[]}");
+	json_decref(r);
+	fd = pr_watch(&f, &n, buf, sizeof(buf), &got);
+	prout_start(&h, &c, 0x00, 0, 0xaa);
+	d = pr_event(fd, buf, sizeof(buf), &got, 1);
+	/* Another gateway registered the host's key first (through another port). */
+	r = ask_fmt("{\"op\":\"pr_result\",\"commit\":%lld,\"result\":\"conflict\",\"rev\":12,"
+		    "\"state\":{\"generation\":5,\"aptpl\":false,\"registrations\":[{\"initiator\":"
+		    "\"%s\",\"rel_id\":2,\"key\":\"0x00000000000000bb\"}],\"reservation\":null}}",
+		    (long long)json_integer_value(json_object_get(d, "id")), PR_HOST);
+	cr_assert(json_is_true(json_object_get(r, "ok")), "%s", code_of(r));
+	json_decref(r);
+	json_decref(d);
+	d = pr_event(fd, buf, sizeof(buf), &got, 2);
+	cr_assert_eq(c.fired, 0);
+	cr_assert_eq(json_integer_value(json_object_get(d, "rev")), 12, "from the winner");
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(d, "state"),
+							"generation")), 6);
+	cr_assert_eq(json_array_size(json_object_get(json_object_get(d, "state"),
+						     "registrations")), 2);
+	/* A winner that is no state: refused, and the command is not left waiting. */
+	r = ask_fmt("{\"op\":\"pr_result\",\"commit\":%lld,\"result\":\"conflict\",\"rev\":13,"
+		    "\"state\":{\"generation\":6,\"aptpl\":false,\"registrations\":[],"
+		    "\"reservation\":{\"initiator\":\"%s\",\"rel_id\":1,\"type\":9}}}",
+		    (long long)json_integer_value(json_object_get(d, "id")), PR_HOST);
+	cr_assert_str_eq(code_of(r), "invalid");
+	json_decref(r);
+	json_decref(d);
+	prcmd_wait(&c, 10000);
+	assert_not_ready(&c);
+	close(fd);
+	pr_unwatch(&f, n);
 }
