@@ -149,6 +149,8 @@ struct cpr_commit {
 	uint64_t lun;
 	json_t *state;			/* the proposal */
 	uint64_t deadline_ms;
+	bool committed;			/* etcd took it at rev: waiting for the watch's echo */
+	int64_t rev;
 };
 
 struct api_cpr {
@@ -315,6 +317,8 @@ static bool cpr_learn(struct api_cpr *p, const char *target, uint64_t lun, int64
 	return take;
 }
 
+static void cpr_resolve(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev);
+
 void api_cpr_kv(struct api_cpr *p, const char *rel, const char *value, int64_t mod_rev)
 {
 	const char *why = NULL;
@@ -342,8 +346,10 @@ void api_cpr_kv(struct api_cpr *p, const char *rel, const char *value, int64_t m
 		if (k && st)
 			json_object_set_new(p->snap, k, cpr_entry(target, lun, mod_rev, st));
 		free(k);
-	} else if (cpr_learn(p, target, lun, mod_rev, st)) {
-		cpr_push(p, target, lun, mod_rev, st);
+	} else {
+		cpr_resolve(p, target, lun, mod_rev);
+		if (cpr_learn(p, target, lun, mod_rev, st))
+			cpr_push(p, target, lun, mod_rev, st);
 	}
 	json_decref(st);
 	free(target);
@@ -390,6 +396,7 @@ void api_cpr_list_end(struct api_cpr *p, int64_t rev)
 	json_decref(p->lus);
 	p->lus = snap;
 	p->listed = true;
+	cpr_resolve(p, NULL, 0, rev);
 	if (p->gw_up && !p->gw_sent)
 		cpr_send_all(p);
 }
@@ -443,6 +450,27 @@ static void cpr_unavailable(struct api_cpr *p, json_int_t id, const char *why)
 			      "unavailable", "reason", why), on_result_reply);
 }
 
+static void cpr_answer_ok(struct api_cpr *p, struct cpr_commit *cm)
+{
+	cpr_learn(p, cm->target, cm->lun, cm->rev, cm->state);
+	cpr_send(p, json_pack("{s:s, s:I, s:s, s:I}", "op", "pr_result", "commit", cm->id,
+			      "result", "ok", "rev", (json_int_t)cm->rev), on_result_reply);
+}
+
+/* Commits waiting for their echo that the watch (or a list) has now reached: answered. */
+static void cpr_resolve(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev)
+{
+	struct cpr_commit *cm, *tmp;
+
+	gw_list_for_each_entry_safe(cm, tmp, &p->commits, node)
+		if (cm->committed && cm->rev <= rev &&
+		    (!target || (cm->lun == lun && !strcmp(cm->target, target)))) {
+			cpr_answer_ok(p, cm);
+			cpr_commit_free(cm);
+		}
+	cpr_arm(p);
+}
+
 static void on_commit_done(void *ctx, int err, json_t *resp)
 {
 	struct cpr_commit *cm = ctx;
@@ -451,11 +479,11 @@ static void on_commit_done(void *ctx, int err, json_t *resp)
 	const char *why = NULL;
 	char *k = NULL, *v = NULL, reason[300];
 	json_t *st = NULL;
+	const json_t *cur;
 	int64_t rev = 0;
+	char *lu;
 	int r;
 
-	gw_list_del(&cm->node);
-	cpr_arm(p);
 	if (err) {
 		snprintf(reason, sizeof(reason), "etcd %s", err == -EPROTO ?
 			 "refused the commit" : api_etcd_down(p->etcd) ? "is unreachable" :
@@ -466,12 +494,20 @@ static void on_commit_done(void *ctx, int err, json_t *resp)
 		goto out;
 	}
 	if (json_is_true(json_object_get(resp, "succeeded"))) {
-		/* The put's revision is the txn's. */
-		rev = api_etcd_int(json_object_get(resp, "header"), "revision", 0);
-		cpr_learn(p, cm->target, cm->lun, rev, cm->state);
-		cpr_send(p, json_pack("{s:s, s:I, s:s, s:I}", "op", "pr_result", "commit", cm->id,
-				      "result", "ok", "rev", (json_int_t)rev), on_result_reply);
-		goto out;
+		/* The put's revision is the txn's. The answer waits for the watch to bring it
+		 * back: every agent's watch gets it from etcd at once, so by the time the host
+		 * hears GOOD and asks another gateway, that gateway's agent has had as long to
+		 * hand it the state (a wait bounded by the deadline, then answered anyway). */
+		cm->committed = true;
+		cm->rev = api_etcd_int(json_object_get(resp, "header"), "revision", 0);
+		lu = cpr_lu(cm->target, cm->lun);
+		cur = lu ? json_object_get(p->lus, lu) : NULL;
+		free(lu);
+		if (cur && api_etcd_int(cur, "rev", 0) >= cm->rev) {
+			cpr_answer_ok(p, cm);
+			goto out;
+		}
+		return;
 	}
 	/* Another commit won: its state, read in the same txn (absent: the empty one, rev 0). */
 	range = json_object_get(json_array_get(json_object_get(resp, "responses"), 0),
@@ -501,6 +537,7 @@ out:
 	free(k);
 	free(v);
 	cpr_commit_free(cm);
+	cpr_arm(p);
 }
 
 /* The oldest commits past their deadline: the gateway hears "unavailable" now. */
@@ -515,6 +552,14 @@ static void cpr_on_timer(struct gw_timer *t)
 		cm = gw_list_first_entry(&p->commits, struct cpr_commit, node);
 		if (cm->deadline_ms > now)
 			break;
+		if (cm->committed) {
+			/* In etcd: GOOD, even though the watch has not brought it back yet. */
+			gw_dbg("cluster", "commit %lld at revision %lld answered without its echo",
+			       (long long)cm->id, (long long)cm->rev);
+			cpr_answer_ok(p, cm);
+			cpr_commit_free(cm);
+			continue;
+		}
 		api_etcd_cancel_ctx(p->etcd, cm);
 		snprintf(reason, sizeof(reason), "etcd did not answer within %u ms", p->commit_ms);
 		gw_warn_rl("cluster", "PERSISTENT RESERVE OUT on %s LUN %" PRIu64 " not committed: "

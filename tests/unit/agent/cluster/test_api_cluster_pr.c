@@ -467,7 +467,12 @@ Test(api_cluster_pr, a_commit_that_etcd_takes_is_answered_ok_with_its_revision)
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
 	cr_assert_eq(json_array_size(gw_sent), 1, "answered from the loop, never inside");
-	run_until_sent(&r, 2, 10000);
+	run_until_served(&r, 1, 10000);
+	run_until_sent(&r, 2, 300);
+	cr_assert_eq(json_array_size(gw_sent), 1, "taken, but not answered before the watch "
+		     "brought it back (every gateway's agent gets it at once)");
+	/* The watch's echo: the answer, and the state is not pushed again. */
+	api_cpr_kv(r.p, "t/0", echo, 42);
 	cr_assert_eq(json_array_size(gw_sent), 2);
 	cr_assert_str_eq(sent_str(1, "op"), "pr_result");
 	cr_assert_eq(sent_int(1, "commit"), 3);
@@ -477,11 +482,29 @@ Test(api_cluster_pr, a_commit_that_etcd_takes_is_answered_ok_with_its_revision)
 	cr_assert_str_eq(json_string_value(json_object_get(cmp, "key")), kb);
 	cr_assert_str_eq(json_string_value(json_object_get(cmp, "mod_revision")), "7",
 			 "compared with the revision the proposal was computed from");
-	/* Its watch echo is not sent again: the gateway applied it with the answer. */
-	api_cpr_kv(r.p, "t/0", echo, 42);
-	cr_assert_eq(json_array_size(gw_sent), 2);
 	free(echo);
 	free(kb);
+	rig_stop(&r);
+}
+
+Test(api_cluster_pr, a_commit_whose_echo_is_late_is_answered_ok_at_the_deadline)
+{
+	struct rig r;
+	json_t *ev;
+
+	rig_start(&r, TXN_OK, false);
+	r.p->commit_ms = 300;
+	api_cpr_list_begin(r.p);
+	api_cpr_list_end(r.p, 1);
+	api_cpr_gw_up(r.p);
+	ev = commit_ev(9, 0, state(NULL, 0, 0));
+	api_cpr_commit(r.p, ev, NULL);
+	json_decref(ev);
+	run_until_sent(&r, 2, 10000);
+	cr_assert_eq(json_array_size(gw_sent), 2);
+	cr_assert_str_eq(sent_str(1, "result"), "ok", "it is in etcd: never unavailable");
+	cr_assert_eq(sent_int(1, "rev"), 42);
+	cr_assert(gw_list_empty(&r.p->commits));
 	rig_stop(&r);
 }
 
