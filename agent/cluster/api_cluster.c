@@ -557,6 +557,9 @@ static bool cl_apply_kv(struct api_cluster *c, const char *key, const char *valu
 	} else if (!strncmp(rel, "pr/", 3)) {
 		json_decref(val);
 		api_cpr_kv(c->pr, rel + 3, value, mod_rev);
+	} else if (!strncmp(rel, "pr_acks/", 8)) {
+		json_decref(val);
+		api_cpr_ack(c->pr, rel + 8, value);
 	} else {
 		json_decref(val);
 	}
@@ -997,6 +1000,9 @@ int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **
 			.prefix = c->prefix,
 			.gw_call = conf->gw_call,
 			.ag = conf->ag,
+			.self = c->id,
+			.live = c->live,
+			.lease = &c->lease,
 		};
 
 		r = api_cpr_create(&pc, &c->pr);

@@ -149,7 +149,8 @@ struct cpr_commit {
 	uint64_t lun;
 	json_t *state;			/* the proposal */
 	uint64_t deadline_ms;
-	bool committed;			/* etcd took it at rev: waiting for the watch's echo */
+	bool committed;			/* etcd took it at rev: waiting for the barrier */
+	bool echoed;			/* and this agent's watch brought rev back */
 	int64_t rev;
 };
 
@@ -167,6 +168,21 @@ struct api_cpr {
 	struct gw_list commits;
 	struct gw_timer timer;		/* the oldest commit's deadline */
 	unsigned int commit_ms;
+	const char *self;		/* the barrier: see api_cpr_ack */
+	const json_t *live;
+	const int64_t *lease;
+	json_t *acks;			/* {member id: revision its gateway has} */
+	int64_t ack_sent, ack_want;	/* this member's: the put in flight (0: none), the next */
+	int64_t ack_done;		/* the highest put */
+	struct gw_list waits;		/* struct cpr_wait: pushes the gateway has not answered */
+};
+
+/* A "pr" push whose answer (the gateway applied it) releases this member's acknowledgement.
+ * Outlives p when the gateway's client answers after the agent stopped: p is NULL then. */
+struct cpr_wait {
+	struct gw_list node;		/* in p->waits */
+	struct api_cpr *p;
+	int64_t rev;
 };
 
 static char *cpr_lu(const char *target, uint64_t lun)
@@ -260,19 +276,49 @@ static void cpr_send(struct api_cpr *p, json_t *req, api_cluster_gw_cb cb)
 	p->gw_call(p->ag, req, cb, NULL);
 }
 
-static void cpr_push(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev,
+static void cpr_ack_send(struct api_cpr *p, int64_t rev);
+
+static void on_pr_applied(void *ctx, int err, json_t *reply)
+{
+	struct cpr_wait *w = ctx;
+
+	on_pr_reply(NULL, err, reply);
+	if (w->p) {
+		gw_list_del(&w->node);
+		/* Applied (or the gateway went: it gets the whole set when it is back). */
+		cpr_ack_send(w->p, w->rev);
+	}
+	free(w);
+}
+
+/* True when the acknowledgement of rev waits for the gateway's answer. */
+static bool cpr_push(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev,
 		     const json_t *st)
 {
+	struct cpr_wait *w;
 	json_t *req;
 
-	if (!p->gw_sent)
-		return;
+	if (!p->gw_sent || !p->gw_call || !p->gw_up)
+		return false;
 	req = cpr_entry(target, lun, rev, st);
 	if (req && !st)
 		json_object_set_new(req, "state", json_null());
 	if (req)
 		json_object_set_new(req, "op", json_string("pr"));
-	cpr_send(p, req, on_pr_reply);
+	w = req ? calloc(1, sizeof(*w)) : NULL;
+	if (!w) {
+		cpr_send(p, req, on_pr_reply);
+		return false;
+	}
+	w->p = p;
+	w->rev = rev;
+	gw_list_add_tail(&p->waits, &w->node);
+	if (p->gw_call(p->ag, req, on_pr_applied, w)) {
+		gw_list_del(&w->node);
+		free(w);
+		return false;
+	}
+	return true;
 }
 
 /* The whole set, once per connection: a LU not listed has the empty state. */
@@ -318,6 +364,7 @@ static bool cpr_learn(struct api_cpr *p, const char *target, uint64_t lun, int64
 }
 
 static void cpr_resolve(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev);
+static bool cpr_own_echo(const struct api_cpr *p, const char *target, uint64_t lun, int64_t rev);
 
 void api_cpr_kv(struct api_cpr *p, const char *rel, const char *value, int64_t mod_rev)
 {
@@ -347,9 +394,16 @@ void api_cpr_kv(struct api_cpr *p, const char *rel, const char *value, int64_t m
 			json_object_set_new(p->snap, k, cpr_entry(target, lun, mod_rev, st));
 		free(k);
 	} else {
+		/* The echo of this gateway's own commit is not pushed: it has it from the
+		 * answer (which may still wait for the other members). */
+		bool own = cpr_own_echo(p, target, lun, mod_rev), later = false;
+
+		if (cpr_learn(p, target, lun, mod_rev, st) && !own)
+			later = cpr_push(p, target, lun, mod_rev, st);
 		cpr_resolve(p, target, lun, mod_rev);
-		if (cpr_learn(p, target, lun, mod_rev, st))
-			cpr_push(p, target, lun, mod_rev, st);
+		/* Acknowledged once the gateway applied it (or at once: nothing to push). */
+		if (!later)
+			cpr_ack_send(p, mod_rev);
 	}
 	json_decref(st);
 	free(target);
@@ -397,6 +451,7 @@ void api_cpr_list_end(struct api_cpr *p, int64_t rev)
 	p->lus = snap;
 	p->listed = true;
 	cpr_resolve(p, NULL, 0, rev);
+	cpr_ack_send(p, rev);
 	if (p->gw_up && !p->gw_sent)
 		cpr_send_all(p);
 }
@@ -457,18 +512,107 @@ static void cpr_answer_ok(struct api_cpr *p, struct cpr_commit *cm)
 			      "result", "ok", "rev", (json_int_t)cm->rev), on_result_reply);
 }
 
-/* Commits waiting for their echo that the watch (or a list) has now reached: answered. */
-static void cpr_resolve(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev)
+/* Every other live member's gateway has the states up to rev (no barrier: true). */
+static bool cpr_acked(const struct api_cpr *p, int64_t rev)
+{
+	const char *id;
+	json_t *v;
+
+	if (!p->live || !p->self)
+		return true;
+	json_object_foreach((json_t *)p->live, id, v) {
+		if (!strcmp(id, p->self))
+			continue;
+		if (!json_object_get(p->acks, id) ||
+		    json_integer_value(json_object_get(p->acks, id)) < rev)
+			return false;
+	}
+	return true;
+}
+
+/* Commits past the barrier: answered ok. */
+static void cpr_settle(struct api_cpr *p)
 {
 	struct cpr_commit *cm, *tmp;
 
 	gw_list_for_each_entry_safe(cm, tmp, &p->commits, node)
-		if (cm->committed && cm->rev <= rev &&
-		    (!target || (cm->lun == lun && !strcmp(cm->target, target)))) {
+		if (cm->committed && cm->echoed && cpr_acked(p, cm->rev)) {
 			cpr_answer_ok(p, cm);
 			cpr_commit_free(cm);
 		}
 	cpr_arm(p);
+}
+
+static bool cpr_own_echo(const struct api_cpr *p, const char *target, uint64_t lun, int64_t rev)
+{
+	const struct cpr_commit *cm;
+
+	gw_list_for_each_entry(cm, &p->commits, node)
+		if (cm->committed && cm->rev == rev && cm->lun == lun &&
+		    !strcmp(cm->target, target))
+			return true;
+	return false;
+}
+
+/* Commits whose revision the watch (or a list) has now reached. */
+static void cpr_resolve(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev)
+{
+	struct cpr_commit *cm;
+
+	gw_list_for_each_entry(cm, &p->commits, node)
+		if (cm->committed && cm->rev <= rev &&
+		    (!target || (cm->lun == lun && !strcmp(cm->target, target))))
+			cm->echoed = true;
+	cpr_settle(p);
+}
+
+static void on_acked(void *ctx, int err, json_t *resp)
+{
+	struct api_cpr *p = ctx;
+	int64_t want = p->ack_want;
+
+	(void)resp;
+	if (err)
+		gw_dbg("cluster", "reservations acknowledgement not written: %s", strerror(-err));
+	p->ack_sent = 0;
+	p->ack_want = 0;
+	if (want)
+		cpr_ack_send(p, want);
+}
+
+/* PREFIX/pr_acks/SELF = rev: this member's gateway has (been sent) the states up to rev. One
+ * put at a time; a newer revision meanwhile goes after it. */
+static void cpr_ack_send(struct api_cpr *p, int64_t rev)
+{
+	char *key = NULL, val[24];
+
+	if (!p->self || !p->live || rev <= p->ack_done)
+		return;
+	if (p->ack_sent) {
+		if (rev > p->ack_sent && rev > p->ack_want)
+			p->ack_want = rev;
+		return;
+	}
+	if (asprintf(&key, "%s/pr_acks/%s", p->prefix, p->self) < 0)
+		return;
+	snprintf(val, sizeof(val), "%lld", (long long)rev);
+	if (api_etcd_post(p->etcd, "/v3/kv/put",
+			  api_etcd_put_req(key, val, p->lease ? *p->lease : 0), on_acked, p) == 0) {
+		p->ack_sent = rev;
+		p->ack_done = rev;
+	}
+	free(key);
+}
+
+void api_cpr_ack(struct api_cpr *p, const char *id, const char *value)
+{
+	if (!p || !id || !*id)
+		return;
+	if (value)
+		json_object_set_new(p->acks, id, json_integer(strtoll(value, NULL, 10)));
+	else
+		json_object_del(p->acks, id);
+	cpr_settle(p);
 }
 
 static void on_commit_done(void *ctx, int err, json_t *resp)
@@ -503,10 +647,8 @@ static void on_commit_done(void *ctx, int err, json_t *resp)
 		lu = cpr_lu(cm->target, cm->lun);
 		cur = lu ? json_object_get(p->lus, lu) : NULL;
 		free(lu);
-		if (cur && api_etcd_int(cur, "rev", 0) >= cm->rev) {
-			cpr_answer_ok(p, cm);
-			goto out;
-		}
+		cm->echoed = cur && api_etcd_int(cur, "rev", 0) >= cm->rev;
+		cpr_settle(p);	/* answers it, or it waits for the barrier */
 		return;
 	}
 	/* Another commit won: its state, read in the same txn (absent: the empty one, rev 0). */
@@ -753,14 +895,19 @@ int api_cpr_create(const struct api_cpr_conf *conf, struct api_cpr **out)
 	if (!p)
 		return -ENOMEM;
 	gw_list_init(&p->commits);
+	gw_list_init(&p->waits);
 	p->loop = conf->loop;
 	p->etcd = conf->etcd;
 	p->gw_call = conf->gw_call;
 	p->ag = conf->ag;
 	p->commit_ms = API_CPR_COMMIT_MS;
+	p->self = conf->self;
+	p->live = conf->live;
+	p->lease = conf->lease;
 	p->prefix = strdup(conf->prefix);
 	p->lus = json_object();
-	if (!p->prefix || !p->lus) {
+	p->acks = json_object();
+	if (!p->prefix || !p->lus || !p->acks) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -772,6 +919,7 @@ int api_cpr_create(const struct api_cpr_conf *conf, struct api_cpr **out)
 fail:
 	free(p->prefix);
 	json_decref(p->lus);
+	json_decref(p->acks);
 	free(p);
 	return r;
 }
@@ -783,8 +931,16 @@ void api_cpr_destroy(struct api_cpr *p)
 	cpr_drop_commits(p);
 	api_etcd_cancel_ctx(p->etcd, p);
 	gw_timer_fini(&p->timer);
+	/* Their answers come after this (the gateway's client stops later): detached. */
+	while (!gw_list_empty(&p->waits)) {
+		struct cpr_wait *w = gw_list_first_entry(&p->waits, struct cpr_wait, node);
+
+		gw_list_del(&w->node);
+		w->p = NULL;
+	}
 	json_decref(p->lus);
 	json_decref(p->snap);
+	json_decref(p->acks);
 	free(p->prefix);
 	free(p);
 }

@@ -28,6 +28,11 @@ struct api_cpr_conf {
 	const char *prefix;		/* "/isergw/NAME" */
 	api_cluster_gw_call_fn gw_call;	/* NULL: no gateway */
 	struct api_agent *ag;		/* gw_call's argument */
+	/* The barrier (below); NULL: none. Borrowed, the cluster's own: this member's id, the
+	 * live members ({id: ...}) and the lease its keys live under (0: none). */
+	const char *self;
+	const json_t *live;
+	const int64_t *lease;
 };
 
 struct api_cpr;
@@ -51,6 +56,11 @@ void api_cpr_gw_lost(struct api_cpr *p);
 /* The gateway applied a configuration: LUNs new to it take their states from the set, sent
  * again (the gateway only moves a LU's state forward from a second pr_cluster). */
 void api_cpr_gw_applied(struct api_cpr *p);
+
+/* PREFIX/pr_acks/ID changed (value NULL: deleted): member ID's gateway has every state up to
+ * that revision. A commit is answered ok once etcd took it, this agent's watch brought it back
+ * and every other live member acknowledged its revision (or at the deadline: it is in etcd). */
+void api_cpr_ack(struct api_cpr *p, const char *id, const char *value);
 
 /* A "pr_commit" event's data; why != NULL: answer unavailable with it at once (the cluster
  * cannot commit, e.g. the prefix is another cluster's). */

@@ -487,6 +487,46 @@ Test(api_cluster_pr, a_commit_that_etcd_takes_is_answered_ok_with_its_revision)
 	rig_stop(&r);
 }
 
+Test(api_cluster_pr, ok_waits_until_every_other_live_member_acknowledged_the_revision)
+{
+	struct rig r;
+	json_t *live = json_pack("{s:b, s:b}", "gw-a", 1, "gw-b", 1), *ev;
+	char *echo = state_text(INI, 5), *ak = api_b64_encode("/c/pr_acks/gw-a", 15);
+	char *av = api_b64_encode("42", 2);
+
+	rig_start(&r, TXN_OK, false);
+	r.p->self = "gw-a";
+	r.p->live = live;
+	api_cpr_list_begin(r.p);
+	api_cpr_list_end(r.p, 1);
+	run_until_served(&r, 1, 10000);	/* the list's own acknowledgement */
+	api_cpr_gw_up(r.p);
+	ev = commit_ev(11, 7, state(INI, 1, 5));
+	api_cpr_commit(r.p, ev, NULL);
+	json_decref(ev);
+	for (uint64_t t0 = gw_now_ms(); gw_now_ms() - t0 < 10000 &&
+	     !gw_list_first_entry(&r.p->commits, struct cpr_commit, node)->committed;)
+		gw_loop_run_once(&r.loop, 50);
+	cr_assert_eq(json_array_size(gw_sent), 1, "etcd took it: not answered yet");
+	api_cpr_kv(r.p, "t/0", echo, 42);
+	run_until_served(&r, 3, 10000);
+	cr_assert_str_eq(json_string_value(json_object_get(r.f.last, "key")), ak,
+			 "the echo is acknowledged under this member's key");
+	cr_assert_str_eq(json_string_value(json_object_get(r.f.last, "value")), av);
+	cr_assert_eq(json_array_size(gw_sent), 1, "gw-b's gateway may not have it yet");
+	api_cpr_ack(r.p, "gw-b", "41");
+	cr_assert_eq(json_array_size(gw_sent), 1);
+	api_cpr_ack(r.p, "gw-b", "42");
+	cr_assert_eq(json_array_size(gw_sent), 2, "every other live member has it: answered");
+	cr_assert_str_eq(sent_str(1, "result"), "ok");
+	cr_assert_eq(sent_int(1, "rev"), 42);
+	rig_stop(&r);
+	json_decref(live);
+	free(echo);
+	free(ak);
+	free(av);
+}
+
 Test(api_cluster_pr, a_commit_whose_echo_is_late_is_answered_ok_at_the_deadline)
 {
 	struct rig r;
