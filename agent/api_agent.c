@@ -82,6 +82,12 @@ static void on_gw_event(struct api_gwc *g, const char *type, json_t *data, void 
 	struct api_agent *ag = arg;
 
 	(void)g;
+	if (!strcmp(type, "pr_commit")) {
+		/* A PERSISTENT RESERVE OUT to commit to etcd (docs/CLUSTER.md). */
+		if (ag->cluster)
+			api_cluster_pr_commit(ag->cluster, data);
+		return;
+	}
 	api_net_gw_event(&ag->net, type, data);
 	if (!strcmp(type, "changed"))
 		net_fetch(ag);
@@ -96,6 +102,9 @@ static void on_gw_connected(struct api_gwc *g, void *arg)
 	/* Subscribed first, then the model: a change in between is an event after it. */
 	ag->net_busy = ag->net_again = false;
 	api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "watch"), on_watch_reply, ag);
+	/* Its commits arrive as events: the reservations' state only after the subscription. */
+	if (ag->cluster)
+		api_cluster_gw_up(ag->cluster);
 	net_fetch(ag);
 	api_reconcile(ag);
 	on_poll(&ag->poll);
@@ -136,6 +145,17 @@ static void on_cluster_lease(struct api_agent *ag, uint64_t valid_ms)
 	if (ag->gwc_on && ag->gwc.connected)
 		api_gwc_call(&ag->gwc, json_pack("{s:s, s:I}", "op", "lease", "valid_ms",
 						 (json_int_t)valid_ms), on_lease_reply, ag);
+}
+
+/* The cluster's persistent reservations talk to the gateway through here. */
+static int on_cluster_gw_call(struct api_agent *ag, json_t *req, api_cluster_gw_cb cb,
+			      void *ctx)
+{
+	if (!ag->gwc_on || !ag->gwc.connected) {
+		json_decref(req);
+		return -ENOTCONN;
+	}
+	return api_gwc_call(&ag->gwc, req, cb, ctx);
 }
 
 /* Bond failovers and RDMA port changes (the gateway's) become server-sent events. */
@@ -290,6 +310,7 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 			.write_busy = api_write_busy,
 			.event = on_cluster_event,
 			.lease = on_cluster_lease,
+			.gw_call = ag->gwc_on ? on_cluster_gw_call : NULL,
 			.loop = ag->loop,
 			.store = ag->store,
 			.listen = ag->conf.listen,

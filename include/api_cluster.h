@@ -16,6 +16,14 @@ struct api_agent;
 struct api_store;
 struct gw_loop;
 
+/* The gateway's answer (borrowed; NULL when err < 0), as the agent's control-socket client
+ * gives it. */
+typedef void (*api_cluster_gw_cb)(void *ctx, int err, json_t *reply);
+/* Sends req (stolen) to the gateway: 0 and cb runs once, or < 0 (no gateway connected) and it
+ * never does. */
+typedef int (*api_cluster_gw_call_fn)(struct api_agent *ag, json_t *req, api_cluster_gw_cb cb,
+				      void *ctx);
+
 struct api_cluster_conf {
 	const char *endpoints;
 	const char *prefix;		/* "/isergw/NAME" */
@@ -36,6 +44,8 @@ struct api_cluster_conf {
 	/* Fencing: tell the gateway its ownership is valid for valid_ms from now (op "lease");
 	 * called after every tick that renewed the lease, right after the states' push. */
 	void (*lease)(struct api_agent *ag, uint64_t valid_ms);
+	/* Persistent reservations (api_cluster_pr.c): requests to the gateway. NULL: none. */
+	api_cluster_gw_call_fn gw_call;
 };
 
 /* The watch keeps the view current; a list every this long catches what it could miss. */
@@ -58,6 +68,15 @@ json_t *api_cluster_gw_config(const struct api_cluster *c, const json_t *desired
 void api_cluster_set_local(struct api_cluster *c, const json_t *gw_config);
 bool api_cluster_has_local(const struct api_cluster *c);
 void api_cluster_gw_lost(struct api_cluster *c);
+/* The gateway (re)connected and its events are subscribed: it gets every LU's reservation
+ * state ({"op":"pr_cluster"}) as soon as the cluster has read them. */
+void api_cluster_gw_up(struct api_cluster *c);
+/* The gateway applied a configuration: the set again, for the LUNs it did not have before (a
+ * gateway takes only newer states from it, so nothing goes back). */
+void api_cluster_gw_applied(struct api_cluster *c);
+/* The gateway's "pr_commit" event (data borrowed): committed to etcd, answered with
+ * {"op":"pr_result"} within API_CPR_COMMIT_MS (docs/CLUSTER.md). */
+void api_cluster_pr_commit(struct api_cluster *c, const json_t *data);
 /*
  * Takeover holds (pure): eff is an effective configuration (every LU's "owner" resolved).
  * An LU whose owner is self and not in owned gets a hold in held until now + hold_ms, and
@@ -67,7 +86,7 @@ void api_cluster_gw_lost(struct api_cluster *c);
 bool api_cluster_holds_update(const json_t *eff, const char *self, json_t *owned, json_t *held,
 			      uint64_t now_ms, uint64_t hold_ms);
 void api_cluster_mark_pending(json_t *eff, const char *self, const json_t *owned);
-/* ---- persistent reservations in etcd (api_cluster_pr.c; pure, not wired in yet) ---------- */
+/* ---- persistent reservations in etcd (api_cluster_pr.c) ------------------------------------ */
 
 /* PREFIX/pr/TARGET/LUN: where one LU's reservation state lives (malloc'ed). */
 char *api_pr_key(const char *prefix, const char *target, uint64_t lun);

@@ -412,6 +412,9 @@ static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 	if (json_is_true(json_object_get(reply, "ok"))) {
 		ag->apply.generation = gen;
 		gw_info("agent", "gateway reconciled to generation %llu", (unsigned long long)gen);
+		/* LUNs it did not have before get the cluster's reservations now. */
+		if (ag->cluster)
+			api_cluster_gw_applied(ag->cluster);
 		api_event(&ag->events, "apply", json_pack("{s:b, s:I}", "ok", 1, "generation",
 						 (json_int_t)gen));
 	} else {

@@ -32,6 +32,7 @@
 #include "api_cluster.h"
 #include "api_etcd.h"
 #include "api_store.h"
+#include "cluster_priv.h"
 #include "gw_log.h"
 #include "gw_loop.h"
 
@@ -75,6 +76,10 @@ struct api_cluster {
 	json_t *owned;			/* {"TARGET\nLUN": true} this member reports optimized */
 	json_t *held;			/* {"TARGET\nLUN": until_ms} becoming this member's */
 	char *last_push;		/* the states last pushed (a change pushes again) */
+	struct api_cpr *pr;		/* persistent reservations (api_cluster_pr.c), NULL: none */
+	int64_t cfg_rev;		/* PREFIX/config's revision as the store holds it */
+	bool pr_sweep;			/* the configuration came in: drop the reservations of
+					 * LUNs it lost */
 };
 
 /* ---- ownership (pure) -------------------------------------------------------------------- */
@@ -525,6 +530,10 @@ static bool cl_apply_kv(struct api_cluster *c, const char *key, const char *valu
 		}
 		c->pending = false;
 		r = api_store_etcd_apply(c->store, value, mod_rev);
+		if (r >= 0 && value) {
+			c->cfg_rev = mod_rev;
+			c->pr_sweep = true;
+		}
 		if (r > 0) {
 			gw_info("cluster", "configuration generation %llu from etcd",
 				(unsigned long long)c->store->generation);
@@ -545,6 +554,12 @@ static bool cl_apply_kv(struct api_cluster *c, const char *key, const char *valu
 			json_object_set_new(c->groups, rel + 7, val);
 		else
 			json_object_del(c->groups, rel + 7);
+	} else if (!strncmp(rel, "pr/", 3)) {
+		json_decref(val);
+		api_cpr_kv(c->pr, rel + 3, value, mod_rev);
+	} else if (!strncmp(rel, "pr_acks/", 8)) {
+		json_decref(val);
+		api_cpr_ack(c->pr, rel + 8, value);
 	} else {
 		json_decref(val);
 	}
@@ -633,12 +648,14 @@ static void on_list(void *ctx, int err, json_t *resp)
 		return;
 	json_object_clear(c->live);
 	json_object_clear(c->groups);
+	rev = api_etcd_int(json_object_get(resp, "header"), "revision", 0);
+	api_cpr_list_begin(c->pr);
 	for (i = 0; api_etcd_kv(resp, i, &k, &v, &mrev) == 0; i++) {
 		cl_apply_kv(c, k, v, mrev);
 		free(k);
 		free(v);
 	}
-	rev = api_etcd_int(json_object_get(resp, "header"), "revision", 0);
+	api_cpr_list_end(c->pr, rev);
 	c->reachable = true;
 	c->last_ok_ms = gw_now_ms();
 	c->last_list_ms = c->last_ok_ms;
@@ -798,6 +815,10 @@ static void cl_recompute(struct api_cluster *c)
 	json_t *eff;
 	char *push;
 
+	if (c->pr_sweep && !c->pending) {
+		c->pr_sweep = false;
+		api_cpr_sweep(c->pr, c->store->config, c->cfg_rev);
+	}
 	if (c->cfg_changed && c->event)
 		c->event(ag, "config", json_pack("{s:I, s:s}", "generation",
 						 (json_int_t)c->store->generation, "gateway",
@@ -972,6 +993,22 @@ int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **
 	r = cl_start_checks(c);
 	if (r)
 		goto fail;
+	if (conf->gw_call) {
+		struct api_cpr_conf pc = {
+			.loop = conf->loop,
+			.etcd = c->etcd,
+			.prefix = c->prefix,
+			.gw_call = conf->gw_call,
+			.ag = conf->ag,
+			.self = c->id,
+			.live = c->live,
+			.lease = &c->lease,
+		};
+
+		r = api_cpr_create(&pc, &c->pr);
+		if (r)
+			goto fail;
+	}
 	r = gw_timer_init(&c->tick, conf->loop, cl_tick);
 	if (r)
 		goto fail;
@@ -980,6 +1017,7 @@ int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **
 	*out = c;
 	return 0;
 fail:
+	api_cpr_destroy(c->pr);
 	json_decref(c->owned);
 	json_decref(c->held);
 	json_decref(c->live);
@@ -1005,6 +1043,10 @@ void api_cluster_stop(struct api_cluster *c)
 	gw_timer_fini(&c->tick);
 	api_etcd_cancel_ctx(c->etcd, c);
 	c->watch = NULL;
+	/* Commits in flight are cancelled and freed; the gateway fails them when the agent's
+	 * connection goes, right after this. */
+	api_cpr_destroy(c->pr);
+	c->pr = NULL;
 	/* A clean stop fences the gateway first (best effort: its own timer does it anyway
 	 * before a taker's wait ends). */
 	if (c->lease_cb && c->local_portals)
@@ -1072,8 +1114,25 @@ bool api_cluster_has_local(const struct api_cluster *c)
 	return c->local_portals != NULL;
 }
 
+void api_cluster_gw_up(struct api_cluster *c)
+{
+	api_cpr_gw_up(c->pr);
+}
+
+void api_cluster_gw_applied(struct api_cluster *c)
+{
+	api_cpr_gw_applied(c->pr);
+}
+
+void api_cluster_pr_commit(struct api_cluster *c, const json_t *data)
+{
+	api_cpr_commit(c->pr, data, c->refused ? "the cluster's prefix belongs to another "
+		       "cluster: this agent writes nothing there" : NULL);
+}
+
 void api_cluster_gw_lost(struct api_cluster *c)
 {
+	api_cpr_gw_lost(c->pr);
 	json_decref(c->local_portals);
 	c->local_portals = NULL;
 	free(c->last_push);

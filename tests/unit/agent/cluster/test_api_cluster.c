@@ -373,3 +373,71 @@ Test(api_cluster, a_cancelled_or_compacted_watch_means_listing_again)
 	cr_assert_not(c->synced);
 	watch_cluster_free(c);
 }
+
+/* ---- persistent reservations ride on the same list and watch ------------------------------ */
+
+static json_t *gw_reqs;
+
+static int rec_gw_call(struct api_agent *ag, json_t *req, api_cluster_gw_cb cb, void *ctx)
+{
+	(void)ag;
+	json_array_append_new(gw_reqs, req);
+	cb(ctx, -ECANCELED, NULL);
+	return 0;
+}
+
+#define PR_STATE "{\"generation\":2,\"aptpl\":false,\"registrations\":[{\"initiator\":" \
+		 "\"iqn.h:a,i,0x400001370000\",\"rel_id\":1,\"key\":\"0x00000000000000a1\"}]," \
+		 "\"reservation\":null}"
+
+Test(api_cluster, reservations_under_the_prefix_reach_the_gateway)
+{
+	struct api_cluster *c = watch_cluster("id-1");
+	struct gw_loop loop;
+	struct api_cpr_conf pc = { .loop = &loop, .etcd = c->etcd, .prefix = "/t",
+				   .gw_call = rec_gw_call };
+	char *k1 = api_b64_encode("/t/cluster_id", 13), *v1 = api_b64_encode("id-1", 4);
+	char *k2 = api_b64_encode("/t/pr/iqn.x/0", 13);
+	char *v2 = api_b64_encode(PR_STATE, strlen(PR_STATE));
+	json_t *list = json_pack("{s:{s:s}, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}", "header",
+				 "revision", "9", "kvs", "key", k1, "value", v1, "mod_revision",
+				 "3", "key", k2, "value", v2, "mod_revision", "7");
+	const json_t *l;
+	json_t *ev;
+
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	cr_assert_eq(api_cpr_create(&pc, &c->pr), 0);
+	c->prefix_dir = strdup("/t/");	/* listed and watched (the watch fails: no loop) */
+	gw_reqs = json_array();
+	api_cluster_gw_up(c);
+	cr_assert_eq(json_array_size(gw_reqs), 0, "nothing listed yet");
+	on_list(c, 0, list);
+	cr_assert_eq(json_array_size(gw_reqs), 1, "the list brings the whole set");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(gw_reqs, 0), "op")),
+			 "pr_cluster");
+	l = json_array_get(json_object_get(json_array_get(gw_reqs, 0), "luns"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(l, "target")), "iqn.x");
+	cr_assert_eq(json_integer_value(json_object_get(l, "rev")), 7);
+	deliver(c, watch_msg("/t/pr/iqn.x/0", NULL, 12));
+	cr_assert_eq(json_array_size(gw_reqs), 2, "a deletion through the watch is pushed");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(gw_reqs, 1), "op")),
+			 "pr");
+	cr_assert(json_is_null(json_object_get(json_array_get(gw_reqs, 1), "state")));
+	c->refused = true;
+	ev = json_pack("{s:i, s:s, s:i, s:i, s:n}", "id", 5, "target", "iqn.x", "lun", 0, "rev",
+		       12, "state");
+	api_cluster_pr_commit(c, ev);
+	json_decref(ev);
+	cr_assert_eq(json_array_size(gw_reqs), 3);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(gw_reqs, 2),
+							   "result")), "unavailable",
+			 "a refused prefix commits nothing");
+	json_decref(list);
+	json_decref(gw_reqs);
+	free(k1);
+	free(v1);
+	free(k2);
+	free(v2);
+	watch_cluster_free(c);
+	gw_loop_fini(&loop);
+}
