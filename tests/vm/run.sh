@@ -5,7 +5,7 @@
 #
 #   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond bond-failover bond-apply tgt-iser
 #                                   dm-mpath iser iser-fault remote-iser (default: all; bench-iser
-#                                   runs from make bench)
+#                                   runs from make bench; cluster-mpath by name)
 #
 # Prints each result, then "vm: N passed, N failed, N skipped"; exit status 1 on any failure,
 # including a rig that cannot start (missing tool, no kernel package, too little memory).
@@ -69,6 +69,7 @@ suite_budget() {
 	iser-fault) echo 420 ;;
 	remote-iser) echo 600 ;;
 	bench-iser) echo 2400 ;;
+	cluster-mpath) echo 600 ;;
 	*) echo 300 ;;
 	esac
 }
