@@ -218,13 +218,14 @@ poll_stop() {
 	wait "$POLL_PID" 2>/dev/null
 	POLL_PID=
 }
-"$ALUA" poll -p 250 -t 1500 -f "$VM_WORK/poll.stop" "$URL_A" "$URL_B" >"$POLL" 2>&1 &
+"$ALUA" poll -p 250 -t 1500 -f "$VM_WORK/poll.stop" "$URL_A" "$URL_B" >"$POLL" \
+	2>"$VM_WORK/poll.err" &
 POLL_PID=$!
 vm_on_exit poll_stop
 
 # owner: A or B, the gateway the last sample shows optimized while the other is not.
 owner() {
-	tail -n 1 "$POLL" | awk '$1 == "sample" {
+	grep '^sample ' "$POLL" | tail -n 1 | awk '{
 		if ($3 == "ao" && $4 != "ao") print "A"; else if ($4 == "ao" && $3 != "ao") print "B" }'
 }
 
@@ -234,7 +235,7 @@ owner_is() {
 
 # settled: the last 8 samples (2 s) each show one gateway optimized, the other non-optimized.
 settled() {
-	[ "$(tail -n 8 "$POLL" | awk '$1 == "sample" && (($3 == "ao" && $4 == "ano") ||
+	[ "$(grep '^sample ' "$POLL" | tail -n 8 | awk '(($3 == "ao" && $4 == "ano") ||
 		($3 == "ano" && $4 == "ao"))' | wc -l)" = 8 ]
 }
 
@@ -250,7 +251,7 @@ other() { if [ "$1" = A ]; then echo B; else echo A; fi; }
 if wait_until 60 settled; then
 	pass owner "gateway $(owner) optimized, the other non-optimized (lease $TTL s)"
 else
-	fail owner "no settled owner after 60 s: $(tail -n 3 "$POLL" | tr '\n' ' ')"
+	fail owner "no settled owner after 60 s: $(tail -n 3 "$POLL" "$VM_WORK/poll.err" | tr '\n' ' ')"
 	vm_end
 fi
 
