@@ -7,9 +7,11 @@
 # map with the owner's path in the optimized group. failover-io.py writes 64 KiB blocks through
 # the map with O_DIRECT, each read back at once, for the whole run. Faults, each against the
 # gateway that owns the LUN at the time:
-#   kill  kill -9 of the owner's gateway and its agent together (a machine lost: only then does
-#         its lease lapse; a gateway killed alone is restarted under its live agent, which keeps
-#         the membership, so nothing moves and hosts just use the non-optimized path);
+#   gwkill  kill -9 of the owner's gateway alone, then the gateway started again (as systemd
+#         would): its agent keeps the membership, so the LUN does not move, and the host writes
+#         through the other gateway's non-optimized path meanwhile;
+#   kill  kill -9 of the owner's gateway and its agent together (a machine lost: the lease
+#         lapses and the other gateway takes the LUN over);
 #   cut   the owner's agent cut from etcd by the kernel's packet filter (iptables DROP both ways
 #         on the etcd address only that agent uses) while hosts keep reaching its gateway: a
 #         partition, as the agent sees it (its calls time out; it does not stop, as SIGSTOP
@@ -28,7 +30,14 @@
 . "$(dirname "$0")/lib.sh"
 vm_begin cluster-mpath
 
-TTL=${CLUSTER_TTL:-3}		# the agents' --lease-ttl (the fencing test's)
+# Settings a measurement may change, from $VM_BUILD/cluster-mpath.env (the guest sees the host's
+# files, not its environment): CLUSTER_TTL, the agents' --lease-ttl [3, the fencing test's];
+# CLUSTER_POLLING, multipathd's polling_interval [unset: its default, 5 s].
+CLUSTER_TTL=3
+CLUSTER_POLLING=
+# shellcheck disable=SC1091
+[ -r "$VM_BUILD/cluster-mpath.env" ] && . "$VM_BUILD/cluster-mpath.env"
+TTL=$CLUSTER_TTL
 GW_A=10.200.7.1
 GW_B=10.200.7.2
 ETCD_A=10.200.7.10		# agent A's way to etcd
@@ -296,6 +305,7 @@ mpconf() {
 		defaults {
 		    user_friendly_names yes
 		    find_multipaths no
+		    ${CLUSTER_POLLING:+polling_interval $CLUSTER_POLLING}
 		}
 	EOF
 	sed -n '/^## Hosts: multipath.conf/,/^## /p' "$VM_LIB_DIR/../../../docs/CLUSTER.md" |
@@ -409,6 +419,29 @@ healed() {
 	fi
 }
 
+# (0) kill -9 of the owner's gateway alone: its agent lives on -------------------------------
+# The agent keeps renewing the membership, so the LUN does not move: no gateway is optimized
+# until the gateway is back (as systemd would restart it), and the host writes through the
+# other gateway's non-optimized path meanwhile. What is checked is the host's side: the writes
+# go on and the paths come back.
+O=$(owner)
+P=$(other "$O")
+line=$(($(wc -l <"$POLL") + 1))
+echo "=== gwkill: owner $O, kill -9 of its gateway (pid ${GW_PID[$O]}) alone"
+event "gwkill-$O"
+kill -KILL "${GW_PID[$O]}"
+wait "${GW_PID[$O]}" 2>/dev/null
+io_goes_on gwkill-io
+echo "=== gwkill: gateway $P's states since: $(seen_since "$line" "$P")"
+event "gwback-$O"
+if gw_up "$O"; then
+	pass gwback "gateway $O started again under its agent"
+else
+	fail gwback "gateway $O did not start again"
+fi
+healed gwback
+io_goes_on gwback-io
+
 # (1) kill -9 of the owner's gateway and agent ----------------------------------------------
 O=$(owner)
 P=$(other "$O")
@@ -495,11 +528,12 @@ fi
 
 # Per event, the longest pause between two completed writes from the event to the next one,
 # and when the writes had resumed from that pause, counted from the event.
-python3 - "$EVENTS" "$IOLOG" "$TTL" >"$VM_WORK/stalls.txt" <<'EOF'
+python3 - "$EVENTS" "$IOLOG" "$TTL" "multipathd polling_interval ${CLUSTER_POLLING:-5 (default)} s" \
+	>"$VM_WORK/stalls.txt" <<'EOF'
 import sys
 ev = [(l.split()[0], float(l.split()[1])) for l in open(sys.argv[1])]
 done = [float(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("t ")]
-print("event       stall_s resumed_after_s writes (lease TTL %s s)" % sys.argv[3])
+print("event       stall_s resumed_after_s writes (lease TTL %s s, %s)" % (sys.argv[3], sys.argv[4]))
 for i, (name, t0) in enumerate(ev[:-1]):
     if name == "start":
         continue
@@ -519,7 +553,7 @@ EOF
 cat "$VM_WORK/stalls.txt"
 cp "$VM_WORK/stalls.txt" "$VM_SHARE/cluster-mpath.txt" 2>/dev/null
 while read -r name stall resumed n; do
-	case "$name" in kill-* | cut-* | rejoin-* | heal-*) ;; *) continue ;; esac
+	case "$name" in gwkill-* | gwback-* | kill-* | cut-* | rejoin-* | heal-*) ;; *) continue ;; esac
 	if [ "$stall" != inf ] && awk -v s="$stall" -v m="$STALL_MAX" 'BEGIN { exit !(s < m) }'; then
 		pass "stall-$name" "longest pause ${stall} s, writes resumed ${resumed} s after the event ($n writes until the next; lease $TTL s)"
 	else
