@@ -69,7 +69,7 @@ suite_budget() {
 	iser-fault) echo 420 ;;
 	remote-iser) echo 600 ;;
 	bench-iser) echo 2400 ;;
-	cluster-mpath) echo 600 ;;
+	cluster-mpath) echo 900 ;;
 	*) echo 300 ;;
 	esac
 }
