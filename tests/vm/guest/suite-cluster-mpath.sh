@@ -401,8 +401,8 @@ else
 	vm_end
 fi
 VM_TMO=20 run multipath -ll
-# multipathd sets each iSCSI path's recovery_tmo from fast_io_fail_tmo: what the host waits
-# before it fails a dead gateway's I/O over.
+# Each session's recovery_tmo (replacement_timeout above, fast_io_fail_tmo in multipath.conf):
+# what the host waits before it fails a dead gateway's I/O over.
 echo "=== recovery_tmo: $(grep -H . /sys/class/iscsi_session/session*/recovery_tmo 2>/dev/null | tr '\n' ' ')"
 
 # ---- the writer -----------------------------------------------------------------------------
