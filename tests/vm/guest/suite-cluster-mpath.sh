@@ -421,7 +421,9 @@ WR_PID=$!
 vm_on_exit writer_stop
 
 writes() {
-	grep -c '^t ' "$IOLOG" 2>/dev/null || echo 0
+	local n
+	n=$(grep -c '^t ' "$IOLOG" 2>/dev/null)
+	echo "${n:-0}"
 }
 
 # writes_beyond N: more than N writes completed.
