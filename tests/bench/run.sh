@@ -20,8 +20,9 @@
 #   BENCH_ROWS    space-separated subset of the row names below [all]
 #   BENCH_PIN     0 disables CPU pinning
 #   BENCH_OUT     Markdown output [$BUILD/bench.md]
-#   BENCH_VM      0 leaves out the iSER rows and the bond failover stall measured in the VM rig
-#                 (tests/bench/vm-iser.sh, tests/bench/vm-failover.sh)
+#   BENCH_VM      0 leaves out the iSER rows, the bond failover stall and the cluster failover
+#                 stall measured in the VM rig (tests/bench/vm-iser.sh, tests/bench/vm-failover.sh,
+#                 tests/bench/vm-cluster.sh)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -235,6 +236,12 @@ if [ "${BENCH_VM:-1}" != 0 ]; then
 		pass "failover stall (VM)"
 	else
 		fail "failover stall (VM)" "tests/bench/vm-failover.sh failed (its output is above)"
+	fi
+	# The cluster failover seen by the kernel initiator (tests/bench/vm-cluster.sh).
+	if BENCH_OUT=$BENCH_OUT "$(dirname "$0")/vm-cluster.sh"; then
+		pass "cluster stall (VM)"
+	else
+		fail "cluster stall (VM)" "tests/bench/vm-cluster.sh failed (its output is above)"
 	fi
 fi
 t_end

@@ -6,7 +6,8 @@
 #   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond bond-failover bond-apply tgt-iser
 #                                   dm-mpath iser iser-fault remote-iser durable-crash (default:
 #                                   all; bench-iser runs from make bench, soak-iser from
-#                                   make soak SOAK_TRANSPORT=iser)
+#                                   make soak SOAK_TRANSPORT=iser; cluster-mpath by name, and
+#                                   from make bench)
 #
 # A suite whose file has a line "# rig: boots=2 disk=SIZE" (durable-crash) runs in guests of its
 # own after the others: a fresh sparse disk image of SIZE (run/SUITE.disk.img) on a virtio disk
@@ -78,6 +79,7 @@ suite_budget() {
 	bench-iser) echo 2400 ;;
 	durable-crash) echo 300 ;;
 	soak-iser) echo $((${SOAK_SECS:-${SOAK_SECONDS:-1800}} + 600)) ;;
+	cluster-mpath) echo 900 ;;
 	*) echo 300 ;;
 	esac
 }

@@ -313,6 +313,66 @@ vm_fs_workflow() {
 	run umount "$mnt"
 }
 
+# ---- udev and multipathd (the host side of dm-multipath) ---------------------------------
+
+VM_UDEVD_PID=
+VM_MPD_PID=
+
+# vm_udevd_start: systemd-udevd as our child (the guest has no systemd to start it), the block
+# devices that exist triggered and settled: multipath needs udev's view of the disks.
+vm_udevd_start() {
+	local udevd=/lib/systemd/systemd-udevd
+	"$udevd" >"$VM_WORK/udevd.log" 2>&1 &
+	VM_UDEVD_PID=$!
+	vm_on_exit vm_udevd_stop
+	sleep 1
+	timeout 30 udevadm trigger --subsystem-match=block --action=add
+	timeout 30 udevadm settle -t 20
+	kill -0 "$VM_UDEVD_PID"
+}
+
+vm_udevd_stop() {
+	[ -n "$VM_UDEVD_PID" ] || return 0
+	kill -TERM "$VM_UDEVD_PID" 2>/dev/null
+	timeout 10 tail --pid="$VM_UDEVD_PID" -f /dev/null
+	kill -KILL "$VM_UDEVD_PID" 2>/dev/null
+	wait "$VM_UDEVD_PID" 2>/dev/null
+	VM_UDEVD_PID=
+	return 0
+}
+
+# vm_mpathd_start: multipathd in the foreground as our child, on the /etc/multipath.conf the
+# suite wrote; true once its socket is bound. Its log: $VM_WORK/multipathd.log.
+vm_mpathd_start() {
+	multipathd -d -s >"$VM_WORK/multipathd.log" 2>&1 &
+	VM_MPD_PID=$!
+	vm_on_exit vm_mpathd_stop
+	for _ in $(seq 1 50); do
+		grep -q '@/org/kernel/linux/storage/multipathd' /proc/net/unix && return 0
+		kill -0 "$VM_MPD_PID" 2>/dev/null || break
+		sleep 0.2
+	done
+	echo "multipathd did not bind its socket: $(tail -n 5 "$VM_WORK/multipathd.log")"
+	return 1
+}
+
+# vm_mpathd_stop: every map told to fail what it queues (a map without paths would hold its
+# I/O, and whoever waits on it, for ever), flushed, then multipathd stopped.
+vm_mpathd_stop() {
+	local m
+	[ -n "$VM_MPD_PID" ] || return 0
+	for m in $(timeout 10 dmsetup ls --target multipath 2>/dev/null | awk '{ print $1 }'); do
+		timeout 10 dmsetup message "$m" 0 fail_if_no_path >/dev/null 2>&1
+	done
+	timeout 20 multipath -F >/dev/null 2>&1
+	kill -TERM "$VM_MPD_PID" 2>/dev/null
+	timeout 10 tail --pid="$VM_MPD_PID" -f /dev/null
+	kill -KILL "$VM_MPD_PID" 2>/dev/null
+	wait "$VM_MPD_PID" 2>/dev/null
+	VM_MPD_PID=
+	return 0
+}
+
 # ---- the gateway --------------------------------------------------------------------------
 
 VM_GW_PID=
