@@ -118,7 +118,7 @@ struct scsi_lu_conf {
 	uint32_t alua_group;		/* target port group that is active/optimized for this LU
 					 * (the others: non-optimized); 0: the groups' own states */
 	bool alua_pending;		/* ownership moving to alua_group: it reports
-					 * transitioning until the agent clears this */
+					 * non-optimized until the agent clears this */
 };
 extern const struct gw_conf_key scsi_lu_conf_keys[];
 

@@ -56,7 +56,8 @@ const struct gw_conf_key scsi_lu_conf_keys[] = {
 	{ .name = "alua_pending", .type = GW_CONF_BOOL,
 	  .offset = offsetof(struct scsi_lu_conf, alua_pending), .def = "false",
 	  .help = "the LU's ownership is moving to alua_group: that group reports "
-		  "transitioning (no I/O) until this is cleared. Set by the cluster agent while "
-		  "the previous owner may still be active (docs/CLUSTER.md, fencing)" },
+		  "active/non-optimized (serving I/O) instead of active/optimized until this is "
+		  "cleared. Set by the cluster agent while the previous owner may still be active "
+		  "(docs/CLUSTER.md, fencing)" },
 	GW_CONF_END,
 };

@@ -34,10 +34,13 @@ enum scsi_alua_state scsi_alua_lu_state(const struct scsi_dev *dev, const struct
 			break;
 		}
 	if (lu && lu->conf.alua_group && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO)) {
-		if (lu->conf.alua_group != id)
+		/* A taker's hold (alua_pending, docs/CLUSTER.md "Fencing") keeps its group
+		 * non-optimized, not transitioning: it serves I/O as every non-owner does, so a
+		 * host that lost the owner's path writes on at once; only a/o waits. */
+		if (lu->conf.alua_group != id || lu->conf.alua_pending)
 			st = SCSI_ALUA_ANO;
 		else
-			st = lu->conf.alua_pending ? SCSI_ALUA_TRANSITIONING : SCSI_ALUA_AO;
+			st = SCSI_ALUA_AO;
 	}
 	if (dev->fenced && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO) && scsi_alua_local(dev, id))
 		st = SCSI_ALUA_STANDBY;

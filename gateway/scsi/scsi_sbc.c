@@ -797,13 +797,20 @@ static bool scsi_sbc_atom_refuse(struct scsi_cmd *cmd, enum scsi_atom mode, uint
 			gw_warn(SCSI_LOG, "%s: LUN %llu: COMPARE AND WRITE refused: several target "
 				"port groups report active/optimized, none can make it atomic",
 				cmd->dev->name, (unsigned long long)lu->lun);
+		else if (owner)
+			gw_warn(SCSI_LOG, "%s: LUN %llu: COMPARE AND WRITE refused through this "
+				"gateway (NOT READY 04/0b): it runs only where the LU is "
+				"active/optimized (group %u%s%s); logged once per owner, counted "
+				"in the LUN's status", cmd->dev->name, (unsigned long long)lu->lun,
+				owner, lu->conf.owner && lu->conf.owner[0] ? ", owner " : "",
+				lu->conf.owner ? lu->conf.owner : "");
 		else
 			gw_warn(SCSI_LOG, "%s: LUN %llu: COMPARE AND WRITE refused through this "
-				"gateway (NOT READY 04/%02x): it runs only where the LU is "
-				"active/optimized (%s%u%s%s); logged once per owner, counted in "
-				"the LUN's status", cmd->dev->name, (unsigned long long)lu->lun,
-				owner ? 0x0b : 0x0a, owner ? "group " : "no group yet", owner,
-				lu->conf.owner && lu->conf.owner[0] ? ", owner " : "",
+				"gateway (NOT READY 04/0a): it runs only where the LU is "
+				"active/optimized, and no group is yet (the LU is moving%s%s); "
+				"logged once per owner, counted in the LUN's status",
+				cmd->dev->name, (unsigned long long)lu->lun,
+				lu->conf.owner && lu->conf.owner[0] ? " to " : "",
 				lu->conf.owner ? lu->conf.owner : "");
 	}
 	return true;

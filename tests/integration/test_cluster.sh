@@ -209,7 +209,7 @@ check "gateway A's port is in group 1, relative port 1" \
 check "gateway B's port is in group 2, relative port 2" \
 	bash -c "grep -qx 'port_group 2' '$T_DIR/info-B' && grep -qx 'rel_port 2' '$T_DIR/info-B'"
 # A new owner waits TTL + the fence margin before it reports active/optimized (docs/CLUSTER.md,
-# fencing): its own group is transitioning meanwhile.
+# fencing): its own group stays non-optimized meanwhile.
 check "through A: group 1 active/optimized with port 1, group 2 non-optimized with port 2" \
 	wait_for 15 bash -c "'$ALUA' info '$URL_A' >'$T_DIR/info-A' && grep -qx 'group 1 ao ports 1' '$T_DIR/info-A' && grep -qx 'group 2 ano ports 2' '$T_DIR/info-A'"
 check "through B: the same states (owner gw-A)" \

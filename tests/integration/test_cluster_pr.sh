@@ -184,7 +184,7 @@ capi A POST /api/v1/targets "{\"name\":\"$IQN\",\"allow_any_initiator\":true,\"p
 expect "POST target through agent A" 201
 capi A POST /api/v1/targets/$IQN/luns "{\"lun\":0,\"owner\":\"gw-A\",\"backstore\":{\"type\":\"file\",\"path\":\"$LUNIMG\",\"size\":\"64M\"}}"
 expect "POST LUN 0 (owner gw-A) through agent A" 201
-# The owner's group is transitioning for TTL + margin after it took the LU (fencing): every
+# The owner's group stays non-optimized for TTL + margin after it took the LU (fencing): every
 # check below wants both paths serving I/O, A active/optimized and B non-optimized.
 check "gateway A serves LUN 0 active/optimized (after its hold)" \
 	wait_for $((TTL * 2 + 10)) state_is "$URL_A" 1 ao

@@ -665,7 +665,7 @@ Test(scsi_sbc, in_a_cluster_caw_runs_only_where_the_lu_is_active_optimized)
 		caw(c, 40, 0x22, 0x33, &t);
 		cr_assert_sense(&t, SCSI_SK_NOT_READY, 0x04, 0x0b);
 	}
-	/* Taking over (pending): transitioning refuses media access as before. */
+	/* Taking over (pending): no group is a/o yet, so the LU is moving: 04/0A (retry). */
 	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 1, true, "gw-a"), 0);
 	tenv_clear_ua(&e, e.a, 0);
 	caw(e.a, 40, 0x22, 0x33, &t);
