@@ -143,7 +143,9 @@ static void bs_remote_done(struct mp_io *mio)
 	bs_complete(io);
 }
 
-static int bs_remote_submit(struct bs *bs, struct bs_io *io)
+/* One I/O to the back end as op, completed through done. */
+static int bs_remote_send(struct bs *bs, struct bs_io *io, enum mp_op op,
+			  void (*done)(struct mp_io *))
 {
 	struct bs_remote_io *r;
 	int rc;
@@ -154,33 +156,32 @@ static int bs_remote_submit(struct bs *bs, struct bs_io *io)
 	if (!r)
 		return -ENOMEM;
 	r->io = io;
-	switch (io->op) {
-	case BS_READ:
-		r->mio.op = MP_READ;
-		break;
-	case BS_WRITE:
-		r->mio.op = MP_WRITE;
-		break;
-	case BS_FLUSH:
-		r->mio.op = MP_FLUSH;
-		break;
-	case BS_UNMAP:
-		r->mio.op = MP_UNMAP;
-		break;
-	case BS_WRITE_ZEROES:
-		r->mio.op = MP_WRITE_ZEROES;
-		break;
-	}
+	r->mio.op = op;
 	r->mio.offset = io->offset;
 	r->mio.len = io->len;
 	r->mio.iov = io->iov;
 	r->mio.iovcnt = io->iovcnt;
 	r->mio.fua = io->fua;
-	r->mio.done = bs_remote_done;
+	r->mio.done = done;
 	rc = mp_lun_submit(bs->priv, &r->mio);
 	if (rc < 0)
 		free(r);
 	return rc;
+}
+
+static int bs_remote_submit(struct bs *bs, struct bs_io *io)
+{
+	static const enum mp_op ops[] = {
+		[BS_READ] = MP_READ,
+		[BS_WRITE] = MP_WRITE,
+		[BS_FLUSH] = MP_FLUSH,
+		[BS_UNMAP] = MP_UNMAP,
+		[BS_WRITE_ZEROES] = MP_WRITE_ZEROES,
+	};
+
+	if ((size_t)io->op >= sizeof(ops) / sizeof(ops[0]))
+		return -EINVAL;
+	return bs_remote_send(bs, io, ops[io->op], bs_remote_done);
 }
 
 /* A back end that turned out not to have COMPARE AND WRITE after all (mp_path.c): the SCSI
@@ -198,26 +199,7 @@ static void bs_remote_caw_done(struct mp_io *mio)
  * bs_remote_done as it came. */
 static int bs_remote_caw(struct bs *bs, struct bs_io *io)
 {
-	struct bs_remote_io *r;
-	int rc;
-
-	if (bs->state == BS_STATE_BECOMING_READY)
-		return -EAGAIN;
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	r->io = io;
-	r->mio.op = MP_COMPARE_AND_WRITE;
-	r->mio.offset = io->offset;
-	r->mio.len = io->len;
-	r->mio.iov = io->iov;
-	r->mio.iovcnt = io->iovcnt;
-	r->mio.fua = io->fua;
-	r->mio.done = bs_remote_caw_done;
-	rc = mp_lun_submit(bs->priv, &r->mio);
-	if (rc < 0)
-		free(r);
-	return rc;
+	return bs_remote_send(bs, io, MP_COMPARE_AND_WRITE, bs_remote_caw_done);
 }
 
 static bool bs_remote_settled(struct bs *bs)
