@@ -15,6 +15,7 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/api.sh"
 . "$(dirname "$0")/../lib/etcd.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
 
 t_begin cluster
 if [ "$TARGET" != isergwd ]; then
@@ -48,42 +49,9 @@ URL_B=iscsi://$T_HOST:$GW_PORT_B/$IQN/0
 
 # ---- helpers ------------------------------------------------------------------------------
 
-# gw_conf NAME PORT: a gateway with one portal and its control socket, no targets.
-gw_conf() {
-	cat >"$T_DIR/gw-$1.json" <<EOC
-{ "gateway": { "control_socket": "$T_DIR/ctl-$1.sock" },
-  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $2 } ],
-  "targets": [] }
-EOC
-}
-
-# agent_start NAME GROUP API_PORT: sets AGENT_PID.
-agent_start() {
-	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent-$1:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent-$1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
-		t_daemon_start "agent-$1" agent "$T_DIR/agent-$1.$(date +%s%N).log" \
-		"$AGENT" --state-dir "$T_DIR/agent-$1" --listen "$T_HOST:$3" \
-		--gateway-socket "$T_DIR/ctl-$1.sock" --store etcd --etcd-endpoints "$ETCD_URL" \
-		--cluster-prefix "$PREFIX" --gateway-id "gw-$1" --port-group "$2" --lease-ttl "$TTL" \
-		--backstore-dirs "$T_SHM"
-	AGENT_PID=$T_LAST_PID
-	t_wait_port "$AGENT_PID" "$3" 15
-}
-
-# api A|B METHOD PATH [BODY]: sets CODE, the body in $T_DIR/body.
-api() {
-	local who=$1 m=$2 p=$3 body=${4:-} port tok args=()
-	if [ "$who" = A ]; then port=$API_PORT_A; tok=$TOK_A; else port=$API_PORT_B; tok=$TOK_B; fi
-	args+=(-H "Authorization: Bearer $tok")
-	[ -n "$body" ] && args+=(-H "Content-Type: application/json" --data-binary "$body")
-	CODE=$(curl -s -m 10 -o "$T_DIR/body" -w '%{http_code}' -X "$m" "${args[@]}" \
-		"http://$T_HOST:$port$p" 2>/dev/null)
-}
-
-members_are() {
-	api "$1" GET /api/v1/cluster
-	[ "$CODE" = 200 ] && [ "$(jget "','.join(sorted(j['members']))")" = "$2" ]
-}
+# agent_start NAME GROUP API_PORT: sets AGENT_PID (a new log per start).
+agent_start() { cluster_agent_start "$1" "$2" "$3" "$T_DIR/agent-$1.$(date +%s%N).log"; }
+api() { cluster_api "$@"; }
 
 # same_generation: both agents' gateways are in sync with one and the same generation.
 same_generation() {
@@ -100,11 +68,6 @@ same_generation() {
 # info URL: isergw-alua info into $T_DIR/info.
 info() {
 	"$ALUA" info "$1" >"$T_DIR/info" 2>&1
-}
-
-# state_is URL GROUP STATE: the LU's state for GROUP as seen through URL.
-state_is() {
-	info "$1" && grep -q "^group $2 $3 " "$T_DIR/info"
 }
 
 ival() {
@@ -147,8 +110,8 @@ if ! etcd_start isergw-test "$T_DIR/etcd.1.log"; then
 	tail -n 20 "$T_DIR/etcd.1.log"
 	t_end
 fi
-gw_conf A "$GW_PORT_A"
-gw_conf B "$GW_PORT_B"
+cluster_gw_conf A "$GW_PORT_A"
+cluster_gw_conf B "$GW_PORT_B"
 if ! gw_start "$T_DIR/gw-A.json" "$T_DIR/gw-A.log" "$GW_PORT_A"; then
 	fail start "gateway A did not start"
 	t_end

@@ -15,6 +15,7 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/api.sh"
 . "$(dirname "$0")/../lib/etcd.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
 
 t_begin fencing
 if [ "$TARGET" != isergwd ]; then
@@ -57,14 +58,6 @@ relay_start() {
 	t_daemon_start "relay-$1" relay "$T_DIR/relay-$1.log" \
 		python3 "$T_ROOT/tests/lib/etcd_relay.py" "$2" "$ETCD_PORT" "$T_DIR/cut-$1"
 	t_wait_port "$T_LAST_PID" "$2" 10
-}
-
-gw_conf() {
-	cat >"$T_DIR/gw-$1.json" <<EOC
-{ "gateway": { "control_socket": "$T_DIR/ctl-$1.sock" },
-  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $2 } ],
-  "targets": [] }
-EOC
 }
 
 # gw_up A|B: sets GW_A / GW_B.
@@ -158,8 +151,8 @@ if ! relay_start A "$RELAY_PORT_A" || ! relay_start B "$RELAY_PORT_B"; then
 	fail start "the etcd relays did not start"
 	t_end
 fi
-gw_conf A "$GW_PORT_A"
-gw_conf B "$GW_PORT_B"
+cluster_gw_conf A "$GW_PORT_A"
+cluster_gw_conf B "$GW_PORT_B"
 if ! gw_up A || ! gw_up B; then
 	fail start "a gateway did not start"
 	t_end

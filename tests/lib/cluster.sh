@@ -1,0 +1,52 @@
+# shellcheck shell=bash
+# Two gateways and their agents on one etcd, as the cluster suites build them (sourced after
+# common.sh, api.sh and etcd.sh). The suite sets ETCD_URL, PREFIX, TTL, AGENT, ALUA, and the
+# agents' API_PORT_A/API_PORT_B and tokens TOK_A/TOK_B.
+
+# cluster_gw_conf NAME PORT: $T_DIR/gw-NAME.json, a gateway with one TCP portal and its control
+# socket ($T_DIR/ctl-NAME.sock), no targets: its agent brings the cluster's.
+cluster_gw_conf() {
+	cat >"$T_DIR/gw-$1.json" <<EOC
+{ "gateway": { "control_socket": "$T_DIR/ctl-$1.sock" },
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $2 } ],
+  "targets": [] }
+EOC
+}
+
+# cluster_agent_start NAME GROUP API_PORT LOG: member gw-NAME with port group GROUP on the etcd
+# store, its API on API_PORT, its state in $T_DIR/agent-NAME; sets AGENT_PID; true once it
+# listens.
+cluster_agent_start() {
+	ASAN_OPTIONS="log_path=$T_DIR/san/asan-agent-$1:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-agent-$1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		t_daemon_start "agent-$1" agent "$4" \
+		"$AGENT" --state-dir "$T_DIR/agent-$1" --listen "$T_HOST:$3" \
+		--gateway-socket "$T_DIR/ctl-$1.sock" --store etcd --etcd-endpoints "$ETCD_URL" \
+		--cluster-prefix "$PREFIX" --gateway-id "gw-$1" --port-group "$2" --lease-ttl "$TTL" \
+		--backstore-dirs "$T_SHM"
+	AGENT_PID=$T_LAST_PID
+	t_wait_port "$AGENT_PID" "$3" 15
+}
+
+# cluster_api A|B METHOD PATH [BODY]: a call to agent A or B; sets CODE, the body in
+# $T_DIR/body.
+cluster_api() {
+	local who=$1 m=$2 p=$3 body=${4:-} port tok args=()
+	if [ "$who" = A ]; then port=$API_PORT_A; tok=$TOK_A; else port=$API_PORT_B; tok=$TOK_B; fi
+	args+=(-H "Authorization: Bearer $tok")
+	[ -n "$body" ] && args+=(-H "Content-Type: application/json" --data-binary "$body")
+	CODE=$(curl -s -m 10 -o "$T_DIR/body" -w '%{http_code}' -X "$m" "${args[@]}" \
+		"http://$T_HOST:$port$p" 2>/dev/null)
+}
+
+# members_are A|B LIST: agent A or B lists exactly these members (sorted, comma-separated).
+members_are() {
+	cluster_api "$1" GET /api/v1/cluster
+	[ "$CODE" = 200 ] && [ "$(jget "','.join(sorted(j['members']))")" = "$2" ]
+}
+
+# state_is URL GROUP STATE: the LU's ALUA state for GROUP as seen through URL (isergw-alua
+# info, kept in $T_DIR/info).
+state_is() {
+	"$ALUA" info "$1" >"$T_DIR/info" 2>&1 && grep -q "^group $2 $3 " "$T_DIR/info"
+}
