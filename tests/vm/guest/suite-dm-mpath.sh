@@ -74,39 +74,6 @@ fi
 
 # ---- the host side: udev, two sessions, multipathd ----------------------------------------
 
-UDEVD_PID=
-udevd_stop() {
-	[ -n "$UDEVD_PID" ] || return 0
-	kill -TERM "$UDEVD_PID" 2>/dev/null
-	timeout 10 tail --pid="$UDEVD_PID" -f /dev/null
-	kill -KILL "$UDEVD_PID" 2>/dev/null
-	wait "$UDEVD_PID" 2>/dev/null
-	UDEVD_PID=
-}
-
-# multipath needs udev's view of the disks (the guest has no systemd to start it).
-udevd_start() {
-	"$UDEVD" >"$VM_WORK/udevd.log" 2>&1 &
-	UDEVD_PID=$!
-	vm_on_exit udevd_stop
-	sleep 1
-	timeout 30 udevadm trigger --subsystem-match=block --action=add
-	timeout 30 udevadm settle -t 20
-	kill -0 "$UDEVD_PID"
-}
-
-MPD_PID=
-mpd_stop() {
-	[ -n "$MPD_PID" ] || return 0
-	# Queueing maps would keep I/O forever: flush them first (nothing is open any more).
-	timeout 20 multipath -F >/dev/null 2>&1
-	kill -TERM "$MPD_PID" 2>/dev/null
-	timeout 10 tail --pid="$MPD_PID" -f /dev/null
-	kill -KILL "$MPD_PID" 2>/dev/null
-	wait "$MPD_PID" 2>/dev/null
-	MPD_PID=
-}
-
 mpd_start() {
 	cat >/etc/multipath.conf <<-EOF
 		defaults {
@@ -116,17 +83,7 @@ mpd_start() {
 		    no_path_retry queue
 		}
 	EOF
-	# In the foreground, as our child.
-	multipathd -d -s >"$VM_WORK/multipathd.log" 2>&1 &
-	MPD_PID=$!
-	vm_on_exit mpd_stop
-	for _ in $(seq 1 50); do
-		grep -q '@/org/kernel/linux/storage/multipathd' /proc/net/unix && return 0
-		kill -0 "$MPD_PID" 2>/dev/null || break
-		sleep 0.2
-	done
-	echo "multipathd did not bind its socket: $(tail -n 5 "$VM_WORK/multipathd.log")"
-	return 1
+	vm_mpathd_start
 }
 
 # disk_of PORTAL: the sd disk of the session through PORTAL.
@@ -161,7 +118,7 @@ sessions() {
 	timeout 30 udevadm settle -t 20
 }
 
-if ! check udevd udevd_start || ! check iscsid vm_iscsid_start || ! check sessions sessions ||
+if ! check udevd vm_udevd_start || ! check iscsid vm_iscsid_start || ! check sessions sessions ||
 	! check multipathd mpd_start; then
 	vm_end
 fi
