@@ -256,6 +256,40 @@ vm_iscsid_stop() {
 	return 0
 }
 
+# vm_disk_of ADDR: the sd disk of the kernel initiator's session through portal ADDR:3260.
+vm_disk_of() {
+	iscsiadm -m session -P3 2>/dev/null | awk -v p="$1" '
+		/Current Portal: / { cur = $3 }
+		/Attached scsi disk/ && index(cur, p ":") == 1 { print $4; exit }'
+}
+
+# vm_mpath_sessions IQN ADDR...: the kernel initiator logged in to IQN through each portal
+# ADDR:3260 with a multipath host's settings (docs/FAILOVER.md: NOP-Out every 2 s, I/O failed
+# over after 5 s of recovery); prints "ADDR: /dev/sdX" for each once its disk is attached.
+vm_mpath_sessions() {
+	local iqn=$1 p d
+	shift
+	for p in "$@"; do
+		VM_TMO=30 run iscsiadm -m discovery -t st -p "$p:3260" >/dev/null || return 1
+	done
+	iscsiadm -m node -T "$iqn" -o update -n node.session.timeo.replacement_timeout -v 5
+	iscsiadm -m node -T "$iqn" -o update -n 'node.conn[0].timeo.noop_out_interval' -v 2
+	iscsiadm -m node -T "$iqn" -o update -n 'node.conn[0].timeo.noop_out_timeout' -v 2
+	for p in "$@"; do
+		VM_TMO=60 run iscsiadm -m node -T "$iqn" -p "$p:3260" --login || return 1
+	done
+	for p in "$@"; do
+		d=
+		for _ in $(seq 1 120); do
+			d=$(vm_disk_of "$p")
+			[ -n "$d" ] && [ -b "/dev/$d" ] && break
+			sleep 0.25
+		done
+		[ -n "$d" ] || return 1
+		echo "$p: /dev/$d"
+	done
+}
+
 # vm_wait_disk TARGET [SECONDS]: prints sdX once TARGET's session has its disk attached; the
 # SCSI scan after login is asynchronous and there is no udev to wait on.
 vm_wait_disk() {

@@ -305,35 +305,9 @@ fi
 
 # ---- the host: two sessions, multipathd with the docs' settings ----------------------------
 
-# disk_of ADDR: the sd disk of the session through portal ADDR.
-disk_of() {
-	iscsiadm -m session -P3 2>/dev/null | awk -v p="$1" '
-		/Current Portal: / { cur = $3 }
-		/Attached scsi disk/ && index(cur, p ":") == 1 { print $4; exit }'
-}
-
+# docs/CLUSTER.md: a short replacement_timeout, so a dead gateway's path fails quickly.
 sessions() {
-	local p d
-	for p in "$GW_A" "$GW_B"; do
-		VM_TMO=30 run iscsiadm -m discovery -t st -p "$p:3260" >/dev/null || return 1
-	done
-	# docs/CLUSTER.md: a short replacement_timeout, so a dead gateway's path fails quickly.
-	iscsiadm -m node -T "$IQN" -o update -n node.session.timeo.replacement_timeout -v 5
-	iscsiadm -m node -T "$IQN" -o update -n 'node.conn[0].timeo.noop_out_interval' -v 2
-	iscsiadm -m node -T "$IQN" -o update -n 'node.conn[0].timeo.noop_out_timeout' -v 2
-	for p in "$GW_A" "$GW_B"; do
-		VM_TMO=60 run iscsiadm -m node -T "$IQN" -p "$p:3260" --login || return 1
-	done
-	for p in "$GW_A" "$GW_B"; do
-		d=
-		for _ in $(seq 1 120); do
-			d=$(disk_of "$p")
-			[ -n "$d" ] && [ -b "/dev/$d" ] && break
-			sleep 0.25
-		done
-		[ -n "$d" ] || return 1
-		echo "$p: /dev/$d"
-	done
+	vm_mpath_sessions "$IQN" "$GW_A" "$GW_B" || return 1
 	# udev's events for the new disks; slow in an emulated guest on a busy host, and the map
 	# below is retried until it shows up anyway.
 	timeout 130 udevadm settle -t 120 || echo "udev queue not empty after 120 s (going on)"

@@ -86,35 +86,8 @@ mpd_start() {
 	vm_mpathd_start
 }
 
-# disk_of PORTAL: the sd disk of the session through PORTAL.
-disk_of() {
-	iscsiadm -m session -P3 2>/dev/null | awk -v p="$1" '
-		/Current Portal: / { cur = $3 }
-		/Attached scsi disk/ && index(cur, p ":") == 1 { print $4; exit }'
-}
-
 sessions() {
-	local p d
-	for p in "$A1" "$A2"; do
-		VM_TMO=30 run iscsiadm -m discovery -t st -p "$p:3260" >/dev/null || return 1
-	done
-	# A silent path is noticed in seconds (NOP-Out every 2 s) and its I/O fails over after
-	# 5 s of recovery, as docs/FAILOVER.md recommends for hosts.
-	iscsiadm -m node -T "$IQN" -o update -n node.session.timeo.replacement_timeout -v 5
-	iscsiadm -m node -T "$IQN" -o update -n 'node.conn[0].timeo.noop_out_interval' -v 2
-	iscsiadm -m node -T "$IQN" -o update -n 'node.conn[0].timeo.noop_out_timeout' -v 2
-	for p in "$A1" "$A2"; do
-		VM_TMO=60 run iscsiadm -m node -T "$IQN" -p "$p:3260" --login || return 1
-	done
-	for p in "$A1" "$A2"; do
-		for _ in $(seq 1 120); do
-			d=$(disk_of "$p")
-			[ -n "$d" ] && [ -b "/dev/$d" ] && break
-			sleep 0.25
-		done
-		[ -n "$d" ] || return 1
-		echo "$p: /dev/$d"
-	done
+	vm_mpath_sessions "$IQN" "$A1" "$A2" || return 1
 	timeout 30 udevadm settle -t 20
 }
 
@@ -122,8 +95,8 @@ if ! check udevd vm_udevd_start || ! check iscsid vm_iscsid_start || ! check ses
 	! check multipathd mpd_start; then
 	vm_end
 fi
-SD1=$(disk_of "$A1")
-SD2=$(disk_of "$A2")
+SD1=$(vm_disk_of "$A1")
+SD2=$(vm_disk_of "$A2")
 VM_TMO=60 run multipath -v2
 MAP=
 for _ in $(seq 1 60); do
