@@ -108,6 +108,36 @@ int gw_loop_post(struct gw_loop *loop, struct gw_msg *m);
 int gw_loop_send(struct gw_loop *loop, void (*fn)(void *arg), void *arg);
 
 /*
+ * The synchronous call, for configuration and state only (never on the I/O path): runs fn(arg)
+ * on the loop's thread and waits for it, returning what fn returned (-ESHUTDOWN: the loop was
+ * finished, fn never ran). Directly, in the caller, when the loop is the current loop or has no
+ * thread of its own. Only loop 0's thread (the control socket, apply, start-up and shutdown)
+ * may call it, and fn must not call it: no loop but loop 0 ever waits for another, so waits
+ * cannot form a cycle.
+ */
+int gw_loop_call(struct gw_loop *loop, int (*fn)(void *arg), void *arg);
+
+/*
+ * The gateway's loops (gateway.loops): loop 0 is the main thread's. load[i] counts what was
+ * placed on loop i (connections): read without a lock, so a stale read only makes the balance
+ * slightly worse.
+ */
+#define GW_LOOPS_MAX 16
+
+struct gw_loops {
+	unsigned n;
+	struct gw_loop *loop[GW_LOOPS_MAX];
+	unsigned load[GW_LOOPS_MAX];	/* atomic */
+};
+
+/* The least loaded loop's index (the lowest among equals); 0 for a set of one. */
+unsigned gw_loops_pick(const struct gw_loops *set);
+/* Counts delta more (or fewer) connections on loop i; any thread. */
+void gw_loops_load_add(struct gw_loops *set, unsigned i, int delta);
+/* The index of loop in the set, -1 if it is not one of them. */
+int gw_loops_index(const struct gw_loops *set, const struct gw_loop *loop);
+
+/*
  * The loop on a thread of its own, pinned to cpu (-1: not pinned), named name (for top and
  * perf; NULL: none). Start it after gw_signal_init, so it inherits the blocked signals. 0 or
  * -errno (-EINVAL: cpu is not one this process may run on).

@@ -15,6 +15,7 @@
  * the poster sees the flag and wakes it. A wake-up too many is harmless, none too few.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,82 @@ int gw_loop_send(struct gw_loop *loop, void (*fn)(void *arg), void *arg)
 	if (r)
 		free(c);
 	return r;
+}
+
+/* The synchronous call: the caller waits on a condition variable its message signals. */
+struct gw_msg_sync {
+	struct gw_msg m;
+	int (*fn)(void *arg);
+	void *arg;
+	int rc;
+	bool done;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+};
+
+static void gw_msg_sync_fn(struct gw_msg *m)
+{
+	struct gw_msg_sync *c = gw_container_of(m, struct gw_msg_sync, m);
+	int rc = c->fn(c->arg);
+
+	pthread_mutex_lock(&c->lock);
+	c->rc = rc;
+	c->done = true;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int gw_loop_call(struct gw_loop *loop, int (*fn)(void *arg), void *arg)
+{
+	struct gw_msg_sync c = { .m.fn = gw_msg_sync_fn, .fn = fn, .arg = arg };
+	int r;
+
+	if (gw_loop_current() == loop || !loop->has_thread)
+		return fn(arg);
+	pthread_mutex_init(&c.lock, NULL);
+	pthread_cond_init(&c.cond, NULL);
+	r = gw_loop_post(loop, &c.m);
+	if (!r) {
+		pthread_mutex_lock(&c.lock);
+		while (!c.done)
+			pthread_cond_wait(&c.cond, &c.lock);
+		pthread_mutex_unlock(&c.lock);
+		r = c.rc;
+	}
+	pthread_cond_destroy(&c.cond);
+	pthread_mutex_destroy(&c.lock);
+	return r;
+}
+
+/* The set of loops */
+
+unsigned gw_loops_pick(const struct gw_loops *set)
+{
+	unsigned best = 0, best_load = UINT_MAX;
+
+	for (unsigned i = 0; i < set->n; i++) {
+		unsigned l = __atomic_load_n(&set->load[i], __ATOMIC_RELAXED);
+
+		if (l < best_load) {
+			best = i;
+			best_load = l;
+		}
+	}
+	return best;
+}
+
+void gw_loops_load_add(struct gw_loops *set, unsigned i, int delta)
+{
+	if (i < set->n)
+		__atomic_fetch_add(&set->load[i], (unsigned)delta, __ATOMIC_RELAXED);
+}
+
+int gw_loops_index(const struct gw_loops *set, const struct gw_loop *loop)
+{
+	for (unsigned i = 0; i < set->n; i++)
+		if (set->loop[i] == loop)
+			return (int)i;
+	return -1;
 }
 
 /* Runs what was posted up to now, oldest first. What these messages post waits for the next

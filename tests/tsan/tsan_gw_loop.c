@@ -8,6 +8,8 @@
  *     synchronisation, which is what issue 13's SCSI command crossing loops relies on);
  *   - meanwhile SENDERS plain threads post numbered messages to both loops, whose order per
  *     sender is checked;
+ *   - the main thread makes CALLS synchronous calls (gw_loop_call) into loop b, each reading
+ *     what the previous one and the caller wrote to plain memory;
  *   - the loops stop with messages still arriving; gw_loop_fini runs the rest.
  * Exit 0 when every message ran once, in order, on its loop; TSan's reports fail the run.
  *
@@ -26,6 +28,7 @@
 #define ROUNDS 3000
 #define SENDERS 3
 #define PER_SENDER 20000
+#define CALLS 2000
 
 static struct gw_loop a, b;
 static unsigned long bad;	/* atomic: every thread may count one */
@@ -70,6 +73,20 @@ static void bounce_fn(struct gw_msg *m)
 		fprintf(stderr, "tsan_gw_loop: post failed\n");
 		fail();
 	}
+}
+
+/* Written by the caller and by the call on b, with no other synchronisation than the call. */
+static struct {
+	uint64_t by_caller, by_loop;
+} shared_cfg;
+
+static int call_fn(void *arg)
+{
+	(void)arg;
+	if (gw_loop_current() != &b || shared_cfg.by_loop + 1 != shared_cfg.by_caller)
+		return -1;
+	shared_cfg.by_loop = shared_cfg.by_caller;
+	return 0;
 }
 
 struct numbered {
@@ -139,6 +156,14 @@ int main(int argc, char **argv)
 	for (i = 0; i < SENDERS; i++)
 		if (pthread_create(&th[i], NULL, sender, (void *)(intptr_t)i))
 			return 1;
+	for (i = 0; i < CALLS; i++) {
+		shared_cfg.by_caller++;
+		if (gw_loop_call(&b, call_fn, NULL) || shared_cfg.by_loop != shared_cfg.by_caller) {
+			fprintf(stderr, "tsan_gw_loop: synchronous call %d went wrong\n", i);
+			fail();
+			break;
+		}
+	}
 	for (i = 0; i < SENDERS; i++)
 		pthread_join(th[i], NULL);
 	/* Wait for the bounces on a's own terms: a message reads its counter there. */
@@ -172,6 +197,7 @@ int main(int argc, char **argv)
 	}
 	errors = __atomic_load_n(&bad, __ATOMIC_RELAXED);
 	printf("tsan_gw_loop: %d commands x %d round trips between two loops, %d senders x %d "
-	       "messages to each, %lu errors\n", WINDOW, ROUNDS, SENDERS, PER_SENDER, errors);
+	       "messages to each, %d synchronous calls, %lu errors\n", WINDOW, ROUNDS, SENDERS,
+	       PER_SENDER, CALLS, errors);
 	return errors ? 1 : 0;
 }

@@ -717,3 +717,62 @@ Test(loop, a_pinned_loop_runs_on_its_cpu)
 	cr_expect_lt(gw_loop_thread_start(&loop, CPU_SETSIZE, NULL), 0, "an impossible CPU");
 	cr_expect_not(loop.has_thread);
 }
+
+/* The synchronous call runs fn on the loop's own thread and hands its result back. */
+struct call_probe {
+	pthread_t ran_on;
+	struct gw_loop *current;
+	int calls;
+};
+
+static int probe_fn(void *arg)
+{
+	struct call_probe *p = arg;
+
+	p->ran_on = pthread_self();
+	p->current = gw_loop_current();
+	p->calls++;
+	return 42;
+}
+
+Test(loop, a_synchronous_call_runs_on_the_loops_thread_and_returns_its_result)
+{
+	struct call_probe p = { 0 };
+
+	/* Without a thread: directly, in the caller. */
+	cr_expect_eq(gw_loop_call(&loop, probe_fn, &p), 42);
+	cr_expect_eq(p.calls, 1);
+	cr_expect(pthread_equal(p.ran_on, pthread_self()));
+
+	cr_assert_eq(gw_loop_thread_start(&loop, -1, "test-call"), 0);
+	for (int i = 0; i < 50; i++)
+		cr_assert_eq(gw_loop_call(&loop, probe_fn, &p), 42);
+	cr_expect_eq(p.calls, 51, "a call returned before its function ran");
+	cr_expect_not(pthread_equal(p.ran_on, pthread_self()), "the call ran in the caller");
+	cr_expect(pthread_equal(p.ran_on, loop.thread), "the call ran on another thread");
+	cr_expect_eq(p.current, &loop, "inside the call the current loop is not the loop");
+	cr_expect_eq(gw_loop_thread_stop(&loop), 0);
+	gw_loop_fini(&loop);
+	cr_expect_eq(gw_loop_call(&loop, probe_fn, &p), 42, "no thread: direct, even finished");
+	cr_assert_eq(gw_loop_init(&loop), 0);
+}
+
+Test(loop, the_set_picks_the_least_loaded_loop)
+{
+	struct gw_loop other;
+	struct gw_loops set = { .n = 3, .loop = { &loop, &other, &loop } };
+
+	cr_expect_eq(gw_loops_pick(&set), 0, "equals: the lowest index");
+	gw_loops_load_add(&set, 0, 2);
+	gw_loops_load_add(&set, 1, 1);
+	cr_expect_eq(gw_loops_pick(&set), 2);
+	gw_loops_load_add(&set, 2, 3);
+	cr_expect_eq(gw_loops_pick(&set), 1);
+	gw_loops_load_add(&set, 0, -2);
+	cr_expect_eq(gw_loops_pick(&set), 0, "a connection gone makes its loop the choice again");
+	gw_loops_load_add(&set, 7, 1);	/* out of the set: ignored */
+	cr_expect_eq(gw_loops_index(&set, &other), 1);
+	cr_expect_eq(gw_loops_index(&set, NULL), -1);
+	struct gw_loops one = { .n = 1, .loop = { &loop } };
+	cr_expect_eq(gw_loops_pick(&one), 0);
+}
