@@ -132,6 +132,11 @@ struct dmv_portal_conf {
 	const char *name;
 	const char *address;		/* numeric IPv4/IPv6, "" or "0.0.0.0": any */
 	uint16_t port;
+	/* The gateway's loops (issue 13): the listener stays on loop 0, the loop it is given; a
+	 * new connection is placed on loops->loop[gw_loops_pick(loops)] and counted in
+	 * loops->load until it closes. NULL, or one loop: every connection on the listener's
+	 * loop, as before. */
+	struct gw_loops *loops;
 };
 
 /* One transport: a const ops table. */
