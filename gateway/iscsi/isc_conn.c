@@ -119,6 +119,23 @@ static void isc_conn_dmv_reject(struct dmv_conn *dc, const uint8_t *bhs, uint8_t
 		isc_conn_close(c, "protocol error during login");
 		return;
 	}
+	/*
+	 * A command whose immediate data failed its digest is discarded whole (RFC 7143 §7.8).
+	 * Plugging the hole by re-sending the command is a retry (§6.2.1), which is error
+	 * recovery above level 0: at ErrorRecoveryLevel 0 an initiator does not re-send it (Linux
+	 * waits for its command timeout, ~30 s), and its CmdSN leaves a hole in the window that
+	 * holds back every later command of the session. §7.8 lets either side escalate a digest
+	 * error to session recovery: the Reject goes out, then the connection closes, and the
+	 * initiator logs in again and re-issues its commands at once.
+	 */
+	if (reason == ISC_REJ_DATA_DIGEST && isc_bhs_opcode(bhs) == ISC_OP_SCSI_CMD && c->sess &&
+	    !c->sess->params.error_recovery_level) {
+		gw_warn_rl("iscsi", "%s: ITT 0x%x: data digest error on immediate data at "
+			   "ErrorRecoveryLevel 0: closing the connection (session recovery)",
+			   c->dc->peer, isc_bhs_itt(bhs));
+		isc_conn_reject_close(c, bhs, reason);
+		return;
+	}
 	isc_conn_reject(c, bhs, reason);
 }
 

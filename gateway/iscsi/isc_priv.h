@@ -186,6 +186,8 @@ int isc_conn_send(struct isc_conn *c, struct isc_pdu *pdu);
 struct isc_pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt);
 /* In full feature phase only (before it the dispatcher closes the connection instead). */
 void isc_conn_reject(struct isc_conn *c, const uint8_t *bhs, uint8_t reason);
+/* The same, then the connection closes once the Reject is out (session recovery). */
+void isc_conn_reject_close(struct isc_conn *c, const uint8_t *bhs, uint8_t reason);
 uint32_t isc_conn_next_ttt(struct isc_conn *c);
 /* Applies negotiated params to the datamover: after a Text negotiation in full feature phase
  * changed some (at login, isc_conn_enter_ffp does it). */

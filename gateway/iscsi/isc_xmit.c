@@ -63,7 +63,17 @@ uint32_t isc_conn_next_ttt(struct isc_conn *c)
 	return dmv_conn_next_ttt(c->dc);
 }
 
-void isc_conn_reject(struct isc_conn *c, const uint8_t *bhs, uint8_t reason)
+static void isc_reject_sent_close(struct isc_pdu *pdu, int status)
+{
+	struct isc_conn *c = pdu->priv;
+
+	(void)status;
+	if (c->state != ISC_CONN_CLOSED)
+		isc_conn_close(c, "data digest error on a command at ErrorRecoveryLevel 0");
+}
+
+static void isc_conn_reject_do(struct isc_conn *c, const uint8_t *bhs, uint8_t reason,
+			       bool then_close)
 {
 	struct isc_pdu *pdu;
 
@@ -72,17 +82,37 @@ void isc_conn_reject(struct isc_conn *c, const uint8_t *bhs, uint8_t reason)
 	if (c->state != ISC_CONN_FFP)
 		return;
 	pdu = isc_conn_new_pdu(c, ISC_OP_REJECT, ISC_RSVD_TAG);
-	if (!pdu)
+	if (!pdu) {
+		if (then_close)
+			isc_conn_close(c, "out of memory for a Reject");
 		return;
+	}
 	pdu->bhs[2] = reason;
 	isc_conn_stamp(c, pdu->bhs, true);
 	if (isc_pdu_set_data(pdu, bhs, ISC_BHS_LEN)) {
 		isc_pdu_put(pdu);
+		if (then_close)
+			isc_conn_close(c, "out of memory for a Reject");
 		return;
 	}
-	gw_dbg("iscsi", "%s: Reject reason 0x%02x for %s ITT 0x%x", c->dc->peer, reason,
-	       isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_itt(bhs));
+	gw_dbg("iscsi", "%s: Reject reason 0x%02x for %s ITT 0x%x%s", c->dc->peer, reason,
+	       isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_itt(bhs),
+	       then_close ? ", then the connection closes" : "");
+	if (then_close) {
+		pdu->priv = c;
+		pdu->done = isc_reject_sent_close;
+	}
 	isc_conn_send(c, pdu);
+}
+
+void isc_conn_reject(struct isc_conn *c, const uint8_t *bhs, uint8_t reason)
+{
+	isc_conn_reject_do(c, bhs, reason, false);
+}
+
+void isc_conn_reject_close(struct isc_conn *c, const uint8_t *bhs, uint8_t reason)
+{
+	isc_conn_reject_do(c, bhs, reason, true);
 }
 
 void isc_conn_apply_params(struct isc_conn *c)

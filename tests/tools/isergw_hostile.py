@@ -493,7 +493,8 @@ def expect_reject(c, reason, what, timeout=5.0):
 def case_digest(args):
     """Digests negotiated, then wrong (RFC 7143 7.8). A bad data digest: Reject reason 0x02
     and the PDU discarded, the connection goes on; for a SCSI command with immediate data the
-    command is discarded whole and its retry (same ITT and CmdSN) is served; for a Data-Out
+    command is discarded whole and, at ErrorRecoveryLevel 0, the connection closes after the
+    Reject (session recovery), and the write re-issued on a new session is served; for a Data-Out
     the task ends, once all its data is in, with CHECK CONDITION ABORTED COMMAND / PROTOCOL
     SERVICE CRC ERROR (47/05) and the LUN keeps what it had. A bad header digest: the header
     cannot be trusted, the connection is dropped."""
@@ -515,7 +516,10 @@ def case_digest(args):
     expect_reject(c, REJ_DATA_DIGEST, "Text request with a bad data digest")
     c.ping()
 
-    # A write with immediate data whose digest fails: discarded whole, then retried.
+    # A write with immediate data whose digest fails: discarded whole. Its retry would be
+    # error recovery above level 0, which no initiator does at ErrorRecoveryLevel 0 (Linux
+    # waits for its command timeout), so the target escalates to session recovery: the
+    # Reject, then the connection closes, and the initiator logs in again at once.
     old = bytes([0xa5]) * 512
     new = bytes([0x3c]) * 512
     cs = c.cmdsn
@@ -523,18 +527,37 @@ def case_digest(args):
     c.cmdsn = (cs + 1) & 0xffffffff
     if c.wait_status(itt) != 0:
         raise Fail("a plain write with immediate data failed")
-    cs = c.cmdsn
-    itt = c.scsi_cmd(write10(lba, 1), edtl=512, write=True, data=new, cmdsn=cs, bad_dd=True)
-    expect_reject(c, REJ_DATA_DIGEST, "SCSI write with immediate data and a bad data digest")
-    c.scsi_cmd(write10(lba, 1), edtl=512, write=True, data=new, cmdsn=cs, itt=itt)
-    c.cmdsn = (cs + 1) & 0xffffffff
+    what = "SCSI write with immediate data and a bad data digest (ErrorRecoveryLevel 0)"
+    c.scsi_cmd(write10(lba, 1), edtl=512, write=True, data=new, cmdsn=c.cmdsn, bad_dd=True)
+    try:
+        p = c.recv_op((OP_REJECT, OP_SCSI_RSP, OP_R2T, OP_DATA_IN, OP_NOP_IN), 5)
+    except (EOFError, ConnectionResetError):
+        raise Fail("%s: connection dropped without the Reject" % what)
+    except socket.timeout:
+        raise Fail("%s: no Reject within 5 s" % what)
+    if p.op != OP_REJECT or p.bhs[2] != REJ_DATA_DIGEST:
+        raise Fail("%s: answered %r, expected Reject reason 0x%02x" % (what, p,
+                                                                      REJ_DATA_DIGEST))
+    if not c.closed_within(5):
+        raise Fail("%s: Reject 0x02 but the connection still open after 5 s: the command's "
+                   "CmdSN stays a hole and the session stalls" % what)
+    ok("%s: Reject reason 0x02, then the connection closed (session recovery)" % what)
+    c.close()
+    c = logged_in(args, hd=True, dd=True)
+    if not tur_good(c):
+        raise Fail("the new session's TEST UNIT READY never came back GOOD")
+    st, got = c.read_blocks(lba, 1)
+    if st != 0 or got != old:
+        raise Fail("the discarded write reached the LUN (status 0x%02x)" % st)
+    itt = c.scsi_cmd(write10(lba, 1), edtl=512, write=True, data=new, cmdsn=c.cmdsn)
+    c.cmdsn = (c.cmdsn + 1) & 0xffffffff
     st = c.wait_status(itt)
     if st != 0:
-        raise Fail("the retried write (same ITT and CmdSN) ended with status 0x%02x" % st)
+        raise Fail("the write re-issued on a new session ended with status 0x%02x" % st)
     st, got = c.read_blocks(lba, 1)
     if st != 0 or got != new:
-        raise Fail("after the retry the block reads back wrong (status 0x%02x)" % st)
-    ok("its retry with the same ITT and CmdSN was served and reads back")
+        raise Fail("after the re-issued write the block reads back wrong (status 0x%02x)" % st)
+    ok("the discarded write wrote nothing; re-issued on a new session it was served")
     c.close()
 
     # A solicited Data-Out whose digest fails.
