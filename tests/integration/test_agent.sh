@@ -380,6 +380,9 @@ writer() {
 }
 writer &
 WRITER=$!
+# The kill lands mid-loop: after the first acknowledged write (under load the first PUT alone
+# can take a second), then a random 0.3-1.1 s more.
+wait_for 30 test -s "$T_DIR/acked"
 sleep "0.$((RANDOM % 9 + 3))"
 kill -KILL "$AGENT_PID"
 wait "$WRITER" 2>/dev/null
