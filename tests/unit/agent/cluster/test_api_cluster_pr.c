@@ -6,17 +6,13 @@
  * every commit answered (ok, conflict with the winner, unavailable for a bad proposal, a dead or
  * silent etcd), nothing left behind by a stop with a commit in flight, and the keys of deleted
  * LUNs removed. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "agent/fake_etcd.h"
 #include "api_cluster.h"
 #include "api_etcd.h"
 #include "gw_log.h"
@@ -117,120 +113,6 @@ Test(api_cluster_pr, the_commit_compares_the_revision_and_reads_back_on_loss)
 
 /* ---- the agent's side, in a loop: a fake etcd and a fake gateway ------------------------- */
 
-#define FAKE_CONNS 8
-
-/* An etcd endpoint that answers every request with one canned body (NULL: never answers)
- * and keeps the body of the last request. */
-struct fake_etcd {
-	struct gw_watch w;
-	int lfd, port;
-	const char *reply;		/* the whole HTTP answer, NULL: silent */
-	char replybuf[4096];
-	struct fake_conn {
-		struct gw_watch w;
-		struct fake_etcd *f;
-		char buf[16384];
-		size_t len;
-		bool on;
-	} c[FAKE_CONNS];
-	int served;
-	json_t *last;			/* the last request's body */
-};
-
-static void fake_conn_end(struct fake_conn *c)
-{
-	gw_watch_stop(&c->w);
-	close(c->w.fd);
-	c->on = false;
-}
-
-static void fake_conn_read(struct gw_watch *w, uint32_t events)
-{
-	struct fake_conn *c = gw_container_of(w, struct fake_conn, w);
-	struct fake_etcd *f = c->f;
-	char *body, *cl;
-	ssize_t n;
-
-	(void)events;
-	n = read(w->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
-	if (n <= 0) {
-		fake_conn_end(c);
-		return;
-	}
-	c->len += (size_t)n;
-	c->buf[c->len] = '\0';
-	body = strstr(c->buf, "\r\n\r\n");
-	cl = strcasestr(c->buf, "Content-Length:");
-	if (!body || !cl || strlen(body + 4) < strtoul(cl + 15, NULL, 10))
-		return;		/* not all of it yet */
-	json_decref(f->last);
-	f->last = json_loads(body + 4, 0, NULL);
-	f->served++;
-	c->len = 0;
-	if (!f->reply)
-		return;		/* silent: the connection stays open, unanswered */
-	cr_assert_gt(write(w->fd, f->reply, strlen(f->reply)), 0);
-	fake_conn_end(c);
-}
-
-static void fake_accept(struct gw_watch *w, uint32_t events)
-{
-	struct fake_etcd *f = gw_container_of(w, struct fake_etcd, w);
-	int fd = accept(f->lfd, NULL, NULL), i;
-
-	(void)events;
-	if (fd < 0)
-		return;
-	for (i = 0; i < FAKE_CONNS && f->c[i].on; i++)
-		;
-	cr_assert_lt(i, FAKE_CONNS);
-	f->c[i] = (struct fake_conn){ .f = f, .on = true };
-	gw_watch_init(&f->c[i].w, w->loop, fd, fake_conn_read);
-	cr_assert_eq(gw_watch_set(&f->c[i].w, EPOLLIN), 0);
-}
-
-static int listen_port(int *fd_out)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	if (fd_out) {
-		cr_assert_eq(listen(fd, 8), 0);
-		*fd_out = fd;
-	} else {
-		close(fd);	/* nothing listens there: connections are refused */
-	}
-	return ntohs(a.sin_port);
-}
-
-static void fake_start(struct fake_etcd *f, struct gw_loop *loop, const char *body)
-{
-	memset(f, 0, sizeof(*f));
-	f->port = listen_port(&f->lfd);
-	if (body) {
-		snprintf(f->replybuf, sizeof(f->replybuf), "HTTP/1.1 200 OK\r\nContent-Type: "
-			 "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-			 strlen(body), body);
-		f->reply = f->replybuf;
-	}
-	gw_watch_init(&f->w, loop, f->lfd, fake_accept);
-	cr_assert_eq(gw_watch_set(&f->w, EPOLLIN), 0);
-}
-
-static void fake_stop(struct fake_etcd *f)
-{
-	for (int i = 0; i < FAKE_CONNS; i++)
-		if (f->c[i].on)
-			fake_conn_end(&f->c[i]);
-	gw_watch_stop(&f->w);
-	close(f->lfd);
-	json_decref(f->last);
-}
-
 /* What the gateway was sent, in order; every request is answered {"ok": true}. */
 static json_t *gw_sent;
 
@@ -261,8 +143,9 @@ static void rig_start(struct rig *r, const char *body, bool dead)
 	char eps[64];
 
 	cr_assert_eq(gw_loop_init(&r->loop), 0);
-	fake_start(&r->f, &r->loop, body);
-	snprintf(eps, sizeof(eps), "http://127.0.0.1:%d", dead ? listen_port(NULL) : r->f.port);
+	fake_etcd_start(&r->f, &r->loop, body);
+	snprintf(eps, sizeof(eps), "http://127.0.0.1:%d",
+		 dead ? fake_etcd_port(NULL) : r->f.port);
 	ec = (struct api_etcd_conf){ .endpoints = eps };
 	cr_assert_eq(api_etcd_create(&ec, &r->loop, &r->e), 0);
 	pc.loop = &r->loop;
@@ -275,7 +158,7 @@ static void rig_stop(struct rig *r)
 {
 	api_cpr_destroy(r->p);
 	api_etcd_destroy(r->e);
-	fake_stop(&r->f);
+	fake_etcd_stop(&r->f);
 	gw_loop_fini(&r->loop);
 	json_decref(gw_sent);
 }
