@@ -6,7 +6,9 @@
  * an unavailable group. The agent lists everything under PREFIX/ once, then watches it from the
  * listed revision (one streamed POST /v3/watch): the configuration, the members and the groups
  * arrive as they change; a lost watch (or a failed keepalive, which may mean a held
- * connection) means listing again, and a slow safety list runs anyway. When anything changes
+ * connection) means listing again, and a slow safety list runs anyway. A keepalive that fails
+ * or times out is sent again at once (twice), each attempt bounded by the time left before the
+ * gateway would fence itself, so one call lost under load does not cost the lease. When anything changes
  * it recomputes the owners (the same pure function on every agent, so all agree without
  * electing anyone) and pushes the resulting ALUA states to its gateway. Every etcd call is
  * asynchronous (api_etcd_post): the loop and the REST API never wait for etcd.
@@ -62,6 +64,7 @@ struct api_cluster {
 	struct api_etcd_op *watch;
 	uint64_t last_ok_ms, last_list_ms;
 	uint64_t ka_sent;		/* monotonic: when the keepalive under way was sent */
+	unsigned int ka_retries;	/* of this tick's keepalive, after a failed one */
 	int64_t reg_lease;		/* the join under way: its lease, when asked, TTL */
 	uint64_t reg_sent, reg_ttl;
 	char *pending_cfg;		/* a configuration the watch saw under a write */
@@ -756,19 +759,57 @@ static void cl_register(struct api_cluster *c)
 		c->ka_busy = true;
 }
 
+/* A keepalive that failed is sent again at once this many times while the lease has time. */
+#define CL_KA_RETRIES 2
+/* An attempt gets at least this long, or is not made. */
+#define CL_KA_MIN_MS 200
+
+/* How long a keepalive sent now may take: until the gateway would fence itself (the lease's
+ * deadline less the margin), or, past that, until etcd drops the lease; 0 when no deadline
+ * is known or it is gone (the call gets the client's own timeout, and the answer says). */
+static uint64_t cl_ka_budget(const struct api_cluster *c, uint64_t now)
+{
+	uint64_t margin = cl_margin(c);
+
+	if (c->valid_until_ms > now + margin + CL_KA_MIN_MS)
+		return c->valid_until_ms - margin - now;
+	if (c->valid_until_ms > now + CL_KA_MIN_MS)
+		return c->valid_until_ms - now;
+	return 0;
+}
+
+static int cl_ka_send(struct api_cluster *c);
+
 static void on_keepalive(void *ctx, int err, json_t *resp)
 {
 	struct api_cluster *c = ctx;
+	bool retried = c->ka_retries > 0;
 	int64_t ttl;
 
 	c->ka_busy = false;
 	if (err) {
+		uint64_t left = cl_ka_budget(c, gw_now_ms());
+
+		/* One call lost under load must not cost the lease: again at once, each
+		 * attempt within what is left (CLUSTER.md, "Fencing"). */
+		if (cl_away(err) && c->ka_retries < CL_KA_RETRIES && left) {
+			c->ka_retries++;
+			gw_warn("cluster", "lease keepalive of member %s failed (%s): again at once "
+				"(%u of %u), %llu ms before its gateway fences", c->id,
+				strerror(-err), c->ka_retries, CL_KA_RETRIES,
+				(unsigned long long)left);
+			if (cl_ka_send(c) == 0)
+				return;
+		}
 		if (cl_away(err))
 			cl_unreachable(c);
 		return;
 	}
+	c->ka_retries = 0;
 	if (!c->reachable)
 		gw_info("cluster", "etcd answers again: member %s renews its lease", c->id);
+	else if (retried)
+		gw_info("cluster", "member %s renewed its lease on a retry", c->id);
 	c->reachable = true;
 	c->last_ok_ms = gw_now_ms();
 	/* An expired lease comes back without a TTL. */
@@ -780,6 +821,10 @@ static void on_keepalive(void *ctx, int err, json_t *resp)
 		return;
 	}
 	c->valid_until_ms = c->ka_sent + (uint64_t)ttl * 1000u;
+	/* A call that hung may mean a held connection: the watch is checked by listing again
+	 * (it goes on meanwhile, so the deadline below is not held back). */
+	if (retried)
+		cl_list(c);
 	if (!c->synced)
 		return;	/* the list that follows pushes the states and the deadline */
 	cl_recompute(c);
@@ -792,15 +837,27 @@ static void on_keepalive(void *ctx, int err, json_t *resp)
 	}
 }
 
-static void cl_keepalive(struct api_cluster *c)
+/* One attempt: half of what is left when another could follow, all of it for the last. */
+static int cl_ka_send(struct api_cluster *c)
 {
+	uint64_t now = gw_now_ms(), left = cl_ka_budget(c, now), t = left;
 	char id[24];
 
+	if (c->ka_retries < CL_KA_RETRIES && left / 2 >= CL_KA_MIN_MS)
+		t = left / 2;
 	snprintf(id, sizeof(id), "%lld", (long long)c->lease);
-	c->ka_sent = gw_now_ms();
-	if (api_etcd_post(c->etcd, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id),
-			  on_keepalive, c) == 0)
-		c->ka_busy = true;
+	c->ka_sent = now;
+	if (api_etcd_post_within(c->etcd, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), t,
+				 on_keepalive, c))
+		return -ENOMEM;
+	c->ka_busy = true;
+	return 0;
+}
+
+static void cl_keepalive(struct api_cluster *c)
+{
+	c->ka_retries = 0;
+	cl_ka_send(c);
 }
 
 /* ---- the owners and the gateway's states ------------------------------------------------- */

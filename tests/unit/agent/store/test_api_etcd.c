@@ -251,3 +251,30 @@ Test(api_etcd, a_cancelled_call_never_calls_back)
 	fake_etcd_stop(&f);
 	gw_loop_fini(&loop);
 }
+
+Test(api_etcd, a_call_within_a_time_ends_then_whatever_the_endpoints_do)
+{
+	struct gw_loop loop;
+	struct result res = { 0 };
+	struct fake_etcd f;
+	struct api_etcd *e;
+	uint64_t t0, took;
+
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	fake_etcd_start(&f, &loop, NULL);	/* both endpoints stall */
+	e = client(&loop, f.port, f.port);
+	t0 = gw_now_ms();
+	cr_assert_eq(api_etcd_post_within(e, "/v3/lease/keepalive", json_pack("{s:s}", "ID", "7"),
+					  400, on_done, &res), 0);
+	run_until(&loop, &res.calls, 10000);
+	took = gw_now_ms() - t0;
+	cr_assert_eq(res.calls, 1);
+	cr_assert_eq(res.err, -ETIMEDOUT);
+	/* The endpoints share the time: not 2 s each. A generous bound for a loaded machine. */
+	cr_assert_geq(took, 350, "%llu ms", (unsigned long long)took);
+	cr_assert_lt(took, 1500, "%llu ms", (unsigned long long)took);
+	cr_assert_eq(f.served, 1, "the time was spent on the first: the second is not tried");
+	api_etcd_destroy(e);
+	fake_etcd_stop(&f);
+	gw_loop_fini(&loop);
+}
