@@ -184,6 +184,16 @@ ISERGW_TOKEN=$TOK_B timeout 20 "$T_BUILD/isergwctl" --url "http://$T_HOST:$API_P
 check "isergwctl cluster show through agent B names the same owner" \
 	python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(j['owners'][0]['owner'] != 'gw-A')" \
 	"$T_DIR/cli-cluster.json"
+# A file LUN has a status (its atomics) but no back-end paths: the CLI says so, not an empty
+# table under "state: -".
+lun_paths_local() {
+	ISERGW_TOKEN=$TOK_A timeout 20 "$T_BUILD/isergwctl" --url "http://$T_HOST:$API_PORT_A" \
+		lun paths "$IQN" 0 >"$T_DIR/cli-paths" 2>&1 &&
+		grep -q '^no back-end paths: a local LUN (file backstore, io_engine \(uring\|threads\))' \
+			"$T_DIR/cli-paths" && ! grep -q '^state: ' "$T_DIR/cli-paths"
+}
+check "isergwctl lun paths on the file LUN: no back-end paths, a local LUN, its io_engine" \
+	wait_for 10 lun_paths_local
 
 # ---- failover under a writing client ------------------------------------------------------
 
