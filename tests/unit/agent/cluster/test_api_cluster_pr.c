@@ -163,6 +163,15 @@ static void rig_stop(struct rig *r)
 	json_decref(gw_sent);
 }
 
+/* rig_start, then an empty first list and a gateway that connected: ready for commits. */
+static void rig_ready(struct rig *r, const char *body, bool dead)
+{
+	rig_start(r, body, dead);
+	api_cpr_list_begin(r->p);
+	api_cpr_list_end(r->p, 1);
+	api_cpr_gw_up(r->p);
+}
+
 /* Runs the loop until the gateway was sent n requests in all (or max_ms passed). */
 static void run_until_sent(struct rig *r, size_t n, uint64_t max_ms)
 {
@@ -305,10 +314,7 @@ Test(api_cluster_pr, a_bad_proposal_is_answered_unavailable_without_etcd)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, NULL, false);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, NULL, false);
 	ev = commit_ev(7, 0, state(INI, 3, 1));	/* a holder that is not registered */
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -342,10 +348,7 @@ Test(api_cluster_pr, a_commit_that_etcd_takes_is_answered_ok_with_its_revision)
 	char *kb = api_b64_encode("/c/pr/t/0", 9), *echo = state_text(INI, 5);
 	json_t *ev;
 
-	rig_start(&r, TXN_OK, false);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, TXN_OK, false);
 	ev = commit_ev(3, 7, state(INI, 1, 5));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -415,11 +418,8 @@ Test(api_cluster_pr, a_commit_whose_echo_is_late_is_answered_ok_at_the_deadline)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, TXN_OK, false);
+	rig_ready(&r, TXN_OK, false);
 	r.p->commit_ms = 300;
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
 	ev = commit_ev(9, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -441,10 +441,7 @@ Test(api_cluster_pr, a_lost_race_is_answered_with_the_winners_state_and_revision
 	snprintf(body, sizeof(body), "{\"header\":{\"revision\":\"43\"},\"responses\":[{"
 		 "\"response_range\":{\"header\":{\"revision\":\"43\"},\"kvs\":[{\"key\":\"%s\","
 		 "\"value\":\"%s\",\"mod_revision\":\"40\"}],\"count\":\"1\"}}]}", kb, wb);
-	rig_start(&r, body, false);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, body, false);
 	ev = commit_ev(4, 0, state(INI, 1, 5));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -469,10 +466,7 @@ Test(api_cluster_pr, a_dead_etcd_is_answered_unavailable_in_time)
 	uint64_t t0;
 	json_t *ev;
 
-	rig_start(&r, TXN_OK, true);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, TXN_OK, true);
 	t0 = gw_now_ms();
 	ev = commit_ev(5, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
@@ -491,11 +485,8 @@ Test(api_cluster_pr, a_silent_etcd_is_answered_unavailable_at_the_deadline)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, NULL, false);
+	rig_ready(&r, NULL, false);
 	r.p->commit_ms = 300;
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
 	ev = commit_ev(6, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -513,10 +504,7 @@ Test(api_cluster_pr, a_stop_with_a_commit_in_flight_leaves_nothing)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, NULL, false);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, NULL, false);
 	ev = commit_ev(7, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -532,11 +520,8 @@ Test(api_cluster_pr, a_gateway_that_goes_drops_its_commits_unanswered)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, NULL, false);
+	rig_ready(&r, NULL, false);
 	r.p->commit_ms = 100;
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
 	ev = commit_ev(8, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
