@@ -7,8 +7,9 @@
  * listed revision (one streamed POST /v3/watch): the configuration, the members and the groups
  * arrive as they change; a lost watch (or a failed keepalive, which may mean a held
  * connection) means listing again, and a slow safety list runs anyway. A keepalive that fails
- * or times out is sent again at once (twice), each attempt bounded by the time left before the
- * gateway would fence itself, so one call lost under load does not cost the lease. When anything changes
+ * or times out is sent again at once (twice) while the lease has time left, no attempt going
+ * beyond the lease and one that another may follow ending early enough for that one to renew
+ * before the gateway fences, so one call lost under load does not cost the lease. When anything changes
  * it recomputes the owners (the same pure function on every agent, so all agree without
  * electing anyone) and pushes the resulting ALUA states to its gateway. Every etcd call is
  * asynchronous (api_etcd_post): the loop and the REST API never wait for etcd.
@@ -761,21 +762,20 @@ static void cl_register(struct api_cluster *c)
 
 /* A keepalive that failed is sent again at once this many times while the lease has time. */
 #define CL_KA_RETRIES 2
-/* An attempt gets at least this long, or is not made. */
+/* An attempt needs at least this much of the lease left, or is not made. */
 #define CL_KA_MIN_MS 200
+/* An attempt that another may follow ends this long before the gateway would fence, so the
+ * next one can still renew in time; it is not cut below CL_KA_FLOOR_MS (a loaded etcd takes
+ * hundreds of ms, and a call cut short is a failure of its own). */
+#define CL_KA_RESERVE_MS 700
+#define CL_KA_FLOOR_MS 700
 
-/* How long a keepalive sent now may take: until the gateway would fence itself (the lease's
- * deadline less the margin), or, past that, until etcd drops the lease; 0 when no deadline
- * is known or it is gone (the call gets the client's own timeout, and the answer says). */
-static uint64_t cl_ka_budget(const struct api_cluster *c, uint64_t now)
+/* What is left of the lease in etcd now (its deadline counts from when the last successful
+ * renewal was sent); 0 when it is gone or unknown (the call gets the client's own timeout,
+ * and the answer says whether the lease still exists). */
+static uint64_t cl_ka_left(const struct api_cluster *c, uint64_t now)
 {
-	uint64_t margin = cl_margin(c);
-
-	if (c->valid_until_ms > now + margin + CL_KA_MIN_MS)
-		return c->valid_until_ms - margin - now;
-	if (c->valid_until_ms > now + CL_KA_MIN_MS)
-		return c->valid_until_ms - now;
-	return 0;
+	return c->valid_until_ms > now + CL_KA_MIN_MS ? c->valid_until_ms - now : 0;
 }
 
 static int cl_ka_send(struct api_cluster *c);
@@ -788,16 +788,15 @@ static void on_keepalive(void *ctx, int err, json_t *resp)
 
 	c->ka_busy = false;
 	if (err) {
-		uint64_t left = cl_ka_budget(c, gw_now_ms());
+		uint64_t left = cl_ka_left(c, gw_now_ms());
 
 		/* One call lost under load must not cost the lease: again at once, each
 		 * attempt within what is left (CLUSTER.md, "Fencing"). */
 		if (cl_away(err) && c->ka_retries < CL_KA_RETRIES && left) {
 			c->ka_retries++;
 			gw_warn("cluster", "lease keepalive of member %s failed (%s): again at once "
-				"(%u of %u), %llu ms before its gateway fences", c->id,
-				strerror(-err), c->ka_retries, CL_KA_RETRIES,
-				(unsigned long long)left);
+				"(%u of %u), %llu ms of its lease left", c->id, strerror(-err),
+				c->ka_retries, CL_KA_RETRIES, (unsigned long long)left);
 			if (cl_ka_send(c) == 0)
 				return;
 		}
@@ -837,14 +836,16 @@ static void on_keepalive(void *ctx, int err, json_t *resp)
 	}
 }
 
-/* One attempt: half of what is left when another could follow, all of it for the last. */
+/* One attempt, never beyond the lease (the client's own 2 s at most); one that another may
+ * follow ends CL_KA_RESERVE_MS before the gateway's fence when that leaves it CL_KA_FLOOR_MS. */
 static int cl_ka_send(struct api_cluster *c)
 {
-	uint64_t now = gw_now_ms(), left = cl_ka_budget(c, now), t = left;
+	uint64_t now = gw_now_ms(), t = cl_ka_left(c, now), margin = cl_margin(c);
 	char id[24];
 
-	if (c->ka_retries < CL_KA_RETRIES && left / 2 >= CL_KA_MIN_MS)
-		t = left / 2;
+	if (t && c->ka_retries < CL_KA_RETRIES &&
+	    c->valid_until_ms >= now + margin + CL_KA_RESERVE_MS + CL_KA_FLOOR_MS)
+		t = c->valid_until_ms - margin - CL_KA_RESERVE_MS - now;
 	snprintf(id, sizeof(id), "%lld", (long long)c->lease);
 	c->ka_sent = now;
 	if (api_etcd_post_within(c->etcd, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), t,
