@@ -95,6 +95,10 @@ struct api_etcd_op;
  * when it returned < 0 (-ENOMEM). */
 int api_etcd_post(struct api_etcd *e, const char *path, json_t *req, api_etcd_done_fn done,
 		  void *ctx);
+/* The same within timeout_ms in all (every endpoint tried shares it; 0: as api_etcd_post,
+ * 2 s per endpoint, never more than that per endpoint): -ETIMEDOUT when it is spent. */
+int api_etcd_post_within(struct api_etcd *e, const char *path, json_t *req,
+			 uint64_t timeout_ms, api_etcd_done_fn done, void *ctx);
 /* Watches every key under prefix from start_rev: each message of the stream goes to msg
  * ({"result": {"header", "events": [...]}}); end runs once when the watch is over (the
  * connection closed, no endpoint answered, etcd refused it). */

@@ -28,7 +28,8 @@ struct api_store_ops {
 	 * only this agent writes it. */
 	int (*refresh)(struct api_store *s);
 	/* Backends reached over the network (etcd): save without blocking; done(ctx, 0 or
-	 * -errno) runs once from the loop when this returned 0. NULL: save is quick. */
+	 * -errno) runs once from the loop when this returned 0, or from destroy with
+	 * -ECANCELED (the store is closing then). NULL: save is quick. */
 	int (*save_async)(struct api_store *s, const json_t *config, uint64_t gen,
 			  void (*done)(void *ctx, int err), void *ctx);
 };
@@ -37,6 +38,7 @@ struct api_store {
 	const struct api_store_ops *ops;
 	json_t *config;			/* current desired configuration (owned) */
 	uint64_t generation;		/* 0: never written (config is the empty one) */
+	bool closing;			/* api_store_destroy is under way */
 	void *priv;
 };
 
@@ -49,7 +51,8 @@ void api_store_destroy(struct api_store *s);
 int api_store_commit(struct api_store *s, json_t *config);
 /* api_store_commit without blocking the loop: > 0 when done(ctx, 0 or -errno) will run once
  * the backend answered (the store changes then, on success), 0 when committed already, -errno
- * when it failed already (done never runs then). config is stolen in every case. */
+ * when it failed already (done never runs then). config is stolen in every case. A commit
+ * still under way when the store is destroyed is freed there and done never runs. */
 int api_store_commit_async(struct api_store *s, json_t *config, void (*done)(void *ctx, int err),
 			   void *ctx);
 /* ops->refresh when there is one, else 0. */

@@ -228,7 +228,7 @@
 				get('/metrics', true),
 			]);
 			const details = await targetDetails(targets.targets);
-			await remoteStatus(details);
+			await lunStatus(details);
 			let sessions = null,
 				sessErr = null;
 			try {
@@ -275,21 +275,35 @@
 		pollAgain = false;
 	}
 
-	// LUNs on remote storage (any backstore but the local kinds) may carry a `status` with
-	// their paths in the LUN's own GET; the target's GET may not include it.
+	// A LUN's `status` comes with its own GET; the target's GET does not include it. Remote
+	// LUNs (any backstore but the local kinds) are read every poll (their paths change);
+	// a local LUN's status is read once per backstore for its I/O engine, which only changes
+	// when the backstore does.
 	const LOCAL = ['file', 'block', 'ram', 'null'];
-	async function remoteStatus(targets) {
+	const engines = new Map(); // target\0lun\0backstore -> io_engine ('' when it has none)
+	const engineKey = (t, l) => `${t.name}\0${l.lun}\0${JSON.stringify(l.backstore)}`;
+	async function lunStatus(targets) {
 		const want = [];
 		for (const t of targets)
-			for (const l of t.luns || [])
-				if (!l.status && l.backstore && !LOCAL.includes(l.backstore.type))
-					want.push([t, l]);
+			for (const l of t.luns || []) {
+				if (l.status || !l.backstore) continue;
+				if (!LOCAL.includes(l.backstore.type)) want.push([t, l]);
+				else if (engines.has(engineKey(t, l)))
+					l.ioEngine = engines.get(engineKey(t, l));
+				else want.push([t, l]);
+			}
 		const one = async ([t, l]) => {
 			try {
 				const full = await get(
 					`${API}/targets/${encodeURIComponent(t.name)}/luns/${l.lun}`,
 				);
-				if (full && full.status) l.status = full.status;
+				if (!full || !full.status) return;
+				if (LOCAL.includes(l.backstore.type)) {
+					l.ioEngine = full.status.io_engine || '';
+					engines.set(engineKey(t, l), l.ioEngine);
+				} else {
+					l.status = full.status;
+				}
 			} catch (e) {
 				if (e instanceof AuthError) throw e;
 			}
@@ -391,8 +405,16 @@
 		return b.type + (where ? ': ' + where : '');
 	}
 
-	// A LUN's `status` (remote LUN paths), shown as the agent reports it.
-	function statusCell(st) {
+	// A LUN's `status` (remote LUN paths), shown as the agent reports it; a local LUN has no
+	// paths and shows how its I/O is done (io_engine: uring or threads; ram and null: none).
+	function statusCell(st, l) {
+		if (l && l.ioEngine)
+			return el(
+				'td',
+				{ class: 'path', 'data-io-engine': l.ioEngine },
+				el('span', { class: 'muted' }, 'local, io_engine '),
+				l.ioEngine,
+			);
 		if (!st) return el('td', {}, el('span', { class: 'muted' }, '–'));
 		const td = el('td', { class: 'path' });
 		const line = (o) => {
@@ -450,7 +472,7 @@
 			cell('read_mbps', num(r.read_bytes / 1e6, 1)),
 			cell('write_mbps', num(r.write_bytes / 1e6, 1)),
 			cell('errors', c ? String(c.errors) : '–'),
-			statusCell(l.status),
+			statusCell(l.status, l),
 		);
 	}
 

@@ -43,9 +43,41 @@ static void add_prop(json_t *schema, const char *key, json_t *s)
 	json_object_set_new(json_object_get(schema, "properties"), key, s);
 }
 
+/* One of a LU's atomics: how this gateway does the command (docs/CONTROL.md, "LUN status"). */
+static json_t *atom_schema(void)
+{
+	return json_pack("{s:s, s:{s:{s:s, s:[s,s,s,s]}, s:{s:s}}, s:[s,s]}", "type", "object",
+			 "properties", "mode", "type", "string", "enum", "backend", "local",
+			 "owner", "refused", "reason", "type", "string", "required", "mode",
+			 "reason");
+}
+
+/* Every LU's atomics: COMPARE AND WRITE (with its limit and counters), WRITE SAME, UNMAP. */
+static json_t *atomics_schema(void)
+{
+	json_t *caw = atom_schema();
+
+	add_prop(caw, "max_blocks", json_pack("{s:s, s:s}", "type", "integer", "description",
+					      "what VPD B0 reports here; 0: not advertised"));
+	add_prop(caw, "refused", json_pack("{s:s, s:s}", "type", "integer", "description",
+					   "COMPARE AND WRITEs and ORWRITEs refused here since "
+					   "start"));
+	add_prop(caw, "backend_commands", json_pack("{s:s, s:s}", "type", "integer",
+						    "description",
+						    "COMPARE AND WRITEs passed to the back end"));
+	return json_pack("{s:s, s:s, s:{s:o, s:o, s:o}, s:[s,s,s]}", "type", "object",
+			 "description", "how this gateway does COMPARE AND WRITE, WRITE SAME and "
+			 "UNMAP for the LU: backend (the back end does it), local (this gateway, "
+			 "the LU has no other), owner (this gateway, the cluster's only optimized "
+			 "one), refused (not here: reason says why)",
+			 "properties", "compare_and_write", caw, "write_same", atom_schema(), "unmap",
+			 atom_schema(), "required", "compare_and_write", "write_same", "unmap");
+}
+
 /* A LUN's read-only live status (GET only; ignored when sent back): the backstore's own
- * report, docs/CONTROL.md. Remote LUNs list their iSCSI paths, block backstores on a
- * dm-multipath map the map's paths. */
+ * report, docs/CONTROL.md. Every LUN has its atomics; remote LUNs list their iSCSI paths,
+ * block backstores on a dm-multipath map the map's paths, file and block backstores their
+ * I/O engine. */
 static json_t *lun_status_schema(void)
 {
 	json_t *path = json_pack(
@@ -58,15 +90,23 @@ static json_t *lun_status_schema(void)
 		"errors", "type", "integer", "failovers", "type", "integer",
 		"latency_us", "type", "integer", "last_error", "type", "string",
 		"dm_st", "type", "string", "chk_st", "type", "string", "up", "type", "boolean");
+	json_t *st = json_pack("{s:s, s:b, s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s},"
+			       " s:{s:s}, s:{s:s, s:o}, s:o}, s:[s]}",
+			       "type", "object", "readOnly", 1, "description",
+			       "live backstore state from the gateway; absent while it is "
+			       "unreachable",
+			       "properties", "state", "type", "string", "failovers", "type",
+			       "integer", "queued", "type", "integer", "map", "type", "string",
+			       "warning", "type", "string", "identity", "type", "string",
+			       "paths", "type", "array", "items", path, "atomics",
+			       atomics_schema(), "required", "atomics");
 
-	return json_pack("{s:s, s:b, s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s},"
-			 " s:{s:s}, s:{s:s, s:o}}}",
-			 "type", "object", "readOnly", 1, "description",
-			 "live backstore state from the gateway; absent while it is unreachable",
-			 "properties", "state", "type", "string", "failovers", "type", "integer",
-			 "queued", "type", "integer", "map", "type", "string",
-			 "warning", "type", "string", "identity", "type", "string",
-			 "paths", "type", "array", "items", path);
+	add_prop(st, "io_engine", json_pack("{s:s, s:[s,s], s:s}", "type", "string", "enum",
+					    "uring", "threads", "description",
+					    "file and block backstores: how their I/O is done"));
+	add_prop(st, "queue_depth", json_pack("{s:s}", "type", "integer"));
+	add_prop(st, "threads", json_pack("{s:s}", "type", "integer"));
+	return st;
 }
 
 static json_t *schemas(void)

@@ -253,7 +253,7 @@ static int list(struct cli *c, const char *path, const char *key, const char *co
 }
 
 /* lun paths IQN LUN: the LUN's back-end paths from its live status (remote paths, or the
- * paths of a dm-multipath map under a block backstore). */
+ * paths of a dm-multipath map under a block backstore); a local LUN says it has none. */
 static int lun_paths(struct cli *c, const char *path, int argc, char **argv)
 {
 	static const char *const cols[] = { "PATH", "STATE", "GROUP", "PRIO", "ALUA", "IN-USE",
@@ -281,6 +281,19 @@ static int lun_paths(struct cli *c, const char *path, int argc, char **argv)
 			"backstore has none)\n");
 		json_decref(j);
 		return CLI_EAPI;
+	}
+	if (!json_is_array(json_object_get(st, "paths"))) {
+		/* Every LUN has a status now (its atomics): one without paths is served from
+		 * this host (file, block, ram, null), and an empty table would say nothing. */
+		const char *type = json_string_value(json_object_get(json_object_get(j,
+			"backstore"), "type"));
+		const char *eng = json_string_value(json_object_get(st, "io_engine"));
+
+		printf("no back-end paths: a local LUN (%s backstore%s%s), served from this "
+		       "gateway's host\n", type ? type : "local", eng ? ", io_engine " : "",
+		       eng ? eng : "");
+		json_decref(j);
+		return CLI_OK;
 	}
 	printf("state: %s", json_string_value(json_object_get(st, "state")) ?: "-");
 	if (json_string_value(json_object_get(st, "map")))

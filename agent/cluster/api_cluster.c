@@ -6,7 +6,10 @@
  * an unavailable group. The agent lists everything under PREFIX/ once, then watches it from the
  * listed revision (one streamed POST /v3/watch): the configuration, the members and the groups
  * arrive as they change; a lost watch (or a failed keepalive, which may mean a held
- * connection) means listing again, and a slow safety list runs anyway. When anything changes
+ * connection) means listing again, and a slow safety list runs anyway. A keepalive that fails
+ * or times out is sent again at once (twice) while the lease has time left, no attempt going
+ * beyond the lease and one that another may follow ending early enough for that one to renew
+ * before the gateway fences, so one call lost under load does not cost the lease. When anything changes
  * it recomputes the owners (the same pure function on every agent, so all agree without
  * electing anyone) and pushes the resulting ALUA states to its gateway. Every etcd call is
  * asynchronous (api_etcd_post): the loop and the REST API never wait for etcd.
@@ -62,6 +65,7 @@ struct api_cluster {
 	struct api_etcd_op *watch;
 	uint64_t last_ok_ms, last_list_ms;
 	uint64_t ka_sent;		/* monotonic: when the keepalive under way was sent */
+	unsigned int ka_retries;	/* of this tick's keepalive, after a failed one */
 	int64_t reg_lease;		/* the join under way: its lease, when asked, TTL */
 	uint64_t reg_sent, reg_ttl;
 	char *pending_cfg;		/* a configuration the watch saw under a write */
@@ -756,19 +760,55 @@ static void cl_register(struct api_cluster *c)
 		c->ka_busy = true;
 }
 
+/* A keepalive that failed is sent again at once this many times while the lease has time. */
+#define CL_KA_RETRIES 2
+/* An attempt needs at least this much of the lease left, or is not made. */
+#define CL_KA_MIN_MS 200
+/* An attempt that another may follow ends this long before the gateway would fence, so the
+ * next one can still renew in time; it is not cut below CL_KA_FLOOR_MS (a loaded etcd takes
+ * hundreds of ms, and a call cut short is a failure of its own). */
+#define CL_KA_RESERVE_MS 700
+#define CL_KA_FLOOR_MS 700
+
+/* What is left of the lease in etcd now (its deadline counts from when the last successful
+ * renewal was sent); 0 when it is gone or unknown (the call gets the client's own timeout,
+ * and the answer says whether the lease still exists). */
+static uint64_t cl_ka_left(const struct api_cluster *c, uint64_t now)
+{
+	return c->valid_until_ms > now + CL_KA_MIN_MS ? c->valid_until_ms - now : 0;
+}
+
+static int cl_ka_send(struct api_cluster *c);
+
 static void on_keepalive(void *ctx, int err, json_t *resp)
 {
 	struct api_cluster *c = ctx;
+	bool retried = c->ka_retries > 0;
 	int64_t ttl;
 
 	c->ka_busy = false;
 	if (err) {
+		uint64_t left = cl_ka_left(c, gw_now_ms());
+
+		/* One call lost under load must not cost the lease: again at once, each
+		 * attempt within what is left (CLUSTER.md, "Fencing"). */
+		if (cl_away(err) && c->ka_retries < CL_KA_RETRIES && left) {
+			c->ka_retries++;
+			gw_warn("cluster", "lease keepalive of member %s failed (%s): again at once "
+				"(%u of %u), %llu ms of its lease left", c->id, strerror(-err),
+				c->ka_retries, CL_KA_RETRIES, (unsigned long long)left);
+			if (cl_ka_send(c) == 0)
+				return;
+		}
 		if (cl_away(err))
 			cl_unreachable(c);
 		return;
 	}
+	c->ka_retries = 0;
 	if (!c->reachable)
 		gw_info("cluster", "etcd answers again: member %s renews its lease", c->id);
+	else if (retried)
+		gw_info("cluster", "member %s renewed its lease on a retry", c->id);
 	c->reachable = true;
 	c->last_ok_ms = gw_now_ms();
 	/* An expired lease comes back without a TTL. */
@@ -780,6 +820,10 @@ static void on_keepalive(void *ctx, int err, json_t *resp)
 		return;
 	}
 	c->valid_until_ms = c->ka_sent + (uint64_t)ttl * 1000u;
+	/* A call that hung may mean a held connection: the watch is checked by listing again
+	 * (it goes on meanwhile, so the deadline below is not held back). */
+	if (retried)
+		cl_list(c);
 	if (!c->synced)
 		return;	/* the list that follows pushes the states and the deadline */
 	cl_recompute(c);
@@ -792,15 +836,29 @@ static void on_keepalive(void *ctx, int err, json_t *resp)
 	}
 }
 
-static void cl_keepalive(struct api_cluster *c)
+/* One attempt, never beyond the lease (the client's own 2 s at most); one that another may
+ * follow ends CL_KA_RESERVE_MS before the gateway's fence when that leaves it CL_KA_FLOOR_MS. */
+static int cl_ka_send(struct api_cluster *c)
 {
+	uint64_t now = gw_now_ms(), t = cl_ka_left(c, now), margin = cl_margin(c);
 	char id[24];
 
+	if (t && c->ka_retries < CL_KA_RETRIES &&
+	    c->valid_until_ms >= now + margin + CL_KA_RESERVE_MS + CL_KA_FLOOR_MS)
+		t = c->valid_until_ms - margin - CL_KA_RESERVE_MS - now;
 	snprintf(id, sizeof(id), "%lld", (long long)c->lease);
-	c->ka_sent = gw_now_ms();
-	if (api_etcd_post(c->etcd, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id),
-			  on_keepalive, c) == 0)
-		c->ka_busy = true;
+	c->ka_sent = now;
+	if (api_etcd_post_within(c->etcd, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), t,
+				 on_keepalive, c))
+		return -ENOMEM;
+	c->ka_busy = true;
+	return 0;
+}
+
+static void cl_keepalive(struct api_cluster *c)
+{
+	c->ka_retries = 0;
+	cl_ka_send(c);
 }
 
 /* ---- the owners and the gateway's states ------------------------------------------------- */

@@ -265,6 +265,8 @@ struct api_etcd_op {
 	size_t idx, tries;
 	struct gw_buf in;
 	bool watch, streaming, dead;
+	uint64_t deadline_ms;		/* monotonic: the call's whole time, 0: ETCD_TIMEOUT_MS
+					 * per endpoint */
 	api_etcd_done_fn done;
 	api_etcd_msg_fn msg;
 	void *ctx;
@@ -578,11 +580,21 @@ static void op_kill(struct api_etcd_op *op)
 static int op_start(struct api_etcd_op *op)
 {
 	struct api_etcd *e = op->e;
+	uint64_t now = gw_now_ms();
 
+	if (op->deadline_ms && now >= op->deadline_ms)
+		return -ETIMEDOUT;	/* the caller's time is spent: no next endpoint */
 	curl_easy_reset(op->h);
 	gw_buf_reset(&op->in);
 	op->errbuf[0] = '\0';
 	etcd_setup(e, op->h, op->idx, op->path, op->body, op->hdr, op->watch);
+	if (op->deadline_ms && op->deadline_ms - now < ETCD_TIMEOUT_MS) {
+		long left = (long)(op->deadline_ms - now);
+
+		curl_easy_setopt(op->h, CURLOPT_TIMEOUT_MS, left);
+		curl_easy_setopt(op->h, CURLOPT_CONNECTTIMEOUT_MS,
+				 left < ETCD_CONNECT_MS ? left : (long)ETCD_CONNECT_MS);
+	}
 	curl_easy_setopt(op->h, CURLOPT_WRITEFUNCTION, op_write);
 	curl_easy_setopt(op->h, CURLOPT_WRITEDATA, op);
 	curl_easy_setopt(op->h, CURLOPT_PRIVATE, op);
@@ -605,12 +617,19 @@ static void op_end(struct api_etcd_op *op, int err, json_t *resp)
 static void op_next(struct api_etcd_op *op, int err)
 {
 	struct api_etcd *e = op->e;
+	int r;
 
 	curl_multi_remove_handle(e->multi, op->h);
 	if (++op->tries < e->nep) {
 		op->idx = (op->idx + 1) % e->nep;
-		if (!op_start(op))
+		r = op_start(op);
+		if (!r)
 			return;
+		if (r == -ETIMEDOUT) {
+			/* Out of time, not out of endpoints: the next ones were not tried. */
+			op_end(op, r, NULL);
+			return;
+		}
 	}
 	all_failed(e);
 	op_end(op, err, NULL);
@@ -721,7 +740,8 @@ static void etcd_pump(struct api_etcd *e)
 }
 
 static int op_new(struct api_etcd *e, const char *path, json_t *req, bool watch,
-		  api_etcd_done_fn done, api_etcd_msg_fn msgfn, void *ctx, struct api_etcd_op **out)
+		  uint64_t timeout_ms, api_etcd_done_fn done, api_etcd_msg_fn msgfn, void *ctx,
+		  struct api_etcd_op **out)
 {
 	struct api_etcd_op *op;
 	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
@@ -739,6 +759,7 @@ static int op_new(struct api_etcd *e, const char *path, json_t *req, bool watch,
 	op->e = e;
 	op->body = body;
 	op->watch = watch;
+	op->deadline_ms = timeout_ms ? gw_now_ms() + timeout_ms : 0;
 	op->done = done;
 	op->msg = msgfn;
 	op->ctx = ctx;
@@ -760,7 +781,13 @@ static int op_new(struct api_etcd *e, const char *path, json_t *req, bool watch,
 int api_etcd_post(struct api_etcd *e, const char *path, json_t *req, api_etcd_done_fn done,
 		  void *ctx)
 {
-	return op_new(e, path, req, false, done, NULL, ctx, NULL);
+	return op_new(e, path, req, false, 0, done, NULL, ctx, NULL);
+}
+
+int api_etcd_post_within(struct api_etcd *e, const char *path, json_t *req,
+			 uint64_t timeout_ms, api_etcd_done_fn done, void *ctx)
+{
+	return op_new(e, path, req, false, timeout_ms, done, NULL, ctx, NULL);
 }
 
 int api_etcd_watch(struct api_etcd *e, const char *prefix, int64_t start_rev,
@@ -774,7 +801,7 @@ int api_etcd_watch(struct api_etcd *e, const char *prefix, int64_t start_rev,
 	snprintf(rev, sizeof(rev), "%lld", (long long)start_rev);
 	json_object_set_new(range, "start_revision", json_string(rev));
 	req = json_pack("{s:o}", "create_request", range);
-	return op_new(e, "/v3/watch", req, true, end, msg, ctx, op);
+	return op_new(e, "/v3/watch", req, true, 0, end, msg, ctx, op);
 }
 
 void api_etcd_cancel(struct api_etcd_op *op)

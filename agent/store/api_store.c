@@ -191,6 +191,7 @@ void api_store_destroy(struct api_store *s)
 {
 	if (!s)
 		return;
+	s->closing = true;
 	s->ops->destroy(s);
 	json_decref(s->config);
 	free(s);
@@ -225,6 +226,13 @@ static void commit_done(void *arg, int err)
 {
 	struct commit_wait *w = arg;
 
+	if (w->s->closing) {
+		/* The store is being destroyed: whoever asked is gone (the agent stops its
+		 * server first), so only what the commit held is freed. */
+		json_decref(w->config);
+		free(w);
+		return;
+	}
 	if (!err) {
 		json_decref(w->s->config);
 		w->s->config = w->config;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api_etcd.h"
+#include "gw_list.h"
 #include "gw_log.h"
 
 
@@ -26,6 +27,7 @@ struct api_store_etcd {
 	char *cache;
 	int64_t mod_rev;		/* of the value last read or written, 0: none */
 	bool refused;			/* the prefix is another cluster's */
+	struct gw_list saves;		/* etcd_save_wait under way */
 };
 
 static int etcd_parse_value(const char *text, json_t **config, uint64_t *gen, const char *what)
@@ -174,6 +176,7 @@ static int etcd_save(struct api_store *s, const json_t *config, uint64_t gen)
 }
 
 struct etcd_save_wait {
+	struct gw_list node;		/* in x->saves */
 	struct api_store_etcd *x;
 	uint64_t gen;
 	char *text;
@@ -185,6 +188,7 @@ static void on_save(void *arg, int err, json_t *resp)
 {
 	struct etcd_save_wait *w = arg;
 
+	gw_list_del(&w->node);
 	if (!err)
 		err = etcd_save_answer(w->x, w->gen, w->text, resp);
 	free(w->text);
@@ -207,14 +211,16 @@ static int etcd_save_async(struct api_store *s, const json_t *config, uint64_t g
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	*w = (struct etcd_save_wait){ x, gen, NULL, done, ctx };
+	*w = (struct etcd_save_wait){ .x = x, .gen = gen, .done = done, .ctx = ctx };
 	req = etcd_save_req(x, config, gen, &w->text);
 	r = req ? api_etcd_post(x->e, "/v3/kv/txn", req, on_save, w) : -ENOMEM;
 	if (r) {
 		free(w->text);
 		free(w);
+		return r;
 	}
-	return r;
+	gw_list_add_tail(&x->saves, &w->node);
+	return 0;
 }
 
 /* The watch keeps the configuration current (api_store_etcd_apply): a write starts from it and
@@ -274,7 +280,18 @@ static void etcd_destroy(struct api_store *s)
 
 	if (!x)
 		return;
+	/* Calls under way end without their callbacks: the saves they carried are ended here,
+	 * with -ECANCELED to their owner (api_store.c frees its part and answers no one). */
 	api_etcd_destroy(x->e);
+	while (!gw_list_empty(&x->saves)) {
+		struct etcd_save_wait *w = gw_list_first_entry(&x->saves, struct etcd_save_wait,
+							       node);
+
+		gw_list_del(&w->node);
+		free(w->text);
+		w->done(w->ctx, -ECANCELED);
+		free(w);
+	}
 	free(x->key);
 	free(x->cache);
 	free(x);
@@ -306,6 +323,7 @@ int api_store_open_etcd(struct api_etcd *e, const char *prefix, const char *cach
 		return -ENOMEM;
 	}
 	x->e = e;
+	gw_list_init(&x->saves);
 	s->ops = &api_store_etcd_ops;
 	s->priv = x;
 	r = s->ops->load(s, &s->config, &s->generation);

@@ -151,6 +151,21 @@ try {
 	});
 	if (!signedIn) throw new Error('not signed in: the other checks need the dashboard');
 
+	await step("a local LUN shows its I/O engine, as the LUN's status reports it", async () => {
+		const resp = await fetch(`${URL}/api/v1/targets/${encodeURIComponent(IQN)}/luns/0`, {
+			headers: { Authorization: `Bearer ${READ}` },
+		});
+		const lun = await resp.json();
+		const engine = lun.status && lun.status.io_engine;
+		if (engine !== 'uring' && engine !== 'threads')
+			throw new Error(`the API reports io_engine ${engine} for LUN 0`);
+		const cell = lunRow(0).locator(`[data-io-engine="${engine}"]`);
+		await cell.waitFor({ timeout: WAIT });
+		const text = await cell.textContent();
+		if (!text.includes(`io_engine ${engine}`))
+			throw new Error(`LUN 0's status cell reads "${text}"`);
+	});
+
 	await step('health: gateway connected, configuration in sync', async () => {
 		await page
 			.locator('#health-gateway', { hasText: 'connected' })

@@ -105,37 +105,7 @@ writes_grow_on_b() {
 
 # ---- start: etcd, two gateways, two agents ------------------------------------------------
 
-if ! etcd_start isergw-test "$T_DIR/etcd.1.log"; then
-	fail start "etcd did not start"
-	tail -n 20 "$T_DIR/etcd.1.log"
-	t_end
-fi
-cluster_gw_conf A "$GW_PORT_A"
-cluster_gw_conf B "$GW_PORT_B"
-if ! gw_start "$T_DIR/gw-A.json" "$T_DIR/gw-A.log" "$GW_PORT_A"; then
-	fail start "gateway A did not start"
-	t_end
-fi
-GW_A=$T_GW_PID
-if ! gw_start "$T_DIR/gw-B.json" "$T_DIR/gw-B.log" "$GW_PORT_B"; then
-	fail start "gateway B did not start"
-	t_end
-fi
-GW_B=$T_GW_PID
-if ! agent_start A 1 "$API_PORT_A"; then
-	fail start "agent A did not start"
-	tail -n 20 "$T_DIR"/agent-A.*.log
-	t_end
-fi
-AG_A=$AGENT_PID
-if ! agent_start B 2 "$API_PORT_B"; then
-	fail start "agent B did not start"
-	tail -n 20 "$T_DIR"/agent-B.*.log
-	t_end
-fi
-AG_B=$AGENT_PID
-TOK_A=$(cat "$T_DIR/agent-A/admin.token")
-TOK_B=$(cat "$T_DIR/agent-B/admin.token")
+cluster_start_pair isergw-test "$T_DIR/etcd.1.log"
 
 check "both agents see both members" wait_for 10 members_are A gw-A,gw-B
 check "agent B sees both members too" wait_for 10 members_are B gw-A,gw-B
@@ -184,6 +154,16 @@ ISERGW_TOKEN=$TOK_B timeout 20 "$T_BUILD/isergwctl" --url "http://$T_HOST:$API_P
 check "isergwctl cluster show through agent B names the same owner" \
 	python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(j['owners'][0]['owner'] != 'gw-A')" \
 	"$T_DIR/cli-cluster.json"
+# A file LUN has a status (its atomics) but no back-end paths: the CLI says so, not an empty
+# table under "state: -".
+lun_paths_local() {
+	ISERGW_TOKEN=$TOK_A timeout 20 "$T_BUILD/isergwctl" --url "http://$T_HOST:$API_PORT_A" \
+		lun paths "$IQN" 0 >"$T_DIR/cli-paths" 2>&1 &&
+		grep -q '^no back-end paths: a local LUN (file backstore, io_engine \(uring\|threads\))' \
+			"$T_DIR/cli-paths" && ! grep -q '^state: ' "$T_DIR/cli-paths"
+}
+check "isergwctl lun paths on the file LUN: no back-end paths, a local LUN, its io_engine" \
+	wait_for 10 lun_paths_local
 
 # ---- failover under a writing client ------------------------------------------------------
 

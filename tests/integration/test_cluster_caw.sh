@@ -81,22 +81,7 @@ lun_stat() {
 
 # ---- start: etcd, two gateways, two agents ------------------------------------------------
 
-if ! etcd_start isergw-test "$T_DIR/etcd.log"; then
-	fail start "etcd did not start"
-	t_end
-fi
-cluster_gw_conf A "$GW_PORT_A"
-cluster_gw_conf B "$GW_PORT_B"
-gw_start "$T_DIR/gw-A.json" "$T_DIR/gw-A.log" "$GW_PORT_A" || { fail start "gateway A"; t_end; }
-GW_A=$T_GW_PID
-gw_start "$T_DIR/gw-B.json" "$T_DIR/gw-B.log" "$GW_PORT_B" || { fail start "gateway B"; t_end; }
-GW_B=$T_GW_PID
-agent_start A 1 "$API_PORT_A" || { fail start "agent A"; t_end; }
-AG_A=$AGENT_PID
-agent_start B 2 "$API_PORT_B" || { fail start "agent B"; t_end; }
-AG_B=$AGENT_PID
-TOK_A=$(cat "$T_DIR/agent-A/admin.token")
-TOK_B=$(cat "$T_DIR/agent-B/admin.token")
+cluster_start_pair isergw-test "$T_DIR/etcd.log"
 check "both agents see both members" wait_for 15 members_are A gw-A,gw-B
 
 # ---- a shared file LUN: only its owner runs COMPARE AND WRITE -------------------------------

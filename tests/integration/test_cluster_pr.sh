@@ -112,35 +112,7 @@ etcd_key_gone() {
 
 # ---- start: etcd, two gateways, two agents ------------------------------------------------
 
-if ! etcd_start isergw-pr "$T_DIR/etcd.1.log"; then
-	fail start "etcd did not start"
-	tail -n 20 "$T_DIR/etcd.1.log"
-	t_end
-fi
-cluster_gw_conf A "$GW_PORT_A"
-cluster_gw_conf B "$GW_PORT_B"
-if ! gw_start "$T_DIR/gw-A.json" "$T_DIR/gw-A.log" "$GW_PORT_A"; then
-	fail start "gateway A did not start"
-	t_end
-fi
-GW_A=$T_GW_PID
-if ! gw_start "$T_DIR/gw-B.json" "$T_DIR/gw-B.log" "$GW_PORT_B"; then
-	fail start "gateway B did not start"
-	t_end
-fi
-GW_B=$T_GW_PID
-for who in A B; do
-	grp=1 port=$API_PORT_A
-	[ "$who" = B ] && grp=2 port=$API_PORT_B
-	if ! agent_start "$who" "$grp" "$port"; then
-		fail start "agent $who did not start"
-		tail -n 20 "$T_DIR/agent-$who.log"
-		t_end
-	fi
-	eval "AG_$who=\$AGENT_PID"
-done
-TOK_A=$(cat "$T_DIR/agent-A/admin.token")
-TOK_B=$(cat "$T_DIR/agent-B/admin.token")
+cluster_start_pair isergw-pr "$T_DIR/etcd.1.log"
 check "both agents see both members" wait_for 15 members_are A gw-A,gw-B
 
 truncate -s 64M "$LUNIMG"

@@ -68,7 +68,7 @@ gw_up() {
 	eval "GW_$1=$T_GW_PID"
 }
 
-# agent_up A|B: sets AG_A / AG_B.
+# agent_up A|B: sets AG_A / AG_B (and AGENT_PID); its etcd is its relay.
 agent_up() {
 	local group api relay
 	if [ "$1" = A ]; then group=1 api=$API_PORT_A relay=$RELAY_PORT_A
@@ -82,8 +82,11 @@ agent_up() {
 		--gateway-id "gw-$1" --port-group "$group" --lease-ttl "$TTL" \
 		--backstore-dirs "$T_SHM"
 	eval "AG_$1=$T_LAST_PID"
+	AGENT_PID=$T_LAST_PID
 	t_wait_port "$T_LAST_PID" "$api" 15
 }
+# What cluster_start_pair starts the agents with (the port group and API port are agent_up's).
+agent_start() { agent_up "$1"; }
 
 api_a() {
 	API_URL=http://$T_HOST:$API_PORT_A ADMIN=$(cat "$T_DIR/agent-A/admin.token") api "$@"
@@ -142,26 +145,11 @@ seen_after() {
 
 # ---- start ----------------------------------------------------------------------------------
 
-if ! etcd_start isergw-fence "$T_DIR/etcd.log"; then
-	fail start "etcd did not start"
-	tail -n 20 "$T_DIR/etcd.log"
-	t_end
-fi
 if ! relay_start A "$RELAY_PORT_A" || ! relay_start B "$RELAY_PORT_B"; then
 	fail start "the etcd relays did not start"
 	t_end
 fi
-cluster_gw_conf A "$GW_PORT_A"
-cluster_gw_conf B "$GW_PORT_B"
-if ! gw_up A || ! gw_up B; then
-	fail start "a gateway did not start"
-	t_end
-fi
-if ! agent_up A || ! agent_up B; then
-	fail start "an agent did not start"
-	tail -n 20 "$T_DIR"/agent-*.log
-	t_end
-fi
+cluster_start_pair isergw-fence "$T_DIR/etcd.log"
 truncate -s 16M "$LUNIMG"
 api_a POST /api/v1/targets "{\"name\":\"$IQN\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}"
 expect "POST target" 201
@@ -217,7 +205,7 @@ check "(a) gateway $O fenced itself (its states since: $(seen_after "$line" "$O"
 check "(a) and was seen standby by the poller" grep -q standby <<<"$(seen_after "$line" "$O")"
 check "(a) gateway $P stayed non-optimized, serving I/O, while it waited, never transitioning ($(seen_after "$line" "$P"))" \
 	bash -c "grep -qw ano <<<'$(seen_after "$line" "$P")' && ! grep -q transitioning <<<'$(seen_after "$line" "$P")'"
-grep -q "fenced: no lease renewal" "$T_DIR"/gw-"$O".*.log &&
+grep -q "fenced: no lease renewal" "$T_DIR"/gw-"$O"*.log &&
 	pass "(a) gateway $O logged its fence" || fail "(a) fence log" "no 'fenced' line in gateway $O's log"
 kill -CONT "$AGO"
 check "(a) healed: exactly one optimized again" wait_for 30 settled

@@ -50,3 +50,41 @@ members_are() {
 state_is() {
 	"$ALUA" info "$1" >"$T_DIR/info" 2>&1 && grep -q "^group $2 $3 " "$T_DIR/info"
 }
+
+# cluster_start_pair ETCD_NAME ETCD_LOG: etcd member ETCD_NAME (its log ETCD_LOG), gateways A
+# and B on $GW_PORT_A/$GW_PORT_B (cluster_gw_conf files, logs $T_DIR/gw-A.log, gw-B.log),
+# then their agents through the suite's own `agent_start NAME GROUP API_PORT` (which sets
+# AGENT_PID) with port groups 1 and 2 on $API_PORT_A/$API_PORT_B. Sets GW_A, GW_B, AG_A, AG_B
+# and the agents' admin tokens TOK_A, TOK_B. A start that fails is reported with the end of
+# its log and ends the suite.
+cluster_start_pair() {
+	local who grp port
+	if ! etcd_start "$1" "$2"; then
+		fail start "etcd did not start"
+		tail -n 20 "$2"
+		t_end
+	fi
+	for who in A B; do
+		port=$GW_PORT_A
+		[ "$who" = B ] && port=$GW_PORT_B
+		cluster_gw_conf "$who" "$port"
+		if ! gw_start "$T_DIR/gw-$who.json" "$T_DIR/gw-$who.log" "$port"; then
+			fail start "gateway $who did not start"
+			tail -n 20 "$T_DIR/gw-$who.log"
+			t_end
+		fi
+		eval "GW_$who=\$T_GW_PID"
+	done
+	for who in A B; do
+		grp=1 port=$API_PORT_A
+		[ "$who" = B ] && grp=2 port=$API_PORT_B
+		if ! agent_start "$who" "$grp" "$port"; then
+			fail start "agent $who did not start"
+			tail -n 20 "$T_DIR"/agent-"$who"*.log
+			t_end
+		fi
+		eval "AG_$who=\$AGENT_PID"
+	done
+	TOK_A=$(cat "$T_DIR/agent-A/admin.token")
+	TOK_B=$(cat "$T_DIR/agent-B/admin.token")
+}

@@ -194,12 +194,11 @@ static void dur_hold(struct iscsi_context *iscsi)
 	}
 }
 
-static int dur_verify(struct iscsi_context *iscsi, int lun, uint64_t lba, uint64_t n,
-		      uint32_t gen)
+/* Reads [lba, lba + n) back in chunks of DUR_CHUNK blocks and hands each block to fn with its
+ * LBA: 0, or EXIT_IO when a READ(16) failed or came back short. */
+static int dur_read_back(struct iscsi_context *iscsi, int lun, uint64_t lba, uint64_t n,
+			 void (*fn)(const unsigned char *b, uint64_t lba, void *arg), void *arg)
 {
-	unsigned char want[DUR_BLOCK];
-	uint64_t bad = 0;
-
 	for (uint64_t done = 0; done < n;) {
 		uint64_t c = n - done < DUR_CHUNK ? n - done : DUR_CHUNK;
 		struct scsi_task *t = iscsi_read16_sync(iscsi, lun, lba + done,
@@ -213,23 +212,41 @@ static int dur_verify(struct iscsi_context *iscsi, int lun, uint64_t lba, uint64
 			scsi_free_scsi_task(t);
 			return EXIT_IO;
 		}
-		for (uint64_t i = 0; i < c; i++) {
-			const unsigned char *got = t->datain.data + i * DUR_BLOCK;
-
-			dur_fill(want, lba + done + i, gen);
-			if (memcmp(got, want, DUR_BLOCK)) {
-				if (bad++ < 10)
-					printf("mismatch lba %" PRIu64 ": got \"%.40s\"\n",
-					       lba + done + i,
-					       got[0] ? (const char *)got : "(zeroes or binary)");
-			}
-		}
+		for (uint64_t i = 0; i < c; i++)
+			fn(t->datain.data + i * DUR_BLOCK, lba + done + i, arg);
 		scsi_free_scsi_task(t);
 		done += c;
 	}
-	if (bad) {
-		printf("lost %" PRIu64 " of %" PRIu64 " blocks at lba %" PRIu64 " gen %u\n", bad, n,
-		       lba, gen);
+	return 0;
+}
+
+struct dur_check {
+	uint32_t gen;
+	uint64_t bad;
+};
+
+static void dur_check_block(const unsigned char *got, uint64_t lba, void *arg)
+{
+	struct dur_check *k = arg;
+	unsigned char want[DUR_BLOCK];
+
+	dur_fill(want, lba, k->gen);
+	if (memcmp(got, want, DUR_BLOCK) && k->bad++ < 10)
+		printf("mismatch lba %" PRIu64 ": got \"%.40s\"\n", lba,
+		       got[0] ? (const char *)got : "(zeroes or binary)");
+}
+
+static int dur_verify(struct iscsi_context *iscsi, int lun, uint64_t lba, uint64_t n,
+		      uint32_t gen)
+{
+	struct dur_check k = { .gen = gen };
+	int rc = dur_read_back(iscsi, lun, lba, n, dur_check_block, &k);
+
+	if (rc)
+		return rc;
+	if (k.bad) {
+		printf("lost %" PRIu64 " of %" PRIu64 " blocks at lba %" PRIu64 " gen %u\n", k.bad,
+		       n, lba, gen);
 		return EXIT_MISMATCH;
 	}
 	printf("verified lba %" PRIu64 " blocks %" PRIu64 " gen %u\n", lba, n, gen);
@@ -346,32 +363,23 @@ static int64_t dur_recognise(const unsigned char *b, uint64_t lba)
 	return memcmp(b, want, DUR_BLOCK) ? -1 : (int64_t)g;
 }
 
+static void dur_scan_block(const unsigned char *b, uint64_t lba, void *arg)
+{
+	int64_t g = dur_recognise(b, lba);
+
+	(void)arg;
+	if (g > 0)
+		printf("%" PRIu64 " %" PRId64 "\n", lba, g);
+	else
+		printf("%" PRIu64 " %c\n", lba, g ? 'x' : 'z');
+}
+
 static int dur_scan(struct iscsi_context *iscsi, int lun, uint64_t lba, uint64_t n)
 {
-	for (uint64_t done = 0; done < n;) {
-		uint64_t c = n - done < DUR_CHUNK ? n - done : DUR_CHUNK;
-		struct scsi_task *t = iscsi_read16_sync(iscsi, lun, lba + done,
-							(uint32_t)(c * DUR_BLOCK), DUR_BLOCK, 0,
-							0, 0, 0, 0);
+	int rc = dur_read_back(iscsi, lun, lba, n, dur_scan_block, NULL);
 
-		if (!dur_task_ok(iscsi, t, "READ(16)"))
-			return EXIT_IO;
-		if (t->datain.size < (int)(c * DUR_BLOCK)) {
-			fprintf(stderr, "durable: READ(16) returned %d bytes\n", t->datain.size);
-			scsi_free_scsi_task(t);
-			return EXIT_IO;
-		}
-		for (uint64_t i = 0; i < c; i++) {
-			int64_t g = dur_recognise(t->datain.data + i * DUR_BLOCK, lba + done + i);
-
-			if (g > 0)
-				printf("%" PRIu64 " %" PRId64 "\n", lba + done + i, g);
-			else
-				printf("%" PRIu64 " %c\n", lba + done + i, g ? 'x' : 'z');
-		}
-		scsi_free_scsi_task(t);
-		done += c;
-	}
+	if (rc)
+		return rc;
 	return fflush(stdout) ? EXIT_IO : 0;
 }
 

@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,4 +202,96 @@ Test(api_openapi, the_router_reaches_every_route)
 		for (i = 0; i < n; i++)
 			free(params[i]);
 	}
+}
+
+/* ---- a LUN's status against its schema ------------------------------------------------- */
+
+static json_t *schema_of(const char *name)
+{
+	return json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"),
+			       name);
+}
+
+/* A small validator for what the status schema uses (type, enum, required, properties,
+ * items); strict: a property the schema does not list is a failure (where = its path). */
+static bool valid(const json_t *sc, const json_t *v, char *where, size_t n)
+{
+	const char *type = json_string_value(json_object_get(sc, "type")), *k;
+	const json_t *en = json_object_get(sc, "enum"), *x, *props;
+	size_t i, len = strlen(where);
+	bool ok = true;
+
+	if (type && ((!strcmp(type, "object") && !json_is_object(v)) ||
+		     (!strcmp(type, "string") && !json_is_string(v)) ||
+		     (!strcmp(type, "integer") && !json_is_integer(v)) ||
+		     (!strcmp(type, "boolean") && !json_is_boolean(v)) ||
+		     (!strcmp(type, "array") && !json_is_array(v))))
+		return false;
+	if (en) {
+		bool found = false;
+
+		json_array_foreach(en, i, x)
+			found |= json_equal(x, v);
+		if (!found)
+			return false;
+	}
+	json_array_foreach(json_object_get(sc, "required"), i, x)
+		if (!json_object_get(v, json_string_value(x))) {
+			snprintf(where + len, n - len, "/%s (required)", json_string_value(x));
+			return false;
+		}
+	props = json_object_get(sc, "properties");
+	if (json_is_object(v) && props) {
+		json_object_foreach((json_t *)v, k, x) {
+			const json_t *ps = json_object_get(props, k);
+
+			snprintf(where + len, n - len, "/%s", k);
+			if (!ps || !valid(ps, x, where, n))
+				return false;
+			where[len] = '\0';
+		}
+	}
+	if (json_is_array(v))
+		json_array_foreach(v, i, x)
+			ok = ok && valid(json_object_get(sc, "items"), x, where, n);
+	return ok;
+}
+
+/* What the gateway reports for a file LUN (gateway/bs/bs_file.c, gateway/scsi/scsi_sbc.c). */
+#define FILE_LUN_STATUS "{\"io_engine\":\"uring\",\"queue_depth\":64,\"threads\":4," \
+	"\"atomics\":{\"compare_and_write\":{\"mode\":\"local\",\"reason\":\"this gateway " \
+	"reads, compares and writes under its range lock\",\"max_blocks\":2048,\"refused\":0," \
+	"\"backend_commands\":0},\"write_same\":{\"mode\":\"local\",\"reason\":\"written by " \
+	"this gateway\"},\"unmap\":{\"mode\":\"refused\",\"reason\":\"the LU is not thin\"}}}"
+
+Test(api_openapi, a_luns_status_with_its_atomics_is_described_by_the_schema)
+{
+	const json_t *st = json_object_get(json_object_get(schema_of("Lun"), "properties"),
+					   "status");
+	json_t *v = json_loads(FILE_LUN_STATUS, 0, NULL), *caw;
+	char where[256] = "";
+
+	cr_assert_not_null(st);
+	cr_assert_not_null(v);
+	cr_assert(valid(st, v, where, sizeof(where)), "status%s is not in the schema", where);
+	/* Every mode the gateway reports, and nothing else. */
+	caw = json_object_get(json_object_get(v, "atomics"), "compare_and_write");
+	for (const char *const *m = (const char *const[]){ "backend", "owner", "refused", NULL };
+	     *m; m++) {
+		json_object_set_new(caw, "mode", json_string(*m));
+		where[0] = '\0';
+		cr_assert(valid(st, v, where, sizeof(where)), "mode %s: %s", *m, where);
+	}
+	json_object_set_new(caw, "mode", json_string("sometimes"));
+	where[0] = '\0';
+	cr_assert_not(valid(st, v, where, sizeof(where)), "a mode that is none of the four");
+	json_object_del(json_object_get(v, "atomics"), "unmap");
+	json_object_set_new(caw, "mode", json_string("local"));
+	where[0] = '\0';
+	cr_assert_not(valid(st, v, where, sizeof(where)), "unmap is always there");
+	cr_assert(strstr(where, "unmap"), "%s", where);
+	json_object_del(v, "atomics");
+	where[0] = '\0';
+	cr_assert_not(valid(st, v, where, sizeof(where)), "every LUN's status has atomics");
+	json_decref(v);
 }

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: MIT
 /* The pure parts of the cluster: etcd JSON encoding and decoding, LU ownership, and the
- * configuration a member's gateway runs. */
+ * configuration a member's gateway runs; what the watch delivers; the lease's keepalive
+ * against a fake etcd that stalls. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/fake_etcd.h"
 #include "api_cluster.h"
 #include "api_etcd.h"
 #include "gw_log.h"
+#include "gw_loop.h"
 
 /* The watch handling is static: reached by including the file (the archive copy is not
  * linked then). */
@@ -17,7 +20,7 @@
 
 static void setup(void)
 {
-	gw_log_set_level(GW_LOG_WARN - 1);
+	gw_log_set_level(getenv("CL_T_DEBUG") ? GW_LOG_DBG : GW_LOG_WARN - 1);
 }
 
 TestSuite(api_cluster, .init = setup);
@@ -439,5 +442,131 @@ Test(api_cluster, reservations_under_the_prefix_reach_the_gateway)
 	free(k2);
 	free(v2);
 	watch_cluster_free(c);
+	gw_loop_fini(&loop);
+}
+
+/* ---- the lease's keepalive against an etcd that stalls (a fake endpoint in a loop) -------- */
+
+static uint64_t lease_at;		/* monotonic: when the gateway last got a deadline */
+static uint64_t lease_valid;
+static int lease_calls;
+
+static void rec_lease(struct api_agent *ag, uint64_t valid_ms)
+{
+	(void)ag;
+	lease_calls++;
+	lease_at = gw_now_ms();
+	lease_valid = valid_ms;
+}
+
+#define KA_OK "{\"header\":{\"revision\":\"9\"},\"result\":{\"ID\":\"77\",\"TTL\":\"5\"}}"
+
+/* A member of the default 5 s lease at its tick (renewed TTL/3 ago: 3.3 s left in etcd, its
+ * gateway fences 2.3 s from now, 1 s margin), in sync, whose
+ * calls go to port from loop (its store's client stays the dead one: opening a store would
+ * wait for the fake, which runs in this very loop). Freed with ka_cluster_free. */
+static struct api_cluster *ka_cluster(struct gw_loop *loop, int port)
+{
+	struct api_cluster *c = watch_cluster("id-1");
+	struct api_etcd_conf ec;
+	char eps[64];
+
+	snprintf(eps, sizeof(eps), "http://127.0.0.1:%d", port);
+	ec = (struct api_etcd_conf){ .endpoints = eps };
+	cr_assert_eq(api_etcd_create(&ec, loop, &c->etcd), 0);
+	c->prefix_dir = strdup("/t/");
+	c->lease = 77;
+	c->synced = true;
+	c->reachable = true;
+	c->local_portals = json_array();
+	c->lease_cb = rec_lease;
+	c->ttl = 5;
+	c->valid_until_ms = gw_now_ms() + 3333;
+	lease_calls = 0;
+	return c;
+}
+
+static void ka_cluster_free(struct api_cluster *c)
+{
+	struct api_etcd *e = c->etcd;
+
+	watch_cluster_free(c);
+	api_etcd_destroy(e);
+}
+
+static void run_while_busy(struct gw_loop *loop, struct api_cluster *c, uint64_t max_ms)
+{
+	uint64_t t0 = gw_now_ms();
+
+	while (c->ka_busy && gw_now_ms() - t0 < max_ms)
+		gw_loop_run_once(loop, 20);
+}
+
+Test(api_cluster, a_keepalive_etcd_never_answered_is_sent_again_before_the_gateway_fences)
+{
+	struct gw_loop loop;
+	struct fake_etcd f;
+	struct api_cluster *c;
+	uint64_t fence_at;
+
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	fake_etcd_start(&f, &loop, KA_OK);
+	f.silent_first = 1;		/* one call lost under load, then etcd answers at once */
+	c = ka_cluster(&loop, f.port);
+	fence_at = c->valid_until_ms - API_CLUSTER_FENCE_MARGIN_MS;
+	cl_keepalive(c);
+	run_while_busy(&loop, c, 10000);
+	cr_assert_eq(f.served, 2, "the lost keepalive and its retry");
+	cr_assert_eq(lease_calls, 1, "the gateway got a new deadline");
+	cr_assert_lt(lease_at, fence_at, "before the one it had (it would have fenced then)");
+	cr_assert_gt(lease_valid, API_CLUSTER_FENCE_MARGIN_MS, "and it is a whole lease again");
+	cr_assert(c->reachable && c->synced, "etcd is fine: nothing is dropped");
+	ka_cluster_free(c);
+	fake_etcd_stop(&f);
+	gw_loop_fini(&loop);
+}
+
+Test(api_cluster, a_keepalive_that_never_comes_back_gives_up_within_the_lease)
+{
+	struct gw_loop loop;
+	struct fake_etcd f;
+	struct api_cluster *c;
+	uint64_t t0, expiry;
+
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	fake_etcd_start(&f, &loop, NULL);	/* a stalled etcd: nothing is answered */
+	c = ka_cluster(&loop, f.port);
+	expiry = c->valid_until_ms;
+	t0 = gw_now_ms();
+	cl_keepalive(c);
+	run_while_busy(&loop, c, 10000);
+	cr_assert_not(c->ka_busy);
+	/* The first cut short so a second could renew before the fence; the second with the
+	 * rest of the lease, after which nothing is left to try. */
+	cr_assert_eq(f.served, 2, "sent again, until the lease was spent (%d)", f.served);
+	/* No attempt outlives the lease (a fixed 2 s per attempt would take 4 s); a generous
+	 * bound over the lease for a loaded machine. */
+	cr_assert_lt(gw_now_ms(), expiry + 1500, "%llu ms", (unsigned long long)(gw_now_ms() - t0));
+	cr_assert_eq(lease_calls, 0, "no renewal: the gateway fences at its deadline");
+	cr_assert_not(c->reachable, "then etcd is unreachable and the cluster lists again");
+	ka_cluster_free(c);
+	fake_etcd_stop(&f);
+	gw_loop_fini(&loop);
+}
+
+Test(api_cluster, a_refused_keepalive_is_retried_twice_not_in_a_loop)
+{
+	struct gw_loop loop;
+	struct api_cluster *c;
+
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	c = ka_cluster(&loop, fake_etcd_port(NULL));
+	cl_keepalive(c);
+	run_while_busy(&loop, c, 10000);
+	cr_assert_not(c->ka_busy);
+	cr_assert_eq(c->ka_retries, CL_KA_RETRIES);
+	cr_assert_not(c->reachable);
+	cr_assert_eq(lease_calls, 0);
+	ka_cluster_free(c);
 	gw_loop_fini(&loop);
 }

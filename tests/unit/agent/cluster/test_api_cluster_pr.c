@@ -6,17 +6,13 @@
  * every commit answered (ok, conflict with the winner, unavailable for a bad proposal, a dead or
  * silent etcd), nothing left behind by a stop with a commit in flight, and the keys of deleted
  * LUNs removed. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "agent/fake_etcd.h"
 #include "api_cluster.h"
 #include "api_etcd.h"
 #include "gw_log.h"
@@ -117,120 +113,6 @@ Test(api_cluster_pr, the_commit_compares_the_revision_and_reads_back_on_loss)
 
 /* ---- the agent's side, in a loop: a fake etcd and a fake gateway ------------------------- */
 
-#define FAKE_CONNS 8
-
-/* An etcd endpoint that answers every request with one canned body (NULL: never answers)
- * and keeps the body of the last request. */
-struct fake_etcd {
-	struct gw_watch w;
-	int lfd, port;
-	const char *reply;		/* the whole HTTP answer, NULL: silent */
-	char replybuf[4096];
-	struct fake_conn {
-		struct gw_watch w;
-		struct fake_etcd *f;
-		char buf[16384];
-		size_t len;
-		bool on;
-	} c[FAKE_CONNS];
-	int served;
-	json_t *last;			/* the last request's body */
-};
-
-static void fake_conn_end(struct fake_conn *c)
-{
-	gw_watch_stop(&c->w);
-	close(c->w.fd);
-	c->on = false;
-}
-
-static void fake_conn_read(struct gw_watch *w, uint32_t events)
-{
-	struct fake_conn *c = gw_container_of(w, struct fake_conn, w);
-	struct fake_etcd *f = c->f;
-	char *body, *cl;
-	ssize_t n;
-
-	(void)events;
-	n = read(w->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
-	if (n <= 0) {
-		fake_conn_end(c);
-		return;
-	}
-	c->len += (size_t)n;
-	c->buf[c->len] = '\0';
-	body = strstr(c->buf, "\r\n\r\n");
-	cl = strcasestr(c->buf, "Content-Length:");
-	if (!body || !cl || strlen(body + 4) < strtoul(cl + 15, NULL, 10))
-		return;		/* not all of it yet */
-	json_decref(f->last);
-	f->last = json_loads(body + 4, 0, NULL);
-	f->served++;
-	c->len = 0;
-	if (!f->reply)
-		return;		/* silent: the connection stays open, unanswered */
-	cr_assert_gt(write(w->fd, f->reply, strlen(f->reply)), 0);
-	fake_conn_end(c);
-}
-
-static void fake_accept(struct gw_watch *w, uint32_t events)
-{
-	struct fake_etcd *f = gw_container_of(w, struct fake_etcd, w);
-	int fd = accept(f->lfd, NULL, NULL), i;
-
-	(void)events;
-	if (fd < 0)
-		return;
-	for (i = 0; i < FAKE_CONNS && f->c[i].on; i++)
-		;
-	cr_assert_lt(i, FAKE_CONNS);
-	f->c[i] = (struct fake_conn){ .f = f, .on = true };
-	gw_watch_init(&f->c[i].w, w->loop, fd, fake_conn_read);
-	cr_assert_eq(gw_watch_set(&f->c[i].w, EPOLLIN), 0);
-}
-
-static int listen_port(int *fd_out)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	if (fd_out) {
-		cr_assert_eq(listen(fd, 8), 0);
-		*fd_out = fd;
-	} else {
-		close(fd);	/* nothing listens there: connections are refused */
-	}
-	return ntohs(a.sin_port);
-}
-
-static void fake_start(struct fake_etcd *f, struct gw_loop *loop, const char *body)
-{
-	memset(f, 0, sizeof(*f));
-	f->port = listen_port(&f->lfd);
-	if (body) {
-		snprintf(f->replybuf, sizeof(f->replybuf), "HTTP/1.1 200 OK\r\nContent-Type: "
-			 "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-			 strlen(body), body);
-		f->reply = f->replybuf;
-	}
-	gw_watch_init(&f->w, loop, f->lfd, fake_accept);
-	cr_assert_eq(gw_watch_set(&f->w, EPOLLIN), 0);
-}
-
-static void fake_stop(struct fake_etcd *f)
-{
-	for (int i = 0; i < FAKE_CONNS; i++)
-		if (f->c[i].on)
-			fake_conn_end(&f->c[i]);
-	gw_watch_stop(&f->w);
-	close(f->lfd);
-	json_decref(f->last);
-}
-
 /* What the gateway was sent, in order; every request is answered {"ok": true}. */
 static json_t *gw_sent;
 
@@ -261,8 +143,9 @@ static void rig_start(struct rig *r, const char *body, bool dead)
 	char eps[64];
 
 	cr_assert_eq(gw_loop_init(&r->loop), 0);
-	fake_start(&r->f, &r->loop, body);
-	snprintf(eps, sizeof(eps), "http://127.0.0.1:%d", dead ? listen_port(NULL) : r->f.port);
+	fake_etcd_start(&r->f, &r->loop, body);
+	snprintf(eps, sizeof(eps), "http://127.0.0.1:%d",
+		 dead ? fake_etcd_port(NULL) : r->f.port);
 	ec = (struct api_etcd_conf){ .endpoints = eps };
 	cr_assert_eq(api_etcd_create(&ec, &r->loop, &r->e), 0);
 	pc.loop = &r->loop;
@@ -275,9 +158,18 @@ static void rig_stop(struct rig *r)
 {
 	api_cpr_destroy(r->p);
 	api_etcd_destroy(r->e);
-	fake_stop(&r->f);
+	fake_etcd_stop(&r->f);
 	gw_loop_fini(&r->loop);
 	json_decref(gw_sent);
+}
+
+/* rig_start, then an empty first list and a gateway that connected: ready for commits. */
+static void rig_ready(struct rig *r, const char *body, bool dead)
+{
+	rig_start(r, body, dead);
+	api_cpr_list_begin(r->p);
+	api_cpr_list_end(r->p, 1);
+	api_cpr_gw_up(r->p);
 }
 
 /* Runs the loop until the gateway was sent n requests in all (or max_ms passed). */
@@ -422,10 +314,7 @@ Test(api_cluster_pr, a_bad_proposal_is_answered_unavailable_without_etcd)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, NULL, false);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, NULL, false);
 	ev = commit_ev(7, 0, state(INI, 3, 1));	/* a holder that is not registered */
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -459,10 +348,7 @@ Test(api_cluster_pr, a_commit_that_etcd_takes_is_answered_ok_with_its_revision)
 	char *kb = api_b64_encode("/c/pr/t/0", 9), *echo = state_text(INI, 5);
 	json_t *ev;
 
-	rig_start(&r, TXN_OK, false);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, TXN_OK, false);
 	ev = commit_ev(3, 7, state(INI, 1, 5));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -532,11 +418,8 @@ Test(api_cluster_pr, a_commit_whose_echo_is_late_is_answered_ok_at_the_deadline)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, TXN_OK, false);
+	rig_ready(&r, TXN_OK, false);
 	r.p->commit_ms = 300;
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
 	ev = commit_ev(9, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -558,10 +441,7 @@ Test(api_cluster_pr, a_lost_race_is_answered_with_the_winners_state_and_revision
 	snprintf(body, sizeof(body), "{\"header\":{\"revision\":\"43\"},\"responses\":[{"
 		 "\"response_range\":{\"header\":{\"revision\":\"43\"},\"kvs\":[{\"key\":\"%s\","
 		 "\"value\":\"%s\",\"mod_revision\":\"40\"}],\"count\":\"1\"}}]}", kb, wb);
-	rig_start(&r, body, false);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, body, false);
 	ev = commit_ev(4, 0, state(INI, 1, 5));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -586,10 +466,7 @@ Test(api_cluster_pr, a_dead_etcd_is_answered_unavailable_in_time)
 	uint64_t t0;
 	json_t *ev;
 
-	rig_start(&r, TXN_OK, true);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, TXN_OK, true);
 	t0 = gw_now_ms();
 	ev = commit_ev(5, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
@@ -608,11 +485,8 @@ Test(api_cluster_pr, a_silent_etcd_is_answered_unavailable_at_the_deadline)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, NULL, false);
+	rig_ready(&r, NULL, false);
 	r.p->commit_ms = 300;
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
 	ev = commit_ev(6, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -630,10 +504,7 @@ Test(api_cluster_pr, a_stop_with_a_commit_in_flight_leaves_nothing)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, NULL, false);
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
+	rig_ready(&r, NULL, false);
 	ev = commit_ev(7, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);
@@ -649,11 +520,8 @@ Test(api_cluster_pr, a_gateway_that_goes_drops_its_commits_unanswered)
 	struct rig r;
 	json_t *ev;
 
-	rig_start(&r, NULL, false);
+	rig_ready(&r, NULL, false);
 	r.p->commit_ms = 100;
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
-	api_cpr_gw_up(r.p);
 	ev = commit_ev(8, 0, state(NULL, 0, 0));
 	api_cpr_commit(r.p, ev, NULL);
 	json_decref(ev);

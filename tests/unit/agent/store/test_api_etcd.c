@@ -2,17 +2,13 @@
 /* The etcd client: what an answer means (etcd's, etcd's refusal, not etcd at all), a watch's
  * stream split into messages, and the asynchronous calls driven by a real loop against a fake
  * endpoint on loopback (a dead first endpoint, a web server, a streamed watch). */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "agent/fake_etcd.h"
 #include "api_etcd.h"
 #include "gw_log.h"
 #include "gw_loop.h"
@@ -98,74 +94,6 @@ Test(api_etcd, bad_client_settings_are_refused)
 
 /* ---- the client in a loop against a fake endpoint ---------------------------------------- */
 
-struct fake {
-	struct gw_watch w;
-	struct gw_watch cw;		/* the connection being served */
-	int lfd;
-	int port;
-	const char *reply;		/* the whole HTTP answer */
-	int served;
-};
-
-/* The client runs in the same loop: the request is read when it comes, never waited for. */
-static void fake_read(struct gw_watch *w, uint32_t events)
-{
-	struct fake *f = gw_container_of(w, struct fake, cw);
-	char buf[4096];
-	int fd = w->fd;
-
-	(void)events;
-	if (read(fd, buf, sizeof(buf)) > 0 && write(fd, f->reply, strlen(f->reply)) > 0)
-		f->served++;
-	gw_watch_stop(w);
-	close(fd);
-}
-
-static void fake_accept(struct gw_watch *w, uint32_t events)
-{
-	struct fake *f = gw_container_of(w, struct fake, w);
-	int fd = accept(f->lfd, NULL, NULL);
-
-	(void)events;
-	if (fd < 0)
-		return;
-	gw_watch_init(&f->cw, w->loop, fd, fake_read);
-	cr_assert_eq(gw_watch_set(&f->cw, EPOLLIN), 0);
-}
-
-static int listen_port(int *fd_out)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	if (fd_out) {
-		cr_assert_eq(listen(fd, 4), 0);
-		*fd_out = fd;
-	} else {
-		close(fd);	/* nothing listens there: connections are refused */
-	}
-	return ntohs(a.sin_port);
-}
-
-static void fake_start(struct fake *f, struct gw_loop *loop, const char *reply)
-{
-	memset(f, 0, sizeof(*f));
-	f->port = listen_port(&f->lfd);
-	f->reply = reply;
-	gw_watch_init(&f->w, loop, f->lfd, fake_accept);
-	cr_assert_eq(gw_watch_set(&f->w, EPOLLIN), 0);
-}
-
-static void fake_stop(struct fake *f)
-{
-	gw_watch_stop(&f->w);
-	close(f->lfd);
-}
-
 struct result {
 	int calls, err, msgs;
 	int64_t rev;
@@ -214,14 +142,15 @@ Test(api_etcd, a_dead_first_endpoint_fails_over_to_the_next_without_blocking)
 {
 	struct gw_loop loop;
 	struct result res = { 0 };
-	struct fake f;
+	struct fake_etcd f;
 	struct api_etcd *e;
 	json_t *st;
 	uint64_t t0;
 
 	cr_assert_eq(gw_loop_init(&loop), 0);
-	fake_start(&f, &loop, OK_REPLY);
-	e = client(&loop, listen_port(NULL), f.port);
+	fake_etcd_start(&f, &loop, NULL);
+	fake_etcd_reply_raw(&f, OK_REPLY);
+	e = client(&loop, fake_etcd_port(NULL), f.port);
 	t0 = gw_now_ms();
 	cr_assert_eq(api_etcd_post(e, "/v3/kv/range", json_pack("{s:s}", "key", "AA=="), on_done,
 				   &res), 0);
@@ -240,7 +169,7 @@ Test(api_etcd, a_dead_first_endpoint_fails_over_to_the_next_without_blocking)
 	json_decref(st);
 	cr_assert_not(api_etcd_down(e));
 	api_etcd_destroy(e);
-	fake_stop(&f);
+	fake_etcd_stop(&f);
 	gw_loop_fini(&loop);
 }
 
@@ -248,15 +177,16 @@ Test(api_etcd, a_web_server_is_reported_as_not_etcd)
 {
 	struct gw_loop loop;
 	struct result res = { 0 };
-	struct fake f;
+	struct fake_etcd f;
 	struct api_etcd *e;
 	json_t *st;
 	const char *err;
 
 	cr_assert_eq(gw_loop_init(&loop), 0);
-	fake_start(&f, &loop, "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\n"
+	fake_etcd_start(&f, &loop, NULL);
+	fake_etcd_reply_raw(&f, "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\n"
 		   "Content-Length: 22\r\nConnection: close\r\n\r\n<html>not here</html>\n");
-	e = client(&loop, listen_port(NULL), f.port);
+	e = client(&loop, fake_etcd_port(NULL), f.port);
 	cr_assert_eq(api_etcd_post(e, "/v3/kv/range", json_pack("{s:s}", "key", "AA=="), on_done,
 				   &res), 0);
 	run_until(&loop, &res.calls, 10000);
@@ -270,7 +200,7 @@ Test(api_etcd, a_web_server_is_reported_as_not_etcd)
 		  "%s", err ? err : "(none)");
 	json_decref(st);
 	api_etcd_destroy(e);
-	fake_stop(&f);
+	fake_etcd_stop(&f);
 	gw_loop_fini(&loop);
 }
 
@@ -279,23 +209,24 @@ Test(api_etcd, a_watch_delivers_each_message_then_its_end)
 	struct gw_loop loop;
 	struct result res = { 0 };
 	struct api_etcd_op *op;
-	struct fake f;
+	struct fake_etcd f;
 	struct api_etcd *e;
 
 	cr_assert_eq(gw_loop_init(&loop), 0);
-	fake_start(&f, &loop, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	fake_etcd_start(&f, &loop, NULL);
+	fake_etcd_reply_raw(&f, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 		   "Connection: close\r\n\r\n"
 		   "{\"result\":{\"header\":{\"revision\":\"3\"},\"created\":true}}\n"
 		   "{\"result\":{\"header\":{\"revision\":\"4\"},\"events\":[{\"kv\":"
 		   "{\"key\":\"L2EvYg==\",\"value\":\"MQ==\",\"mod_revision\":\"4\"}}]}}\n");
-	e = client(&loop, listen_port(NULL), f.port);
+	e = client(&loop, fake_etcd_port(NULL), f.port);
 	cr_assert_eq(api_etcd_watch(e, "/a/", 3, on_msg, on_done, &res, &op), 0);
 	run_until(&loop, &res.calls, 10000);
 	cr_assert_eq(res.msgs, 2);
 	cr_assert_eq(res.calls, 1, "the end comes once, after the messages");
 	cr_assert_eq(res.err, -ECONNRESET);
 	api_etcd_destroy(e);
-	fake_stop(&f);
+	fake_etcd_stop(&f);
 	gw_loop_fini(&loop);
 }
 
@@ -303,12 +234,13 @@ Test(api_etcd, a_cancelled_call_never_calls_back)
 {
 	struct gw_loop loop;
 	struct result res = { 0 };
-	struct fake f;
+	struct fake_etcd f;
 	struct api_etcd *e;
 	int never = 0;
 
 	cr_assert_eq(gw_loop_init(&loop), 0);
-	fake_start(&f, &loop, OK_REPLY);
+	fake_etcd_start(&f, &loop, NULL);
+	fake_etcd_reply_raw(&f, OK_REPLY);
 	e = client(&loop, f.port, f.port);
 	cr_assert_eq(api_etcd_post(e, "/v3/kv/range", json_pack("{s:s}", "key", "AA=="), on_done,
 				   &res), 0);
@@ -316,6 +248,33 @@ Test(api_etcd, a_cancelled_call_never_calls_back)
 	run_until(&loop, &never, 300);
 	cr_assert_eq(res.calls, 0);
 	api_etcd_destroy(e);
-	fake_stop(&f);
+	fake_etcd_stop(&f);
+	gw_loop_fini(&loop);
+}
+
+Test(api_etcd, a_call_within_a_time_ends_then_whatever_the_endpoints_do)
+{
+	struct gw_loop loop;
+	struct result res = { 0 };
+	struct fake_etcd f;
+	struct api_etcd *e;
+	uint64_t t0, took;
+
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	fake_etcd_start(&f, &loop, NULL);	/* both endpoints stall */
+	e = client(&loop, f.port, f.port);
+	t0 = gw_now_ms();
+	cr_assert_eq(api_etcd_post_within(e, "/v3/lease/keepalive", json_pack("{s:s}", "ID", "7"),
+					  400, on_done, &res), 0);
+	run_until(&loop, &res.calls, 10000);
+	took = gw_now_ms() - t0;
+	cr_assert_eq(res.calls, 1);
+	cr_assert_eq(res.err, -ETIMEDOUT);
+	/* The endpoints share the time: not 2 s each. A generous bound for a loaded machine. */
+	cr_assert_geq(took, 350, "%llu ms", (unsigned long long)took);
+	cr_assert_lt(took, 1500, "%llu ms", (unsigned long long)took);
+	cr_assert_eq(f.served, 1, "the time was spent on the first: the second is not tried");
+	api_etcd_destroy(e);
+	fake_etcd_stop(&f);
 	gw_loop_fini(&loop);
 }
