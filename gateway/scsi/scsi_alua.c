@@ -56,7 +56,7 @@ void scsi_dev_set_fenced(struct scsi_dev *dev, bool fenced)
 	dev->fenced = fenced;
 	/* Every nexus learns of it: multipath re-reads the groups on 2A/06. */
 	gw_list_for_each_entry(lu, &dev->lus, node)
-		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
+		scsi_ua_set_all(lu, SCSI_UA_ALUA_CHANGED);
 }
 
 enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_lu *lu,

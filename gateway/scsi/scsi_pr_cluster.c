@@ -507,7 +507,7 @@ void scsi_dev_pr_commit_done(struct scsi_dev *dev, uint64_t lun,
 	if (cmd)
 		scsi_cmd_finish_later(cmd);
 	if (!gw_list_empty(&lu->prc.queue))
-		gw_defer_queue(dev->loop, &lu->prc.kick);
+		gw_defer_queue(lu->loop, &lu->prc.kick);
 }
 
 void scsi_dev_set_pr_cluster(struct scsi_dev *dev, const struct scsi_pr_cluster_ops *ops,
@@ -523,7 +523,7 @@ void scsi_dev_set_pr_cluster(struct scsi_dev *dev, const struct scsi_pr_cluster_
 	/* Waiting PR OUTs go on under the new mode. */
 	gw_list_for_each_entry(lu, &dev->lus, node)
 		if (!gw_list_empty(&lu->prc.queue))
-			gw_defer_queue(dev->loop, &lu->prc.kick);
+			gw_defer_queue(lu->loop, &lu->prc.kick);
 }
 
 void scsi_prc_init(struct scsi_lu *lu)
