@@ -212,6 +212,10 @@ struct bs *scsi_dev_lu_bs(struct scsi_dev *dev, uint64_t lun);
 /* How the LU does COMPARE AND WRITE, WRITE SAME and UNMAP here, with the reasons and
  * counters (the control socket's LUN status, "atomics"; docs/CONTROL.md), or NULL. */
 json_t *scsi_dev_lu_atomics(struct scsi_dev *dev, uint64_t lun);
+/* The LU's live state for the control socket, read on its owner (loop 0 only: a synchronous
+ * call): the backstore's bs_status with "atomics" (scsi_dev_lu_atomics) added; NULL: no such
+ * LUN. */
+json_t *scsi_dev_lu_state(struct scsi_dev *dev, uint64_t lun);
 /* Sets a capacity-changed unit attention after the backstore grew or shrank. */
 void scsi_lu_capacity_changed(struct scsi_lu *lu);
 /* Every LU's backstore has settled its start-up logins (bs_settled). */

@@ -497,13 +497,8 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 			json_object_set_new(lo, "read_latency", ctl_state_hist(&st->read_lat));
 			json_object_set_new(lo, "write_latency", ctl_state_hist(&st->write_lat));
 			/* The backstore's own live state (remote: paths; block: dm-multipath), and
-			 * how the LU does its atomics here (every LU). */
-			bst = bs_status(scsi_dev_lu_bs(t->dev, st->lun));
-			if (!bst)
-				bst = json_object();
-			if (bst)
-				json_object_set_new(bst, "atomics",
-						    scsi_dev_lu_atomics(t->dev, st->lun));
+			 * how the LU does its atomics here (every LU), read on the LU's loop. */
+			bst = scsi_dev_lu_state(t->dev, st->lun);
 			if (lo && bst)
 				json_object_set_new(lo, "status", bst);
 			else
