@@ -620,14 +620,31 @@ void scsi_lu_capacity_changed(struct scsi_lu *lu)
 	scsi_dev_event(lu->dev, SCSI_EV_CAPACITY_CHANGED, lu->lun);
 }
 
+static int scsi_lu_bs_settled_fn(void *arg)
+{
+	struct scsi_lu *lu = arg;
+
+	return lu->bs && !bs_settled(lu->bs) ? 0 : 1;
+}
+
+/* The device's loop; each backstore is asked on its LU's owner. */
 bool scsi_dev_bs_settled(struct scsi_dev *dev)
 {
 	struct scsi_lu *lu;
 
 	gw_list_for_each_entry(lu, &dev->lus, node)
-		if (lu->bs && !bs_settled(lu->bs))
+		if (gw_loop_call(lu->loop, scsi_lu_bs_settled_fn, lu) == 0)
 			return false;
 	return true;
+}
+
+static int scsi_lu_bs_shutdown_fn(void *arg)
+{
+	struct scsi_lu *lu = arg;
+
+	if (lu->bs)
+		bs_shutdown(lu->bs);
+	return 0;
 }
 
 void scsi_dev_bs_shutdown(struct scsi_dev *dev)
@@ -635,8 +652,7 @@ void scsi_dev_bs_shutdown(struct scsi_dev *dev)
 	struct scsi_lu *lu;
 
 	gw_list_for_each_entry(lu, &dev->lus, node)
-		if (lu->bs)
-			bs_shutdown(lu->bs);
+		gw_loop_call(lu->loop, scsi_lu_bs_shutdown_fn, lu);
 }
 
 /* I_T nexuses and unit attentions */
