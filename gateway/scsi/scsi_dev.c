@@ -280,16 +280,14 @@ enum scsi_alua_state scsi_dev_alua_state(struct scsi_dev *dev, uint64_t lun, uin
 	return scsi_alua_lu_state(dev, scsi_dev_find_lu(dev, lun), tpg_id);
 }
 
-int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group, bool pending,
-			 const char *owner)
+/* On the LU's owner, the device's loop waiting in gw_loop_call (so the groups hold still). */
+static int scsi_lu_set_alua_here(struct scsi_dev *dev, struct scsi_lu *lu, uint64_t lun,
+				 uint32_t alua_group, bool pending, const char *owner)
 {
-	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
 	struct scsi_tpg *g;
 	bool changed = false;
 	char *o;
 
-	if (!lu)
-		return -ENOENT;
 	o = strdup(owner ? owner : "");
 	if (!o)
 		return -ENOMEM;
@@ -317,6 +315,36 @@ int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group
 	if (changed)
 		scsi_ua_set_all(lu, SCSI_UA_ALUA_CHANGED);
 	return 0;
+}
+
+struct scsi_lu_alua_call {
+	struct scsi_dev *dev;
+	struct scsi_lu *lu;
+	uint64_t lun;
+	uint32_t group;
+	bool pending;
+	const char *owner;
+};
+
+static int scsi_lu_set_alua_fn(void *arg)
+{
+	struct scsi_lu_alua_call *c = arg;
+
+	return scsi_lu_set_alua_here(c->dev, c->lu, c->lun, c->group, c->pending, c->owner);
+}
+
+/* The device's loop: the LU's ALUA settings are read per command by its owner, so they
+ * change there. */
+int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group, bool pending,
+			 const char *owner)
+{
+	struct scsi_lu_alua_call c = { .dev = dev, .lun = lun, .group = alua_group,
+				       .pending = pending, .owner = owner };
+
+	c.lu = scsi_dev_find_lu(dev, lun);
+	if (!c.lu)
+		return -ENOENT;
+	return gw_loop_call(c.lu->loop, scsi_lu_set_alua_fn, &c);
 }
 
 /* Logical units and the LUN map */

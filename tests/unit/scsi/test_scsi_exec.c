@@ -464,3 +464,18 @@ Test(scsi_exec, a_nexus_ended_on_its_loop_is_forgotten_by_the_owner)
 	cr_assert_eq(xrun(&x, &ls, e.a, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE), SCSI_GOOD,
 		     "the other nexuses are untouched");
 }
+
+/* Loop 0 (apply, the cluster) moves the LU's active/optimized group: the owner changes it and
+ * raises the attention, which a session on the other loop hears. */
+Test(scsi_exec, an_lu_alua_change_from_loop_0_is_made_and_heard_on_the_owner)
+{
+	static struct xcmd x;
+
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 2, false, "gw-b"), 0);
+	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 1), SCSI_ALUA_ANO);
+	cr_assert_eq(xrun(&x, &ls, e.a, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE),
+		     SCSI_CHECK_CONDITION);
+	cr_assert_eq(x.t.cmd.sense[12], 0x2a, "asc %#x", x.t.cmd.sense[12]);
+	cr_assert_eq(x.t.cmd.sense[13], 0x06, "ASYMMETRIC ACCESS STATE CHANGED");
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 7, 2, false, "gw-b"), -ENOENT);
+}
