@@ -12,7 +12,11 @@
  *     WRITE, retrying on a miscompare: the final value must be 2 x INCS (no lost update);
  *   - each session registers a persistent reservation key, and PR IN must list both;
  *   - the main thread adds and removes a second LUN (on O) ROUNDS times, which republishes
- *     the LUN map every loop reads without a lock.
+ *     the LUN map every loop reads without a lock, and toggles LUN 0's ALUA hold (changed on
+ *     the owner, its attention heard on both loops);
+ *   - S resets LUN 0 now and then, and opens a third nexus, uses it and ends it (nexus loss,
+ *     then every loop forgets it) each round.
+ * Sessions retry a command that meets a unit attention, as initiators do.
  * Exit 0 when every check held; TSan's reports fail the run.
  *
  *   tsan_scsi_loops [DIR]      (DIR is ignored)
@@ -264,6 +268,39 @@ static int open_on_o(void *p)
 	return bs_create(&lo, &bc, &a->bs, &errs);
 }
 
+/* S's task management and a short-lived nexus. */
+static struct io churn_io;
+static struct sess churn_s;
+static int churn_fired;
+static struct scsi_port *port;
+
+static void churn_done(struct scsi_cmd *cmd)
+{
+	struct scsi_itn *itn = cmd->itn;
+
+	scsi_itn_nexus_loss(itn);
+	scsi_itn_destroy(itn);
+	__atomic_store_n(&churn_fired, 1, __ATOMIC_RELEASE);
+}
+
+static void churn_on_s(void *arg)
+{
+	uint8_t cdb[16] = { 0 };
+
+	if (arg)
+		scsi_lu_reset(dev, 0, NULL);
+	churn_s.loop = &ls;
+	churn_s.itn = scsi_itn_create(dev, port, "iqn.2026-11.org.test:c,i,0x3",
+				      "iqn.2026-11.org.test:c");
+	if (!churn_s.itn) {
+		fail("no nexus");
+		__atomic_store_n(&churn_fired, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	io_prep(&churn_s, &churn_io, cdb, 0, SCSI_DIR_NONE, churn_done);
+	scsi_cmd_submit(&churn_io.cmd);
+}
+
 static int add_lun(uint64_t lun)
 {
 	struct scsi_lu_conf lc = { .lun = lun, .write_cache = true };
@@ -293,8 +330,7 @@ int main(int argc, char **argv)
 	set.loop[1] = &ls;
 	set.loop[2] = &lo;
 	dev = scsi_dev_create(&l0, "iqn.2026-11.org.isergw:tsan");
-	struct scsi_port *port = dev ? scsi_dev_add_port(dev, "iqn.2026-11.org.isergw:tsan,t,0x0001",
-							1) : NULL;
+	port = dev ? scsi_dev_add_port(dev, "iqn.2026-11.org.isergw:tsan,t,0x0001", 1) : NULL;
 	if (!port)
 		return 1;
 	scsi_dev_set_loops(dev, &set);
@@ -345,6 +381,13 @@ int main(int argc, char **argv)
 			fail("removing LUN 1 failed");
 			break;
 		}
+		if (scsi_dev_set_lu_alua(dev, 0, 1, r % 2 == 0, "gw") != 0)
+			fail("the ALUA change failed");
+		__atomic_store_n(&churn_fired, 0, __ATOMIC_RELEASE);
+		if (gw_loop_send(&ls, churn_on_s, r % 10 == 0 ? &ls : NULL) < 0 ||
+		    !wait_for(&churn_fired, 1))
+			fail("the nexus churn stalled");
+		gw_loop_run_once(&l0, 0);	/* loop 0's part: its forget messages */
 	}
 	if (!wait_for(&ss.done, IOS) || !wait_for(&so.done, IOS) || !wait_for(&ss.incs, INCS) ||
 	    !wait_for(&so.incs, INCS))
@@ -367,6 +410,7 @@ int main(int argc, char **argv)
 		fail("PR IN does not list both keys");
 	gw_loop_thread_stop(&ls);
 	gw_loop_thread_stop(&lo);
+	gw_loop_run_once(&l0, 0);
 	scsi_dev_destroy(dev);
 	gw_loop_fini(&ls);
 	gw_loop_fini(&lo);
