@@ -41,9 +41,12 @@ int ctl_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
 		   struct gw_errlist *errs, struct isc_target **out);
 /* Every target's SCSI device gets the cluster's groups (no-op without a cluster). */
 int ctl_target_set_groups(struct isc_target *t, const struct isc_gw_conf *c);
-/* bs_create / scsi_dev_add_lu with their errors filed under path (a key path prefix). */
+/* bs_create / scsi_dev_add_lu with their errors filed under path (a key path prefix). The
+ * backstore is created on loop, by a call into it (from loop 0): it is the loop that will own
+ * the LU (scsi_dev_next_lu_loop). ctl_bs_close destroys one on its own loop. */
 int ctl_bs_open(struct gw_loop *loop, const struct bs_conf *conf, const char *path,
 		struct gw_errlist *errs, struct bs **out);
+void ctl_bs_close(struct bs *bs);
 int ctl_lu_add(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struct bs *bs,
 	       const char *path, struct gw_errlist *errs);
 

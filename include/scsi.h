@@ -7,7 +7,13 @@
  * already filled (writes) or sized to the expected transfer length (reads).
  *
  * Async rule: scsi_cmd_submit() always returns with the command accepted; cmd->done fires
- * exactly once, on the loop thread, never from inside scsi_cmd_submit().
+ * exactly once, on the command's loop (cmd->loop), never from inside scsi_cmd_submit().
+ *
+ * Several loops (docs/ARCHITECTURE.md, "Several event loops"): each LU has an owner loop, the
+ * only one that touches its state (task set, unit attentions, reservations, the COMPARE AND
+ * WRITE range lock, its backstore). A command is submitted on its session's loop; the part
+ * that needs the LU runs on the owner, directly when the owner is the command's loop, else
+ * through a message embedded in the command, and its done comes back the same way.
  */
 #ifndef SCSI_H
 #define SCSI_H
@@ -107,6 +113,9 @@ struct scsi_cmd {
 	uint32_t data_len;
 	void (*done)(struct scsi_cmd *cmd);
 	void *priv;			/* the transport's */
+	/* The loop the command is submitted on and done runs on (the session's); NULL: the
+	 * device's loop. */
+	struct gw_loop *loop;
 
 	/* Set by the core before done. */
 	uint8_t status;
@@ -128,6 +137,9 @@ struct scsi_cmd {
 	struct gw_list range_node;	/* in the LU's writer list while it writes */
 	uint32_t flags;
 	uint32_t step;			/* multi-step commands (COMPARE AND WRITE, VERIFY...) */
+	/* Crossing to the LU's owner loop and back (no allocation per command). */
+	struct gw_msg msg_submit;
+	struct gw_msg msg_done;
 };
 
 /* A cluster's target port group as the gateway's configuration lists it. */
@@ -143,8 +155,24 @@ enum scsi_event {
 
 struct scsi_dev *scsi_dev_create(struct gw_loop *loop, const char *name);
 /* Every LU is removed (its commands must have completed), and every I_T nexus still open is
- * destroyed with it: destroy sessions' nexuses first, or not at all. */
+ * destroyed with it: destroy sessions' nexuses first, or not at all. With loops: after every
+ * loop has stopped and run what was posted to it (a destroyed nexus is forgotten by a message
+ * to each loop, which reads the device). */
 void scsi_dev_destroy(struct scsi_dev *dev);
+/*
+ * The loops the device's LUs are spread over (loops->loop[0] is the device's loop). Called
+ * once, before the first LU is added; never called: every LU is owned by the device's loop.
+ * loops must outlive the device.
+ */
+void scsi_dev_set_loops(struct scsi_dev *dev, struct gw_loops *loops);
+/* The index in the device's loops of the loop the next LU should be owned by (the one owning
+ * fewest LUs; 0 without loops): open its backstore on that loop, as an LU is owned by its
+ * backstore's loop (the device's loop if that is not one of its loops). */
+int scsi_dev_pick_lu_loop(struct scsi_dev *dev);
+/* That loop itself (the device's loop without loops). */
+struct gw_loop *scsi_dev_next_lu_loop(struct scsi_dev *dev);
+/* The loop that owns lun's LU, or NULL. */
+struct gw_loop *scsi_dev_lu_loop(struct scsi_dev *dev, uint64_t lun);
 /* The transport hears of LU changes here to send iSCSI Asynchronous Messages. */
 void scsi_dev_set_event_cb(struct scsi_dev *dev,
 			   void (*fn)(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun,
@@ -184,6 +212,10 @@ struct bs *scsi_dev_lu_bs(struct scsi_dev *dev, uint64_t lun);
 /* How the LU does COMPARE AND WRITE, WRITE SAME and UNMAP here, with the reasons and
  * counters (the control socket's LUN status, "atomics"; docs/CONTROL.md), or NULL. */
 json_t *scsi_dev_lu_atomics(struct scsi_dev *dev, uint64_t lun);
+/* The LU's live state for the control socket, read on its owner (loop 0 only: a synchronous
+ * call): the backstore's bs_status with "atomics" (scsi_dev_lu_atomics) added; NULL: no such
+ * LUN. */
+json_t *scsi_dev_lu_state(struct scsi_dev *dev, uint64_t lun);
 /* Sets a capacity-changed unit attention after the backstore grew or shrank. */
 void scsi_lu_capacity_changed(struct scsi_lu *lu);
 /* Every LU's backstore has settled its start-up logins (bs_settled). */
@@ -198,7 +230,9 @@ void scsi_itn_destroy(struct scsi_itn *itn);
 /* Accepts the command; done fires later with status and sense filled in. */
 void scsi_cmd_submit(struct scsi_cmd *cmd);
 /* Task management. Commands in the backstore still complete through their done callbacks. */
-int scsi_abort_cmd(struct scsi_cmd *cmd);	/* 0 removed before it ran (done: TASK ABORTED), -EBUSY running */
+/* 0 removed before it ran (done: TASK ABORTED), -EBUSY running (or on another loop's LU: it
+ * ends through its done). From the command's loop. */
+int scsi_abort_cmd(struct scsi_cmd *cmd);
 void scsi_lu_reset(struct scsi_dev *dev, uint64_t lun, struct scsi_itn *by);
 void scsi_target_reset(struct scsi_dev *dev, bool cold, struct scsi_itn *by);
 /* Clears what an I_T nexus loss clears (SAM-5 6.3.4) without destroying the itn. */

@@ -107,7 +107,7 @@ static void ctl_lun_pending_free(struct ctl_lun_pending *lp)
 {
 	gw_list_del(&lp->blk.node);
 	if (lp->bs)
-		bs_destroy(lp->bs);
+		ctl_bs_close(lp->bs);
 	gw_conf_free(scsi_lu_conf_keys, &lp->lu);
 	free(lp);
 }
@@ -186,7 +186,7 @@ static void ctl_lun_replace(struct isc_target *t, uint64_t lun, const struct scs
 		gw_err("iscsi", "%s: out of memory removing LUN %llu", t->conf->name,
 		       (unsigned long long)lun);
 		if (bs)
-			bs_destroy(bs);
+			ctl_bs_close(bs);
 		return;
 	}
 	lp->blk.lun = lun;
@@ -230,7 +230,7 @@ struct ctl_apply_lun {
 };
 
 /* Opens the backstores of LUNs that are new or changed in a kept target (tc, index ti). */
-static int ctl_apply_open_luns(struct isc_gw *gw, struct isc_target *ot,
+static int ctl_apply_open_luns(struct isc_target *ot,
 			       const struct isc_target_conf *tc, size_t ti,
 			       struct ctl_apply_lun **luns, size_t *nluns, struct gw_errlist *errs)
 {
@@ -261,7 +261,7 @@ static int ctl_apply_open_luns(struct isc_gw *gw, struct isc_target *ot,
 		al->replace = ol != NULL;
 		al->bs = NULL;
 		snprintf(path, sizeof(path), "targets[%zu].luns[%zu].backstore", ti, j);
-		r = ctl_bs_open(gw->loop, &nl->bs, path, errs, &al->bs);
+		r = ctl_bs_open(scsi_dev_next_lu_loop(ot->dev), &nl->bs, path, errs, &al->bs);
 		if (r)
 			return r;
 		(*nluns)++;
@@ -295,7 +295,7 @@ int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 		/* Joining or leaving a cluster renumbers the target's ports: a new target. */
 		if (ot && ot->conf->tpgt == tc->tpgt && !gw->conf->ngroups == !nc->ngroups) {
 			keep_t[i] = ot;
-			r = ctl_apply_open_luns(gw, ot, tc, i, &luns, &nluns, errs);
+			r = ctl_apply_open_luns(ot, tc, i, &luns, &nluns, errs);
 			if (r)
 				goto fail;
 			continue;
@@ -373,7 +373,7 @@ int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 		if (al->replace)
 			ctl_lun_replace(al->t, al->conf->lu.lun, &al->conf->lu, al->bs);
 		else if (ctl_lu_add(al->t->dev, &al->conf->lu, al->bs, al->t->conf->name, errs))
-			bs_destroy(al->bs);
+			ctl_bs_close(al->bs);
 		al->bs = NULL;
 	}
 	for (i = 0; i < nc->ntargets; i++) {
@@ -408,7 +408,7 @@ int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 fail:
 	for (i = 0; i < nluns; i++)
 		if (luns[i].bs)
-			bs_destroy(luns[i].bs);
+			ctl_bs_close(luns[i].bs);
 	for (i = 0; new_t && i < nc->ntargets; i++)
 		if (new_t[i])
 			isc_target_destroy(new_t[i]);
@@ -497,13 +497,8 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 			json_object_set_new(lo, "read_latency", ctl_state_hist(&st->read_lat));
 			json_object_set_new(lo, "write_latency", ctl_state_hist(&st->write_lat));
 			/* The backstore's own live state (remote: paths; block: dm-multipath), and
-			 * how the LU does its atomics here (every LU). */
-			bst = bs_status(scsi_dev_lu_bs(t->dev, st->lun));
-			if (!bst)
-				bst = json_object();
-			if (bst)
-				json_object_set_new(bst, "atomics",
-						    scsi_dev_lu_atomics(t->dev, st->lun));
+			 * how the LU does its atomics here (every LU), read on the LU's loop. */
+			bst = scsi_dev_lu_state(t->dev, st->lun);
 			if (lo && bst)
 				json_object_set_new(lo, "status", bst);
 			else

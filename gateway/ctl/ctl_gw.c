@@ -33,14 +33,43 @@ static void ctl_errs_prefix(struct gw_errlist *errs, const struct gw_errlist *su
 	}
 }
 
+struct ctl_bs_call {
+	struct gw_loop *loop;
+	const struct bs_conf *conf;
+	struct bs **out;
+	struct gw_errlist *errs;
+};
+
+static int ctl_bs_open_fn(void *arg)
+{
+	struct ctl_bs_call *c = arg;
+
+	return bs_create(c->loop, c->conf, c->out, c->errs);
+}
+
+static int ctl_bs_close_fn(void *arg)
+{
+	bs_destroy(arg);
+	return 0;
+}
+
+void ctl_bs_close(struct bs *bs)
+{
+	if (bs)
+		gw_loop_call(bs->loop, ctl_bs_close_fn, bs);
+}
+
 int ctl_bs_open(struct gw_loop *loop, const struct bs_conf *conf, const char *path,
 		struct gw_errlist *errs, struct bs **out)
 {
+	struct ctl_bs_call c = { .loop = loop, .conf = conf, .out = out };
 	struct gw_errlist sub;
 	int r;
 
 	gw_errlist_init(&sub);
-	r = bs_create(loop, conf, out, &sub);
+	c.errs = &sub;
+	/* On the loop that will own it: its eventfds and ring join that loop's epoll set. */
+	r = gw_loop_call(loop, ctl_bs_open_fn, &c);
 	if (r) {
 		if (sub.n)
 			ctl_errs_prefix(errs, &sub, path);
@@ -101,13 +130,13 @@ int ctl_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
 		struct bs *bs;
 
 		snprintf(path, sizeof(path), "targets[%zu].luns[%zu].backstore", idx, i);
-		r = ctl_bs_open(gw->loop, &tc->luns[i].bs, path, errs, &bs);
+		r = ctl_bs_open(scsi_dev_next_lu_loop(t->dev), &tc->luns[i].bs, path, errs, &bs);
 		if (r)
 			return r;
 		snprintf(path, sizeof(path), "targets[%zu].luns[%zu]", idx, i);
 		r = ctl_lu_add(t->dev, &tc->luns[i].lu, bs, path, errs);
 		if (r) {
-			bs_destroy(bs);	/* only a successful add takes it over */
+			ctl_bs_close(bs);	/* only a successful add takes it over */
 			return r;
 		}
 		isc_target_lun_stats(t, tc->luns[i].lu.lun);

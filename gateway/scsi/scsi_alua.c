@@ -42,7 +42,7 @@ enum scsi_alua_state scsi_alua_lu_state(const struct scsi_dev *dev, const struct
 		else
 			st = SCSI_ALUA_AO;
 	}
-	if (dev->fenced && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO) && scsi_alua_local(dev, id))
+	if (__atomic_load_n(&dev->fenced, __ATOMIC_RELAXED) && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO) && scsi_alua_local(dev, id))
 		st = SCSI_ALUA_STANDBY;
 	return st;
 }
@@ -53,10 +53,10 @@ void scsi_dev_set_fenced(struct scsi_dev *dev, bool fenced)
 
 	if (dev->fenced == fenced)
 		return;
-	dev->fenced = fenced;
+	__atomic_store_n(&dev->fenced, fenced, __ATOMIC_RELAXED);	/* owners read it per command */
 	/* Every nexus learns of it: multipath re-reads the groups on 2A/06. */
 	gw_list_for_each_entry(lu, &dev->lus, node)
-		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
+		scsi_ua_set_all(lu, SCSI_UA_ALUA_CHANGED);
 }
 
 enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_lu *lu,

@@ -238,46 +238,20 @@ static bool scsi_cmd_check_ua(struct scsi_cmd *cmd, const struct scsi_op *op)
 	return scsi_ua_take(cmd, itl);
 }
 
-void scsi_cmd_submit(struct scsi_cmd *cmd)
+/* The owner's half: everything that reads or changes LU state, on the LU's owner loop. */
+static void scsi_cmd_submit_owner(struct scsi_cmd *cmd)
 {
-	const struct scsi_op *op;
-	struct scsi_lu *lu;
+	const struct scsi_op *op = cmd->op;
+	struct scsi_lu *lu = cmd->lu;
 	bool known;
 
-	cmd->status = SCSI_GOOD;
-	cmd->sense_len = 0;
-	cmd->xfer_len = 0;
-	cmd->core_priv = NULL;
-	cmd->flags = 0;
-	cmd->step = 0;
-	cmd->lba = 0;
-	cmd->nblocks = 0;
-	cmd->state = SCSI_CMD_ST_NEW;
-	gw_list_init(&cmd->node);
-	gw_list_init(&cmd->range_node);
-	gw_defer_init(&cmd->defer, scsi_cmd_defer_fn);
-
-	lu = scsi_dev_find_lu(cmd->dev, cmd->lun);
-	cmd->lu = lu;
-	op = scsi_op_find(cmd->cdb[0], cmd->cdb[1] & 0x1f, &known);
-	cmd->op = op;
 	cmd->cdb_xfer_len = scsi_cdb_xfer_len(cmd, lu);
-
-	if (!lu) {
-		if (op && (op->flags & SCSI_OPF_NO_LU) && cmd->cdb_len >= op->cdb_len) {
-			cmd->state = SCSI_CMD_ST_RUNNING;
-			if (op->fn(cmd) == SCSI_CMD_DONE)
-				gw_defer_queue(cmd->dev->loop, &cmd->defer);
-			return;
-		}
-		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x25, 0x00);
-		goto done;
-	}
 	lu->nr_cmds++;
 
 	if (scsi_cmd_check_ua(cmd, op))
 		goto done;
 	if (!op) {
+		scsi_op_find(cmd->cdb[0], cmd->cdb[1] & 0x1f, &known);
 		if (known)
 			scsi_cmd_invalid_cdb(cmd, 1, 4);	/* unknown service action */
 		else
@@ -306,5 +280,61 @@ void scsi_cmd_submit(struct scsi_cmd *cmd)
 	return;
 done:
 	cmd->state = SCSI_CMD_ST_NEW;
-	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+	gw_defer_queue(lu->loop, &cmd->defer);
+}
+
+static void scsi_cmd_submit_msg(struct gw_msg *m)
+{
+	scsi_cmd_submit_owner(gw_container_of(m, struct scsi_cmd, msg_submit));
+}
+
+void scsi_cmd_submit(struct scsi_cmd *cmd)
+{
+	const struct scsi_op *op;
+	struct scsi_lu *lu;
+
+	cmd->status = SCSI_GOOD;
+	cmd->sense_len = 0;
+	cmd->xfer_len = 0;
+	cmd->core_priv = NULL;
+	cmd->flags = 0;
+	cmd->step = 0;
+	cmd->lba = 0;
+	cmd->nblocks = 0;
+	cmd->state = SCSI_CMD_ST_NEW;
+	gw_list_init(&cmd->node);
+	gw_list_init(&cmd->range_node);
+	gw_defer_init(&cmd->defer, scsi_cmd_defer_fn);
+
+	lu = scsi_dev_find_lu(cmd->dev, cmd->lun);
+	cmd->lu = lu;
+	op = scsi_op_find(cmd->cdb[0], cmd->cdb[1] & 0x1f, NULL);
+	cmd->op = op;
+
+	if (!lu) {
+		/* No LU: answered on the command's loop (REPORT LUNS, INQUIRY, REQUEST SENSE). */
+		cmd->cdb_xfer_len = scsi_cdb_xfer_len(cmd, NULL);
+		if (op && (op->flags & SCSI_OPF_NO_LU) && cmd->cdb_len >= op->cdb_len) {
+			cmd->state = SCSI_CMD_ST_RUNNING;
+			if (op->fn(cmd) == SCSI_CMD_DONE)
+				gw_defer_queue(scsi_cmd_loop(cmd), &cmd->defer);
+			return;
+		}
+		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x25, 0x00);
+		gw_defer_queue(scsi_cmd_loop(cmd), &cmd->defer);
+		return;
+	}
+	/* The owner's half: directly when the LU is this loop's (always with one loop), else
+	 * by the message the command carries. */
+	if (lu->loop == scsi_cmd_loop(cmd)) {
+		scsi_cmd_submit_owner(cmd);
+		return;
+	}
+	cmd->msg_submit.fn = scsi_cmd_submit_msg;
+	if (gw_loop_post(lu->loop, &cmd->msg_submit) == 0)
+		return;
+	/* The owner's loop is finished (shutting down). */
+	cmd->lu = NULL;
+	scsi_cmd_set_sense(cmd, SCSI_SK_NOT_READY, 0x04, 0x00);
+	gw_defer_queue(scsi_cmd_loop(cmd), &cmd->defer);
 }

@@ -44,6 +44,7 @@ struct scsi_dev *scsi_dev_create(struct gw_loop *loop, const char *name)
 		return NULL;
 	}
 	dev->loop = loop;
+	pthread_mutex_init(&dev->itn_lock, NULL);
 	gw_list_init(&dev->ports);
 	gw_list_init(&dev->tpgs);
 	gw_list_init(&dev->itns);
@@ -54,6 +55,8 @@ struct scsi_dev *scsi_dev_create(struct gw_loop *loop, const char *name)
 }
 
 static void scsi_lu_free(struct scsi_lu *lu);
+static void scsi_itn_forget(struct scsi_itn *itn, struct gw_list *lus, bool all);
+static void scsi_itn_free(struct scsi_itn *itn);
 
 void scsi_dev_destroy(struct scsi_dev *dev)
 {
@@ -64,8 +67,13 @@ void scsi_dev_destroy(struct scsi_dev *dev)
 
 	if (!dev)
 		return;
-	gw_list_for_each_entry_safe(itn, it, &dev->itns, node)
-		scsi_itn_destroy(itn);
+	/* The loops are stopped by now: every nexus is forgotten here, at once. */
+	gw_list_for_each_entry_safe(itn, it, &dev->itns, node) {
+		gw_list_del(&itn->node);
+		scsi_itn_forget(itn, &dev->lus, true);
+		scsi_itn_free(itn);
+	}
+	free(__atomic_exchange_n(&dev->map, NULL, __ATOMIC_ACQ_REL));
 	gw_list_for_each_entry_safe(lu, lt, &dev->lus, node) {
 		if (lu->nr_cmds)
 			gw_warn(SCSI_LOG, "%s: LUN %llu destroyed with %u commands in flight",
@@ -82,8 +90,38 @@ void scsi_dev_destroy(struct scsi_dev *dev)
 		gw_list_del(&g->node);
 		free(g);
 	}
+	pthread_mutex_destroy(&dev->itn_lock);
 	free(dev->name);
 	free(dev);
+}
+
+void scsi_dev_set_loops(struct scsi_dev *dev, struct gw_loops *loops)
+{
+	dev->loops = loops && loops->n > 1 ? loops : NULL;
+}
+
+int scsi_dev_pick_lu_loop(struct scsi_dev *dev)
+{
+	unsigned best = 0;
+
+	if (!dev->loops)
+		return 0;
+	for (unsigned i = 1; i < dev->loops->n; i++)
+		if (dev->lu_count[i] < dev->lu_count[best])
+			best = i;
+	return (int)best;
+}
+
+struct gw_loop *scsi_dev_next_lu_loop(struct scsi_dev *dev)
+{
+	return dev->loops ? dev->loops->loop[scsi_dev_pick_lu_loop(dev)] : dev->loop;
+}
+
+struct gw_loop *scsi_dev_lu_loop(struct scsi_dev *dev, uint64_t lun)
+{
+	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
+
+	return lu ? lu->loop : NULL;
 }
 
 void scsi_dev_set_event_cb(struct scsi_dev *dev,
@@ -147,7 +185,7 @@ void scsi_dev_set_alua(struct scsi_dev *dev, uint16_t tpg_id, enum scsi_alua_sta
 	g->state = state;
 	/* Every nexus learns of it: multipath re-reads the groups on 2A/06. */
 	gw_list_for_each_entry(lu, &dev->lus, node)
-		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
+		scsi_ua_set_all(lu, SCSI_UA_ALUA_CHANGED);
 }
 
 
@@ -161,7 +199,7 @@ static void scsi_dev_alua_changed(struct scsi_dev *dev)
 	struct scsi_lu *lu;
 
 	gw_list_for_each_entry(lu, &dev->lus, node)
-		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
+		scsi_ua_set_all(lu, SCSI_UA_ALUA_CHANGED);
 }
 
 static const struct scsi_tpg_conf *scsi_groups_find(const struct scsi_tpg_conf *groups, size_t n,
@@ -242,16 +280,14 @@ enum scsi_alua_state scsi_dev_alua_state(struct scsi_dev *dev, uint64_t lun, uin
 	return scsi_alua_lu_state(dev, scsi_dev_find_lu(dev, lun), tpg_id);
 }
 
-int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group, bool pending,
-			 const char *owner)
+/* On the LU's owner, the device's loop waiting in gw_loop_call (so the groups hold still). */
+static int scsi_lu_set_alua_here(struct scsi_dev *dev, struct scsi_lu *lu, uint64_t lun,
+				 uint32_t alua_group, bool pending, const char *owner)
 {
-	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
 	struct scsi_tpg *g;
 	bool changed = false;
 	char *o;
 
-	if (!lu)
-		return -ENOENT;
 	o = strdup(owner ? owner : "");
 	if (!o)
 		return -ENOMEM;
@@ -277,13 +313,63 @@ int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group
 	lu->conf.alua_group = alua_group;
 	lu->conf.alua_pending = pending;
 	if (changed)
-		scsi_ua_set(lu, NULL, SCSI_UA_ALUA_CHANGED);
+		scsi_ua_set_all(lu, SCSI_UA_ALUA_CHANGED);
 	return 0;
 }
 
-/* Logical units */
+struct scsi_lu_alua_call {
+	struct scsi_dev *dev;
+	struct scsi_lu *lu;
+	uint64_t lun;
+	uint32_t group;
+	bool pending;
+	const char *owner;
+};
 
+static int scsi_lu_set_alua_fn(void *arg)
+{
+	struct scsi_lu_alua_call *c = arg;
+
+	return scsi_lu_set_alua_here(c->dev, c->lu, c->lun, c->group, c->pending, c->owner);
+}
+
+/* The device's loop: the LU's ALUA settings are read per command by its owner, so they
+ * change there. */
+int scsi_dev_set_lu_alua(struct scsi_dev *dev, uint64_t lun, uint32_t alua_group, bool pending,
+			 const char *owner)
+{
+	struct scsi_lu_alua_call c = { .dev = dev, .lun = lun, .group = alua_group,
+				       .pending = pending, .owner = owner };
+
+	c.lu = scsi_dev_find_lu(dev, lun);
+	if (!c.lu)
+		return -ENOENT;
+	return gw_loop_call(c.lu->loop, scsi_lu_set_alua_fn, &c);
+}
+
+/* Logical units and the LUN map */
+
+/* Any loop: a binary search in the published map, no lock, no message. */
 struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun)
+{
+	const struct scsi_lun_map *map = scsi_dev_map(dev);
+	size_t lo = 0, hi = map ? map->n : 0;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (map->e[mid].lun == lun)
+			return map->e[mid].lu;
+		if (map->e[mid].lun < lun)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* The device's loop: its list, which also holds an LU being removed. */
+static struct scsi_lu *scsi_dev_lu_listed(struct scsi_dev *dev, uint64_t lun)
 {
 	struct scsi_lu *lu;
 
@@ -294,6 +380,41 @@ struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun)
 			break;
 	}
 	return NULL;
+}
+
+static int scsi_loop_barrier_fn(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+/* The device's loop: publishes the listed LUs but those being removed, then frees the old map
+ * once every loop has run a call (a loop reads a map only inside one callback). */
+static int scsi_dev_publish(struct scsi_dev *dev)
+{
+	struct scsi_lun_map *map, *old;
+	struct scsi_lu *lu;
+	size_t n = 0;
+
+	gw_list_for_each_entry(lu, &dev->lus, node)
+		n++;
+	map = malloc(sizeof(*map) + n * sizeof(map->e[0]));
+	if (!map)
+		return -ENOMEM;
+	map->n = 0;
+	gw_list_for_each_entry(lu, &dev->lus, node) {
+		if (lu->unmapped)
+			continue;
+		map->e[map->n].lun = lu->lun;
+		map->e[map->n].lu = lu;
+		map->n++;
+	}
+	old = __atomic_exchange_n(&dev->map, map, __ATOMIC_ACQ_REL);
+	if (dev->loops)
+		for (unsigned i = 0; i < dev->loops->n; i++)
+			gw_loop_call(dev->loops->loop[i], scsi_loop_barrier_fn, NULL);
+	free(old);
+	return 0;
 }
 
 struct bs *scsi_dev_lu_bs(struct scsi_dev *dev, uint64_t lun)
@@ -307,11 +428,13 @@ static void scsi_luns_changed(struct scsi_dev *dev, uint64_t lun)
 {
 	struct scsi_itn *itn;
 
+	pthread_mutex_lock(&dev->itn_lock);
 	gw_list_for_each_entry(itn, &dev->itns, node) {
 		struct scsi_itn_state *st = itn->ua;
 
-		st->luns_changed = true;
+		__atomic_store_n(&st->luns_changed, true, __ATOMIC_RELAXED);
 	}
+	pthread_mutex_unlock(&dev->itn_lock);
 	scsi_dev_event(dev, SCSI_EV_LUNS_CHANGED, lun);
 }
 
@@ -376,7 +499,7 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 			       (unsigned long long)conf->lun);
 		return -EINVAL;
 	}
-	if (scsi_dev_find_lu(dev, conf->lun)) {
+	if (scsi_dev_lu_listed(dev, conf->lun)) {
 		gw_errlist_add(errs, "lun", "LUN %llu is already in use",
 			       (unsigned long long)conf->lun);
 		return -EEXIST;
@@ -401,6 +524,17 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 		return -ENOMEM;
 	}
 	lu->dev = dev;
+	lu->loop = dev->loop;
+	lu->loop_idx = 0;
+	if (dev->loops) {
+		int i = gw_loops_index(dev->loops, bs->loop);
+
+		if (i >= 0) {
+			lu->loop = bs->loop;
+			lu->loop_idx = i;
+		}
+	}
+	dev->lu_count[lu->loop_idx]++;
 	lu->lun = conf->lun;
 	lu->bs = bs;
 	lu->wce = conf->write_cache;
@@ -420,6 +554,13 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 		if (pos->lun > lu->lun)
 			break;
 	gw_list_add_tail(&pos->node, &lu->node);	/* before pos: sorted */
+	if (scsi_dev_publish(dev) < 0) {
+		gw_list_del(&lu->node);
+		bs_set_event_cb(bs, NULL, NULL);
+		lu->bs = NULL;		/* the caller keeps it */
+		scsi_lu_free(lu);
+		return -ENOMEM;
+	}
 	gw_info(SCSI_LOG, "%s: LUN %llu: %llu blocks of %u bytes%s%s", dev->name,
 		(unsigned long long)lu->lun, (unsigned long long)lu->nblocks, lu->block_size,
 		lu->thin ? ", thin" : "", lu->readonly ? ", read-only" : "");
@@ -427,13 +568,14 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 	return 0;
 }
 
-static void scsi_lu_free(struct scsi_lu *lu)
+/* On the owner: what only it touches, the backstore last. */
+static int scsi_lu_free_fn(void *arg)
 {
+	struct scsi_lu *lu = arg;
 	struct scsi_itl *itl, *t;
 
 	gw_list_for_each_entry_safe(itl, t, &lu->itls, lu_node) {
 		gw_list_del(&itl->lu_node);
-		gw_list_del(&itl->itn_node);
 		free(itl);
 	}
 	scsi_prc_fini(lu);
@@ -443,16 +585,50 @@ static void scsi_lu_free(struct scsi_lu *lu)
 	bs_destroy(lu->bs);
 	gw_conf_free(scsi_lu_conf_keys, &lu->conf);
 	free(lu);
+	return 0;
 }
 
+/* The device's loop, the LU out of the list and map. */
+static void scsi_lu_free(struct scsi_lu *lu)
+{
+	lu->dev->lu_count[lu->loop_idx]--;
+	gw_loop_call(lu->loop, scsi_lu_free_fn, lu);
+}
+
+static int scsi_lu_idle_fn(void *arg)
+{
+	struct scsi_lu *lu = arg;
+
+	return lu->nr_cmds || (lu->bs && lu->bs->inflight) ? -EBUSY : 0;
+}
+
+/*
+ * Asks the owner whether the LU is idle (-EBUSY: today's answer, the LU stays in use), takes
+ * it out of the map, and asks again: after the map's barrier no loop can reach the LU any
+ * more, and every command a loop submitted before it is ahead of the second question in the
+ * owner's queue. A command that slipped in between puts the LU back (-EBUSY too).
+ */
 int scsi_dev_del_lu(struct scsi_dev *dev, uint64_t lun)
 {
-	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
+	struct scsi_lu *lu = scsi_dev_lu_listed(dev, lun);
+	int r;
 
 	if (!lu)
 		return -ENOENT;
-	if (lu->nr_cmds || (lu->bs && lu->bs->inflight))
-		return -EBUSY;
+	r = gw_loop_call(lu->loop, scsi_lu_idle_fn, lu);
+	if (r)
+		return r;
+	lu->unmapped = true;
+	r = scsi_dev_publish(dev);
+	if (r == 0)
+		r = gw_loop_call(lu->loop, scsi_lu_idle_fn, lu);
+	if (r) {
+		lu->unmapped = false;
+		if (scsi_dev_publish(dev) < 0)
+			gw_err(SCSI_LOG, "%s: LUN %llu: out of memory putting it back",
+			       dev->name, (unsigned long long)lun);
+		return r;
+	}
 	gw_list_del(&lu->node);
 	scsi_lu_free(lu);
 	gw_info(SCSI_LOG, "%s: LUN %llu removed", dev->name, (unsigned long long)lun);
@@ -472,14 +648,31 @@ void scsi_lu_capacity_changed(struct scsi_lu *lu)
 	scsi_dev_event(lu->dev, SCSI_EV_CAPACITY_CHANGED, lu->lun);
 }
 
+static int scsi_lu_bs_settled_fn(void *arg)
+{
+	struct scsi_lu *lu = arg;
+
+	return lu->bs && !bs_settled(lu->bs) ? 0 : 1;
+}
+
+/* The device's loop; each backstore is asked on its LU's owner. */
 bool scsi_dev_bs_settled(struct scsi_dev *dev)
 {
 	struct scsi_lu *lu;
 
 	gw_list_for_each_entry(lu, &dev->lus, node)
-		if (lu->bs && !bs_settled(lu->bs))
+		if (gw_loop_call(lu->loop, scsi_lu_bs_settled_fn, lu) == 0)
 			return false;
 	return true;
+}
+
+static int scsi_lu_bs_shutdown_fn(void *arg)
+{
+	struct scsi_lu *lu = arg;
+
+	if (lu->bs)
+		bs_shutdown(lu->bs);
+	return 0;
 }
 
 void scsi_dev_bs_shutdown(struct scsi_dev *dev)
@@ -487,8 +680,7 @@ void scsi_dev_bs_shutdown(struct scsi_dev *dev)
 	struct scsi_lu *lu;
 
 	gw_list_for_each_entry(lu, &dev->lus, node)
-		if (lu->bs)
-			bs_shutdown(lu->bs);
+		gw_loop_call(lu->loop, scsi_lu_bs_shutdown_fn, lu);
 }
 
 /* I_T nexuses and unit attentions */
@@ -505,12 +697,13 @@ struct scsi_itn *scsi_itn_create(struct scsi_dev *dev, struct scsi_port *port,
 	itn->initiator_name = strdup(initiator_name ? initiator_name : "");
 	if (!itn->initiator || !itn->initiator_name)
 		goto fail;
-	gw_list_init(&st->itls);
 	itn->ua = st;
 	itn->dev = dev;
 	itn->port = port;
+	pthread_mutex_lock(&dev->itn_lock);
 	itn->id = dev->next_itn_id++;
 	gw_list_add_tail(&dev->itns, &itn->node);
+	pthread_mutex_unlock(&dev->itn_lock);
 	return itn;
 fail:
 	if (itn) {
@@ -522,28 +715,85 @@ fail:
 	return NULL;
 }
 
+/* Drops what the LUs keep of the nexus: of every LU in lus (all), or of the current loop's
+ * LUs in the published map (lus NULL). */
+static void scsi_itn_forget_lu(struct scsi_itn *itn, struct scsi_lu *lu)
+{
+	struct scsi_itl *itl, *t;
+
+	if (lu->res2_holder == itn)
+		lu->res2_holder = NULL;
+	gw_list_for_each_entry_safe(itl, t, &lu->itls, lu_node) {
+		if (itl->itn != itn)
+			continue;
+		gw_list_del(&itl->lu_node);
+		free(itl);
+	}
+}
+
+static void scsi_itn_forget(struct scsi_itn *itn, struct gw_list *lus, bool all)
+{
+	const struct scsi_lun_map *map;
+	struct gw_loop *here = gw_loop_current();
+	struct scsi_lu *lu;
+
+	if (lus) {
+		gw_list_for_each_entry(lu, lus, node)
+			if (all || lu->loop == here)
+				scsi_itn_forget_lu(itn, lu);
+		return;
+	}
+	map = scsi_dev_map(itn->dev);
+	for (size_t i = 0; map && i < map->n; i++)
+		if (map->e[i].lu->loop == here)
+			scsi_itn_forget_lu(itn, map->e[i].lu);
+}
+
+static void scsi_itn_free(struct scsi_itn *itn)
+{
+	free(itn->initiator);
+	free(itn->initiator_name);
+	free(itn->ua);
+	free(itn);
+}
+
+static void scsi_itn_forget_fn(void *arg)
+{
+	struct scsi_itn *itn = arg;
+	struct scsi_itn_state *st = itn->ua;
+
+	scsi_itn_forget(itn, NULL, false);
+	if (__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		scsi_itn_free(itn);
+}
+
+/*
+ * From the nexus's loop (the session's). Without loops, at once. With loops, every loop
+ * forgets it for the LUs it owns, by a message each (behind the nexus loss the same loop
+ * posted before), and the last one frees it: no owner keeps a pointer to a freed nexus.
+ */
 void scsi_itn_destroy(struct scsi_itn *itn)
 {
+	struct scsi_dev *dev;
 	struct scsi_itn_state *st;
-	struct scsi_itl *itl, *t;
-	struct scsi_lu *lu;
 
 	if (!itn)
 		return;
+	dev = itn->dev;
 	st = itn->ua;
-	gw_list_for_each_entry(lu, &itn->dev->lus, node)
-		if (lu->res2_holder == itn)
-			lu->res2_holder = NULL;
-	gw_list_for_each_entry_safe(itl, t, &st->itls, itn_node) {
-		gw_list_del(&itl->lu_node);
-		gw_list_del(&itl->itn_node);
-		free(itl);
-	}
+	pthread_mutex_lock(&dev->itn_lock);
 	gw_list_del(&itn->node);
-	free(itn->initiator);
-	free(itn->initiator_name);
-	free(st);
-	free(itn);
+	pthread_mutex_unlock(&dev->itn_lock);
+	if (!dev->loops) {
+		scsi_itn_forget(itn, &dev->lus, true);
+		scsi_itn_free(itn);
+		return;
+	}
+	__atomic_store_n(&st->refs, dev->loops->n, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < dev->loops->n; i++)
+		if (gw_loop_send(dev->loops->loop[i], scsi_itn_forget_fn, itn) < 0 &&
+		    __atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) == 0)
+			scsi_itn_free(itn);	/* a finished loop has no LU left to forget */
 }
 
 uint16_t scsi_itn_rel_id(const struct scsi_itn *itn)
@@ -553,11 +803,11 @@ uint16_t scsi_itn_rel_id(const struct scsi_itn *itn)
 
 struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu)
 {
-	struct scsi_itn_state *st = itn->ua;
 	struct scsi_itl *itl;
 
-	gw_list_for_each_entry(itl, &st->itls, itn_node)
-		if (itl->lu == lu)
+	/* The LU's list, not the nexus's: LUs of other loops add to theirs at the same time. */
+	gw_list_for_each_entry(itl, &lu->itls, lu_node)
+		if (itl->itn == itn)
 			return itl;
 	itl = calloc(1, sizeof(*itl));
 	if (!itl)
@@ -566,7 +816,6 @@ struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu)
 	itl->lu = lu;
 	/* First contact between this nexus and this LU: as after power on (SAM-5 6.3.1). */
 	itl->ua = 1u << SCSI_UA_POWER_ON;
-	gw_list_add(&st->itls, &itl->itn_node);
 	gw_list_add_tail(&lu->itls, &itl->lu_node);
 	return itl;
 }
@@ -586,6 +835,61 @@ void scsi_ua_set_itn(struct scsi_itn *itn, struct scsi_lu *lu, int ua)
 
 	if (itl)
 		itl->ua |= 1u << ua;
+}
+
+/* Work on an LU from another loop: reset, nexus loss, attentions. */
+struct scsi_lu_job {
+	struct scsi_lu *lu;
+	void (*fn)(struct scsi_lu *lu, int a, void *p);
+	int a;
+	void *p;
+};
+
+static void scsi_lu_job_fn(void *arg)
+{
+	struct scsi_lu_job *j = arg;
+
+	j->fn(j->lu, j->a, j->p);
+	free(j);
+}
+
+/*
+ * fn(lu, a, p) on the LU's owner: at once on the owner (and always without loops), else by a
+ * message (allocated: task management and attentions are rare). The LU outlives it: its
+ * removal asks the owner after a barrier through every loop, so behind this post.
+ */
+static void scsi_lu_on_owner(struct scsi_lu *lu, void (*fn)(struct scsi_lu *lu, int a, void *p),
+			     int a, void *p)
+{
+	struct scsi_lu_job *j;
+
+	if (!lu->dev->loops || lu->loop == gw_loop_current()) {
+		fn(lu, a, p);
+		return;
+	}
+	j = malloc(sizeof(*j));
+	if (j) {
+		j->lu = lu;
+		j->fn = fn;
+		j->a = a;
+		j->p = p;
+		if (gw_loop_send(lu->loop, scsi_lu_job_fn, j) == 0)
+			return;
+		free(j);
+	}
+	gw_err(SCSI_LOG, "%s: LUN %llu: its loop cannot be reached", lu->dev->name,
+	       (unsigned long long)lu->lun);
+}
+
+static void scsi_ua_set_all_fn(struct scsi_lu *lu, int ua, void *p)
+{
+	(void)p;
+	scsi_ua_set(lu, NULL, ua);
+}
+
+void scsi_ua_set_all(struct scsi_lu *lu, int ua)
+{
+	scsi_lu_on_owner(lu, scsi_ua_set_all_fn, ua, NULL);
 }
 
 static const uint8_t scsi_ua_sense[SCSI_UA_NR][2] = {
@@ -608,19 +912,19 @@ static const uint8_t scsi_ua_sense[SCSI_UA_NR][2] = {
 bool scsi_ua_take(struct scsi_cmd *cmd, struct scsi_itl *itl)
 {
 	struct scsi_itn_state *st = itl->itn->ua;
-	uint32_t pending = itl->ua | (st->luns_changed ? 1u << SCSI_UA_LUNS_CHANGED : 0);
 	int ua;
 
-	if (!pending)
+	if (itl->ua)
+		ua = __builtin_ctz(itl->ua);
+	else if (__atomic_exchange_n(&st->luns_changed, false, __ATOMIC_RELAXED))
+		ua = SCSI_UA_LUNS_CHANGED;	/* reported once, through whichever LU asks first */
+	else
 		return false;
-	ua = __builtin_ctz(pending);
 	scsi_cmd_set_sense(cmd, SCSI_SK_UNIT_ATTENTION, scsi_ua_sense[ua][0], scsi_ua_sense[ua][1]);
-	if (ua == SCSI_UA_LUNS_CHANGED)
-		st->luns_changed = false;
-	else if ((1u << ua) & SCSI_UA_RESET_MASK)
+	if ((1u << ua) & SCSI_UA_RESET_MASK)
 		itl->ua &= ~SCSI_UA_RESET_MASK;	/* one reset report covers them all */
 	else
-		itl->ua &= ~(1u << ua);
+		itl->ua &= ~(1u << ua);	/* (LUNS CHANGED was never in itl->ua) */
 	return true;
 }
 
@@ -766,40 +1070,59 @@ static void scsi_lu_do_reset(struct scsi_lu *lu, struct scsi_itn *by, int ua)
 	scsi_ua_set(lu, NULL, ua);
 }
 
+static void scsi_lu_reset_fn(struct scsi_lu *lu, int ua, void *p)
+{
+	bool cold = p != NULL;
+
+	scsi_lu_do_reset(lu, NULL, ua);
+	if (cold && !lu->dev->pr_ops) {
+		/* A cold reset is a power cycle: registrations without APTPL are lost, and we
+		 * persist none (a cluster's state is the cluster's). */
+		scsi_pr_fini(&lu->pr);
+		scsi_pr_init(&lu->pr);
+	}
+}
+
+/* Resets and nexus loss run on each LU's owner; queued commands aborted there complete on
+ * their own loops. The caller's later commands reach the owner after the reset (one sender's
+ * messages keep their order). */
 void scsi_lu_reset(struct scsi_dev *dev, uint64_t lun, struct scsi_itn *by)
 {
 	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
 
+	(void)by;
 	if (!lu)
 		return;
 	gw_info(SCSI_LOG, "%s: LUN %llu reset", dev->name, (unsigned long long)lun);
-	scsi_lu_do_reset(lu, by, SCSI_UA_BDR);
+	scsi_lu_on_owner(lu, scsi_lu_reset_fn, SCSI_UA_BDR, NULL);
 }
 
 void scsi_target_reset(struct scsi_dev *dev, bool cold, struct scsi_itn *by)
 {
-	struct scsi_lu *lu;
+	const struct scsi_lun_map *map = scsi_dev_map(dev);
 
+	(void)by;
 	gw_info(SCSI_LOG, "%s: target %s reset", dev->name, cold ? "cold" : "warm");
-	gw_list_for_each_entry(lu, &dev->lus, node) {
-		scsi_lu_do_reset(lu, by, cold ? SCSI_UA_POWER_ON_OCCURRED : SCSI_UA_BDR);
-		if (cold && !dev->pr_ops) {
-			/* A cold reset is a power cycle: registrations without APTPL are lost,
-			 * and we persist none (a cluster's state is the cluster's). */
-			scsi_pr_fini(&lu->pr);
-			scsi_pr_init(&lu->pr);
-		}
-	}
+	for (size_t i = 0; map && i < map->n; i++)
+		scsi_lu_on_owner(map->e[i].lu, scsi_lu_reset_fn,
+				 cold ? SCSI_UA_POWER_ON_OCCURRED : SCSI_UA_BDR, cold ? dev : NULL);
+}
+
+static void scsi_itn_nexus_loss_fn(struct scsi_lu *lu, int a, void *p)
+{
+	struct scsi_itn *itn = p;
+
+	(void)a;
+	scsi_lu_abort_queued(lu, itn);
+	if (lu->res2_holder == itn)
+		lu->res2_holder = NULL;
+	scsi_ua_set_itn(itn, lu, SCSI_UA_NEXUS_LOSS);
 }
 
 void scsi_itn_nexus_loss(struct scsi_itn *itn)
 {
-	struct scsi_lu *lu;
+	const struct scsi_lun_map *map = scsi_dev_map(itn->dev);
 
-	gw_list_for_each_entry(lu, &itn->dev->lus, node) {
-		scsi_lu_abort_queued(lu, itn);
-		if (lu->res2_holder == itn)
-			lu->res2_holder = NULL;
-		scsi_ua_set_itn(itn, lu, SCSI_UA_NEXUS_LOSS);
-	}
+	for (size_t i = 0; map && i < map->n; i++)
+		scsi_lu_on_owner(map->e[i].lu, scsi_itn_nexus_loss_fn, 0, itn);
 }

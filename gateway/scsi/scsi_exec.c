@@ -13,6 +13,28 @@
 
 /* Completion */
 
+static void scsi_cmd_done_msg(struct gw_msg *m)
+{
+	struct scsi_cmd *cmd = gw_container_of(m, struct scsi_cmd, msg_done);
+
+	cmd->done(cmd);
+}
+
+/* done on the command's own loop: at once when the LU's owner is that loop (and always with
+ * one loop), else by the message embedded in the command; the owner touches it no more. */
+static void scsi_cmd_done_home(struct scsi_cmd *cmd)
+{
+	struct gw_loop *home = scsi_cmd_loop(cmd);
+
+	if (!cmd->lu || cmd->lu->loop == home) {
+		cmd->done(cmd);
+		return;
+	}
+	cmd->msg_done.fn = scsi_cmd_done_msg;
+	if (gw_loop_post(home, &cmd->msg_done) < 0)
+		cmd->done(cmd);	/* its loop was finished: shutting down, nobody else runs it */
+}
+
 static void scsi_cmd_complete(struct scsi_cmd *cmd)
 {
 	struct scsi_lu *lu = cmd->lu;
@@ -27,7 +49,7 @@ static void scsi_cmd_complete(struct scsi_cmd *cmd)
 		lu->nr_cmds--;
 	}
 	cmd->state = SCSI_CMD_ST_DONE;
-	cmd->done(cmd);
+	scsi_cmd_done_home(cmd);
 }
 
 void scsi_cmd_defer_fn(struct gw_defer *d)
@@ -39,7 +61,7 @@ static void scsi_cmd_complete_later(struct scsi_cmd *cmd)
 {
 	if (cmd->state != SCSI_CMD_ST_RUNNING)
 		cmd->state = SCSI_CMD_ST_NEW;
-	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+	gw_defer_queue(scsi_cmd_home(cmd), &cmd->defer);
 }
 
 void scsi_cmd_finish(struct scsi_cmd *cmd)
@@ -49,7 +71,7 @@ void scsi_cmd_finish(struct scsi_cmd *cmd)
 
 void scsi_cmd_finish_later(struct scsi_cmd *cmd)
 {
-	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+	gw_defer_queue(scsi_cmd_home(cmd), &cmd->defer);
 }
 
 static void scsi_cmd_run(struct scsi_cmd *cmd)
@@ -89,11 +111,15 @@ void scsi_task_abort_queued(struct scsi_cmd *cmd)
 	cmd->status = SCSI_TASK_ABORTED;
 	cmd->sense_len = 0;
 	cmd->state = SCSI_CMD_ST_NEW;
-	gw_defer_queue(cmd->dev->loop, &cmd->defer);
+	gw_defer_queue(scsi_cmd_home(cmd), &cmd->defer);
 }
 
 int scsi_abort_cmd(struct scsi_cmd *cmd)
 {
+	/* Another loop's LU: its state is the owner's to read; the command ends through its done
+	 * as a running one does. */
+	if (cmd->lu && cmd->lu->loop != scsi_cmd_loop(cmd))
+		return -EBUSY;
 	if (cmd->state != SCSI_CMD_ST_WAITING)
 		return -EBUSY;
 	scsi_task_abort_queued(cmd);

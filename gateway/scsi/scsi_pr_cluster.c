@@ -316,8 +316,8 @@ static int scsi_prc_apply(struct scsi_lu *lu, uint64_t rev, const json_t *state,
 	return 1;
 }
 
-int scsi_dev_pr_apply(struct scsi_dev *dev, uint64_t lun, uint64_t rev, const json_t *state,
-		      bool force, char *why, size_t why_len)
+static int scsi_prc_apply_here(struct scsi_dev *dev, uint64_t lun, uint64_t rev,
+			       const json_t *state, bool force, char *why, size_t why_len)
 {
 	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
 	const struct scsi_itn *except = NULL;
@@ -332,7 +332,7 @@ int scsi_dev_pr_apply(struct scsi_dev *dev, uint64_t lun, uint64_t rev, const js
 	return scsi_prc_apply(lu, rev, state, force, except, why, why_len);
 }
 
-json_t *scsi_dev_pr_state(struct scsi_dev *dev, uint64_t lun, uint64_t *rev)
+static json_t *scsi_prc_state_here(struct scsi_dev *dev, uint64_t lun, uint64_t *rev)
 {
 	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
 
@@ -452,8 +452,9 @@ int scsi_prc_out(struct scsi_cmd *cmd)
 	return scsi_prc_decide(cmd);
 }
 
-void scsi_dev_pr_commit_done(struct scsi_dev *dev, uint64_t lun,
-			     enum scsi_pr_commit_result res, uint64_t rev, const json_t *state)
+static void scsi_prc_commit_done_here(struct scsi_dev *dev, uint64_t lun,
+				      enum scsi_pr_commit_result res, uint64_t rev,
+				      const json_t *state)
 {
 	struct scsi_lu *lu = scsi_dev_find_lu(dev, lun);
 	struct scsi_cmd *cmd;
@@ -507,7 +508,7 @@ void scsi_dev_pr_commit_done(struct scsi_dev *dev, uint64_t lun,
 	if (cmd)
 		scsi_cmd_finish_later(cmd);
 	if (!gw_list_empty(&lu->prc.queue))
-		gw_defer_queue(dev->loop, &lu->prc.kick);
+		gw_defer_queue(lu->loop, &lu->prc.kick);
 }
 
 void scsi_dev_set_pr_cluster(struct scsi_dev *dev, const struct scsi_pr_cluster_ops *ops,
@@ -523,7 +524,7 @@ void scsi_dev_set_pr_cluster(struct scsi_dev *dev, const struct scsi_pr_cluster_
 	/* Waiting PR OUTs go on under the new mode. */
 	gw_list_for_each_entry(lu, &dev->lus, node)
 		if (!gw_list_empty(&lu->prc.queue))
-			gw_defer_queue(dev->loop, &lu->prc.kick);
+			gw_defer_queue(lu->loop, &lu->prc.kick);
 }
 
 void scsi_prc_init(struct scsi_lu *lu)
@@ -539,4 +540,78 @@ void scsi_prc_fini(struct scsi_lu *lu)
 	json_decref(lu->prc.proposed);
 	lu->prc.proposed = NULL;
 	lu->prc.inflight = NULL;
+}
+
+/* ---- From the device's loop: on the LU's owner ----------------------------------------- */
+
+/* The control socket and the cluster are loop 0's; the reservation state is the LU owner's,
+ * so each entry point runs there through a synchronous call (directly with one loop). */
+struct scsi_prc_call {
+	struct scsi_dev *dev;
+	uint64_t lun;
+	uint64_t rev;
+	uint64_t *rev_out;
+	const json_t *state;
+	bool force;
+	char *why;
+	size_t why_len;
+	enum scsi_pr_commit_result res;
+	json_t *out;
+};
+
+static struct gw_loop *scsi_prc_owner(struct scsi_dev *dev, uint64_t lun)
+{
+	struct gw_loop *loop = scsi_dev_lu_loop(dev, lun);
+
+	return loop ? loop : dev->loop;
+}
+
+static int scsi_prc_apply_fn(void *arg)
+{
+	struct scsi_prc_call *c = arg;
+
+	return scsi_prc_apply_here(c->dev, c->lun, c->rev, c->state, c->force, c->why,
+				   c->why_len);
+}
+
+int scsi_dev_pr_apply(struct scsi_dev *dev, uint64_t lun, uint64_t rev, const json_t *state,
+		      bool force, char *why, size_t why_len)
+{
+	struct scsi_prc_call c = { .dev = dev, .lun = lun, .rev = rev, .state = state,
+				   .force = force, .why = why, .why_len = why_len };
+
+	return gw_loop_call(scsi_prc_owner(dev, lun), scsi_prc_apply_fn, &c);
+}
+
+static int scsi_prc_state_fn(void *arg)
+{
+	struct scsi_prc_call *c = arg;
+
+	c->out = scsi_prc_state_here(c->dev, c->lun, c->rev_out);
+	return 0;
+}
+
+json_t *scsi_dev_pr_state(struct scsi_dev *dev, uint64_t lun, uint64_t *rev)
+{
+	struct scsi_prc_call c = { .dev = dev, .lun = lun, .rev_out = rev };
+
+	gw_loop_call(scsi_prc_owner(dev, lun), scsi_prc_state_fn, &c);
+	return c.out;
+}
+
+static int scsi_prc_commit_done_fn(void *arg)
+{
+	struct scsi_prc_call *c = arg;
+
+	scsi_prc_commit_done_here(c->dev, c->lun, c->res, c->rev, c->state);
+	return 0;
+}
+
+void scsi_dev_pr_commit_done(struct scsi_dev *dev, uint64_t lun,
+			     enum scsi_pr_commit_result res, uint64_t rev, const json_t *state)
+{
+	struct scsi_prc_call c = { .dev = dev, .lun = lun, .res = res, .rev = rev,
+				   .state = state };
+
+	gw_loop_call(scsi_prc_owner(dev, lun), scsi_prc_commit_done_fn, &c);
 }

@@ -7,6 +7,7 @@
 #ifndef SCSI_PRIV_H
 #define SCSI_PRIV_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -75,13 +76,28 @@ struct scsi_tpg {
 	enum scsi_alua_state state;
 };
 
+/* The LUN map every loop reads without a lock or a message: immutable once published (an
+ * atomic pointer in the device), replaced whole by the device's loop, and the old one freed
+ * after a call to every loop has run (no loop still reads it). Sorted by LUN. */
+struct scsi_lun_map {
+	size_t n;
+	struct scsi_lun_ent {
+		uint64_t lun;
+		struct scsi_lu *lu;
+	} e[];
+};
+
 struct scsi_dev {
 	struct gw_loop *loop;
+	struct scsi_lun_map *map;	/* atomic; NULL: no LU */
+	struct gw_loops *loops;		/* NULL: every LU is the device loop's */
+	unsigned lu_count[GW_LOOPS_MAX];	/* LUs owned per loop (index in loops) */
 	char *name;
 	struct gw_list ports;
 	struct gw_list tpgs;
-	struct gw_list itns;
-	struct gw_list lus;		/* sorted by LUN */
+	struct gw_list itns;		/* under itn_lock: nexuses come and go on every loop */
+	pthread_mutex_t itn_lock;	/* login and logout only, never per command */
+	struct gw_list lus;		/* sorted by LUN; the device's loop's */
 	uint16_t next_rel_id;
 	uint64_t next_itn_id;
 	bool fenced;			/* its local groups report standby (scsi_dev_set_fenced) */
@@ -94,13 +110,14 @@ struct scsi_dev {
 
 /* What the core keeps per I_T nexus (itn->ua points at it). */
 struct scsi_itn_state {
-	struct gw_list itls;		/* struct scsi_itl, one per LU it has talked to */
-	bool luns_changed;		/* 3F/0E pending, reported through whichever LU */
+	unsigned refs;			/* atomic: loops still to forget it (scsi_itn_destroy) */
+	bool luns_changed;		/* 3F/0E pending, reported through whichever LU (atomic:
+					 * set by the device's loop, taken by any LU's owner) */
 };
 
-/* One I_T nexus's view of one LU: its pending unit attentions. */
+/* One I_T nexus's view of one LU: its pending unit attentions. Only in the LU's list (the
+ * owner's), so LUs on different loops never share a list. */
 struct scsi_itl {
-	struct gw_list itn_node;	/* in scsi_itn_state.itls */
 	struct gw_list lu_node;		/* in lu->itls */
 	struct scsi_itn *itn;
 	struct scsi_lu *lu;
@@ -147,6 +164,9 @@ struct scsi_pr_cl {
 struct scsi_lu {
 	struct gw_list node;		/* in dev->lus */
 	struct scsi_dev *dev;
+	struct gw_loop *loop;		/* the owner: the only loop touching what follows */
+	bool unmapped;			/* being removed: left out of the LUN map */
+	int loop_idx;			/* its index in dev->loops (0 without) */
 	struct scsi_lu_conf conf;	/* owned copy */
 	uint64_t lun;
 	struct bs *bs;
@@ -181,6 +201,24 @@ struct scsi_lu {
 	struct scsi_pr pr;		/* in a cluster: the state applied last */
 	struct scsi_pr_cl prc;
 };
+
+/* The loop a command was submitted on and completes on (the session's). */
+static inline struct gw_loop *scsi_cmd_loop(const struct scsi_cmd *cmd)
+{
+	return cmd->loop ? cmd->loop : cmd->dev->loop;
+}
+
+/* The loop the command runs on now: its LU's owner, or its own loop without an LU. */
+static inline struct gw_loop *scsi_cmd_home(const struct scsi_cmd *cmd)
+{
+	return cmd->lu ? cmd->lu->loop : scsi_cmd_loop(cmd);
+}
+
+/* The LUN map as published now (any loop; valid until the callback returns). */
+static inline const struct scsi_lun_map *scsi_dev_map(const struct scsi_dev *dev)
+{
+	return __atomic_load_n(&dev->map, __ATOMIC_ACQUIRE);
+}
 
 /* scsi_cmd.c */
 const struct scsi_op *scsi_op_find(uint8_t opcode, uint8_t sa, bool *sa_valid_op);
@@ -230,6 +268,8 @@ void scsi_task_abort_queued(struct scsi_cmd *cmd);
 struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu);
 void scsi_ua_set(struct scsi_lu *lu, struct scsi_itn *except, int ua);
 void scsi_ua_set_itn(struct scsi_itn *itn, struct scsi_lu *lu, int ua);
+/* scsi_ua_set(lu, NULL, ua) on the LU's owner (posted from another loop). */
+void scsi_ua_set_all(struct scsi_lu *lu, int ua);
 /* Pending UA for this nexus and LU into cmd's sense (and cleared): true if there was one. */
 bool scsi_ua_take(struct scsi_cmd *cmd, struct scsi_itl *itl);
 void scsi_task_start(struct scsi_cmd *cmd);

@@ -1129,3 +1129,36 @@ int scsi_sbc_compare_and_write(struct scsi_cmd *cmd)
 start:
 	return scsi_sbc_rmw_start(cmd, scsi_sbc_caw_read);
 }
+
+struct scsi_lu_state_call {
+	struct scsi_dev *dev;
+	uint64_t lun;
+	json_t *out;
+};
+
+static int scsi_lu_state_fn(void *arg)
+{
+	struct scsi_lu_state_call *c = arg;
+	json_t *st;
+
+	if (!scsi_dev_find_lu(c->dev, c->lun))
+		return -ENOENT;
+	st = bs_status(scsi_dev_lu_bs(c->dev, c->lun));
+	if (!st)
+		st = json_object();
+	if (st)
+		json_object_set_new(st, "atomics", scsi_dev_lu_atomics(c->dev, c->lun));
+	c->out = st;
+	return 0;
+}
+
+json_t *scsi_dev_lu_state(struct scsi_dev *dev, uint64_t lun)
+{
+	struct scsi_lu_state_call c = { .dev = dev, .lun = lun };
+	struct gw_loop *loop = scsi_dev_lu_loop(dev, lun);
+
+	if (!loop)
+		return NULL;
+	gw_loop_call(loop, scsi_lu_state_fn, &c);
+	return c.out;
+}

@@ -306,7 +306,7 @@ int scsi_spc_report_luns(struct scsi_cmd *cmd)
 {
 	const uint8_t *c = cmd->cdb;
 	uint32_t alloc = scsi_get32(&c[6]);
-	struct scsi_lu *lu;
+	const struct scsi_lun_map *map = scsi_dev_map(cmd->dev);
 	uint8_t ent[8] = { 0 };
 	uint32_t n = 0, off = 8, room;
 
@@ -321,10 +321,10 @@ int scsi_spc_report_luns(struct scsi_cmd *cmd)
 	/* Written straight into the data-in buffer, the list may be long. Select report 1 is
 	 * well-known LUNs only, of which there are none. */
 	room = scsi_min(alloc, scsi_cmd_in_room(cmd));
-	if (c[2] != 0x01) {
-		gw_list_for_each_entry(lu, &cmd->dev->lus, node) {
+	if (c[2] != 0x01 && map) {
+		for (size_t i = 0; i < map->n; i++) {
 			if (off < room) {
-				scsi_lun_encode(lu->lun, ent);
+				scsi_lun_encode(map->e[i].lun, ent);
 				scsi_cmd_put(cmd, off, ent, scsi_min(8, room - off));
 			}
 			off += 8;

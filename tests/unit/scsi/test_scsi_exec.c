@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A command's run and completion (scsi_exec.c) across event loops: the device's loop (loop 0,
+ * the test's thread) and two loops on threads of their own, S and O. The LU's backstore is
+ * opened on O, so O owns the LU; commands submitted on S cross to O and their done comes back
+ * on S, while commands submitted on O run there directly. Every check is about what an
+ * initiator would see: the data it wrote read back, one COMPARE AND WRITE winner per value,
+ * both loops' registrations in PERSISTENT RESERVE IN.
+ */
+#include <errno.h>
+#include <unistd.h>
+
+#include "scsi_test.h"
+
+#include "scsi_priv.h"
+
+static struct tenv e;
+static struct gw_loop ls, lo;		/* the session's loop and the LU's owner */
+static struct gw_loops set;
+
+#define BLOCKS 2048u			/* 1 MiB of 512-byte blocks */
+
+struct xcmd {
+	struct tcmd t;
+	uint8_t buf[1024];
+	int wrong_loop;			/* done ran on another loop than cmd->loop */
+	int fired;			/* atomic */
+	void (*next)(struct xcmd *x);	/* runs on cmd->loop after done */
+	void *arg;
+	uint64_t lun;
+};
+
+static void xcmd_done(struct scsi_cmd *cmd)
+{
+	struct xcmd *x = gw_container_of(cmd, struct xcmd, t.cmd);
+
+	if (gw_loop_current() != cmd->loop)
+		x->wrong_loop++;
+	__atomic_add_fetch(&x->fired, 1, __ATOMIC_RELEASE);
+	if (x->next)
+		x->next(x);
+}
+
+static void xcmd_submit_fn(void *arg)
+{
+	struct xcmd *x = arg;
+
+	scsi_cmd_submit(&x->t.cmd);
+}
+
+static void xcmd_prep(struct xcmd *x, struct gw_loop *loop, struct scsi_itn *itn,
+		      const uint8_t *cdb, size_t cdb_len, uint32_t len, enum scsi_dir dir)
+{
+	void (*next)(struct xcmd *x) = x->next;
+	void *arg = x->arg;
+
+	tcmd_prep(&e, &x->t, itn, x->lun, cdb, cdb_len, len ? x->buf : NULL, len, dir);
+	x->t.cmd.loop = loop;
+	x->t.cmd.done = xcmd_done;
+	x->next = next;
+	x->arg = arg;
+}
+
+/* Submits on the command's loop (a message to that loop's thread). */
+static void xcmd_post(struct xcmd *x)
+{
+	cr_assert_eq(gw_loop_send(x->t.cmd.loop, xcmd_submit_fn, x), 0);
+}
+
+static bool wait_until(int *counter, int want)
+{
+	for (int i = 0; i < 3000; i++) {	/* 30 s: a sanity bound under heavy load */
+		if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= want)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* Runs one command on loop and waits for its done. */
+static int xrun(struct xcmd *x, struct gw_loop *loop, struct scsi_itn *itn, const uint8_t *cdb,
+		size_t cdb_len, uint32_t len, enum scsi_dir dir)
+{
+	x->next = NULL;
+	xcmd_prep(x, loop, itn, cdb, cdb_len, len, dir);
+	x->fired = 0;
+	xcmd_post(x);
+	cr_assert(wait_until(&x->fired, 1), "no done");
+	cr_assert_eq(__atomic_load_n(&x->fired, __ATOMIC_ACQUIRE), 1);
+	cr_assert_eq(x->wrong_loop, 0, "done ran off the command's loop");
+	return x->t.cmd.status;
+}
+
+struct open_arg {
+	struct gw_loop *loop;
+	struct bs *bs;
+};
+
+static int open_on_owner(void *p)
+{
+	struct open_arg *a = p;
+	struct bs_conf bc = { .type = BS_TYPE_RAM, .size = BLOCKS * 512ull, .block_size = 512,
+			      .threads = 1 };
+
+	return bs_create(a->loop, &bc, &a->bs, &e.errs);
+}
+
+static void clear_ua(struct gw_loop *loop, struct scsi_itn *itn)
+{
+	static struct xcmd x;
+
+	for (int i = 0; i < 8; i++) {
+		cr_assert_eq(xrun(&x, loop, itn, CDB(0x03, 0, 0, 0, 18, 0), 18, SCSI_DIR_READ),
+			     SCSI_GOOD);
+		if ((x.buf[2] & 0x0f) == SCSI_SK_NO_SENSE)
+			return;
+	}
+	cr_assert_fail("unit attentions do not clear");
+}
+
+static void setup(void)
+{
+	struct scsi_lu_conf lc = { .lun = 0, .write_cache = true };
+	struct open_arg oa = { .loop = &lo };
+
+	tenv_init(&e);
+	cr_assert_eq(gw_loop_init(&ls), 0);
+	cr_assert_eq(gw_loop_init(&lo), 0);
+	set.n = 3;
+	set.loop[0] = &e.loop;
+	set.loop[1] = &ls;
+	set.loop[2] = &lo;
+	scsi_dev_set_loops(e.dev, &set);
+	cr_assert_eq(gw_loop_thread_start(&ls, -1, "test-s"), 0);
+	cr_assert_eq(gw_loop_thread_start(&lo, -1, "test-o"), 0);
+	/* ctl's way: open the backstore on the owner, then add the LU on loop 0. */
+	cr_assert_eq(gw_loop_call(&lo, open_on_owner, &oa), 0);
+	cr_assert_eq(scsi_dev_add_lu(e.dev, &lc, oa.bs, &e.errs), 0);
+	cr_assert_eq(scsi_dev_lu_loop(e.dev, 0), &lo, "the LU is owned by its backstore's loop");
+	clear_ua(&ls, e.a);
+	clear_ua(&lo, e.b);
+}
+
+static void teardown(void)
+{
+	gw_loop_thread_stop(&ls);
+	gw_loop_thread_stop(&lo);
+	gw_loop_run_once(&e.loop, 0);	/* what the loops posted to loop 0 (a nexus's forget) */
+	tenv_fini(&e);
+	gw_loop_fini(&ls);
+	gw_loop_fini(&lo);
+}
+
+TestSuite(scsi_exec, .init = setup, .fini = teardown);
+
+Test(scsi_exec, the_next_lu_goes_to_the_loop_owning_fewest)
+{
+	/* Loop 0 and S own none, O owns one: loop 0 is the lowest of the least loaded. */
+	cr_assert_eq(scsi_dev_pick_lu_loop(e.dev), 0);
+}
+
+static void put_lba(uint8_t *cdb, uint64_t lba)
+{
+	for (int i = 0; i < 8; i++)
+		cdb[2 + i] = (uint8_t)(lba >> (56 - 8 * i));
+}
+
+Test(scsi_exec, a_write_crosses_to_the_owner_and_reads_back_from_both_loops)
+{
+	static struct xcmd w, r;
+	uint8_t wcdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 2, 0, 0 };
+	uint8_t rcdb[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 2, 0, 0 };
+
+	for (int i = 0; i < 1024; i++)
+		w.buf[i] = (uint8_t)(i * 7 + 3);
+	cr_assert_eq(xrun(&w, &ls, e.a, wcdb, 16, 1024, SCSI_DIR_WRITE), SCSI_GOOD);
+	cr_assert_eq(xrun(&r, &lo, e.b, rcdb, 16, 1024, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_arr_eq(r.buf, w.buf, 1024, "the owner reads what the session's loop wrote");
+	memset(r.buf, 0, sizeof(r.buf));
+	cr_assert_eq(xrun(&r, &ls, e.a, rcdb, 16, 1024, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(r.t.cmd.xfer_len, 1024);
+	cr_assert_arr_eq(r.buf, w.buf, 1024, "a crossed read brings the data back");
+}
+
+Test(scsi_exec, a_crossed_command_is_aborted_as_a_running_one)
+{
+	static struct xcmd w;
+	uint8_t wcdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0 };
+
+	xcmd_prep(&w, &ls, e.a, wcdb, 16, 512, SCSI_DIR_WRITE);
+	w.t.cmd.lu = scsi_dev_find_lu(e.dev, 0);	/* as submit leaves it */
+	cr_assert_eq(scsi_abort_cmd(&w.t.cmd), -EBUSY, "S never reads the owner's task set");
+}
+
+/* Many writers on both loops at once, each to its own blocks, then every block read back. */
+#define NW 64
+
+Test(scsi_exec, writers_on_two_loops_at_once_all_land)
+{
+	static struct xcmd w[NW], r;
+	int all = 0;
+
+	for (int i = 0; i < NW; i++) {
+		uint8_t cdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0 };
+
+		put_lba(cdb, 100 + (uint64_t)i);
+		memset(w[i].buf, 0x40 + i, 512);
+		xcmd_prep(&w[i], i & 1 ? &lo : &ls, i & 1 ? e.b : e.a, cdb, 16, 512,
+			  SCSI_DIR_WRITE);
+		w[i].fired = 0;
+	}
+	for (int i = 0; i < NW; i++)
+		xcmd_post(&w[i]);
+	for (int i = 0; i < NW; i++) {
+		cr_assert(wait_until(&w[i].fired, 1));
+		cr_assert_eq(w[i].t.cmd.status, SCSI_GOOD);
+		cr_assert_eq(w[i].wrong_loop, 0);
+		all += w[i].fired;
+	}
+	cr_assert_eq(all, NW, "each done exactly once");
+	for (int i = 0; i < NW; i++) {
+		uint8_t cdb[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0 };
+		uint8_t want[512];
+
+		put_lba(cdb, 100 + (uint64_t)i);
+		memset(want, 0x40 + i, 512);
+		cr_assert_eq(xrun(&r, i & 2 ? &lo : &ls, e.a, cdb, 16, 512, SCSI_DIR_READ),
+			     SCSI_GOOD);
+		cr_assert_arr_eq(r.buf, want, 512, "block %d", 100 + i);
+	}
+}
+
+/*
+ * COMPARE AND WRITE as an atomic counter: a session on each loop reads block 9, then tries to
+ * replace what it read with the value plus one, and reads again on a miscompare. Both run at
+ * once; with the range lock on the owner, no increment is lost.
+ */
+#define INCS 100
+
+struct counter {
+	struct xcmd x;
+	int done_incs;			/* atomic */
+	int miscompares;
+	int errors;
+	struct scsi_itn *itn;
+};
+
+static uint64_t block_value(const uint8_t *b)
+{
+	return be64(b);
+}
+
+static void counter_read(struct counter *c);
+
+static void counter_after_caw(struct xcmd *x)
+{
+	struct counter *c = x->arg;
+
+	if (x->t.cmd.status == SCSI_GOOD) {
+		if (__atomic_add_fetch(&c->done_incs, 1, __ATOMIC_RELEASE) >= INCS)
+			return;
+	} else if (x->t.cmd.status == SCSI_CHECK_CONDITION &&
+		   (x->t.cmd.sense[2] & 0x0f) == SCSI_SK_MISCOMPARE) {
+		c->miscompares++;
+	} else {
+		c->errors++;
+		__atomic_store_n(&c->done_incs, INCS, __ATOMIC_RELEASE);
+		return;
+	}
+	counter_read(c);
+}
+
+static void counter_after_read(struct xcmd *x)
+{
+	struct counter *c = x->arg;
+	uint8_t cdb[16] = { 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0 };
+	uint8_t old[512];
+	uint64_t v;
+
+	if (x->t.cmd.status != SCSI_GOOD) {
+		c->errors++;
+		__atomic_store_n(&c->done_incs, INCS, __ATOMIC_RELEASE);
+		return;
+	}
+	memcpy(old, x->buf, 512);
+	v = block_value(old) + 1;
+	x->next = counter_after_caw;
+	xcmd_prep(x, x->t.cmd.loop, c->itn, cdb, 16, 1024, SCSI_DIR_WRITE);
+	memcpy(x->buf, old, 512);
+	memset(x->buf + 512, 0, 512);
+	for (int i = 0; i < 8; i++)
+		x->buf[512 + i] = (uint8_t)(v >> (56 - 8 * i));
+	scsi_cmd_submit(&x->t.cmd);	/* we are on the command's loop */
+}
+
+static void counter_read(struct counter *c)
+{
+	uint8_t cdb[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0 };
+
+	c->x.next = counter_after_read;
+	xcmd_prep(&c->x, c->x.t.cmd.loop, c->itn, cdb, 16, 512, SCSI_DIR_READ);
+	scsi_cmd_submit(&c->x.t.cmd);
+}
+
+static void counter_start(void *arg)
+{
+	counter_read(arg);
+}
+
+Test(scsi_exec, compare_and_write_from_two_loops_loses_no_increment)
+{
+	static struct counter cs, co;
+	static struct xcmd r;
+	uint8_t rcdb[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0 };
+
+	cs.itn = e.a;
+	cs.x.arg = &cs;
+	cs.x.t.cmd.loop = &ls;
+	co.itn = e.b;
+	co.x.arg = &co;
+	co.x.t.cmd.loop = &lo;
+	cr_assert_eq(gw_loop_send(&ls, counter_start, &cs), 0);
+	cr_assert_eq(gw_loop_send(&lo, counter_start, &co), 0);
+	cr_assert(wait_until(&cs.done_incs, INCS), "S's counter stalled");
+	cr_assert(wait_until(&co.done_incs, INCS), "O's counter stalled");
+	cr_assert_eq(cs.errors + co.errors, 0);	/* written before the count's release */
+	cr_assert_eq(xrun(&r, &ls, e.a, rcdb, 16, 512, SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(block_value(r.buf), 2 * INCS, "counter %llu after %d increments each",
+		     (unsigned long long)block_value(r.buf), INCS);
+}
+
+/* Registrations made through both loops at once are both there. */
+Test(scsi_exec, reservations_registered_from_two_loops_are_both_kept)
+{
+	static struct xcmd ra, rb, in;
+	uint8_t cdb[10] = { 0x5f, 0x00, 0, 0, 0, 0, 0, 0, 24, 0 };
+
+	xcmd_prep(&ra, &ls, e.a, cdb, 10, 24, SCSI_DIR_WRITE);
+	xcmd_prep(&rb, &lo, e.b, cdb, 10, 24, SCSI_DIR_WRITE);
+	memset(ra.buf, 0, 24);
+	memset(rb.buf, 0, 24);
+	ra.buf[15] = 0xaa;		/* service action reservation key */
+	rb.buf[15] = 0xbb;
+	ra.fired = rb.fired = 0;
+	xcmd_post(&ra);
+	xcmd_post(&rb);
+	cr_assert(wait_until(&ra.fired, 1) && wait_until(&rb.fired, 1));
+	cr_assert_eq(ra.t.cmd.status, SCSI_GOOD);
+	cr_assert_eq(rb.t.cmd.status, SCSI_GOOD);
+	cr_assert_eq(xrun(&in, &ls, e.a, CDB(0x5e, 0x00, 0, 0, 0, 0, 0, 0, 64, 0), 64,
+			  SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(be32(in.buf), 2, "generation %u", be32(in.buf));
+	cr_assert_eq(be32(in.buf + 4), 16, "two keys");
+	cr_assert(be64(in.buf + 8) + be64(in.buf + 16) == 0xaa + 0xbb);
+}
+
+static uint32_t report_luns(struct gw_loop *loop, uint64_t *luns, uint32_t max)
+{
+	static struct xcmd x;
+	uint32_t n;
+
+	cr_assert_eq(xrun(&x, loop, e.a, CDB(0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0), 256,
+			  SCSI_DIR_READ), SCSI_GOOD);
+	n = be32(x.buf) / 8;
+	for (uint32_t i = 0; i < n && i < max; i++)
+		luns[i] = be64(x.buf + 8 + 8 * i) >> 48;
+	return n;
+}
+
+/* ctl's way of adding and removing a LUN owned by another loop, seen by a third. */
+Test(scsi_exec, a_lun_added_and_removed_on_its_owner_is_seen_by_every_loop)
+{
+	struct scsi_lu_conf lc = { .lun = 1, .write_cache = true };
+	struct open_arg oa = { .loop = scsi_dev_next_lu_loop(e.dev) };
+	static struct xcmd x;
+	uint64_t luns[4];
+
+	cr_assert_eq(oa.loop, &e.loop, "loop 0 owns fewest LUs");
+	oa.loop = &lo;
+	cr_assert_eq(gw_loop_call(&lo, open_on_owner, &oa), 0);
+	cr_assert_eq(scsi_dev_add_lu(e.dev, &lc, oa.bs, &e.errs), 0);
+	cr_assert_eq(report_luns(&ls, luns, 4), 2);
+	cr_assert_eq(luns[0], 0);
+	cr_assert_eq(luns[1], 1);
+	x.lun = 1;
+	cr_assert_eq(xrun(&x, &ls, e.a, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE),
+		     SCSI_CHECK_CONDITION, "the new LU's first answer is its power-on attention");
+	cr_assert_eq(scsi_dev_del_lu(e.dev, 1), 0);
+	cr_assert_eq(scsi_dev_lu_loop(e.dev, 1), NULL);
+	cr_assert_eq(report_luns(&ls, luns, 4), 1);
+	cr_assert_eq(luns[0], 0);
+	cr_assert_eq(xrun(&x, &lo, e.b, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE),
+		     SCSI_CHECK_CONDITION);
+	cr_assert_eq(x.t.cmd.sense[12], 0x25, "LOGICAL UNIT NOT SUPPORTED, asc %#x",
+		     x.t.cmd.sense[12]);
+	cr_assert_eq(scsi_dev_del_lu(e.dev, 1), -ENOENT);
+}
+
+/* Task management from the session's loop, for an LU another loop owns. */
+static int tm_ran;
+
+static void lu_reset_on_s(void *arg)
+{
+	(void)arg;
+	scsi_lu_reset(e.dev, 0, NULL);
+	__atomic_store_n(&tm_ran, 1, __ATOMIC_RELEASE);
+}
+
+Test(scsi_exec, a_lun_reset_from_another_loop_reaches_every_nexus)
+{
+	static struct xcmd x;
+
+	cr_assert_eq(gw_loop_send(&ls, lu_reset_on_s, NULL), 0);
+	cr_assert(wait_until(&tm_ran, 1));
+	/* The asker's next command is behind the reset at the owner; so is one posted after. */
+	cr_assert_eq(xrun(&x, &ls, e.a, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE),
+		     SCSI_CHECK_CONDITION);
+	cr_assert_eq(x.t.cmd.sense[12], 0x29, "asc %#x", x.t.cmd.sense[12]);
+	cr_assert_eq(x.t.cmd.sense[13], 0x03, "BUS DEVICE RESET FUNCTION OCCURRED");
+	cr_assert_eq(xrun(&x, &lo, e.b, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE),
+		     SCSI_CHECK_CONDITION);
+	cr_assert_eq(x.t.cmd.sense[12], 0x29);
+	cr_assert_eq(xrun(&x, &lo, e.b, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE), SCSI_GOOD);
+}
+
+static struct scsi_itn *gone;
+
+static void session_end_on_s(void *arg)
+{
+	(void)arg;
+	scsi_itn_nexus_loss(gone);
+	scsi_itn_destroy(gone);
+	__atomic_store_n(&tm_ran, 1, __ATOMIC_RELEASE);
+}
+
+static int count_itls(void *arg)
+{
+	struct scsi_lu *lu = scsi_dev_find_lu(e.dev, 0);
+	struct scsi_itl *itl;
+	int n = 0;
+
+	(void)arg;
+	gw_list_for_each_entry(itl, &lu->itls, lu_node)
+		n++;
+	return n;
+}
+
+Test(scsi_exec, a_nexus_ended_on_its_loop_is_forgotten_by_the_owner)
+{
+	static struct xcmd x;
+	int before;
+
+	gone = scsi_itn_create(e.dev, e.port, "iqn.2026-01.org.test:c,i,0x23d000000003",
+			       "iqn.2026-01.org.test:c");
+	cr_assert_not_null(gone);
+	cr_assert_eq(xrun(&x, &ls, gone, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE),
+		     SCSI_CHECK_CONDITION, "its power-on attention, kept on the owner");
+	before = gw_loop_call(&lo, count_itls, NULL);
+	cr_assert_eq(before, 3, "a, b and c have talked to LUN 0");
+	cr_assert_eq(gw_loop_send(&ls, session_end_on_s, NULL), 0);
+	cr_assert(wait_until(&tm_ran, 1));
+	/* The forget message went from S to O before S set the flag; this call comes after. */
+	cr_assert_eq(gw_loop_call(&lo, count_itls, NULL), 2, "the owner forgot the nexus");
+	cr_assert_eq(xrun(&x, &ls, e.a, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE), SCSI_GOOD,
+		     "the other nexuses are untouched");
+}
+
+/* Loop 0 (apply, the cluster) moves the LU's active/optimized group: the owner changes it and
+ * raises the attention, which a session on the other loop hears. */
+Test(scsi_exec, an_lu_alua_change_from_loop_0_is_made_and_heard_on_the_owner)
+{
+	static struct xcmd x;
+
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 0, 2, false, "gw-b"), 0);
+	cr_assert_eq(scsi_dev_alua_state(e.dev, 0, 1), SCSI_ALUA_ANO);
+	cr_assert_eq(xrun(&x, &ls, e.a, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE),
+		     SCSI_CHECK_CONDITION);
+	cr_assert_eq(x.t.cmd.sense[12], 0x2a, "asc %#x", x.t.cmd.sense[12]);
+	cr_assert_eq(x.t.cmd.sense[13], 0x06, "ASYMMETRIC ACCESS STATE CHANGED");
+	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 7, 2, false, "gw-b"), -ENOENT);
+}
