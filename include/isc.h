@@ -106,7 +106,9 @@ struct isc_target {
 #define ISC_DATA_MEM_DEFAULT	(1ull << 30)
 
 struct isc_gw {
-	struct gw_loop *loop;
+	struct gw_loop *loop;		/* loop 0: the acceptor, the registry, ctl */
+	/* The gateway's loops (gateway.loops; not owned): NULL or one loop, everything on loop. */
+	struct gw_loops *loops;
 	struct isc_gw_conf *conf;	/* owned */
 	struct isc_pdu_pool pdus;
 	struct gw_list task_free;	/* recycled tasks, buffers kept (struct isc_task.cnode) */
