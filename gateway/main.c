@@ -229,7 +229,7 @@ int main(int argc, char **argv)
 	/* The control socket starts once the gateway serves; keep what it needs. */
 	if (!r) {
 		gw->data_mem_max = cfg.gateway.data_memory;
-		gw->loops = &loops->set;
+		r = isc_gw_set_loops(gw, &loops->set);
 	}
 	ctl_gconf.log_debug = cfg.gateway.log_debug;
 	ctl_gconf.boot_wait = cfg.gateway.boot_wait;

@@ -189,7 +189,7 @@ int ctl_gw_listen(struct isc_gw *gw)
 
 		if (p->dp)
 			continue;
-		r = dmv_listen(tn, gw->loop, &pc, &gw->pdus, &p->dp);
+		r = dmv_listen(tn, gw->loop, &pc, &gw->lps[0].pdus, &p->dp);
 		if (r == -EPROTONOSUPPORT) {
 			/* A configuration written for a transport this build lacks (iSER) still
 			 * brings up the portals it can serve. */
