@@ -110,8 +110,8 @@ struct isc_target {
  * "Several event loops"): its PDU pool, its cache of recycled tasks and its share of
  * gateway.data_memory, so no free list or budget counter is shared on the data path. A loop
  * takes its share from the gateway's budget (gw->data_mem_held, atomic) in steps of at least
- * ISC_DATA_MEM_STEP (a 64th of a smaller budget) and gives back what it holds beyond two
- * steps unused: with one loop the share can grow to the whole budget, so a command is refused exactly when today's single
+ * ISC_DATA_MEM_STEP (less for a small budget or many loops: what the loops may hold idle
+ * stays within an eighth of the budget) and gives back what it holds beyond two steps unused: with one loop the share can grow to the whole budget, so a command is refused exactly when today's single
  * counter would refuse it.
  */
 #define ISC_DATA_MEM_STEP	(16ull << 20)

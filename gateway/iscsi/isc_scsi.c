@@ -70,11 +70,14 @@ struct isc_task *isc_task_alloc(struct isc_conn *c)
 	return t;
 }
 
-/* The steps a loop's share grows and shrinks by: ISC_DATA_MEM_STEP, or a 64th of a small
- * budget, so a few idle shares never hold a small budget's memory. */
-static uint64_t isc_mem_step(uint64_t max)
+/* The steps a loop's share grows and shrinks by: ISC_DATA_MEM_STEP, or less for a small
+ * budget or many loops, so that what all loops may hold idle (two steps each) stays within an
+ * eighth of the budget. */
+static uint64_t isc_mem_step(const struct isc_gw *gw, uint64_t max)
 {
-	return max / 64 < ISC_DATA_MEM_STEP ? max / 64 : ISC_DATA_MEM_STEP;
+	uint64_t s = max / (16 * (gw->loops ? gw->loops->n : 1));
+
+	return s < ISC_DATA_MEM_STEP ? s : ISC_DATA_MEM_STEP;
 }
 
 /*
@@ -90,7 +93,7 @@ static bool isc_loop_mem_room(struct isc_loop *lp, struct isc_gw *gw, uint64_t n
 	if (!max || lp->data_mem + need <= lp->data_mem_held)
 		return true;
 	want = lp->data_mem + need - lp->data_mem_held;
-	step = isc_mem_step(max);
+	step = isc_mem_step(gw, max);
 	if (step < want)
 		step = want;
 	held = __atomic_load_n(&gw->data_mem_held, __ATOMIC_RELAXED);
@@ -110,7 +113,7 @@ static bool isc_loop_mem_room(struct isc_loop *lp, struct isc_gw *gw, uint64_t n
 /* A share held beyond two steps unused goes back, so other loops can take it. */
 static void isc_loop_mem_give_back(struct isc_loop *lp, struct isc_gw *gw)
 {
-	uint64_t step = isc_mem_step(__atomic_load_n(&gw->data_mem_max, __ATOMIC_RELAXED));
+	uint64_t step = isc_mem_step(gw, __atomic_load_n(&gw->data_mem_max, __ATOMIC_RELAXED));
 	uint64_t extra;
 
 	if (lp->data_mem_held <= lp->data_mem + 2 * step)
