@@ -132,6 +132,7 @@ int main(int argc, char **argv)
 	struct ctl_gateway_conf ctl_gconf = { 0 };
 	struct ctl_sock *ctl = NULL;
 	struct net_mon *net = NULL;
+	struct ctl_loops *loops = NULL;
 	char *state_config = NULL, *dbg = NULL;
 	struct isc_gw *gw = NULL;
 	struct ctl_config cfg;
@@ -216,15 +217,25 @@ int main(int argc, char **argv)
 	}
 	if (gw_signal_init(&sig, &loop, sigs, 3, on_signal) == 0)
 		sig_on = true;
+	/* After the signalfd: the loop threads inherit the blocked signals. */
+	r = ctl_loops_start(&loop, cfg.gateway.loops, &loops, &errs);
+	if (r) {
+		print_errors(&errs, config);
+		ctl_config_free(&cfg);
+		goto out_loop;
+	}
 	r = ctl_gw_create(&loop, cfg.isc, &gw, &errs);
 	cfg.isc = NULL;		/* the gw owns it now, on success and failure */
 	/* The control socket starts once the gateway serves; keep what it needs. */
-	if (!r)
+	if (!r) {
 		gw->data_mem_max = cfg.gateway.data_memory;
+		r = isc_gw_set_loops(gw, &loops->set);
+	}
 	ctl_gconf.log_debug = cfg.gateway.log_debug;
 	ctl_gconf.boot_wait = cfg.gateway.boot_wait;
 	boot_wait = cfg.gateway.boot_wait;
 	ctl_gconf.fence_margin_ms = cfg.gateway.fence_margin_ms;
+	ctl_gconf.loops = cfg.gateway.loops;
 	cfg.gateway.log_debug = NULL;
 	if (cfg.gateway.control_socket && *cfg.gateway.control_socket)
 		ctl_conf_path = strdup(cfg.gateway.control_socket);
@@ -269,6 +280,7 @@ int main(int argc, char **argv)
 	if (r)
 		goto out_gw;
 	ctl_sock_set_net(ctl, net);
+	ctl_sock_set_loops(ctl, loops);
 	/* SIGHUP applies the file from now on: READY=1 is never sent before this one. */
 	reload_path = config;
 	reload_gw = gw;
@@ -298,8 +310,12 @@ out_gw:
 		/* Freeing what backstore threads still use would be worse than a leak. */
 		goto out_loop_nofree;
 	}
+	/* The other loops' threads stop (each runs what was posted to it first), so the main
+	 * thread may free what they owned. */
+	ctl_loops_stop(loops);
 	isc_gw_destroy(gw);
 out_loop:
+	ctl_loops_destroy(loops);
 	if (sig_on)
 		gw_signal_fini(&sig);
 	gw_loop_fini(&loop);

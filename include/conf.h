@@ -348,6 +348,7 @@ struct ctl_gateway_conf {
 	uint64_t data_memory;		/* bytes of task data buffers, all sessions together */
 	uint32_t boot_wait;		/* s: longest start-up wait for remote LUNs' logins */
 	uint32_t fence_margin_ms;	/* cluster: fence this long before the lease's deadline */
+	uint32_t loops;			/* event loops (threads), read at start-up */
 };
 
 extern const struct gw_conf_key ctl_gateway_conf_keys[];

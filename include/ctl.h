@@ -10,6 +10,7 @@
 #define CTL_H
 
 #include <jansson.h>
+#include <sched.h>
 #include <stdbool.h>
 
 #include "conf.h"
@@ -49,6 +50,33 @@ int ctl_bs_open(struct gw_loop *loop, const struct bs_conf *conf, const char *pa
 void ctl_bs_close(struct bs *bs);
 int ctl_lu_add(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struct bs *bs,
 	       const char *path, struct gw_errlist *errs);
+
+/* ctl_loops.c: the gateway's event loops (gateway.loops) */
+struct ctl_loops {
+	struct gw_loops set;		/* loop 0 (the caller's) first */
+	struct gw_loop extra[GW_LOOPS_MAX - 1];	/* loops 1..n-1 */
+	int cpu[GW_LOOPS_MAX];		/* each loop's CPU; -1: not pinned (one loop) */
+	unsigned nstarted;		/* loops 1..nstarted have been initialised */
+	bool pinned0;			/* the calling thread was pinned: saved_mask restores it */
+	cpu_set_t saved_mask;
+};
+
+/*
+ * Starts loops 1..n-1 on threads of their own and, when n > 1, pins each loop to one CPU of the
+ * process's affinity mask in order, loop 0 (the calling thread, whose loop is loop0) to the
+ * first. n == 1: no thread, nothing pinned. More loops than CPUs in the mask is refused
+ * (-EINVAL, errs names gateway.loops). Call it after gw_signal_init, so the threads inherit the
+ * blocked signals. 0 or -errno; on error nothing is left started.
+ */
+int ctl_loops_start(struct gw_loop *loop0, unsigned n, struct ctl_loops **out,
+		    struct gw_errlist *errs);
+/* Stops the threads of loops 1..n-1 (each runs what was posted to it first) and joins them;
+ * from then on the caller may touch what they owned. Idempotent. */
+void ctl_loops_stop(struct ctl_loops *ls);
+/* Stops, finishes loops 1..n-1, unpins the calling thread and frees; NULL is fine. */
+void ctl_loops_destroy(struct ctl_loops *ls);
+/* [{loop, cpu, connections}] (new reference). */
+json_t *ctl_loops_state(const struct ctl_loops *ls);
 
 /* ctl_apply.c: live changes, for the control socket */
 /*
@@ -108,6 +136,9 @@ struct net_mon;
 /* The network model (net.h) whose state is the "net" object of the state reply, and which an
  * apply tells the new portals; NULL (the default) leaves "net" out. */
 void ctl_sock_set_net(struct ctl_sock *s, struct net_mon *net);
+/* The gateway's loops, reported as the "loops" array of the state reply; NULL (the default)
+ * leaves it out. */
+void ctl_sock_set_loops(struct ctl_sock *s, struct ctl_loops *loops);
 /* Unsent bytes after which a watcher is dropped (0: the default, 1 MiB). */
 void ctl_sock_set_watch_backlog(struct ctl_sock *s, size_t bytes);
 /* ctl_net.c: on each change of a bond's active slave that n sees, the iSER portals of gw bound

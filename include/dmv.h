@@ -137,6 +137,11 @@ struct dmv_portal_conf {
 	 * loops->load until it closes. NULL, or one loop: every connection on the listener's
 	 * loop, as before. */
 	struct gw_loops *loops;
+	/* With loops: pools[i] is loop i's PDU pool, for the connections placed there (NULL: the
+	 * listener's pool, only right for loop 0). */
+	struct isc_pdu_pool *pools[GW_LOOPS_MAX];
+	/* With loops: a connection that sends no first PDU within this is closed (0: 30 s). */
+	uint32_t place_timeout_ms;
 };
 
 /* One transport: a const ops table. */
@@ -206,6 +211,15 @@ struct dmv_portal {
 	/* Set by the owner after listen: a new connection arrived. The owner sets c->cb and
 	 * c->priv before returning, or closes c. */
 	void (*accept)(struct dmv_portal *p, struct dmv_conn *c);
+	/*
+	 * Optional, with several loops (dmv_portal_conf.loops): where a new connection goes. TCP
+	 * reads a connection's first PDU on the listener's loop and calls this there with it;
+	 * the answer is a loop index (a login naming a session: the session's loop), or < 0 for
+	 * the least-loaded loop. The connection then moves to that loop, and accept(), then the
+	 * connection's rx_pdu() with that first PDU, run on it, as if it had just arrived there.
+	 * NULL: the least-loaded loop.
+	 */
+	int (*place)(struct dmv_portal *p, const struct isc_pdu *first);
 	void *priv;
 };
 

@@ -105,13 +105,36 @@ struct isc_target {
 /* gateway.data_memory's default (gateway/conf/ctl_config.c says "1G"). */
 #define ISC_DATA_MEM_DEFAULT	(1ull << 30)
 
-struct isc_gw {
+/*
+ * What each loop keeps for its own connections and tasks (issue 13, docs/ARCHITECTURE.md
+ * "Several event loops"): its PDU pool, its cache of recycled tasks and its share of
+ * gateway.data_memory, so no free list or budget counter is shared on the data path. A loop
+ * takes its share from the gateway's budget (gw->data_mem_held, atomic) in steps of at least
+ * ISC_DATA_MEM_STEP (less for a small budget or many loops: what the loops may hold idle
+ * stays within an eighth of the budget) and gives back what it holds beyond two steps unused: with one loop the share can grow to the whole budget, so a command is refused exactly when today's single
+ * counter would refuse it.
+ */
+#define ISC_DATA_MEM_STEP	(16ull << 20)
+
+struct isc_loop {
 	struct gw_loop *loop;
-	struct isc_gw_conf *conf;	/* owned */
+	unsigned idx;			/* in gw->loops (0 with one loop) */
 	struct isc_pdu_pool pdus;
 	struct gw_list task_free;	/* recycled tasks, buffers kept (struct isc_task.cnode) */
 	size_t ntask_free;
-	size_t ntasks;			/* tasks alive (allocated, not yet freed): 0 at rest */
+	size_t ntasks;			/* tasks alive on this loop: 0 at rest */
+	uint64_t data_mem;		/* bytes in this loop's task buffers, cached ones included */
+	uint64_t data_mem_held;		/* this loop's share of the budget (>= data_mem) */
+	uint64_t task_set_full;		/* commands answered TASK SET FULL for want of memory */
+};
+
+struct isc_gw {
+	struct gw_loop *loop;		/* loop 0: the acceptor, the registry, ctl */
+	/* The gateway's loops (gateway.loops; not owned): NULL or one loop, everything on loop. */
+	struct gw_loops *loops;
+	struct isc_gw_conf *conf;	/* owned */
+	/* Per loop: lps[i] is loops->loop[i]'s (lps[0] alone without loops). */
+	struct isc_loop lps[GW_LOOPS_MAX];
 	struct gw_list portals;
 	struct gw_list targets;
 	struct gw_list sessions;
@@ -122,9 +145,9 @@ struct isc_gw {
 	struct gw_list dying_targets;	/* removed targets whose sessions still drain */
 	struct gw_timer lun_timer;	/* ctl: retries LUN removals that met commands in flight */
 	bool lun_timer_on;
-	/* Command data buffers (in tasks and in the task cache) against their budget. */
-	uint64_t data_mem, data_mem_max;
-	uint64_t task_set_full;		/* commands answered TASK SET FULL for want of it */
+	/* Command data buffers (in tasks and in the task cache) against their budget: the
+	 * loops' shares together (atomic), and the budget (gateway.data_memory; 0: none). */
+	uint64_t data_mem_held, data_mem_max;
 	/* Login limits: failed logins by source, refusals by limit */
 	struct isc_login_src login_src[ISC_LOGIN_SRC_MAX];
 	uint64_t login_refused_sessions;	/* max_sessions / max_sessions_per_initiator */
@@ -135,6 +158,15 @@ struct isc_gw {
 /* An empty gateway object over conf, which it takes over on success (freed at destroy). No
  * portal or target yet: ctl_gw_create adds them. NULL on ENOMEM. */
 struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf);
+/* Sets the gateway's loops (before any portal listens; NULL or one loop: loop alone) and
+ * readies each one's pools. 0 or -EINVAL (loop 0 is not the gateway's loop). */
+int isc_gw_set_loops(struct isc_gw *gw, struct gw_loops *loops);
+/* The per-loop counters added up (tasks, cached tasks, PDUs in use, data memory used,
+ * TASK SET FULL answers). Each loop's part is read on its loop. */
+struct isc_gw_totals {
+	uint64_t tasks, tasks_cached, pdus_in_use, data_mem, task_set_full;
+};
+void isc_gw_totals(struct isc_gw *gw, struct isc_gw_totals *out);
 /* Stops accepting and closes every connection; sessions go away as their tasks drain. */
 void isc_gw_stop(struct isc_gw *gw);
 /* True when no session, connection or task is left. */

@@ -14,6 +14,7 @@
 
 #include "conf.h"
 #include "gw_log.h"
+#include "gw_loop.h"
 
 const struct gw_conf_key ctl_gateway_conf_keys[] = {
 	{ .name = "log_debug", .type = GW_CONF_STR,
@@ -41,6 +42,14 @@ const struct gw_conf_key ctl_gateway_conf_keys[] = {
 		  "LUNs to ALUA standby this long before the lease's deadline; a taking gateway "
 		  "waits the lease TTL plus this before it reports active/optimized "
 		  "(docs/CLUSTER.md). A gateway never given a lease is not affected." },
+	{ .name = "loops", .type = GW_CONF_U32,
+	  .offset = offsetof(struct ctl_gateway_conf, loops), .min = 1, .max = GW_LOOPS_MAX,
+	  .def = "1",
+	  .help = "Event loops, each on a thread of its own pinned to one CPU of the process's "
+		  "affinity mask, in order (loop 0 is the main thread). More loops than the CPUs "
+		  "the process may run on is refused at start-up. For now every session is still "
+		  "served by loop 0 (docs/ARCHITECTURE.md, \"Several event loops\"). Read at "
+		  "start-up." },
 	GW_CONF_END,
 };
 

@@ -443,6 +443,7 @@ static json_t *ctl_state_hist(const struct gw_hist *h)
 json_t *ctl_gw_state(struct isc_gw *gw)
 {
 	json_t *portals = json_array(), *targets = json_array(), *sessions;
+	struct isc_gw_totals tot;
 	struct isc_portal *p;
 	struct isc_target *t;
 
@@ -509,13 +510,14 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 							 "sessions", (int)n, "luns", luns));
 	}
 	sessions = isc_gw_sessions_state(gw);
+	isc_gw_totals(gw, &tot);
 	/* tasks and pdus_in_use fall back to 0 once every initiator is gone; data_memory.used to
 	 * what the task cache keeps (cached tasks x their buffers): the soak checks both. */
 	return json_pack("{s:o, s:o, s:o, s:i, s:o, s:{s:I, s:I, s:I}, s:I, s:I, s:I}",
 			 "portals", portals, "targets", targets, "sessions", sessions,
 			 "connections", (int)gw->nconns, "login", isc_gw_login_state(gw),
-			 "data_memory", "used", (json_int_t)gw->data_mem, "limit",
-			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)gw->task_set_full,
-			 "tasks", (json_int_t)gw->ntasks, "tasks_cached", (json_int_t)gw->ntask_free,
-			 "pdus_in_use", (json_int_t)gw->pdus.live);
+			 "data_memory", "used", (json_int_t)tot.data_mem, "limit",
+			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)tot.task_set_full,
+			 "tasks", (json_int_t)tot.tasks, "tasks_cached", (json_int_t)tot.tasks_cached,
+			 "pdus_in_use", (json_int_t)tot.pdus_in_use);
 }

@@ -126,6 +126,9 @@ int ctl_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
 		return -ENOMEM;
 	}
 	scsi_dev_set_event_cb(t->dev, isc_target_scsi_event, t);
+	/* TODO(issue 13, once s8-loopscsi's scsi_dev_set_loops is merged): with gw->loops set,
+	 * scsi_dev_set_loops(t->dev, gw->loops) here, before the first LU is added. Until then
+	 * every LU is owned by loop 0, which is right while every session is on loop 0. */
 	for (i = 0; i < tc->nluns; i++) {
 		struct bs *bs;
 
@@ -218,7 +221,7 @@ int ctl_gw_listen(struct isc_gw *gw)
 
 		if (p->dp)
 			continue;
-		r = dmv_listen(tn, gw->loop, &pc, &gw->pdus, &p->dp);
+		r = dmv_listen(tn, gw->loop, &pc, &gw->lps[0].pdus, &p->dp);
 		if (r == -EPROTONOSUPPORT) {
 			/* A configuration written for a transport this build lacks (iSER) still
 			 * brings up the portals it can serve. */

@@ -70,6 +70,7 @@ struct ctl_sock {
 	uint64_t applies;
 	uint64_t client_applies;	/* of those, by a client of the socket (the agent) */
 	struct net_mon *net;		/* not owned; NULL: no "net" in state */
+	struct ctl_loops *loops;	/* not owned; NULL: no "loops" in state */
 	/* The fence: leased once an agent gave a lease (a gateway alone is never fenced). */
 	struct gw_timer fence;
 	bool leased, fenced;
@@ -258,6 +259,8 @@ static json_t *state_json(struct ctl_sock *cs)
 	json_object_set_new(st, "applies", json_integer((json_int_t)cs->applies));
 	if (cs->net)
 		json_object_set_new(st, "net", net_mon_json(cs->net));
+	if (cs->loops)
+		json_object_set_new(st, "loops", ctl_loops_state(cs->loops));
 	json_object_set_new(st, "fence", fence_json(cs));
 	json_object_set_new(st, "watch", json_pack("{s:I, s:I}", "events",
 						   (json_int_t)cs->watch_events, "drops",
@@ -654,6 +657,10 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 	}
 	/* Read at start-up only: kept so that "config" shows what the next start will use. */
 	cs->gconf.boot_wait = c.gateway.boot_wait;
+	if (c.gateway.loops != cs->gconf.loops)
+		gw_info("ctl", "gateway.loops %u is read at start-up: %u loop%s until the next "
+			"start", c.gateway.loops, cs->gconf.loops, cs->gconf.loops == 1 ? "" : "s");
+	cs->gconf.loops = c.gateway.loops;
 	if (c.gateway.fence_margin_ms && c.gateway.fence_margin_ms != cs->gconf.fence_margin_ms) {
 		gw_info("ctl", "fence margin %u ms (was %u ms)", c.gateway.fence_margin_ms,
 			cs->gconf.fence_margin_ms);
@@ -982,6 +989,7 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	s->gconf.log_debug = strdup(gconf && gconf->log_debug ? gconf->log_debug : "");
 	s->gconf.control_socket = strdup(path ? path : "");
 	s->gconf.fence_margin_ms = gconf && gconf->fence_margin_ms ? gconf->fence_margin_ms : 1000;
+	s->gconf.loops = gconf && gconf->loops ? gconf->loops : 1;
 	if (!s->gconf.log_debug || !s->gconf.control_socket) {
 		r = -ENOMEM;
 		goto fail;
@@ -1032,6 +1040,11 @@ fail:
 	free(s->path);
 	free(s);
 	return r;
+}
+
+void ctl_sock_set_loops(struct ctl_sock *s, struct ctl_loops *loops)
+{
+	s->loops = loops;
 }
 
 void ctl_sock_set_net(struct ctl_sock *s, struct net_mon *net)

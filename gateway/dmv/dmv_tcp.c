@@ -36,6 +36,16 @@
 struct tcp_portal {
 	struct dmv_portal base;
 	struct gw_watch w;
+	/* Several loops (dmv_portal_conf.loops): connections wait here, on the listener's loop,
+	 * for their first PDU, then move to the loop place() chose. refs: the listener's own
+	 * plus one per move in flight (atomic), so a portal destroyed meanwhile is freed by the
+	 * last move, which finds it dead and closes its connection. */
+	struct gw_loops *loops;
+	struct isc_pdu_pool *pools[GW_LOOPS_MAX];
+	uint32_t place_timeout_ms;
+	struct gw_list placing;		/* struct tcp_conn.pnode */
+	int refs;
+	bool dead;
 };
 
 enum tcp_rx_state {
@@ -70,6 +80,19 @@ struct tcp_conn {
 	/* send */
 	struct gw_list txq;
 	uint32_t txq_n;
+	/* Placement on one of several loops: waiting for the first PDU (placing_tp set, pnode in
+	 * its list, place_timer armed), then moving (the first PDU copied into first, the move
+	 * posted to the chosen loop); counted in loops->load[loop_idx] while loops is set. */
+	struct tcp_portal *placing_tp;
+	struct gw_list pnode;
+	struct gw_timer place_timer;
+	bool moving;
+	struct gw_defer move_defer;
+	struct gw_msg move;
+	uint8_t *first;			/* BHS, AHS, data of the first PDU */
+	uint32_t first_ahs, first_len;
+	struct gw_loops *loops;
+	unsigned loop_idx;
 };
 
 static const char *tcp_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
@@ -598,7 +621,7 @@ static void tcp_readable(struct tcp_conn *tc)
 	ssize_t r;
 	int err;
 
-	while (!tc->base.closed && !tc->base.lost) {
+	while (!tc->base.closed && !tc->base.lost && !tc->moving) {
 		if (tc->rx_rem == 0) {
 			/* A zero-length piece (e.g. no data segment) is completed right away. */
 			err = tcp_rx_advance(tc);
@@ -705,8 +728,25 @@ static void tcp_conn_free(struct gw_close *cl)
 {
 	struct tcp_conn *tc = gw_container_of(cl, struct tcp_conn, cl);
 
+	free(tc->first);
 	free(tc->rx_stage);
 	free(tc);
+}
+
+static void tcp_portal_put(struct tcp_portal *tp)
+{
+	if (__atomic_sub_fetch(&tp->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(tp);
+}
+
+/* The connection leaves the listener's waiting list (its first PDU came, or it closed). */
+static void tcp_place_end(struct tcp_conn *tc)
+{
+	if (!tc->placing_tp)
+		return;
+	gw_list_del(&tc->pnode);
+	gw_timer_fini(&tc->place_timer);
+	tc->placing_tp = NULL;
 }
 
 static void tcp_close(struct dmv_conn *c)
@@ -718,6 +758,12 @@ static void tcp_close(struct dmv_conn *c)
 	c->closed = true;
 	gw_watch_stop(&tc->w);
 	gw_defer_cancel(&tc->flush);
+	gw_defer_cancel(&tc->move_defer);
+	tcp_place_end(tc);
+	if (tc->loops) {
+		gw_loops_load_add(tc->loops, tc->loop_idx, -1);
+		tc->loops = NULL;
+	}
 	/* Flush what is queued (a Logout Response, a final Login Response with a failure
 	 * status): one best-effort non-blocking write; the initiator is going away anyway. */
 	if (!c->lost && !gw_list_empty(&tc->txq)) {
@@ -741,6 +787,165 @@ static void tcp_close(struct dmv_conn *c)
 	close(tc->w.fd);
 	tc->w.fd = -1;
 	gw_loop_close(c->loop, &tc->cl, tcp_conn_free);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Placement on one of several loops */
+
+/* On the chosen loop: the connection is re-created there and its first PDU processed as if it
+ * had just arrived; then whatever it sent after it. */
+static void tcp_move_fn(struct gw_msg *m)
+{
+	struct tcp_conn *tc = gw_container_of(m, struct tcp_conn, move);
+	struct tcp_portal *tp = gw_container_of(tc->base.portal, struct tcp_portal, base);
+	struct gw_loop *loop = tp->loops->loop[tc->loop_idx];
+	struct isc_pdu *pdu = NULL;
+
+	tc->base.loop = loop;
+	tc->base.pool = tp->pools[tc->loop_idx] ? tp->pools[tc->loop_idx] : tp->base.pool;
+	tc->base.cb = NULL;
+	tc->moving = false;
+	gw_watch_init(&tc->w, loop, tc->w.fd, tcp_conn_event);
+	if (__atomic_load_n(&tp->dead, __ATOMIC_ACQUIRE)) {
+		tcp_close(&tc->base);
+		tcp_portal_put(tp);
+		return;
+	}
+	pdu = isc_pdu_get(tc->base.pool);
+	if (!pdu || (tc->first_ahs && isc_pdu_alloc_ahs(pdu, tc->first_ahs)) ||
+	    (tc->first_len && isc_pdu_alloc_data(pdu, tc->first_len))) {
+		gw_err_rl("dmv", "%s: out of memory moving the connection", tc->base.peer);
+		if (pdu)
+			isc_pdu_put(pdu);
+		tcp_close(&tc->base);
+		tcp_portal_put(tp);
+		return;
+	}
+	memcpy(pdu->bhs, tc->first, ISC_BHS_LEN);
+	if (tc->first_ahs)
+		memcpy(pdu->ahs, tc->first + ISC_BHS_LEN, tc->first_ahs);
+	if (tc->first_len)
+		memcpy(pdu->data, tc->first + ISC_BHS_LEN + tc->first_ahs, tc->first_len);
+	free(tc->first);
+	tc->first = NULL;
+	gw_dbg("dmv", "portal %s: %s served by loop %u", tp->base.name, tc->base.peer,
+	       tc->loop_idx);
+	tp->base.accept(&tp->base, &tc->base);
+	tcp_portal_put(tp);
+	if (!tc->base.closed && (!tc->base.cb || gw_watch_set(&tc->w, EPOLLIN) < 0))
+		tcp_close(&tc->base);
+	if (!tc->base.closed) {
+		tc->base.cb->rx_pdu(&tc->base, pdu);
+		/* What it sent after the first PDU, already read on the listener's loop. */
+		if (!tc->base.closed && !tc->base.lost)
+			tcp_readable(tc);
+	}
+	isc_pdu_put(pdu);
+}
+
+/* After the listener's loop finished reading the first PDU (never inside the read, which
+ * still touches the connection): hand it over. */
+static void tcp_move_post(struct gw_defer *d)
+{
+	struct tcp_conn *tc = gw_container_of(d, struct tcp_conn, move_defer);
+	struct tcp_portal *tp = gw_container_of(tc->base.portal, struct tcp_portal, base);
+
+	tcp_place_end(tc);
+	tc->move.fn = tcp_move_fn;
+	__atomic_add_fetch(&tp->refs, 1, __ATOMIC_ACQ_REL);
+	if (gw_loop_post(tp->loops->loop[tc->loop_idx], &tc->move)) {
+		__atomic_sub_fetch(&tp->refs, 1, __ATOMIC_ACQ_REL);
+		tc->moving = false;
+		tcp_close(&tc->base);
+	}
+}
+
+static void tcp_place_rx(struct dmv_conn *c, struct isc_pdu *pdu)
+{
+	struct tcp_conn *tc = gw_container_of(c, struct tcp_conn, base);
+	struct tcp_portal *tp = tc->placing_tp;
+	int i = tp->base.place ? tp->base.place(&tp->base, pdu) : -1;
+
+	if (i < 0 || (unsigned)i >= tp->loops->n)
+		i = (int)gw_loops_pick(tp->loops);
+	tc->first = malloc(ISC_BHS_LEN + pdu->ahs_len + pdu->data_len);
+	if (!tc->first) {
+		gw_err_rl("dmv", "%s: out of memory placing the connection", c->peer);
+		tcp_close(c);
+		return;
+	}
+	memcpy(tc->first, pdu->bhs, ISC_BHS_LEN);
+	if (pdu->ahs_len)
+		memcpy(tc->first + ISC_BHS_LEN, pdu->ahs, pdu->ahs_len);
+	if (pdu->data_len)
+		memcpy(tc->first + ISC_BHS_LEN + pdu->ahs_len, pdu->data, pdu->data_len);
+	tc->first_ahs = pdu->ahs_len;
+	tc->first_len = pdu->data_len;
+	/* Off the listener's loop: no more reading here, the fd leaves its epoll set. */
+	tc->moving = true;
+	gw_watch_stop(&tc->w);
+	gw_timer_disarm(&tc->place_timer);
+	tc->loops = tp->loops;
+	tc->loop_idx = (unsigned)i;
+	gw_loops_load_add(tc->loops, tc->loop_idx, 1);
+	gw_defer_queue(c->loop, &tc->move_defer);
+}
+
+static struct dmv_task *tcp_place_find(struct dmv_conn *c, uint32_t itt)
+{
+	(void)c;
+	(void)itt;
+	return NULL;
+}
+
+static void tcp_place_stamp(struct dmv_conn *c, uint8_t *bhs)
+{
+	(void)c;
+	(void)bhs;
+}
+
+/* A first PDU that cannot even be read (a bad header): nobody to answer it yet. */
+static void tcp_place_reject(struct dmv_conn *c, const uint8_t *bhs, uint8_t reason)
+{
+	(void)bhs;
+	gw_dbg("dmv", "%s: first PDU refused (reason 0x%02x): closing", c->peer, reason);
+	tcp_close(c);
+}
+
+static void tcp_place_lost(struct dmv_conn *c, int err)
+{
+	(void)err;
+	tcp_close(c);
+}
+
+static const struct dmv_conn_cb tcp_place_cb = {
+	.rx_pdu = tcp_place_rx, .find_task = tcp_place_find, .stamp = tcp_place_stamp,
+	.reject = tcp_place_reject, .lost = tcp_place_lost,
+};
+
+static void tcp_place_timeout(struct gw_timer *t)
+{
+	struct tcp_conn *tc = gw_container_of(t, struct tcp_conn, place_timer);
+
+	gw_info("dmv", "%s: no login within %u ms: closing", tc->base.peer,
+		tc->placing_tp->place_timeout_ms);
+	tcp_close(&tc->base);
+}
+
+/* Several loops: the connection waits on the listener's loop for its first PDU. */
+static int tcp_place_start(struct tcp_portal *tp, struct tcp_conn *tc)
+{
+	if (gw_timer_init(&tc->place_timer, tp->base.loop, tcp_place_timeout) < 0)
+		return -ENOMEM;
+	if (gw_timer_arm(&tc->place_timer, tp->place_timeout_ms, 0) < 0 ||
+	    gw_watch_set(&tc->w, EPOLLIN) < 0) {
+		gw_timer_fini(&tc->place_timer);
+		return -EIO;
+	}
+	tc->placing_tp = tp;
+	tc->base.cb = &tcp_place_cb;
+	gw_list_add_tail(&tp->placing, &tc->pnode);
+	return 0;
 }
 
 static void tcp_accept(struct gw_watch *w, uint32_t events)
@@ -786,10 +991,17 @@ static void tcp_accept(struct gw_watch *w, uint32_t events)
 		if (getsockname(fd, (struct sockaddr *)&ls, &ll) == 0)
 			tcp_addr_str(&ls, tc->base.local, sizeof(tc->base.local));
 		gw_list_init(&tc->txq);
+		gw_list_init(&tc->pnode);
 		gw_defer_init(&tc->flush, tcp_flush_deferred);
+		gw_defer_init(&tc->move_defer, tcp_move_post);
 		gw_watch_init(&tc->w, tp->base.loop, fd, tcp_conn_event);
 		tcp_rx_reset(tc);
 		gw_dbg("dmv", "portal %s: connection from %s", tp->base.name, tc->base.peer);
+		if (tp->loops) {
+			if (tcp_place_start(tp, tc))
+				tcp_close(&tc->base);
+			continue;
+		}
 		tp->base.accept(&tp->base, &tc->base);
 		if (tc->base.closed)
 			continue;
@@ -845,6 +1057,13 @@ static int tcp_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	tp->base.tp = &dmv_tcp_transport;
 	tp->base.loop = loop;
 	tp->base.pool = pool;
+	tp->refs = 1;
+	gw_list_init(&tp->placing);
+	if (conf->loops && conf->loops->n > 1) {
+		tp->loops = conf->loops;
+		memcpy(tp->pools, conf->pools, sizeof(tp->pools));
+		tp->place_timeout_ms = conf->place_timeout_ms ? conf->place_timeout_ms : 30000;
+	}
 	snprintf(tp->base.name, sizeof(tp->base.name), "%s", conf->name ? conf->name : "");
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
 		tcp_addr_str(&ss, tp->base.addr, sizeof(tp->base.addr));
@@ -871,7 +1090,11 @@ static void tcp_portal_destroy(struct dmv_portal *p)
 
 	gw_watch_stop(&tp->w);
 	close(tp->w.fd);
-	free(tp);
+	while (!gw_list_empty(&tp->placing))
+		tcp_close(&gw_list_first_entry(&tp->placing, struct tcp_conn, pnode)->base);
+	/* Moves in flight find it dead and close their connections; the last frees it. */
+	__atomic_store_n(&tp->dead, true, __ATOMIC_RELEASE);
+	tcp_portal_put(tp);
 }
 
 const struct dmv_transport dmv_tcp_transport = {

@@ -197,6 +197,7 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
 	}
 	c->ops = &isc_conn_ops;
 	c->gw = gw;
+	c->lp = isc_gw_loop_of(gw, dc->loop);
 	c->portal = p;
 	c->dc = dc;
 	c->state = ISC_CONN_LOGIN;

@@ -360,6 +360,8 @@ static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 			isc_session_close(old, "session reinstatement");
 		}
 		r = isc_session_create(c->gw, l->target, l->isid, l->initiator, p, l->cmdsn, &s);
+		if (!r)
+			s->lp = c->lp;
 		if (r) {
 			*why = "cannot create the session";
 			return ISC_LOGIN_ST_OUT_OF_RESOURCES;

@@ -91,6 +91,7 @@ struct isc_conn {
 	struct gw_list node;		/* in session->conns, or gw->login_conns */
 	const struct isc_conn_ops *ops;	/* the dispatcher's, set at accept */
 	struct isc_gw *gw;
+	struct isc_loop *lp;		/* the loop it runs on: its PDUs, tasks, memory */
 	struct isc_portal *portal;
 	struct dmv_conn *dc;
 	struct isc_session *sess;
@@ -135,6 +136,7 @@ struct isc_session {
 	struct gw_list node;		/* in gw->sessions */
 	struct gw_list tnode;		/* in target->sessions */
 	struct isc_gw *gw;
+	struct isc_loop *lp;		/* its leading connection's loop, every connection's */
 	struct isc_target *target;	/* NULL: discovery */
 	struct isc_params params;
 	uint8_t isid[6];
@@ -192,6 +194,11 @@ uint32_t isc_conn_next_ttt(struct isc_conn *c);
 /* Applies negotiated params to the datamover: after a Text negotiation in full feature phase
  * changed some (at login, isc_conn_enter_ffp does it). */
 void isc_conn_apply_params(struct isc_conn *c);
+
+/* isc_target.c */
+/* The per-loop part of the gateway for a connection on loop (lps[0] for a loop not among the
+ * gateway's loops, as with one loop). */
+struct isc_loop *isc_gw_loop_of(struct isc_gw *gw, const struct gw_loop *loop);
 
 /* isc_login.c */
 void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu);

@@ -42,15 +42,15 @@ static void isc_scsi_fail(struct isc_task *t, uint8_t key, uint8_t asc, uint8_t 
 
 struct isc_task *isc_task_alloc(struct isc_conn *c)
 {
-	struct isc_gw *gw = c->gw;
+	struct isc_loop *lp = c->lp;
 	struct isc_task *t;
 	uint8_t *buf = NULL;
 	uint32_t cap = 0;
 
-	if (!gw_list_empty(&gw->task_free)) {
-		t = gw_list_first_entry(&gw->task_free, struct isc_task, cnode);
+	if (!gw_list_empty(&lp->task_free)) {
+		t = gw_list_first_entry(&lp->task_free, struct isc_task, cnode);
 		gw_list_del(&t->cnode);
-		gw->ntask_free--;
+		lp->ntask_free--;
 		buf = t->buf;
 		cap = t->buf_cap;
 	} else {
@@ -66,34 +66,91 @@ struct isc_task *isc_task_alloc(struct isc_conn *c)
 	gw_list_init(&t->snode);
 	gw_list_init(&t->cnode);
 	c->sess->ntasks++;
-	gw->ntasks++;
+	lp->ntasks++;
 	return t;
 }
 
+/* The steps a loop's share grows and shrinks by: ISC_DATA_MEM_STEP, or less for a small
+ * budget or many loops, so that what all loops may hold idle (two steps each) stays within an
+ * eighth of the budget. */
+static uint64_t isc_mem_step(const struct isc_gw *gw, uint64_t max)
+{
+	uint64_t s = max / (16 * (gw->loops ? gw->loops->n : 1));
+
+	return s < ISC_DATA_MEM_STEP ? s : ISC_DATA_MEM_STEP;
+}
+
+/*
+ * The loop's share of the data memory budget: room for need more bytes, taking a step (at
+ * least what is missing, at most what the budget has left) from the gateway's budget when
+ * the share is short. False: the budget is spent.
+ */
+static bool isc_loop_mem_room(struct isc_loop *lp, struct isc_gw *gw, uint64_t need)
+{
+	uint64_t max = __atomic_load_n(&gw->data_mem_max, __ATOMIC_RELAXED);
+	uint64_t held, want, step;
+
+	if (!max || lp->data_mem + need <= lp->data_mem_held)
+		return true;
+	want = lp->data_mem + need - lp->data_mem_held;
+	step = isc_mem_step(gw, max);
+	if (step < want)
+		step = want;
+	held = __atomic_load_n(&gw->data_mem_held, __ATOMIC_RELAXED);
+	do {
+		uint64_t left = held < max ? max - held : 0;
+
+		if (left < want)
+			return false;
+		if (step > left)
+			step = left;
+	} while (!__atomic_compare_exchange_n(&gw->data_mem_held, &held, held + step, false,
+					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	lp->data_mem_held += step;
+	return true;
+}
+
+/* A share held beyond two steps unused goes back, so other loops can take it. */
+static void isc_loop_mem_give_back(struct isc_loop *lp, struct isc_gw *gw)
+{
+	uint64_t step = isc_mem_step(gw, __atomic_load_n(&gw->data_mem_max, __ATOMIC_RELAXED));
+	uint64_t extra;
+
+	if (lp->data_mem_held <= lp->data_mem + 2 * step)
+		return;
+	extra = lp->data_mem_held - lp->data_mem - step;
+	lp->data_mem_held -= extra;
+	__atomic_fetch_sub(&gw->data_mem_held, extra, __ATOMIC_RELAXED);
+}
+
 /* Releases a task's data buffer and its share of the budget. */
-static void isc_task_buf_drop(struct isc_gw *gw, struct isc_task *t)
+static void isc_task_buf_drop(struct isc_loop *lp, struct isc_task *t)
 {
 	if (t->buf_handle)
 		t->buf_tp->buf_put(t->buf_handle);
 	else
 		free(t->buf);
-	gw->data_mem -= t->buf_cap;
+	lp->data_mem -= t->buf_cap;
 	t->buf = NULL;
 	t->buf_cap = 0;
 	t->buf_handle = NULL;
 	t->buf_tp = NULL;
 }
 
-/* Idle buffers of recycled tasks go first when the budget runs short. */
-static void isc_task_cache_trim(struct isc_gw *gw, uint64_t need)
+/* Room for need more bytes on the loop: its share, grown from the budget if need be; when
+ * the budget is spent, idle buffers of recycled tasks go first. */
+static bool isc_loop_mem_get(struct isc_loop *lp, struct isc_gw *gw, uint64_t need)
 {
 	struct isc_task *t;
 
-	gw_list_for_each_entry(t, &gw->task_free, cnode) {
-		if (gw->data_mem + need <= gw->data_mem_max)
-			return;
-		isc_task_buf_drop(gw, t);
+	if (isc_loop_mem_room(lp, gw, need))
+		return true;
+	gw_list_for_each_entry(t, &lp->task_free, cnode) {
+		if (lp->data_mem + need <= lp->data_mem_held)
+			return true;
+		isc_task_buf_drop(lp, t);
 	}
+	return isc_loop_mem_room(lp, gw, need);
 }
 
 /*
@@ -104,41 +161,37 @@ static void isc_task_cache_trim(struct isc_gw *gw, uint64_t need)
 static int isc_task_buf_get(struct isc_task *t, uint32_t len)
 {
 	struct isc_gw *gw = t->sess->gw;
+	struct isc_loop *lp = t->sess->lp;
 	const struct dmv_transport *tp = t->conn && t->conn->dc ? t->conn->dc->tp : NULL;
 	void *p, *h = NULL;
 
 	/* Registered memory from the transport first: the data then needs no copy. */
 	if (tp && tp->buf_get) {
-		if (gw->data_mem_max && gw->data_mem + len > gw->data_mem_max)
-			isc_task_cache_trim(gw, len);
-		if (!gw->data_mem_max || gw->data_mem + len <= gw->data_mem_max)
+		if (isc_loop_mem_get(lp, gw, len))
 			p = tp->buf_get(t->conn->dc, len, &h);
 		else
 			p = NULL;
 		if (p) {
-			isc_task_buf_drop(gw, t);
+			isc_task_buf_drop(lp, t);
 			t->buf = p;
 			t->buf_cap = len;
 			t->buf_handle = h;
 			t->buf_tp = tp;
-			gw->data_mem += len;
+			lp->data_mem += len;
 			return 0;
 		}
 	}
 	if (len <= t->buf_cap)
 		return 0;
-	isc_task_buf_drop(gw, t);
-	if (gw->data_mem_max && gw->data_mem + len > gw->data_mem_max) {
-		isc_task_cache_trim(gw, len);
-		if (gw->data_mem + len > gw->data_mem_max)
-			return -EBUSY;
-	}
+	isc_task_buf_drop(lp, t);
+	if (!isc_loop_mem_get(lp, gw, len))
+		return -EBUSY;
 	/* Page-aligned, so O_DIRECT backstores can use it as it is. */
 	if (posix_memalign(&p, 4096, len))
 		return -ENOMEM;
 	t->buf = p;
 	t->buf_cap = len;
-	gw->data_mem += len;
+	lp->data_mem += len;
 	return 0;
 }
 
@@ -171,6 +224,7 @@ void isc_task_free(struct isc_task *t)
 {
 	struct isc_session *s = t->sess;
 	struct isc_gw *gw = s->gw;
+	struct isc_loop *lp = s->lp;
 	struct isc_tmf *tmf = t->tmf;
 
 	isc_task_release_slot(t);
@@ -180,19 +234,20 @@ void isc_task_free(struct isc_task *t)
 	gw_list_del(&t->cnode);
 	gw_defer_cancel(&t->dt.defer);
 	s->ntasks--;
-	gw->ntasks--;
+	lp->ntasks--;
 	s->data_mem -= t->sess_mem;
 	t->sess_mem = 0;
 	t->state = ISC_TS_DONE;
-	if (t->buf_cap > ISC_TASK_KEEP_BUF || gw->ntask_free >= ISC_TASK_FREE_MAX ||
+	if (t->buf_cap > ISC_TASK_KEEP_BUF || lp->ntask_free >= ISC_TASK_FREE_MAX ||
 	    gw->stopping || t->buf_handle)
-		isc_task_buf_drop(gw, t);
-	if (gw->ntask_free < ISC_TASK_FREE_MAX && !gw->stopping) {
-		gw_list_add(&gw->task_free, &t->cnode);
-		gw->ntask_free++;
+		isc_task_buf_drop(lp, t);
+	if (lp->ntask_free < ISC_TASK_FREE_MAX && !gw->stopping) {
+		gw_list_add(&lp->task_free, &t->cnode);
+		lp->ntask_free++;
 	} else {
 		free(t);
 	}
+	isc_loop_mem_give_back(lp, gw);
 	if (tmf)
 		isc_tmf_task_ended(tmf);
 	isc_session_maybe_free(s);
@@ -516,7 +571,7 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 	else if (edtl && (r = isc_task_buf(t, edtl)) == -EBUSY) {
 		/* Like a bad CDB, answered in order and without data, but retried. */
 		t->busy = true;
-		s->gw->task_set_full++;
+		s->lp->task_set_full++;
 		gw_warn_rl("iscsi", "%s: data memory (gateway.data_memory, %llu MiB; this "
 			   "session %llu MiB of its 1/%u share) in use by commands in flight: "
 			   "TASK SET FULL", c->dc->peer,

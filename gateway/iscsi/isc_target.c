@@ -193,8 +193,12 @@ struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf)
 	gw->loop = loop;
 	gw->conf = conf;
 	gw->data_mem_max = ISC_DATA_MEM_DEFAULT;
-	isc_pdu_pool_init(&gw->pdus, 0);
-	gw_list_init(&gw->task_free);
+	for (unsigned i = 0; i < GW_LOOPS_MAX; i++) {
+		gw->lps[i].idx = i;
+		isc_pdu_pool_init(&gw->lps[i].pdus, 0);
+		gw_list_init(&gw->lps[i].task_free);
+	}
+	gw->lps[0].loop = loop;
 	gw_list_init(&gw->portals);
 	gw_list_init(&gw->targets);
 	gw_list_init(&gw->sessions);
@@ -203,6 +207,56 @@ struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf)
 	gw->lun_timer.w.fd = -1;
 	gw->next_tsih = 1;
 	return gw;
+}
+
+int isc_gw_set_loops(struct isc_gw *gw, struct gw_loops *loops)
+{
+	if (loops && (!loops->n || loops->n > GW_LOOPS_MAX || loops->loop[0] != gw->loop))
+		return -EINVAL;
+	gw->loops = loops && loops->n > 1 ? loops : NULL;
+	for (unsigned i = 1; gw->loops && i < loops->n; i++)
+		gw->lps[i].loop = loops->loop[i];
+	return 0;
+}
+
+struct isc_loop *isc_gw_loop_of(struct isc_gw *gw, const struct gw_loop *loop)
+{
+	int i = gw->loops ? gw_loops_index(gw->loops, loop) : 0;
+
+	return &gw->lps[i > 0 ? i : 0];
+}
+
+/* One loop's counters, read on that loop. */
+struct isc_totals_call {
+	struct isc_loop *lp;
+	struct isc_gw_totals *out;
+};
+
+static int isc_loop_totals(void *arg)
+{
+	struct isc_totals_call *c = arg;
+
+	c->out->tasks += c->lp->ntasks;
+	c->out->tasks_cached += c->lp->ntask_free;
+	c->out->pdus_in_use += c->lp->pdus.live;
+	c->out->data_mem += c->lp->data_mem;
+	c->out->task_set_full += c->lp->task_set_full;
+	return 0;
+}
+
+void isc_gw_totals(struct isc_gw *gw, struct isc_gw_totals *out)
+{
+	unsigned n = gw->loops ? gw->loops->n : 1;
+
+	memset(out, 0, sizeof(*out));
+	for (unsigned i = 0; i < n; i++) {
+		struct isc_totals_call c = { &gw->lps[i], out };
+
+		if (gw->lps[i].loop)
+			gw_loop_call(gw->lps[i].loop, isc_loop_totals, &c);
+		else
+			isc_loop_totals(&c);
+	}
 }
 
 void isc_gw_stop(struct isc_gw *gw)
@@ -249,14 +303,19 @@ void isc_gw_destroy(struct isc_gw *gw)
 		gw_list_del(&p->node);
 		free(p);
 	}
-	while (!gw_list_empty(&gw->task_free)) {
-		struct isc_task *tk = gw_list_first_entry(&gw->task_free, struct isc_task, cnode);
+	for (unsigned i = 0; i < GW_LOOPS_MAX; i++) {
+		struct isc_loop *lp = &gw->lps[i];
 
-		gw_list_del(&tk->cnode);
-		free(tk->buf);
-		free(tk);
+		while (!gw_list_empty(&lp->task_free)) {
+			struct isc_task *tk = gw_list_first_entry(&lp->task_free, struct isc_task,
+								  cnode);
+
+			gw_list_del(&tk->cnode);
+			free(tk->buf);
+			free(tk);
+		}
+		isc_pdu_pool_fini(&lp->pdus);
 	}
-	isc_pdu_pool_fini(&gw->pdus);
 	isc_gw_conf_free(gw->conf);
 	free(gw->conf);
 	free(gw);

@@ -36,7 +36,7 @@ void isc_conn_stamp(struct isc_conn *c, uint8_t *bhs, bool advance)
 
 struct isc_pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt)
 {
-	struct isc_pdu *pdu = isc_pdu_get(&c->gw->pdus);
+	struct isc_pdu *pdu = isc_pdu_get(&c->lp->pdus);
 
 	if (!pdu) {
 		gw_err_rl("iscsi", "%s: out of memory for a PDU", c->dc->peer);

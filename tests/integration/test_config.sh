@@ -164,4 +164,35 @@ else
 	gw_stop "$demo_pid"
 fi
 
+# gateway.loops: more loops than the CPUs the process may run on is refused at start-up, naming
+# the key; two loops on two CPUs start both loops, pinned, and serve a host.
+printf '{ "gateway": { "loops": 2 }, "portals": [ { "name": "p", "address": "127.0.0.1", "port": 3999 } ], "targets": [] }\n' >"$T_DIR/loops.json"
+if t_refused 'gateway\.loops: 2 loops, but this process may run on 1 CPU' \
+	timeout -k 5 10 taskset -c 0 "$GW" --config "$T_DIR/loops.json" >"$T_DIR/loops-refused.out"; then
+	pass "gateway.loops beyond the affinity mask's CPUs is refused by name"
+else
+	fail "gateway.loops beyond the affinity mask's CPUs is refused by name" \
+		"$(tail -n 3 "$T_DIR/loops-refused.out")"
+fi
+if [ "$(nproc)" -ge 2 ]; then
+	tg_defaults
+	TG_BS=ram
+	TG_SIZE=64M
+	TG_GATEWAY='"loops": 2'
+	if target_start loops2; then
+		check "two loops: a host writes and reads back verified data" \
+			timeout -k 5 120 "$T_TOOLS/isergw-verify" -q -n 40 -S 16777216 "$T_URL"
+		target_stop
+		if grep -q 'loop 0 on CPU' "$T_DIR/loops2.isergwd.log" &&
+		   grep -q 'loop 1 on CPU' "$T_DIR/loops2.isergwd.log"; then
+			pass "two loops: each pinned to its CPU (the log says which)"
+		else
+			fail "two loops: each pinned to its CPU" "see $T_DIR/loops2.isergwd.log"
+		fi
+	else
+		fail "a gateway with two loops starts" "see $T_DIR/loops2.isergwd.log"
+	fi
+	tg_defaults
+fi
+
 t_end

@@ -46,7 +46,7 @@ truncate -s 256M "$T_SHM/lun0.img"
 # max_connections for the flood. Target hostile-few has small session limits.
 cat >"$T_DIR/gw.json" <<EOF
 {
-  "gateway": { "control_socket": "$CTL", "data_memory": "256M" },
+  "gateway": { "control_socket": "$CTL", "data_memory": "256M"${ISERGW_LOOPS:+, \"loops\": $ISERGW_LOOPS} },
   "portals": [
     { "name": "tcp0", "address": "$T_HOST", "port": $PORT, "login_timeout": $LOGIN_TIMEOUT,
       "login_fail_limit": $FAIL_LIMIT, "login_fail_window": 60, "login_backoff": $BACKOFF },

@@ -452,6 +452,8 @@ gw_stop() {
 #   TG_THIN        1 reports the LUN thin-provisioned (UNMAP, GET LBA STATUS)
 #   TG_BS          gateway backstore type: file (default) or ram
 #   TG_GATEWAY     members of the gateway's "gateway" object (JSON), e.g. "data_memory": "64M"
+#   ISERGW_LOOPS   (environment) gateway.loops for every gateway target_start starts, so a
+#                  suite runs with several event loops: ISERGW_LOOPS=2 tests/integration/run.sh X
 tg_defaults() {
 	TG_IQN=iqn.2026-11.org.isergw:${T_SUITE:-test}
 	TG_SIZE=1G
@@ -489,9 +491,13 @@ gw_write_config() {
 	else
 		bs="{ \"type\": \"file\", \"path\": \"$TG_BACKING\", \"size\": \"$TG_SIZE\", \"block_size\": 512 }"
 	fi
+	local gwobj=${TG_GATEWAY:-}
+	if [ -n "${ISERGW_LOOPS:-}" ]; then
+		gwobj="\"loops\": $ISERGW_LOOPS${gwobj:+, $gwobj}"
+	fi
 	cat >"$conf" <<EOF
 {
-  "gateway": { ${TG_GATEWAY:-} },
+  "gateway": { $gwobj },
   "portals": [
     { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $port }
   ],

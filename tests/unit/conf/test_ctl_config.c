@@ -267,3 +267,47 @@ Test(ctl_config, boot_wait_defaults_to_2_s_and_is_range_checked)
 	cr_expect(has_error(&errs, "gateway.boot_wait", "600"), "%s", gw_errlist_join(&errs));
 	gw_errlist_fini(&errs);
 }
+
+Test(ctl_config, loops_defaults_to_1_and_is_range_checked)
+{
+	static const char base[] =
+		"{ \"portals\": [ { \"name\": \"p\" } ],"
+		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"] } ] }";
+	static const struct { const char *v; int ok; } cases[] = {
+		{ "1", 1 }, { "2", 1 }, { "16", 1 }, { "0", 0 }, { "17", 0 }, { "-1", 0 },
+		{ "\"2\"", 0 },
+	};
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+	char text[512];
+
+	/* This session's default: one loop, today's gateway. */
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse(base, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_expect_eq(cfg.gateway.loops, 1);
+	ctl_config_free(&cfg);
+	gw_errlist_fini(&errs);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), "{ \"gateway\": { \"loops\": %s }, %s", cases[i].v,
+			 base + 1);
+		gw_errlist_init(&errs);
+		if (cases[i].ok) {
+			cr_assert_eq(parse(text, &cfg, &errs), 0, "loops %s: %s", cases[i].v,
+				     gw_errlist_join(&errs));
+			cr_expect_eq(cfg.gateway.loops, (uint32_t)atoi(cases[i].v));
+			ctl_config_free(&cfg);
+		} else {
+			cr_assert_neq(parse(text, &cfg, &errs), 0, "loops %s accepted", cases[i].v);
+			cr_expect(has_error(&errs, "gateway.loops", NULL), "loops %s: %s",
+				  cases[i].v, gw_errlist_join(&errs));
+		}
+		gw_errlist_fini(&errs);
+	}
+	/* The range the error names is the one the documentation gives. */
+	snprintf(text, sizeof(text), "{ \"gateway\": { \"loops\": 17 }, %s", base + 1);
+	gw_errlist_init(&errs);
+	cr_assert_neq(parse(text, &cfg, &errs), 0);
+	cr_expect(has_error(&errs, "gateway.loops", "16"), "%s", gw_errlist_join(&errs));
+	gw_errlist_fini(&errs);
+}

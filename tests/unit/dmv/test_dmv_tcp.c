@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* The TCP datamover over a socketpair: PDU framing with padding and CRC32C digests both ways,
  * Data-In splitting and status collapse, R2T + Data-Out straight into the task buffer. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -449,4 +451,215 @@ Test(dmv_tcp, data_out_with_bad_digest_fails_its_task_once_all_data_is_in)
 	cr_expect_eq(task_done_status, -EBADMSG);
 	cr_expect_eq(lost_err, 0, "the connection stays");
 	the_task = NULL;
+}
+
+/* ---- Several loops: the first PDU is read on the listener's loop, then the connection moves
+ * to the loop place() chose, where accept and that PDU arrive as if it had just come. */
+
+static struct gw_loop pl_loop1;
+static struct gw_loops pl_set;
+static struct isc_pdu_pool pl_pool1;
+static int pl_place_answer;
+static struct gw_loop *pl_accept_loop;
+static int pl_rx_n;			/* atomic: PDUs received after placement */
+static struct gw_loop *pl_rx_loop[4];
+static uint8_t pl_rx_op[4];
+static uint32_t pl_rx_len[4];
+static uint8_t pl_rx_data0[64];
+static struct isc_pdu_pool *pl_rx_pool[4];
+static int pl_lost;			/* atomic */
+
+static void pl_rx(struct dmv_conn *c, struct isc_pdu *pdu)
+{
+	int i = __atomic_load_n(&pl_rx_n, __ATOMIC_RELAXED);
+
+	(void)c;
+	if (i < 4) {
+		pl_rx_loop[i] = gw_loop_current();
+		pl_rx_op[i] = isc_bhs_opcode(pdu->bhs);
+		pl_rx_len[i] = pdu->data_len;
+		pl_rx_pool[i] = pdu->pool;
+		if (i == 0)
+			memcpy(pl_rx_data0, pdu->data,
+			       pdu->data_len < sizeof(pl_rx_data0) ? pdu->data_len : 64);
+	}
+	__atomic_store_n(&pl_rx_n, i + 1, __ATOMIC_RELEASE);
+}
+
+static void pl_lost_cb(struct dmv_conn *c, int err)
+{
+	(void)err;
+	dmv_conn_close(c);
+	__atomic_store_n(&pl_lost, 1, __ATOMIC_RELEASE);
+}
+
+static const struct dmv_conn_cb pl_cbs = {
+	.rx_pdu = pl_rx, .find_task = cb_find, .stamp = cb_stamp, .reject = cb_reject,
+	.lost = pl_lost_cb,
+};
+
+static void pl_accept(struct dmv_portal *p, struct dmv_conn *c)
+{
+	(void)p;
+	pl_accept_loop = gw_loop_current();
+	c->cb = &pl_cbs;
+}
+
+static int pl_place(struct dmv_portal *p, const struct isc_pdu *first)
+{
+	(void)p;
+	cr_expect_eq(isc_bhs_opcode(first->bhs), ISC_OP_LOGIN_REQ);
+	return pl_place_answer;
+}
+
+static struct dmv_portal *pl_listen(uint32_t timeout_ms)
+{
+	struct dmv_portal_conf pc = { .name = "pl", .address = "127.0.0.1", .port = 0,
+				      .loops = &pl_set, .place_timeout_ms = timeout_ms };
+	struct dmv_portal *dp;
+
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	cr_assert_eq(gw_loop_init(&pl_loop1), 0);
+	isc_pdu_pool_init(&pool, 0);
+	isc_pdu_pool_init(&pl_pool1, 0);
+	memset(&pl_set, 0, sizeof(pl_set));
+	pl_set.n = 2;
+	pl_set.loop[0] = &loop;
+	pl_set.loop[1] = &pl_loop1;
+	pc.pools[0] = &pool;
+	pc.pools[1] = &pl_pool1;
+	cr_assert_eq(tcp_listen(&loop, &pc, &pool, &dp), 0);
+	dp->accept = pl_accept;
+	dp->place = pl_place;
+	cr_assert_eq(gw_loop_thread_start(&pl_loop1, -1, "pl-loop1"), 0);
+	return dp;
+}
+
+static int pl_connect(struct dmv_portal *dp)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	const char *colon = strrchr(dp->addr, ':');
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert(colon);
+	a.sin_port = htons((uint16_t)atoi(colon + 1));
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* Runs loop 0 until cond (an atomic int) is at least want, for at most 5 s. */
+static bool pl_wait(int *cond, int want)
+{
+	for (int i = 0; i < 500; i++) {
+		if (__atomic_load_n(cond, __ATOMIC_ACQUIRE) >= want)
+			return true;
+		gw_loop_run_once(&loop, 10);
+	}
+	return false;
+}
+
+static void pl_finish(struct dmv_portal *dp)
+{
+	dmv_portal_destroy(dp);
+	gw_loop_thread_stop(&pl_loop1);
+	gw_loop_fini(&pl_loop1);
+	gw_loop_fini(&loop);
+	isc_pdu_pool_fini(&pl_pool1);
+	isc_pdu_pool_fini(&pool);
+}
+
+/* A Login Request with 40 bytes of data, then a NOP-Out, in one write. */
+static void pl_send_login_and_nop(int fd)
+{
+	uint8_t buf[2 * ISC_BHS_LEN + 40];
+
+	memset(buf, 0, sizeof(buf));
+	buf[0] = ISC_OP_LOGIN_REQ | 0x40;
+	buf[7] = 40;			/* DataSegmentLength */
+	for (int i = 0; i < 40; i++)
+		buf[ISC_BHS_LEN + i] = (uint8_t)(i * 7 + 1);
+	buf[ISC_BHS_LEN + 40] = ISC_OP_NOP_OUT | 0x40;
+	buf[ISC_BHS_LEN + 41] = 0x80;	/* F */
+	cr_assert_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+}
+
+TestSuite(dmv_tcp_place);
+
+Test(dmv_tcp_place, first_pdu_moves_the_connection_to_the_chosen_loop)
+{
+	struct dmv_portal *dp;
+	int fd;
+
+	pl_rx_n = 0;
+	pl_lost = 0;
+	pl_place_answer = 1;
+	dp = pl_listen(0);
+	fd = pl_connect(dp);
+	pl_send_login_and_nop(fd);
+	cr_assert(pl_wait(&pl_rx_n, 2), "the two PDUs never arrived (%d)", pl_rx_n);
+	cr_expect_eq(pl_accept_loop, &pl_loop1, "accepted on the chosen loop");
+	cr_expect_eq(pl_rx_loop[0], &pl_loop1);
+	cr_expect_eq(pl_rx_op[0], ISC_OP_LOGIN_REQ);
+	cr_expect_eq(pl_rx_len[0], 40);
+	for (int i = 0; i < 40; i++)
+		cr_expect_eq(pl_rx_data0[i], (uint8_t)(i * 7 + 1), "first PDU's data byte %d", i);
+	cr_expect_eq(pl_rx_pool[0], &pl_pool1, "the first PDU comes from its new loop's pool");
+	/* What followed the first PDU in the same segment arrives too, on the same loop. */
+	cr_expect_eq(pl_rx_loop[1], &pl_loop1);
+	cr_expect_eq(pl_rx_op[1], ISC_OP_NOP_OUT);
+	cr_expect_eq(pl_rx_pool[1], &pl_pool1);
+	cr_expect_eq(__atomic_load_n(&pl_set.load[1], __ATOMIC_RELAXED), 1);
+	cr_expect_eq(__atomic_load_n(&pl_set.load[0], __ATOMIC_RELAXED), 0);
+	/* The initiator goes: the loop that serves it sees it, and the count goes back. */
+	close(fd);
+	cr_assert(pl_wait(&pl_lost, 1), "connection loss never seen");
+	for (int i = 0; i < 50 && __atomic_load_n(&pl_set.load[1], __ATOMIC_RELAXED); i++)
+		gw_loop_run_once(&loop, 10);
+	cr_expect_eq(__atomic_load_n(&pl_set.load[1], __ATOMIC_RELAXED), 0);
+	pl_finish(dp);
+}
+
+Test(dmv_tcp_place, no_choice_goes_to_the_least_loaded_loop)
+{
+	struct dmv_portal *dp;
+	int fd;
+
+	pl_rx_n = 0;
+	pl_lost = 0;
+	pl_place_answer = -1;
+	dp = pl_listen(0);
+	pl_set.load[1] = 5;		/* loop 1 is busy */
+	fd = pl_connect(dp);
+	pl_send_login_and_nop(fd);
+	cr_assert(pl_wait(&pl_rx_n, 2));
+	cr_expect_eq(pl_accept_loop, &loop);
+	cr_expect_eq(pl_rx_loop[0], &loop);
+	cr_expect_eq(pl_rx_loop[1], &loop);
+	cr_expect_eq(pl_rx_pool[0], &pool);
+	cr_expect_eq(__atomic_load_n(&pl_set.load[0], __ATOMIC_RELAXED), 1);
+	close(fd);
+	cr_assert(pl_wait(&pl_lost, 1), "connection loss never seen");
+	cr_expect_eq(__atomic_load_n(&pl_set.load[0], __ATOMIC_RELAXED), 0);
+	pl_finish(dp);
+}
+
+Test(dmv_tcp_place, a_connection_that_never_logs_in_is_closed)
+{
+	struct dmv_portal *dp;
+	char c;
+	int fd, done = 0;
+
+	pl_rx_n = 0;
+	pl_accept_loop = NULL;
+	dp = pl_listen(200);
+	fd = pl_connect(dp);
+	for (int i = 0; i < 300 && !done; i++) {
+		gw_loop_run_once(&loop, 10);
+		if (recv(fd, &c, 1, MSG_DONTWAIT) == 0)
+			done = 1;
+	}
+	cr_expect(done, "the silent connection was never closed");
+	cr_expect_null(pl_accept_loop, "nobody was handed a connection without a PDU");
+	close(fd);
+	pl_finish(dp);
 }

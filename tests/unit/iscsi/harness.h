@@ -79,7 +79,7 @@ static inline void h_setup(struct h *h, const char *conf)
 	ctl_config_free(&cfg);
 	gw_errlist_fini(&errs);
 	p = gw_list_first_entry(&h->gw->portals, struct isc_portal, node);
-	h->dp = fake_dmv_portal_new(&h->loop, &h->gw->pdus);
+	h->dp = fake_dmv_portal_new(&h->loop, &h->gw->lps[0].pdus);
 	h->dp->accept = isc_conn_accept;
 	h->dp->priv = p;
 	p->dp = h->dp;

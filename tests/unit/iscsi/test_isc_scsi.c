@@ -268,7 +268,7 @@ Test(isc_scsi, unknown_lun_gets_check_condition_with_sense)
 Test(isc_scsi, task_buffers_from_a_lending_transport)
 {
 	uint8_t cdb[16], data[4096], back[16384];
-	uint64_t mem0 = H.gw->data_mem;
+	uint64_t mem0 = H.gw->lps[0].data_mem;
 	uint32_t got;
 
 	memset(&fake_lend, 0, sizeof(fake_lend));
@@ -280,7 +280,7 @@ Test(isc_scsi, task_buffers_from_a_lending_transport)
 	h_cdb_rw10(cdb, 0x2a, 40, 8);
 	h_scsi_cmd(&H, C, 0x70, ISC_FL_F | ISC_FL_W, cdb, 10, 4096, data, 4096);
 	cr_expect_eq(fake_lend.out, 1, "the write's buffer is lent while it runs");
-	cr_expect_eq(H.gw->data_mem, mem0 + 4096, "and counted in data_memory");
+	cr_expect_eq(H.gw->lps[0].data_mem, mem0 + 4096, "and counted in data_memory");
 	cr_assert_eq(collect(0x70, back, &got, NULL), SCSI_GOOD);
 	cr_expect_eq(fake_lend.out, 0, "given back when the task ended");
 
@@ -292,7 +292,7 @@ Test(isc_scsi, task_buffers_from_a_lending_transport)
 	cr_expect_eq(memcmp(back, data, 4096), 0, "read back through a lent buffer");
 	cr_expect_eq(fake_lend.gets, 2);
 	cr_expect_eq(fake_lend.puts, 2);
-	cr_expect_eq(H.gw->data_mem, mem0, "data_memory back where it was");
+	cr_expect_eq(H.gw->lps[0].data_mem, mem0, "data_memory back where it was");
 
 	/* Larger than the transport lends: the gateway's own buffer, same data. */
 	h_cdb_rw10(cdb, 0x28, 40, 32);
@@ -345,6 +345,49 @@ Test(isc_scsi, one_session_holds_at_most_its_share_of_data_memory)
 	}
 	cr_expect_eq(st2, SCSI_TASK_SET_FULL, "second write: status 0x%02x", st2);
 	cr_expect_eq(st3, SCSI_GOOD, "read within the share: status 0x%02x", st3);
-	cr_expect_eq(H.gw->task_set_full, 1);
-	cr_expect_leq(H.gw->data_mem, 64 << 10);
+	cr_expect_eq(H.gw->lps[0].task_set_full, 1);
+	cr_expect_leq(H.gw->lps[0].data_mem, 64 << 10);
+}
+
+/* Each loop holds a share of gateway.data_memory taken from the one budget: a command whose
+ * loop cannot grow its share because other loops hold the rest is answered TASK SET FULL, and
+ * runs once they gave it back. (Loop 1's share is set by hand: this harness runs one loop.) */
+Test(isc_scsi, loop_shares_of_data_memory_come_from_one_budget)
+{
+	uint8_t cdb[16], back[4096];
+	uint32_t got;
+	struct isc_pdu *p;
+	int st = -1;
+
+	H.gw->data_mem_max = 256 << 10;
+	/* A 48 KiB write whose data never comes: loop 0's share grows to hold it. */
+	h_cdb_rw10(cdb, 0x2a, 0, 96);
+	h_scsi_cmd(&H, C, 1, ISC_FL_F | ISC_FL_W, cdb, 16, 96 * 512, NULL, 0);
+	fake_dmv_settle(&H.loop);
+	while ((p = fake_dmv_pop(C)))
+		isc_pdu_put(p);
+	cr_expect_geq(H.gw->lps[0].data_mem_held, 96 * 512);
+	cr_expect_eq(H.gw->data_mem_held, H.gw->lps[0].data_mem_held, "one loop: its share is all");
+	cr_expect_leq(H.gw->data_mem_held, 256 << 10);
+	/* Another loop takes all the budget has left. */
+	H.gw->lps[1].data_mem_held = (256 << 10) - H.gw->data_mem_held;
+	__atomic_fetch_add(&H.gw->data_mem_held, H.gw->lps[1].data_mem_held, __ATOMIC_RELAXED);
+	/* An 8 KiB read beyond loop 0's share: the budget is spent, TASK SET FULL. */
+	h_cdb_rw10(cdb, 0x28, 400, 16);
+	h_scsi_cmd(&H, C, 2, ISC_FL_F | ISC_FL_R, cdb, 16, 16 * 512, NULL, 0);
+	fake_dmv_settle(&H.loop);
+	while ((p = fake_dmv_pop(C))) {
+		if (isc_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP && isc_bhs_itt(p->bhs) == 2)
+			st = p->bhs[3];
+		isc_pdu_put(p);
+	}
+	cr_expect_eq(st, SCSI_TASK_SET_FULL, "status 0x%02x", st);
+	cr_expect_eq(H.gw->lps[0].task_set_full, 1);
+	/* The other loop gives its share back: the retried read runs. */
+	__atomic_fetch_sub(&H.gw->data_mem_held, H.gw->lps[1].data_mem_held, __ATOMIC_RELAXED);
+	H.gw->lps[1].data_mem_held = 0;
+	h_cdb_rw10(cdb, 0x28, 400, 8);
+	h_scsi_cmd(&H, C, 3, ISC_FL_F | ISC_FL_R, cdb, 16, 8 * 512, NULL, 0);
+	cr_expect_eq(collect(3, back, &got, NULL), SCSI_GOOD);
+	cr_expect_eq(got, 4096);
 }
