@@ -126,8 +126,9 @@ int ctl_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
 		return -ENOMEM;
 	}
 	scsi_dev_set_event_cb(t->dev, isc_target_scsi_event, t);
-	/* TODO(issue 13, once s8-loopscsi's scsi_dev_set_loops is merged): with gw->loops set,
-	 * scsi_dev_set_loops(t->dev, gw->loops) here, before the first LU is added. Until then
+	/* Issue 13, not yet: scsi_dev_set_loops(t->dev, gw->loops) belongs here, before the first
+	 * LU is added, once sessions run on every loop and the ALUA groups and the cluster's PR
+	 * commit are safe across loops (docs/ARCHITECTURE.md, "What comes next"). Until then
 	 * every LU is owned by loop 0, which is right while every session is on loop 0. */
 	for (i = 0; i < tc->nluns; i++) {
 		struct bs *bs;
