@@ -304,6 +304,7 @@ ROUNDS=0 FLAPS=0 CHANGES=0 RESTARTS=0 LOGINS=0 WRITES=0 READS=0 BLOCKS=0 MISMATC
 # loop; isergw-bench's slowest read and longest time without a completion (ms).
 declare -A SLOW_MS=([remote]=0 [file]=0 [churn]=0) SLOW_N=([remote]=0 [file]=0 [churn]=0)
 BENCH_LAT_MS=0 BENCH_GAP_MS=0
+: >"$T_DIR/slow.log"
 
 # verify_counts FILE: adds its "verify:" line to the totals; 1 when it has none.
 verify_counts() {
@@ -373,8 +374,11 @@ io_counts() {
 	for i in $(seq 1 "$runs"); do
 		verify_counts "$T_DIR/$1.$i" || { echo "$1 run $i printed no verify line"; return 1; }
 		LOGINS=$((LOGINS + 1))
-		read -r ms n < <(sed -n 's/^verify: [0-9]* writes.*slowest command \([0-9.]*\) s, \([0-9]*\) of .*/\1 \2/p' \
-			"$T_DIR/$1.$i" | awk '{printf "%d %d\n", $1 * 1000 + 0.5, $2}')
+		# (No process substitution here: the VM guest has no /dev/fd.)
+		read -r ms n <<<"$(sed -n 's/^verify: [0-9]* writes.*slowest command \([0-9.]*\) s, \([0-9]*\) of .*/\1 \2/p' \
+			"$T_DIR/$1.$i" | awk '{printf "%d %d\n", $1 * 1000 + 0.5, $2}')"
+		# Each command of 1 s or more, with its time, for the log.
+		sed -n "s/^verify: slow: /$1: /p" "$T_DIR/$1.$i" >>"$T_DIR/slow.log"
 		[ -n "${ms:-}" ] || continue
 		[ "$ms" -gt "${SLOW_MS[$1]}" ] && SLOW_MS[$1]=$ms
 		SLOW_N[$1]=$((SLOW_N[$1] + n))
@@ -383,8 +387,9 @@ io_counts() {
 # bench_counts R: isergw-bench's max_lat_us and max_gap_us of round R into the maxima.
 bench_counts() {
 	local lat gap
-	read -r lat gap < <(sed -n 's/^bench: .* max_lat_us=\([0-9]*\) max_gap_us=\([0-9]*\) .*/\1 \2/p' \
-		"$T_DIR/bench.$1")
+	read -r lat gap <<<"$(sed -n 's/^bench: .* max_lat_us=\([0-9]*\) max_gap_us=\([0-9]*\) .*/\1 \2/p' \
+		"$T_DIR/bench.$1")"
+	sed -n 's/^bench: slow: /bench: /p' "$T_DIR/bench.$1" >>"$T_DIR/slow.log"
 	[ -n "${lat:-}" ] || return 0
 	[ $((lat / 1000)) -gt "$BENCH_LAT_MS" ] && BENCH_LAT_MS=$((lat / 1000))
 	[ $((gap / 1000)) -gt "$BENCH_GAP_MS" ] && BENCH_GAP_MS=$((gap / 1000))
@@ -537,6 +542,12 @@ LAT="$LAT cmds_over_1s=remote:${SLOW_N[remote]},file:${SLOW_N[file]},churn:${SLO
 LAT="$LAT bench_max_lat_ms=$BENCH_LAT_MS bench_max_gap_ms=$BENCH_GAP_MS gw_lat_max_ms=$GW_LAT"
 LAT="$LAT gw_cmds_over_1s=${GW_OVER1:-?} stall_max_ms=${STALL_MS:-?} stalls_0.5s=${STALL05:-?} stalls_1s=${STALL1:-?}"
 echo "soak-latency: $LAT"
+# The client commands of 1 s or more and the stall meter's stalls, with their times (UTC), to be
+# read side by side: a stall of the whole machine (or VM guest) shows in both at once.
+echo "soak: client commands of 1 s or more: $(wc -l <"$T_DIR/slow.log" 2>/dev/null || echo 0) (the first 40)"
+head -n 40 "$T_DIR/slow.log" 2>/dev/null | sed 's/^/soak-slow: /'
+echo "soak: stalls of 0.5 s or more: ${STALL05:-?} (the first 40)"
+grep '^stall ' "$T_DIR/stall.log" 2>/dev/null | head -n 40 | sed 's/^/soak-stall: /'
 echo "soak-figures: transport=$SOAK_TRANSPORT secs=$ELAPSED rounds=$ROUNDS writes=$WRITES reads=$READS blocks=$BLOCKS" \
 	"mismatches=$MISMATCH flaps=$FLAPS rest_changes=$CHANGES agent_restarts=$RESTARTS" \
 	"logins=$LOGINS gw_rss_kb=$GW_RSS0->$GW_RSS1 gw_fds=$GW_FD0->$GW_FD1" \
