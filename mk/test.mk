@@ -47,7 +47,7 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(call obj,$(UNIT_HELPERS)) $(LIBGWD) $(LI
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(patsubst %.c,$(BUILD)/%,$(TOOL_SRC))
 
-$(BUILD)/tests/tools/%: tests/tools/%.c
+$(BUILD)/tests/tools/%: tests/tools/%.c $(wildcard tests/tools/*.h)
 	@mkdir -p $(dir $@)
 	$(call say,TOOL,$@)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
 

@@ -36,16 +36,22 @@
 # tests/vm/guest/suite-soak-iser.sh) carries the hosts' I/O over iSER instead: the gateway gets
 # an iSER portal on SOAK_ISER_ADDR, an address with an RDMA device on it (rxe in the guest), and
 # runs in the current network namespace, not one of its own (rxe in Linux 6.1 receives only in
-# the root namespace), with its TCP portal on the same address; isergw-verify on the file LUN,
-# isergw-bench and the churn on the RAM LUN use iser:// URLs, with commands of at most 256 KiB
-# (libiscsi 1.19's iSER limit), and the random reads at QD 8, not 32. The remote LUN, whose
-# commands a path flap holds for seconds by design (no_path_retry queue), stays on TCP:
-# libiscsi 1.19's synchronous calls over iSER fail a command that sees no completion within
-# 1 s ("revents is not POLLIN"), so over iSER the load is kept to what completes well within
-# that under emulation. (MALLOC_PERTURB_=255, which keeps libiscsi's iSER connect from reading
-# stale heap, makes its logout abort on a freed futex instead: not used.) At rest
-# the iSER portal must also hold no connection, QP, memory region, or data buffer in use or
-# lent.
+# the root namespace), with its TCP portal on the same address; isergw-verify on all three LUNs
+# and isergw-bench use iser:// URLs, with commands of at most 256 KiB (libiscsi 1.19's iSER
+# limit), and the random reads at QD 8, not 32; discovery stays on TCP (iscsi-ls takes iscsi://
+# only). The tools wait for their commands in a loop of their own (tests/tools/tool_sync.h):
+# libiscsi 1.19's synchronous calls fail any iSER command without a completion within 1 s
+# ("revents is not POLLIN"), which a path flap's queued commands, or a TCG guest descheduled by
+# a loaded host, exceed. A command still fails after isergw-verify's per-command timeout (30 s).
+# (MALLOC_PERTURB_=255, which keeps libiscsi's iSER connect from reading stale heap, makes its
+# logout abort on a freed futex instead: not used.) At rest the iSER portal must also hold no
+# connection, QP, memory region, or data buffer in use or lent.
+#
+# Latency, as evidence for what a slow command was: the slowest command each isergw-verify saw
+# (and each of 1 s or more, logged with its time), isergw-bench's max_lat_us and max_gap_us, the
+# gateway's own per-LUN latency histograms (its slowest bucket), and a stall meter: a process
+# beside them that sleeps 100 ms at a time and logs every oversleep of 0.5 s or more (the whole
+# machine, or the VM guest, not running). They print on the "soak-figures:" line.
 #
 #   make soak                               release build, 30 minutes
 #   make soak SOAK_TRANSPORT=iser           the same over iSER in the VM rig
@@ -256,18 +262,49 @@ rss_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
 fds_of() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 GW_RSS0= GW_FD0= AG_RSS0= AG_FD0=
 
+# The stall meter: the longest oversleep of a 100 ms sleep (ms), how many of 0.5 s and of 1 s or
+# more, rewritten every second to $T_DIR/stall; each stall of 0.5 s or more with its time in
+# $T_DIR/stall.log.
+t_daemon_start stall meter "$T_DIR/stall.log" python3 -u -c '
+import os, sys, time
+out = sys.argv[1]
+mx = 0.0
+n05 = n1 = 0
+last = 0.0
+while True:
+    t = time.monotonic()
+    time.sleep(0.1)
+    d = time.monotonic() - t - 0.1
+    mx = max(mx, d)
+    if d >= 0.5:
+        n05 += 1
+        n1 += d >= 1.0
+        print("stall %.3f s ending %s UTC" % (d, time.strftime("%H:%M:%S", time.gmtime())))
+    if time.monotonic() - last >= 1.0:
+        last = time.monotonic()
+        with open(out + ".new", "w") as f:
+            f.write("%.0f %d %d\n" % (mx * 1000, n05, n1))
+        os.replace(out + ".new", out)
+' "$T_DIR/stall"
+
 # ---- one round --------------------------------------------------------------------------------
 
 DATA=iscsi://$GW_ADDR:3260
-# The largest command: 4 MiB over TCP, libiscsi's iSER limit of 256 KiB over iSER.
-MAX1=4M BENCH_QD=32
+# The largest command: 1 MiB (remote LUN) and 4 MiB (file LUN) over TCP, libiscsi's iSER limit
+# of 256 KiB over iSER.
+MAX0=1M MAX1=4M BENCH_QD=32
 if [ $ISER = 1 ]; then
-	DATA=iser://$GW_ADDR:3260 MAX1=256K BENCH_QD=8
+	DATA=iser://$GW_ADDR:3260 MAX0=256K MAX1=256K BENCH_QD=8
 fi
-URL0=iscsi://$GW_ADDR:3260/$IQN/0
+URL0=$DATA/$IQN/0
 URL1=$DATA/$IQN/1
 URL2=$DATA/$IQN/2
 ROUNDS=0 FLAPS=0 CHANGES=0 RESTARTS=0 LOGINS=0 WRITES=0 READS=0 BLOCKS=0 MISMATCH=0 BAD=0
+# Latency figures: the slowest isergw-verify command (ms) and how many took 1 s or more, per
+# loop; isergw-bench's slowest read and longest time without a completion (ms).
+declare -A SLOW_MS=([remote]=0 [file]=0 [churn]=0) SLOW_N=([remote]=0 [file]=0 [churn]=0)
+BENCH_LAT_MS=0 BENCH_GAP_MS=0
+: >"$T_DIR/slow.log"
 
 # verify_counts FILE: adds its "verify:" line to the totals; 1 when it has none.
 verify_counts() {
@@ -332,19 +369,37 @@ io_loop() {
 
 # io_counts NAME: adds the verify lines of NAME's runs to the totals; 1 when one has none.
 io_counts() {
-	local i runs
+	local i runs ms n
 	runs=$(cat "$T_DIR/$1.runs" 2>/dev/null || echo 0)
 	for i in $(seq 1 "$runs"); do
 		verify_counts "$T_DIR/$1.$i" || { echo "$1 run $i printed no verify line"; return 1; }
 		LOGINS=$((LOGINS + 1))
+		# (No process substitution here: the VM guest has no /dev/fd.)
+		read -r ms n <<<"$(sed -n 's/^verify: [0-9]* writes.*slowest command \([0-9.]*\) s, \([0-9]*\) of .*/\1 \2/p' \
+			"$T_DIR/$1.$i" | awk '{printf "%d %d\n", $1 * 1000 + 0.5, $2}')"
+		# Each command of 1 s or more, with its time, for the log.
+		sed -n "s/^verify: slow: /$1: /p" "$T_DIR/$1.$i" >>"$T_DIR/slow.log"
+		[ -n "${ms:-}" ] || continue
+		[ "$ms" -gt "${SLOW_MS[$1]}" ] && SLOW_MS[$1]=$ms
+		SLOW_N[$1]=$((SLOW_N[$1] + n))
 	done
+}
+# bench_counts R: isergw-bench's max_lat_us and max_gap_us of round R into the maxima.
+bench_counts() {
+	local lat gap
+	read -r lat gap <<<"$(sed -n 's/^bench: .* max_lat_us=\([0-9]*\) max_gap_us=\([0-9]*\) .*/\1 \2/p' \
+		"$T_DIR/bench.$1")"
+	sed -n 's/^bench: slow: /bench: /p' "$T_DIR/bench.$1" >>"$T_DIR/slow.log"
+	[ -n "${lat:-}" ] || return 0
+	[ $((lat / 1000)) -gt "$BENCH_LAT_MS" ] && BENCH_LAT_MS=$((lat / 1000))
+	[ $((gap / 1000)) -gt "$BENCH_GAP_MS" ] && BENCH_GAP_MS=$((gap / 1000))
 }
 
 round() {
 	local r=$1 p=$(( ($1 % 2) + 1 )) l0 l1 l2 bp ok=1 t0=$SECONDS
 	rm -f "$T_DIR/round.stop"
 	# The seeds differ per round and per run: nothing written earlier can pass for new data.
-	io_loop remote $((r * 100000)) "$T_INI1" "$URL0" -n 60 -m 1M -S 128M &
+	io_loop remote $((r * 100000)) "$T_INI1" "$URL0" -n 60 -m "$MAX0" -S 128M &
 	l0=$!
 	io_loop file $((r * 100000 + 50000)) "$HOST4" "$URL1" -n 40 -m "$MAX1" -S 384M &
 	l1=$!
@@ -388,6 +443,7 @@ round() {
 	io_counts remote || ok=0
 	io_counts file || ok=0
 	io_counts churn || ok=0
+	bench_counts "$r"
 	[ $ok = 1 ]
 }
 
@@ -474,8 +530,26 @@ GW_RSS1=$(rss_of "$GW") GW_FD1=$(fds_of "$GW")
 AG_RSS1=$(rss_of "$AGENT_PID") AG_FD1=$(fds_of "$AGENT_PID")
 bounded gateway "$GW_RSS0" "$GW_RSS1" "$GW_FD0" "$GW_FD1"
 bounded agent "$AG_RSS0" "$AG_RSS1" "$AG_FD0" "$AG_FD1"
+# Latency: the gateway's slowest histogram bucket per LUN of the soak's target (its upper bound
+# in ms; LUN 0 remote, 1 file, 2 RAM) and its commands slower than 1.05 s (the buckets above
+# 2^20 us), against what the clients saw and the stall meter.
+state
+GW_LAT=$(sq "','.join('lun%d:%s' % (l['lun'], (lambda i: '>16777' if i == 22 else '%g' % ((1000 << (i + 3)) / 1e6))(max([i for h in (l['read_latency'], l['write_latency']) for i, c in enumerate(h['counts']) if c] or [0]))) for l in s['targets'][0]['luns'])")
+GW_OVER1=$(sq "sum(c for l in s['targets'][0]['luns'] for h in (l['read_latency'], l['write_latency']) for c in h['counts'][18:])")
+read -r STALL_MS STALL05 STALL1 <"$T_DIR/stall" 2>/dev/null
+LAT="slowest_cmd_ms=remote:${SLOW_MS[remote]},file:${SLOW_MS[file]},churn:${SLOW_MS[churn]}"
+LAT="$LAT cmds_over_1s=remote:${SLOW_N[remote]},file:${SLOW_N[file]},churn:${SLOW_N[churn]}"
+LAT="$LAT bench_max_lat_ms=$BENCH_LAT_MS bench_max_gap_ms=$BENCH_GAP_MS gw_lat_max_ms=$GW_LAT"
+LAT="$LAT gw_cmds_over_1s=${GW_OVER1:-?} stall_max_ms=${STALL_MS:-?} stalls_0.5s=${STALL05:-?} stalls_1s=${STALL1:-?}"
+echo "soak-latency: $LAT"
+# The client commands of 1 s or more and the stall meter's stalls, with their times (UTC), to be
+# read side by side: a stall of the whole machine (or VM guest) shows in both at once.
+echo "soak: client commands of 1 s or more: $(wc -l <"$T_DIR/slow.log" 2>/dev/null || echo 0) (the first 40)"
+head -n 40 "$T_DIR/slow.log" 2>/dev/null | sed 's/^/soak-slow: /'
+echo "soak: stalls of 0.5 s or more: ${STALL05:-?} (the first 40)"
+grep '^stall ' "$T_DIR/stall.log" 2>/dev/null | head -n 40 | sed 's/^/soak-stall: /'
 echo "soak-figures: transport=$SOAK_TRANSPORT secs=$ELAPSED rounds=$ROUNDS writes=$WRITES reads=$READS blocks=$BLOCKS" \
 	"mismatches=$MISMATCH flaps=$FLAPS rest_changes=$CHANGES agent_restarts=$RESTARTS" \
 	"logins=$LOGINS gw_rss_kb=$GW_RSS0->$GW_RSS1 gw_fds=$GW_FD0->$GW_FD1" \
-	"agent_rss_kb=$AG_RSS0->$AG_RSS1 agent_fds=$AG_FD0->$AG_FD1"
+	"agent_rss_kb=$AG_RSS0->$AG_RSS1 agent_fds=$AG_FD0->$AG_FD1 $LAT"
 t_end

@@ -1,5 +1,7 @@
 /*
- * isergw-verify: a data-integrity client for iSCSI targets, on libiscsi's synchronous API.
+ * isergw-verify: a data-integrity client for iSCSI targets, one command at a time, on libiscsi's
+ * async API and its own wait (tool_sync.h: libiscsi 1.19's synchronous calls fail any iSER command
+ * without a completion within 1 s).
  *
  * It writes seeded, position-dependent patterns at random offsets and sizes, reads each write
  * back at once, reads random ranges across earlier writes, and finally reads the whole span it
@@ -24,6 +26,8 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include "tool_sync.h"
+
 enum {
 	EXIT_MISMATCH = 1,
 	EXIT_USAGE = 2,
@@ -35,6 +39,7 @@ enum {
 
 struct verify {
 	struct iscsi_context *iscsi;
+	struct tool_sync ts;	/* waits for each command; the slowest one */
 	int lun;
 	uint32_t block_size;
 	uint64_t span_blocks;	/* LBAs [0, span_blocks) are exercised */
@@ -139,14 +144,14 @@ static int task_failed(struct verify *v, struct scsi_task *task, const char *op,
 {
 	if (task == NULL) {
 		fprintf(stderr, "verify: %s LBA %" PRIu64 " x %u failed: %s\n", op, lba, nblocks,
-			iscsi_get_error(v->iscsi));
+			tool_sync_error(&v->ts));
 		return 1;
 	}
 	if (task->status != SCSI_STATUS_GOOD) {
 		fprintf(stderr,
 			"verify: %s LBA %" PRIu64 " x %u: status 0x%02x sense %s(0x%x) ascq 0x%04x: %s\n",
 			op, lba, nblocks, task->status, scsi_sense_key_str(task->sense.key),
-			task->sense.key, task->sense.ascq, iscsi_get_error(v->iscsi));
+			task->sense.key, task->sense.ascq, tool_sync_error(&v->ts));
 		scsi_free_scsi_task(task);
 		return 1;
 	}
@@ -161,11 +166,13 @@ static int do_read(struct verify *v, const char *what, uint64_t lba, uint32_t nb
 	int use10 = lba + nblocks <= UINT32_MAX && nblocks <= 0xffff && rnd_cmd(v, 2);
 
 	if (use10)
-		task = iscsi_read10_sync(v->iscsi, v->lun, (uint32_t)lba, len, (int)v->block_size,
-					 0, 0, 0, 0, 0);
+		task = tool_sync_task(&v->ts, iscsi_read10_task(v->iscsi, v->lun, (uint32_t)lba,
+					len, (int)v->block_size, 0, 0, 0, 0, 0, tool_sync_cb,
+					tool_sync_arm(&v->ts)), "READ(10)");
 	else
-		task = iscsi_read16_sync(v->iscsi, v->lun, lba, len, (int)v->block_size, 0, 0, 0,
-					 0, 0);
+		task = tool_sync_task(&v->ts, iscsi_read16_task(v->iscsi, v->lun, lba, len,
+					(int)v->block_size, 0, 0, 0, 0, 0, tool_sync_cb,
+					tool_sync_arm(&v->ts)), "READ(16)");
 	if (task_failed(v, task, use10 ? "READ(10)" : "READ(16)", lba, nblocks))
 		return -EIO;
 	if (task->datain.size != (int)len) {
@@ -198,11 +205,13 @@ static int do_write(struct verify *v, uint64_t lba, uint32_t nblocks)
 	for (i = 0; i < nblocks; i++)
 		fill_block(v, v->wbuf + (size_t)i * v->block_size, lba + i, gen);
 	if (use10)
-		task = iscsi_write10_sync(v->iscsi, v->lun, (uint32_t)lba, v->wbuf, len,
-					  (int)v->block_size, 0, 0, fua, 0, 0);
+		task = tool_sync_task(&v->ts, iscsi_write10_task(v->iscsi, v->lun, (uint32_t)lba,
+					v->wbuf, len, (int)v->block_size, 0, 0, fua, 0, 0,
+					tool_sync_cb, tool_sync_arm(&v->ts)), "WRITE(10)");
 	else
-		task = iscsi_write16_sync(v->iscsi, v->lun, lba, v->wbuf, len, (int)v->block_size,
-					  0, 0, fua, 0, 0);
+		task = tool_sync_task(&v->ts, iscsi_write16_task(v->iscsi, v->lun, lba, v->wbuf,
+					len, (int)v->block_size, 0, 0, fua, 0, 0, tool_sync_cb,
+					tool_sync_arm(&v->ts)), "WRITE(16)");
 	if (task_failed(v, task, use10 ? "WRITE(10)" : "WRITE(16)", lba, nblocks))
 		return -EIO;
 	scsi_free_scsi_task(task);
@@ -233,7 +242,8 @@ static uint32_t pick_blocks(struct verify *v)
 
 static int read_capacity(struct verify *v, uint64_t *blocks)
 {
-	struct scsi_task *task = iscsi_readcapacity16_sync(v->iscsi, v->lun);
+	struct scsi_task *task = tool_sync_task(&v->ts, iscsi_readcapacity16_task(v->iscsi,
+				v->lun, tool_sync_cb, tool_sync_arm(&v->ts)), "READ CAPACITY(16)");
 	struct scsi_readcapacity16 *rc16;
 
 	if (task_failed(v, task, "READ CAPACITY(16)", 0, 0))
@@ -357,21 +367,25 @@ int main(int argc, char **argv)
 	/* A dropped connection is a failure to report, not something to paper over. */
 	iscsi_set_noautoreconnect(v.iscsi, 1);
 	iscsi_set_timeout(v.iscsi, timeout_s);
+	v.ts.iscsi = v.iscsi;
+	v.ts.name = "verify";
+	v.ts.iser = url->transport == ISER_TRANSPORT;
+	v.ts.limit_s = timeout_s;
 	iscsi_set_header_digest(v.iscsi, digest ? ISCSI_HEADER_DIGEST_CRC32C :
 				ISCSI_HEADER_DIGEST_NONE);
 	if (user && iscsi_set_initiator_username_pwd(v.iscsi, user, secret) != 0) {
-		fprintf(stderr, "verify: CHAP: %s\n", iscsi_get_error(v.iscsi));
+		fprintf(stderr, "verify: CHAP: %s\n", tool_sync_error(&v.ts));
 		rc = EXIT_USAGE;
 		goto out;
 	}
 	if (tuser && iscsi_set_target_username_pwd(v.iscsi, tuser, tsecret) != 0) {
-		fprintf(stderr, "verify: mutual CHAP: %s\n", iscsi_get_error(v.iscsi));
+		fprintf(stderr, "verify: mutual CHAP: %s\n", tool_sync_error(&v.ts));
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	if (iscsi_full_connect_sync(v.iscsi, url->portal, url->lun) != 0) {
+	if (tool_sync_connect(&v.ts, url->portal, url->lun) != 0) {
 		fprintf(stderr, "verify: login to %s %s failed: %s\n", url->portal, url->target,
-			iscsi_get_error(v.iscsi));
+			tool_sync_error(&v.ts));
 		rc = EXIT_LOGIN;
 		goto out;
 	}
@@ -444,16 +458,18 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("verify: %" PRIu64 " writes (%.1f MiB), %" PRIu64 " reads (%.1f MiB), %" PRIu64
-	       " blocks compared, %u mismatches, %.2f s\n",
+	       " blocks compared, %u mismatches, %.2f s; slowest command %.3f s, %" PRIu64
+	       " of %" PRIu64 " took 1 s or more\n",
 	       v.writes, (double)v.bytes_written / 1048576.0, v.reads,
-	       (double)v.bytes_read / 1048576.0, v.blocks_compared, v.mismatches, now() - t0);
+	       (double)v.bytes_read / 1048576.0, v.blocks_compared, v.mismatches, now() - t0,
+	       v.ts.max_s, v.ts.over_1s, v.ts.waits);
 	if (v.mismatches)
 		rc = EXIT_MISMATCH;
 	else if (v.blocks_compared == 0 && count > 0)
 		rc = EXIT_MISMATCH; /* nothing was checked: do not claim success */
 
 logout:
-	iscsi_logout_sync(v.iscsi);
+	tool_sync_logout(&v.ts);
 out:
 	if (url)
 		iscsi_destroy_url(url);

@@ -6,6 +6,9 @@
 # restarting, isergw-verify, isergw-bench and short sessions, now over iser://) for SOAK_SECS
 # (the host's SOAK_* variables reach the guest through the share), and each of its results
 # becomes one of this suite's; its run folder is kept in share/logs/soak-iser/ on a failure.
+# SOAK_VM_TRANSPORT=tcp runs the TCP soak in the same guest instead (gateway in a network
+# namespace, no rxe), to compare its latency figures with the iSER soak's under the same
+# emulation; its figures go to share/soak-tcp-figures.txt.
 # shellcheck source=tests/vm/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 vm_begin soak-iser
@@ -25,8 +28,16 @@ if ! vm_veth sk0 "$ADDR" || ! check rxe vm_rxe_add rxesk sk0; then
 	vm_end
 fi
 
-echo "+ SOAK_TRANSPORT=iser SOAK_ISER_ADDR=$ADDR SOAK_SECS=${SOAK_SECS:-1800} tests/soak/run.sh"
-SOAK_TRANSPORT=iser SOAK_ISER_ADDR=$ADDR BUILD=$VM_BUILD \
+TRANSPORT=${SOAK_VM_TRANSPORT:-iser}
+case "$TRANSPORT" in
+iser | tcp) ;;
+*)
+	fail transport "SOAK_VM_TRANSPORT is iser or tcp, not '$TRANSPORT'"
+	vm_end
+	;;
+esac
+echo "+ SOAK_TRANSPORT=$TRANSPORT SOAK_ISER_ADDR=$ADDR SOAK_SECS=${SOAK_SECS:-1800} tests/soak/run.sh"
+SOAK_TRANSPORT=$TRANSPORT SOAK_ISER_ADDR=$ADDR BUILD=$VM_BUILD \
 	bash "$VM_LIB_DIR/../../soak/run.sh" >"$VM_WORK/soak.out" 2>&1
 rc=$?
 cat "$VM_WORK/soak.out"
@@ -49,7 +60,7 @@ while IFS= read -r line; do
 	esac
 done <"$VM_WORK/soak.out"
 fig=$(grep '^soak-figures:' "$VM_WORK/soak.out")
-[ -n "$fig" ] && echo "$fig" >"$VM_SHARE/soak-iser-figures.txt"
+[ -n "$fig" ] && echo "$fig" >"$VM_SHARE/soak-$TRANSPORT-figures.txt"
 if [ "$rc" -ne 0 ] || [ "$n" -eq 0 ]; then
 	fail soak "tests/soak/run.sh exited with status $rc after $n results"
 	# Its run folder (kept on a failure) with the gateway's, the agent's and each round's logs.
