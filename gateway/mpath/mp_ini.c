@@ -35,7 +35,7 @@
 #define INI_TAG_NONE 0xffffffffu
 #define INI_RX_BUF (64u * 1024u)
 #define INI_SLOTS 1024u			/* commands in flight per connection */
-#define INI_TX_IOV 256			/* iovec entries per writev */
+#define INI_TX_IOV 1024			/* iovec entries per writev (IOV_MAX) */
 #define INI_RX_IOV 64
 #define INI_TASK_CACHE 256u
 /* What we offer (RFC 7143 §13): the target answers with the smaller. */
