@@ -11,6 +11,11 @@
  * iscsi_service(). A failed path's context is destroyed instead (from a defer, never inside
  * one of its own callbacks), its commands come back CANCELLED and are re-driven by the LUN,
  * and a fresh context logs in after a capped, jittered exponential backoff.
+ *
+ * With "engine": "native" a TCP path's session is an mp_ini connection instead (mp_ini.h):
+ * the same states, probe, checker and stall detection; control commands fill a libiscsi
+ * scsi_task all the same, so that one set of callbacks reads both engines' answers, and I/O
+ * ends in mp_path_io_end for both.
  */
 #include <arpa/inet.h>
 #include <errno.h>
