@@ -176,6 +176,12 @@ enum mp_pg_policy {
 	MP_PG_GROUP_BY_PRIO,	/* groups by ALUA priority: AO 50, ANO 10, others 1 */
 };
 
+/* What drives a remote LUN's TCP paths (issue 13): libiscsi, or the native initiator. */
+enum mp_engine {
+	MP_ENGINE_LIBISCSI,
+	MP_ENGINE_NATIVE,
+};
+
 enum mp_selector {
 	MP_SEL_ROUND_ROBIN,
 	MP_SEL_QUEUE_LENGTH,	/* fewest commands in flight */
@@ -205,6 +211,7 @@ struct mp_path_conf {
 struct mp_conf {
 	int pg_policy;			/* enum mp_pg_policy */
 	int selector;			/* enum mp_selector */
+	int engine;			/* enum mp_engine */
 	uint32_t rr_min_io_rq;		/* round-robin: I/Os per path before the next */
 	uint32_t polling_interval;	/* s: path checker (TUR) period */
 	uint32_t checker_timeout;	/* s: a TUR not answered in this is a failed path */

@@ -70,6 +70,8 @@ struct mp_io {
 	struct mp_path *path;		/* in flight on */
 	struct mp_path *last_path;	/* last tried: a retry prefers another */
 	struct scsi_task *task;
+	void *conn;			/* native engine: the connection it was sent on */
+	struct iovec buf_iov;		/* native engine: buf as an iovec */
 	struct gw_list node;
 	uint64_t start_ms;
 	uint64_t sent_ns;

@@ -11,6 +11,11 @@
  * iscsi_service(). A failed path's context is destroyed instead (from a defer, never inside
  * one of its own callbacks), its commands come back CANCELLED and are re-driven by the LUN,
  * and a fresh context logs in after a capped, jittered exponential backoff.
+ *
+ * With "engine": "native" a TCP path's session is an mp_ini connection instead (mp_ini.h):
+ * the same states, probe, checker and stall detection; control commands fill a libiscsi
+ * scsi_task all the same, so that one set of callbacks reads both engines' answers, and I/O
+ * ends in mp_path_io_end for both.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,6 +34,7 @@
 #include <iscsi/scsi-lowlevel.h>
 
 #include "gw_log.h"
+#include "mp_ini.h"
 #include "mp_priv.h"
 
 static void mp_path_watch_fn(struct gw_watch *w, uint32_t events);
@@ -36,6 +42,24 @@ static void mp_path_teardown_fn(struct gw_defer *d);
 static void mp_path_flush_fn(struct gw_defer *d);
 static void mp_iser_job_done_fn(struct gw_notify *n);
 static void mp_iser_connect_start(struct mp_path *p, struct iscsi_context *ctx);
+
+/* The engine's last error, for messages. */
+static const char *mp_path_err(const struct mp_path *p)
+{
+	if (p->native)
+		return p->ini ? mp_ini_error(p->ini) : "not connected";
+	return p->ctx ? iscsi_get_error(p->ctx) : "not connected";
+}
+
+/* A control command (probe, checker) on the native engine: its result goes into a libiscsi
+ * scsi_task, so that one set of callbacks reads both engines' answers. */
+struct mp_ctl_native {
+	struct mp_path *p;
+	struct mp_ini *ini;
+	struct scsi_task *task;
+	iscsi_command_cb cb;
+	struct iovec iov;
+};
 
 /*
  * libiscsi 1.19's iSER connect does not return until its connection manager thread has seen
@@ -199,6 +223,7 @@ int mp_path_init(struct mp_lun *lun, const struct mp_path_owner_ops *owner, stru
 	p->initiator = strdup(ini);
 	p->lun_nr = u->lun;
 	p->iser = strncmp(pc->url, "iser://", 7) == 0;
+	p->native = !p->iser && lun->conf.engine == MP_ENGINE_NATIVE;
 	if (p->iser) {
 		p->max_xfer = MP_ISER_MAX_XFER;
 		p->max_inflight = MP_ISER_MAX_INFLIGHT;
@@ -253,9 +278,27 @@ static void mp_path_give_back(struct mp_path *p, struct mp_io *io)
 	p->owner->redrive(p->lun, io, true);
 }
 
+static void mp_path_give_back_all(struct mp_path *p);
+
+static void mp_path_destroy_ini(struct mp_path *p, struct mp_ini *ini)
+{
+	mp_ini_destroy(ini);	/* resets the connection; calls nothing back */
+	if (p->ctl_native && p->ctl_native->ini == ini) {
+		free(p->ctl_native);
+		p->ctl_native = NULL;
+	}
+	/* As libiscsi's cancelled callbacks count them. */
+	if (!p->lun->destroying)
+		p->failovers += p->nr_inflight;
+	mp_path_give_back_all(p);
+	if (p->ctl_task) {
+		scsi_free_scsi_task(p->ctl_task);
+		p->ctl_task = NULL;
+	}
+}
+
 static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 {
-	struct mp_io *io, *t;
 
 	if (p->job && p->job->ctx == ctx) {
 		struct mp_iser_job *job = p->job;
@@ -293,6 +336,14 @@ static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 		 * not the path's any more and hand their I/O back to the LUN. */
 		iscsi_destroy_context(ctx);
 	}
+	mp_path_give_back_all(p);
+}
+
+/* Every I/O still on the path goes back to the LUN; the control command is dropped. */
+static void mp_path_give_back_all(struct mp_path *p)
+{
+	struct mp_io *io, *t;
+
 	gw_list_for_each_entry_safe(io, t, &p->inflight, node) {
 		/* Not called back (libiscsi skips callbacks of a context never logged in). */
 		gw_list_del(&io->node);
@@ -320,6 +371,12 @@ static void mp_path_teardown_fn(struct gw_defer *d)
 	p->dying = NULL;
 	if (ctx)
 		mp_path_destroy_ctx(p, ctx);
+	if (p->ini_dying) {
+		struct mp_ini *ini = p->ini_dying;
+
+		p->ini_dying = NULL;
+		mp_path_destroy_ini(p, ini);
+	}
 }
 
 void mp_path_fini(struct mp_path *p)
@@ -336,6 +393,16 @@ void mp_path_fini(struct mp_path *p)
 
 		p->ctx = NULL;
 		mp_path_destroy_ctx(p, ctx);
+	}
+	if (p->ini_dying) {
+		mp_path_destroy_ini(p, p->ini_dying);
+		p->ini_dying = NULL;
+	}
+	if (p->ini) {
+		struct mp_ini *ini = p->ini;
+
+		p->ini = NULL;
+		mp_path_destroy_ini(p, ini);
 	}
 	if (p->stale_job) {
 		mp_iser_job_put(p->stale_job);
@@ -408,6 +475,10 @@ void mp_path_fail(struct mp_path *p, const char *fmt, ...)
 	gw_watch_stop(&p->w);
 	p->dying = p->ctx;
 	p->ctx = NULL;
+	if (p->ini) {
+		p->ini_dying = p->ini;
+		p->ini = NULL;
+	}
 	p->check_pending = false;
 	p->nop_pending = false;
 	gw_defer_queue(lun->loop, &p->teardown);
@@ -429,6 +500,10 @@ static void mp_path_refuse(struct mp_path *p, const char *msg)
 	gw_watch_stop(&p->w);
 	p->dying = p->ctx;
 	p->ctx = NULL;
+	if (p->ini) {
+		p->ini_dying = p->ini;
+		p->ini = NULL;
+	}
 	p->check_pending = false;
 	p->nop_pending = false;
 	gw_defer_queue(lun->loop, &p->teardown);
@@ -475,6 +550,60 @@ static void mp_path_flush_fn(struct gw_defer *d)
 
 /* Control commands: the probe at login and the checker. */
 
+static void mp_path_ctl_native_done(void *arg, const struct mp_ini_result *r)
+{
+	struct mp_ctl_native *c = arg;
+	struct mp_path *p = c->p;
+	struct scsi_task *task = c->task;
+	/* Not the path's connection any more: a context pointer that is not p->ctx (NULL). */
+	struct iscsi_context *as = c->ini == p->ini ? NULL : (struct iscsi_context *)(void *)c;
+
+	if (p->ctl_native == c)
+		p->ctl_native = NULL;
+	task->status = r->status;
+	task->datain.data = c->iov.iov_base;
+	task->datain.size = (int)(r->data_len < c->iov.iov_len ? r->data_len : c->iov.iov_len);
+	if (r->sense_len >= 14 && (r->sense[0] & 0x7e) == 0x70) {
+		task->sense.key = (enum scsi_sense_key)(r->sense[2] & 0xf);
+		task->sense.ascq = r->sense[12] << 8 | r->sense[13];
+	} else if (r->sense_len >= 4 && (r->sense[0] & 0x7e) == 0x72) {
+		task->sense.key = (enum scsi_sense_key)(r->sense[1] & 0xf);
+		task->sense.ascq = r->sense[2] << 8 | r->sense[3];
+	}
+	c->cb(as, r->status, task, p);
+	free(c);
+}
+
+static int mp_path_ctl_send_native(struct mp_path *p, struct scsi_task *task, const uint8_t *cdb,
+				   int cdb_len, int xfer, iscsi_command_cb cb)
+{
+	struct mp_ctl_native *c = calloc(1, sizeof(*c));
+
+	/* The buffer is the task's datain from the start: scsi_free_scsi_task frees it, answered
+	 * or not (scsi_malloc's memory is not a block of its own). */
+	if (!c || (xfer && !(c->iov.iov_base = malloc((size_t)xfer)))) {
+		free(c);
+		scsi_free_scsi_task(task);
+		return -ENOMEM;
+	}
+	task->datain.data = c->iov.iov_base;
+	task->datain.size = 0;
+	c->p = p;
+	c->ini = p->ini;
+	c->task = task;
+	c->cb = cb;
+	c->iov.iov_len = (size_t)xfer;
+	if (mp_ini_command(p->ini, p->lun_nr, cdb, cdb_len, xfer ? MP_INI_READ : MP_INI_NONE,
+			   &c->iov, 1, (uint32_t)xfer, mp_path_ctl_native_done, c) < 0) {
+		free(c);
+		scsi_free_scsi_task(task);
+		return -EIO;
+	}
+	p->ctl_task = task;
+	p->ctl_native = c;
+	return 0;
+}
+
 static int mp_path_ctl_send(struct mp_path *p, const uint8_t *cdb, int cdb_len, int dir,
 			    int xfer, iscsi_command_cb cb)
 {
@@ -483,6 +612,8 @@ static int mp_path_ctl_send(struct mp_path *p, const uint8_t *cdb, int cdb_len, 
 	task = scsi_create_task(cdb_len, (unsigned char *)(uintptr_t)cdb, dir, xfer);
 	if (!task)
 		return -ENOMEM;
+	if (p->native)
+		return mp_path_ctl_send_native(p, task, cdb, cdb_len, xfer, cb);
 	if (iscsi_scsi_command_async(p->ctx, p->lun_nr, task, cb, NULL, p) != 0) {
 		scsi_free_scsi_task(task);
 		return -EIO;
@@ -710,7 +841,7 @@ static void mp_path_probe_next(struct mp_path *p)
 		return;
 	}
 	if (rc < 0)
-		mp_path_fail(p, "cannot queue the identity probe: %s", iscsi_get_error(p->ctx));
+		mp_path_fail(p, "cannot queue the identity probe: %s", mp_path_err(p));
 }
 
 static void mp_path_login_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
@@ -788,6 +919,44 @@ static bool mp_iser_cm_created(const struct mp_path *p)
 	return access("/dev/infiniband/rdma_cm", R_OK | W_OK) == 0;
 }
 
+static void mp_path_ini_event(struct mp_ini *ini, int err, void *arg)
+{
+	struct mp_path *p = arg;
+
+	if (ini != p->ini)
+		return;
+	if (err < 0) {
+		if (p->state == MP_PATH_CONNECTING)
+			mp_path_fail(p, "login to %s failed: %s", p->target, mp_ini_error(ini));
+		else
+			mp_path_fail(p, "connection error: %s", mp_ini_error(ini));
+		return;
+	}
+	mp_path_login_cb(NULL, SCSI_STATUS_GOOD, NULL, p);
+}
+
+static void mp_path_connect_native(struct mp_path *p)
+{
+	struct mp_ini_conf c = {
+		.portal = p->portal,
+		.target = p->target,
+		.initiator = p->initiator,
+		.chap_user = p->chap.user,
+		.chap_secret = p->chap.secret,
+		.mutual_user = p->chap.mutual_user,
+		.mutual_secret = p->chap.mutual_secret,
+		.header_digest = false,		/* as libiscsi's NONE_CRC32C: None first */
+	};
+	int rc;
+
+	mp_path_set_state(p, MP_PATH_CONNECTING, NULL);
+	rc = mp_ini_create(p->lun->loop, &c, mp_path_ini_event, p, &p->ini);
+	if (rc < 0) {
+		p->ini = NULL;
+		mp_path_fail(p, "connect to %s: %s", p->portal, strerror(-rc));
+	}
+}
+
 static void mp_path_connect(struct mp_path *p, uint64_t now)
 {
 	struct mp_lun *lun = p->lun;
@@ -817,6 +986,10 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 	p->deadline_ms = now + (uint64_t)lun->conf.login_timeout * 1000;
 	p->alua = false;
 	p->alua_state = -1;
+	if (p->native) {
+		mp_path_connect_native(p);
+		return;
+	}
 	ctx = iscsi_create_context(p->initiator);
 	if (!ctx) {
 		p->state = MP_PATH_CONNECTING;
@@ -938,7 +1111,7 @@ static void mp_path_check_send(struct mp_path *p, bool rtpg)
 		rc = mp_path_ctl_send(p, cdb, 6, SCSI_XFER_NONE, 0, mp_path_check_cb);
 	}
 	if (rc < 0) {
-		mp_path_fail(p, "cannot queue the path check: %s", iscsi_get_error(p->ctx));
+		mp_path_fail(p, "cannot queue the path check: %s", mp_path_err(p));
 		return;
 	}
 	p->check_pending = true;
@@ -1007,7 +1180,7 @@ static void mp_path_check_cb(struct iscsi_context *iscsi, int status, void *data
 	} else if (was_rtpg) {
 		p->owner->changed(lun, p);	/* priority may have moved */
 	}
-	if (!was_rtpg && p->alua && p->ctx)
+	if (!was_rtpg && p->alua && (p->ctx || p->ini))
 		mp_path_check_send(p, true);
 }
 
@@ -1020,6 +1193,15 @@ static void mp_path_nop_cb(struct iscsi_context *iscsi, int status, void *data, 
 		return;
 	p->nop_pending = false;
 	if (status == SCSI_STATUS_GOOD)
+		p->last_rx_ms = gw_now_ms();
+}
+
+static void mp_path_nop_native_cb(void *arg, const struct mp_ini_result *r)
+{
+	struct mp_path *p = arg;
+
+	p->nop_pending = false;
+	if (r->status == 0)
 		p->last_rx_ms = gw_now_ms();
 }
 
@@ -1041,7 +1223,7 @@ void mp_path_tick(struct mp_path *p, uint64_t now)
 				     p->state == MP_PATH_CONNECTING ? "connect and login" :
 								      "identity probe",
 				     lun->conf.login_timeout);
-		else if (p->ctx && !p->job)
+		else if (p->ctx && !p->job && !p->native)
 			mp_path_sync_watch(p);
 		return;
 	case MP_PATH_ACTIVE:
@@ -1062,7 +1244,8 @@ void mp_path_tick(struct mp_path *p, uint64_t now)
 			return;
 		}
 		if (!p->nop_pending && now - p->last_rx_ms >= lun->conf.io_stall_ms) {
-			if (iscsi_nop_out_async(p->ctx, mp_path_nop_cb, NULL, 0, p) == 0) {
+			if (p->native ? mp_ini_nop(p->ini, mp_path_nop_native_cb, p) == 0 :
+			    iscsi_nop_out_async(p->ctx, mp_path_nop_cb, NULL, 0, p) == 0) {
 				p->nop_pending = true;
 				p->nop_deadline_ms = now + lun->conf.nop_timeout_ms;
 				gw_dbg(MP_LOG, "%s: path %s: no reply for %llu ms, NOP-Out sent",
@@ -1084,30 +1267,25 @@ void mp_path_tick(struct mp_path *p, uint64_t now)
 
 /* I/O */
 
-static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+/* io's answer, from either engine: status (or a transport status), the sense key and codes,
+ * and the raw sense for a COMPARE AND WRITE. stale: from a connection the path has left. */
+static void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8_t asc,
+			   uint8_t ascq, const uint8_t *raw, size_t raw_len, const char *errtxt)
 {
-	struct mp_io *io = priv;
 	struct mp_path *p = io->path;
 	struct mp_lun *lun = io->lun;
-	struct scsi_task *task = io->task;
 	uint64_t now = gw_now_ms();
-	bool stale = iscsi != p->ctx;
-	uint8_t key = 0, asc = 0, ascq = 0;
-	uint8_t raw[MP_SENSE_MAX];
-	size_t raw_len = 0;
 	enum mp_verdict v;
 
-	(void)data;
 	gw_list_del(&io->node);
 	p->nr_inflight--;
 	p->inflight_bytes -= io->len;
 	io->path = NULL;
 	io->task = NULL;
+	io->conn = NULL;
 	io->last_path = p;
-	if (lun->destroying) {
-		scsi_free_scsi_task(task);
+	if (lun->destroying)
 		return;
-	}
 	if (!stale) {
 		uint64_t us = (gw_now_ns() - io->sent_ns) / 1000;
 
@@ -1115,29 +1293,12 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 		p->lat_ewma_us = p->lat_ewma_us ? (p->lat_ewma_us * 7 + us) / 8 : us;
 	}
 	if (mp_status_transport(status)) {
-		scsi_free_scsi_task(task);
 		if (!stale)
-			mp_path_fail(p, "I/O %s: %s", mp_status_text(status),
-				     iscsi_get_error(iscsi));
+			mp_path_fail(p, "I/O %s: %s", mp_status_text(status), errtxt);
 		p->failovers++;
 		mp_path_give_back(p, io);
 		return;
 	}
-	if (status == SCSI_STATUS_CHECK_CONDITION) {
-		key = (uint8_t)task->sense.key;
-		asc = mp_task_asc(task);
-		ascq = mp_task_ascq(task);
-		/* libiscsi keeps the sense as it came after its 2-byte length: a COMPARE AND
-		 * WRITE's MISCOMPARE carries the offset in INFORMATION, which the host needs. */
-		if (io->op == MP_COMPARE_AND_WRITE && task->datain.data &&
-		    task->datain.size > 2 + 8) {
-			raw_len = (size_t)task->datain.size - 2;
-			if (raw_len > sizeof(raw))
-				raw_len = sizeof(raw);
-			memcpy(raw, task->datain.data + 2, raw_len);
-		}
-	}
-	scsi_free_scsi_task(task);
 	v = mp_classify((uint8_t)status, key, asc, ascq);
 	/* A COMPARE AND WRITE is run again only when the back end said it did not run it (busy,
 	 * unit attention, not ready): an aborted one may have written, the host hears of it. */
@@ -1198,6 +1359,95 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 	gw_dbg(MP_LOG, "%s: path %s: status %#x sense %x/%02x/%02x returned to the host",
 	       lun->name, p->url, status, key, asc, ascq);
 	p->owner->complete(lun, io);
+}
+
+static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+{
+	struct mp_io *io = priv;
+	struct scsi_task *task = io->task;
+	uint8_t key = 0, asc = 0, ascq = 0, raw[MP_SENSE_MAX];
+	size_t raw_len = 0;
+	char err[MP_ERR_MAX] = "";
+
+	(void)data;
+	if (mp_status_transport(status))
+		snprintf(err, sizeof(err), "%s", iscsi_get_error(iscsi));
+	if (status == SCSI_STATUS_CHECK_CONDITION) {
+		key = (uint8_t)task->sense.key;
+		asc = mp_task_asc(task);
+		ascq = mp_task_ascq(task);
+		/* libiscsi keeps the sense as it came after its 2-byte length: a COMPARE AND
+		 * WRITE's MISCOMPARE carries the offset in INFORMATION, which the host needs. */
+		if (io->op == MP_COMPARE_AND_WRITE && task->datain.data &&
+		    task->datain.size > 2 + 8) {
+			raw_len = (size_t)task->datain.size - 2;
+			if (raw_len > sizeof(raw))
+				raw_len = sizeof(raw);
+			memcpy(raw, task->datain.data + 2, raw_len);
+		}
+	}
+	scsi_free_scsi_task(task);
+	mp_path_io_end(io, iscsi != io->path->ctx, status, key, asc, ascq, raw, raw_len, err);
+}
+
+static void mp_path_ini_io_cb(void *arg, const struct mp_ini_result *r)
+{
+	struct mp_io *io = arg;
+	uint8_t key = 0, asc = 0, ascq = 0;
+	size_t raw_len = 0;
+
+	if (r->status == SCSI_STATUS_CHECK_CONDITION && r->sense) {
+		if (r->sense_len >= 14 && (r->sense[0] & 0x7e) == 0x70) {
+			key = r->sense[2] & 0xf;
+			asc = r->sense[12];
+			ascq = r->sense[13];
+		} else if (r->sense_len >= 4 && (r->sense[0] & 0x7e) == 0x72) {
+			key = r->sense[1] & 0xf;
+			asc = r->sense[2];
+			ascq = r->sense[3];
+		}
+		if (io->op == MP_COMPARE_AND_WRITE && r->sense_len > 8)
+			raw_len = r->sense_len < MP_SENSE_MAX ? r->sense_len : MP_SENSE_MAX;
+	}
+	mp_path_io_end(io, io->conn != io->path->ini, r->status, key, asc, ascq, r->sense,
+		       raw_len, "");
+}
+
+static int mp_path_send_native(struct mp_path *p, struct mp_io *io, const uint8_t *cdb,
+			       int cdb_len, int dir, uint32_t xfer, const struct iscsi_data *dp)
+{
+	const struct iovec *iov = io->iov;
+	int iovcnt = io->iovcnt, rc;
+
+	if (dp) {
+		io->buf_iov.iov_base = dp->data;
+		io->buf_iov.iov_len = dp->size;
+		iov = &io->buf_iov;
+		iovcnt = 1;
+	}
+	io->task = NULL;
+	io->conn = p->ini;
+	io->path = p;
+	io->sent_ns = gw_now_ns();
+	gw_list_add_tail(&p->inflight, &io->node);
+	if (p->nr_inflight++ == 0)
+		p->last_rx_ms = gw_now_ms();
+	p->inflight_bytes += io->len;
+	rc = mp_ini_command(p->ini, p->lun_nr, cdb, cdb_len,
+			    dir == SCSI_XFER_READ ? MP_INI_READ :
+			    dir == SCSI_XFER_WRITE ? MP_INI_WRITE : MP_INI_NONE,
+			    xfer ? iov : NULL, xfer ? iovcnt : 0, xfer, mp_path_ini_io_cb, io);
+	if (rc < 0) {
+		gw_list_del(&io->node);
+		p->nr_inflight--;
+		p->inflight_bytes -= io->len;
+		io->path = NULL;
+		io->conn = NULL;
+		mp_path_fail(p, "cannot queue a command: %s", strerror(-rc));
+		return -EIO;
+	}
+	p->ios++;
+	return 0;
 }
 
 int mp_path_send(struct mp_path *p, struct mp_io *io)
@@ -1288,6 +1538,8 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 		break;
 	}
 	}
+	if (p->native)
+		return mp_path_send_native(p, io, cdb, cdb_len, dir, xfer, dp);
 	task = scsi_create_task(cdb_len, cdb, dir, (int)xfer);
 	if (!task)
 		return -ENOMEM;
@@ -1311,7 +1563,7 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 		io->task = NULL;
 		io->path = NULL;
 		scsi_free_scsi_task(task);
-		mp_path_fail(p, "cannot queue a command: %s", iscsi_get_error(p->ctx));
+		mp_path_fail(p, "cannot queue a command: %s", mp_path_err(p));
 		return -EIO;
 	}
 	p->ios++;

@@ -13,6 +13,8 @@
 #include "mp.h"
 
 struct iscsi_context;
+struct mp_ini;
+struct mp_ctl_native;
 struct mp_grave;
 struct mp_iser_job;
 
@@ -98,6 +100,10 @@ struct mp_path {
 
 	enum mp_path_state state;
 	struct iscsi_context *ctx;
+	bool native;			/* engine "native": ini instead of ctx (TCP paths) */
+	struct mp_ini *ini;
+	struct mp_ini *ini_dying;	/* to destroy from the teardown defer */
+	struct mp_ctl_native *ctl_native;	/* the native control command in flight */
 	struct gw_watch w;
 	struct gw_defer teardown;
 	struct gw_defer flush;		/* writes the commands queued this loop round */

@@ -27,7 +27,8 @@
 # and side, and per cut kind [2]), BENCH_MPATH_OUT (Markdown [$BUILD/bench-mpath.md]),
 # BENCH_MPATH_PARTS (a subset of "cut boot proxy" [all]), BENCH_PERF=1 (perf record -g of the
 # gateway during the proxy rows, into the run folder), BENCH_PROXY_ROWS (a subset of the proxy
-# rows by name [all]).
+# rows by name [all]), BENCH_MPATH_ENGINE (the remote LUNs' "engine": libiscsi or native
+# [libiscsi]; tests/bench/proxy-ab.sh compares the two side by side).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/mpath.sh"
@@ -109,8 +110,8 @@ remote_lun() {
 		paths="$paths$sep{ \"url\": \"$u\" }"
 		sep=", "
 	done
-	printf '{ "lun": %s, "backstore": { "type": "remote", "block_size": 512, %s "paths": [ %s ] } }' \
-		"$lun" "$pol" "$paths"
+	printf '{ "lun": %s, "backstore": { "type": "remote", "engine": "%s", "block_size": 512, %s "paths": [ %s ] } }' \
+		"$lun" "${BENCH_MPATH_ENGINE:-libiscsi}" "$pol" "$paths"
 }
 
 # gw_up NAME CONF: isergwd in ns GW; sets GW_PID and READY_MS (exec to "main: ready").

@@ -17,6 +17,10 @@
 # client tools), BENCH_SECS [5], BENCH_RUNS [3], BENCH_AB_ROWS (a subset of the rows below
 # [all]), BENCH_AB_LOCAL [1], BENCH_AB_OUT [$BUILD/bench-proxy-ab.md],
 # BENCH_AB_ENV_A, BENCH_AB_ENV_B (VAR=value ... in the environment of gateway A or B),
+# BENCH_AB_ENGINE_A, BENCH_AB_ENGINE_B (the remote LUN's "engine": libiscsi [default] or native;
+# one build with BENCH_AB_ENGINE_B=native compares the two initiators), BENCH_AB_STRACE [1 when
+# strace is installed: after the timed runs, one more run per row and proxied side under
+# `strace -c -f` of that gateway, for its system calls per I/O; slowed, so not timed],
 # BENCH_AB_HOLD=FILE (after the runs, everything stays up until FILE is removed: for perf and
 # strace by hand; BENCH_AB_ROWS=none skips the runs).
 set -u
@@ -70,11 +74,13 @@ mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/be.img" ab-be 10.214.1.2:3260 || fail tgtd s
 declare -A GPID=()
 gw_start() {
 	local which=$1 port=$2 bin=$3 conf=$T_DIR/gw-$1.json log=$T_DIR/gw-$1.log i
+	local enginev=BENCH_AB_ENGINE_$which engine
+	engine=${!enginev:-libiscsi}
 	cat >"$conf" <<EOF
 { "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": $port } ],
   "targets": [ { "name": "$GW_IQN", "portals": ["tcp0"], "allow_any_initiator": true,
     "luns": [
-      { "lun": 0, "backstore": { "type": "remote", "block_size": 512,
+      { "lun": 0, "backstore": { "type": "remote", "block_size": 512, "engine": "$engine",
         "paths": [ { "url": "$URL_D" } ] } },
       { "lun": 1, "backstore": { "type": "file", "path": "$T_SHM/be.img", "size": "512M",
         "block_size": 512 } } ] } ] }
@@ -111,6 +117,27 @@ ratio() {
 		else printf "%.2f\n", a / b }'
 }
 
+STRACE=${BENCH_AB_STRACE:-$(command -v strace >/dev/null && echo 1 || echo 0)}
+# syscalls SIDE ARGS: one run against SIDE under strace -c -f of its gateway; prints the gateway's
+# system calls per I/O.
+syscalls() {
+	local side=$1 args=$2 pid line out=$T_DIR/strace-$1.txt spid total
+	case $side in ?A) pid=${GPID[A]} ;; *) pid=${GPID[B]} ;; esac
+	rm -f "$out"
+	strace -c -f -q -o "$out" -p "$pid" 2>/dev/null &
+	spid=$!
+	sleep 1
+	# shellcheck disable=SC2086
+	line=$(timeout -k 5 $((BENCH_SECS + 60)) ip netns exec "$NS_GW" "$BENCH" \
+		${args//,/ } -t "$BENCH_SECS" "${URL[$side]}" </dev/null 2>&1 | grep '^bench:' | tail -n 1)
+	kill -INT "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+	# The total line: % time, seconds, usecs/call, calls, [errors,] "total".
+	total=$(awk '$NF == "total" { print $4 }' "$out" 2>/dev/null)
+	awk -v t="${total:-0}" -v n="$(field ios "$line")" 'BEGIN { if (n > 0 && t > 0)
+		printf "%.2f\n", t / n; else print "-" }'
+}
+
 SIDES="D GA GB"
 [ "$LOCAL" = 1 ] && SIDES="$SIDES LA LB"
 declare -A URL=([D]=$URL_D [GA]=iscsi://127.0.0.1:3260/$GW_IQN/0
@@ -127,9 +154,11 @@ TABLE=$T_DIR/ab.md
 	printf '| workload | metric | direct | A proxied | B proxied | B/A | A/direct | B/direct |'
 	printf ' A CPU µs/IO | B CPU µs/IO | B/A CPU |'
 	[ "$LOCAL" = 1 ] && printf ' A local | B local | A local CPU µs/IO | B local CPU µs/IO |'
+	[ "$STRACE" = 1 ] && printf ' A syscalls/IO | B syscalls/IO |'
 	echo
 	printf '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
 	[ "$LOCAL" = 1 ] && printf ' ---: | ---: | ---: | ---: |'
+	[ "$STRACE" = 1 ] && printf ' ---: | ---: |'
 	echo
 } >"$TABLE"
 while read -r name args metric; do
@@ -173,6 +202,7 @@ while read -r name args metric; do
 	line="$line $(ratio "${M[GA]}" "${M[D]}") | $(ratio "${M[GB]}" "${M[D]}") |"
 	line="$line ${MC[GA]} | ${MC[GB]} | $(ratio "${MC[GB]}" "${MC[GA]}") |"
 	[ "$LOCAL" = 1 ] && line="$line ${M[LA]} | ${M[LB]} | ${MC[LA]} | ${MC[LB]} |"
+	[ "$STRACE" = 1 ] && line="$line $(syscalls GA "$args") | $(syscalls GB "$args") |"
 	echo "$line" >>"$TABLE"
 	pass "$name: B/A $metric $(ratio "${M[GB]}" "${M[GA]}"), CPU per I/O B/A $(ratio "${MC[GB]}" "${MC[GA]}")"
 	unset V C M MC
@@ -189,8 +219,10 @@ mkdir -p "$(dirname "$OUT")"
 {
 	echo "Measured $(date -u '+%Y-%m-%d %H:%M') UTC, $(nproc) CPUs, kernel $(uname -r), no pinning;" \
 		"load average $LOAD0 at the start, $(cut -d ' ' -f 1-3 /proc/loadavg) at the end."
+	echo "Remote LUN engine: A ${BENCH_AB_ENGINE_A:-libiscsi}, B ${BENCH_AB_ENGINE_B:-libiscsi}."
 	echo "A: ${BENCH_AB_ENV_A:-}${BENCH_AB_ENV_A:+ }$GWD_A; B: ${BENCH_AB_ENV_B:-}${BENCH_AB_ENV_B:+ }$GWD_B. $BENCH_RUNS runs of $BENCH_SECS s per side, rotating order, medians."
 	echo "Command: BUILD_A=${BUILD_A} BUILD_B=${BUILD_B:-$T_BUILD} BENCH_SECS=$BENCH_SECS" \
+		"BENCH_AB_ENGINE_A=${BENCH_AB_ENGINE_A:-libiscsi} BENCH_AB_ENGINE_B=${BENCH_AB_ENGINE_B:-libiscsi}" \
 		"BENCH_RUNS=$BENCH_RUNS tests/bench/proxy-ab.sh"
 	echo
 	cat "$TABLE"

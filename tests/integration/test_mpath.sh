@@ -20,11 +20,14 @@
 # a host logging in early gets NOT READY, becoming ready (02/04/01), and once the back end
 # answers the LUN serves and verifies data.
 #
-# Environment: as tests/lib/common.sh; MP_SECS scales the I/O phases (default 12 s).
+# Environment: as tests/lib/common.sh; MP_SECS scales the I/O phases (default 12 s); MP_ENGINE
+# (libiscsi, the default, or native) picks the paths' initiator: test_mpath_native.sh runs the
+# whole suite again on the native one (gateway/mpath/mp_ini.c).
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/mpath.sh"
 
-t_begin mpath
+MP_ENGINE=${MP_ENGINE:-libiscsi}
+if [ "$MP_ENGINE" = libiscsi ]; then t_begin mpath; else t_begin "mpath-$MP_ENGINE"; fi
 
 HARNESS=$T_BUILD/tests/unit/mpath/test_mp_live
 MP_SECS=${MP_SECS:-12}
@@ -82,7 +85,8 @@ mp_conf() {
 		paths="$paths{ \"url\": \"$u\" }"
 	done
 	cat >"$f" <<EOF
-[ { "type": "remote", "block_size": 512, "polling_interval": 1, "checker_timeout": 2,
+[ { "type": "remote", "engine": "$MP_ENGINE", "block_size": 512, "polling_interval": 1,
+    "checker_timeout": 2,
     "login_timeout": 2, "reconnect_delay_ms": 200, "reconnect_max_ms": 2000,
     "initiator": "iqn.2026-11.org.isergw:mpath-test", $pol
     "paths": [ $paths ] } ]
@@ -413,7 +417,8 @@ if [ -x "$T_BUILD/isergwd" ] && [ -x "$T_TOOLS/isergw-verify" ]; then
   "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": 3260 } ],
   "targets": [ { "name": "iqn.2026-11.org.isergw:mpath-gw", "portals": ["tcp0"],
     "allow_any_initiator": true,
-    "luns": [ { "lun": 0, "backstore": { "type": "remote", "block_size": 512,
+    "luns": [ { "lun": 0, "backstore": { "type": "remote", "engine": "$MP_ENGINE",
+      "block_size": 512,
       "path_grouping_policy": "multibus", "path_selector": "round-robin",
       "polling_interval": 1, "reconnect_delay_ms": 200,
       "reconnect_max_ms": 2000, "login_timeout": 2,
@@ -509,7 +514,8 @@ fi
 	printf '['
 	for i in $(seq 2 17); do
 		[ "$i" = 2 ] || printf ','
-		printf '{ "type": "remote", "login_timeout": 2, "initial_login_retry_max": 2,'
+		printf '{ "type": "remote", "engine": "%s", "login_timeout": 2,' "$MP_ENGINE"
+		printf ' "initial_login_retry_max": 2,'
 		printf ' "reconnect_delay_ms": 200, "paths": [ { "url": '
 		printf '"iscsi://10.203.0.%s:3260/iqn.2026-11.org.isergw:hole/0" } ] }\n' "$i"
 	done

@@ -1,0 +1,1366 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The native initiator: one back-end iSCSI/TCP connection (see mp_ini.h for what it owns and
+ * why). Receive: mp_ini_rx reads what the socket holds into rx (one read), handles every
+ * complete PDU there, and when a Data-In's data segment is not all in yet, the rest is read
+ * with readv straight into the command's iovec, the buffer behind it for the headers that
+ * follow. Send: PDUs are queued on txq and a gw_defer writes all of them with one writev at
+ * the end of the loop round; what the socket does not take waits for EPOLLOUT.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "gw_crc32c.h"
+#include "gw_iov.h"
+#include "gw_list.h"
+#include "gw_log.h"
+#include "gw_loop.h"
+#include "mp.h"
+#include "mp_ini.h"
+
+#define INI_BHS 48u
+#define INI_TAG_NONE 0xffffffffu
+#define INI_RX_BUF (64u * 1024u)
+#define INI_SLOTS 1024u			/* commands in flight per connection */
+#define INI_TX_IOV 1024			/* iovec entries per writev (IOV_MAX) */
+#define INI_RX_IOV 64
+#define INI_TASK_CACHE 256u
+/* What we offer (RFC 7143 §13): the target answers with the smaller. */
+#define INI_MY_MRDSL (256u * 1024u)
+#define INI_MY_MAX_BURST (1024u * 1024u)
+#define INI_MY_FIRST_BURST (256u * 1024u)
+#define INI_LOGIN_ROUNDS 8
+
+enum { OP_NOP_OUT = 0x00, OP_SCSI_CMD = 0x01, OP_LOGIN_REQ = 0x03, OP_DATA_OUT = 0x05 };
+enum {
+	OP_NOP_IN = 0x20, OP_SCSI_RSP = 0x21, OP_TMF_RSP = 0x22, OP_LOGIN_RSP = 0x23,
+	OP_TEXT_RSP = 0x24, OP_DATA_IN = 0x25, OP_LOGOUT_RSP = 0x26, OP_R2T = 0x31,
+	OP_ASYNC = 0x32, OP_REJECT = 0x3f,
+};
+#define FL_F 0x80
+#define FL_T 0x80
+#define FL_C 0x40
+#define FL_S 0x01
+
+enum ini_state { INI_CONNECTING, INI_LOGIN, INI_FULL, INI_FAILED };
+enum ini_login_step { LS_SECURITY, LS_CHAP_A, LS_CHAP_R, LS_OPERATIONAL };
+
+struct ini_pdu {
+	struct gw_list node;
+	uint8_t hdr[INI_BHS + 4];
+	uint32_t hdr_len;
+	uint32_t total;			/* header + data + pad */
+	uint8_t *own;			/* data this PDU owns (login text, NOP echo) */
+	int niov;
+	struct iovec iov[];		/* data, then the pad */
+};
+
+struct ini_task {
+	struct gw_list node;		/* pending, or the cache */
+	uint32_t itt;
+	bool nop;
+	enum mp_ini_dir dir;
+	int lun;
+	uint8_t cdb[16];
+	int cdb_len;
+	const struct iovec *iov;
+	int iovcnt;
+	uint32_t xfer;
+	uint32_t data_len;		/* Data-In bytes landed */
+	mp_ini_cmd_fn fn;
+	void *arg;
+};
+
+struct mp_ini {
+	struct gw_loop *loop;
+	struct gw_watch w;
+	struct gw_defer flush;
+	int fd;
+	enum ini_state state;
+	enum ini_login_step step;
+	int login_rounds;
+	mp_ini_event_fn fn;
+	void *arg;
+	char *portal, *target, *initiator;
+	char *chap_user, *chap_secret, *mutual_user, *mutual_secret;
+	bool want_hd;
+
+	uint8_t isid[6];
+	uint16_t tsih;
+	uint32_t cmdsn, exp_cmdsn, max_cmdsn, exp_statsn;
+	uint8_t mutual_id;
+	uint8_t mutual_chal[16];
+
+	/* Negotiated. */
+	bool hd;
+	uint32_t max_send_dsl, first_burst, max_burst;
+	bool initial_r2t, immediate_data;
+
+	struct gw_list txq;		/* struct ini_pdu */
+	uint32_t tx_off;		/* bytes of the first one already written */
+	bool tx_wait;			/* EPOLLOUT armed */
+
+	uint8_t *rx;
+	uint32_t rx_cap, rx_len, rx_off;
+	/* A Data-In whose data is being read straight into its command's iovec. */
+	struct ini_task *rx_task;
+	uint32_t rx_at, rx_left, rx_skip;
+	bool rx_status;
+	uint8_t rx_hdr[INI_BHS];
+	uint8_t rx_pad[4];
+
+	struct ini_task *slots[INI_SLOTS];
+	uint32_t free_slots[INI_SLOTS];
+	uint32_t nfree;
+	uint32_t gen;
+	struct gw_list pending;		/* waiting for the CmdSN window or a slot */
+	struct gw_list cache;		/* freed tasks, for reuse */
+	uint32_t ncache;
+
+	char err[160];
+	struct mp_ini_stats st;
+};
+
+static const uint8_t ini_zero[4];
+
+static uint32_t get32(const uint8_t *b, size_t o)
+{
+	return (uint32_t)b[o] << 24 | (uint32_t)b[o + 1] << 16 | (uint32_t)b[o + 2] << 8 | b[o + 3];
+}
+
+static uint32_t get24(const uint8_t *b, size_t o)
+{
+	return (uint32_t)b[o] << 16 | (uint32_t)b[o + 1] << 8 | b[o + 2];
+}
+
+static void put32(uint8_t *b, size_t o, uint32_t v)
+{
+	b[o] = (uint8_t)(v >> 24);
+	b[o + 1] = (uint8_t)(v >> 16);
+	b[o + 2] = (uint8_t)(v >> 8);
+	b[o + 3] = (uint8_t)v;
+}
+
+static void put24(uint8_t *b, size_t o, uint32_t v)
+{
+	b[o] = (uint8_t)(v >> 16);
+	b[o + 1] = (uint8_t)(v >> 8);
+	b[o + 2] = (uint8_t)v;
+}
+
+static uint32_t pad4(uint32_t n)
+{
+	return (4 - (n & 3)) & 3;
+}
+
+/* RFC 1982 serial number arithmetic, as CmdSN and StatSN use it. */
+static bool sn_lt(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
+
+/* SAM LUN: peripheral addressing below 256, flat space above. */
+static void put_lun(uint8_t *h, int lun)
+{
+	memset(h + 8, 0, 8);
+	if (lun < 256) {
+		h[9] = (uint8_t)lun;
+	} else {
+		h[8] = (uint8_t)(0x40 | ((lun >> 8) & 0x3f));
+		h[9] = (uint8_t)lun;
+	}
+}
+
+static void ini_fail(struct mp_ini *ini, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void ini_fail(struct mp_ini *ini, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ini->state == INI_FAILED)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(ini->err, sizeof(ini->err), fmt, ap);
+	va_end(ap);
+	ini->state = INI_FAILED;
+	gw_watch_stop(&ini->w);
+	gw_defer_cancel(&ini->flush);
+	ini->fn(ini, -EIO, ini->arg);
+}
+
+/* ---- send ---------------------------------------------------------------------------------- */
+
+static struct ini_pdu *ini_pdu_new(int ndata)
+{
+	struct ini_pdu *pdu = malloc(sizeof(*pdu) + (size_t)(ndata + 1) * sizeof(struct iovec));
+
+	if (!pdu)
+		return NULL;
+	memset(pdu, 0, sizeof(*pdu));
+	pdu->hdr_len = INI_BHS;
+	return pdu;
+}
+
+static void ini_pdu_free(struct ini_pdu *pdu)
+{
+	free(pdu->own);
+	free(pdu);
+}
+
+/* Seals the header (DataSegmentLength, digest), appends the pad and queues the PDU. */
+static void ini_queue(struct mp_ini *ini, struct ini_pdu *pdu, uint32_t data_len)
+{
+	uint32_t pad = pad4(data_len);
+
+	put24(pdu->hdr, 5, data_len);
+	/* Digests start with the first PDU of the full-feature phase (RFC 7143 §13.1). */
+	if (ini->hd && ini->state == INI_FULL) {
+		uint32_t crc = gw_crc32c(0, pdu->hdr, INI_BHS);
+
+		memcpy(pdu->hdr + INI_BHS, &crc, 4);	/* little-endian (RFC 7143 B.4) */
+		pdu->hdr_len = INI_BHS + 4;
+	}
+	if (pad) {
+		pdu->iov[pdu->niov].iov_base = (void *)(uintptr_t)ini_zero;
+		pdu->iov[pdu->niov].iov_len = pad;
+		pdu->niov++;
+	}
+	pdu->total = pdu->hdr_len + data_len + pad;
+	gw_list_add_tail(&ini->txq, &pdu->node);
+	ini->st.pdus_out++;
+	gw_defer_queue(ini->loop, &ini->flush);
+}
+
+static void ini_flush(struct mp_ini *ini)
+{
+	while (!gw_list_empty(&ini->txq) && ini->state != INI_FAILED) {
+		struct iovec v[INI_TX_IOV];
+		struct ini_pdu *pdu;
+		size_t want = 0, skip = ini->tx_off;
+		int cnt = 0;
+		ssize_t n;
+
+		gw_list_for_each_entry(pdu, &ini->txq, node) {
+			if (cnt + 1 + pdu->niov > INI_TX_IOV)
+				break;
+			if (skip < pdu->hdr_len) {
+				v[cnt].iov_base = pdu->hdr + skip;
+				v[cnt++].iov_len = pdu->hdr_len - skip;
+				skip = 0;
+			} else {
+				skip -= pdu->hdr_len;
+			}
+			for (int i = 0; i < pdu->niov; i++) {
+				if (skip >= pdu->iov[i].iov_len) {
+					skip -= pdu->iov[i].iov_len;
+					continue;
+				}
+				v[cnt].iov_base = (uint8_t *)pdu->iov[i].iov_base + skip;
+				v[cnt++].iov_len = pdu->iov[i].iov_len - skip;
+				skip = 0;
+			}
+			want += pdu->total;
+		}
+		want -= ini->tx_off;
+		if (!cnt) {
+			ini_fail(ini, "a PDU of more than %d pieces", INI_TX_IOV);
+			return;
+		}
+		n = writev(ini->fd, v, cnt);
+		ini->st.writes++;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			ini_fail(ini, "send to %s: %s", ini->portal, strerror(errno));
+			return;
+		}
+		size_t adv = (size_t)n + ini->tx_off;
+
+		while (!gw_list_empty(&ini->txq)) {
+			pdu = gw_list_first_entry(&ini->txq, struct ini_pdu, node);
+			if (adv < pdu->total)
+				break;
+			adv -= pdu->total;
+			gw_list_del(&pdu->node);
+			ini_pdu_free(pdu);
+		}
+		ini->tx_off = (uint32_t)adv;
+		if ((size_t)n < want)
+			break;		/* the socket is full: wait for EPOLLOUT */
+	}
+	if (ini->state == INI_FAILED)
+		return;
+	bool wait = !gw_list_empty(&ini->txq);
+
+	if (wait != ini->tx_wait) {
+		ini->tx_wait = wait;
+		if (gw_watch_set(&ini->w, EPOLLIN | EPOLLRDHUP | (wait ? EPOLLOUT : 0)) < 0)
+			ini_fail(ini, "cannot watch the connection to %s", ini->portal);
+	}
+}
+
+static void ini_flush_fn(struct gw_defer *d)
+{
+	struct mp_ini *ini = gw_container_of(d, struct mp_ini, flush);
+
+	ini_flush(ini);
+}
+
+/* A PDU carrying [off, off + len) of the task's iovec as its data segment. */
+static struct ini_pdu *ini_pdu_data(const struct ini_task *t, uint32_t off, uint32_t len)
+{
+	int n = len ? gw_iov_slice(t->iov, t->iovcnt, off, len, NULL, INT32_MAX, NULL) : 0;
+	struct ini_pdu *pdu = ini_pdu_new(n);
+
+	if (pdu && n)
+		pdu->niov = gw_iov_slice(t->iov, t->iovcnt, off, len, pdu->iov, n, NULL);
+	return pdu;
+}
+
+/* Data-Out PDUs for [off, off + len) answering ttt (INI_TAG_NONE: unsolicited). */
+static int ini_data_out(struct mp_ini *ini, struct ini_task *t, uint32_t ttt, uint32_t off,
+			uint32_t len)
+{
+	uint32_t sn = 0, end = off + len;
+
+	while (off < end) {
+		uint32_t n = end - off < ini->max_send_dsl ? end - off : ini->max_send_dsl;
+		struct ini_pdu *pdu = ini_pdu_data(t, off, n);
+
+		if (!pdu)
+			return -ENOMEM;
+		pdu->hdr[0] = OP_DATA_OUT;
+		pdu->hdr[1] = off + n == end ? FL_F : 0;
+		put_lun(pdu->hdr, t->lun);
+		put32(pdu->hdr, 16, t->itt);
+		put32(pdu->hdr, 20, ttt);
+		put32(pdu->hdr, 28, ini->exp_statsn);
+		put32(pdu->hdr, 36, sn++);
+		put32(pdu->hdr, 40, off);
+		ini_queue(ini, pdu, n);
+		off += n;
+	}
+	return 0;
+}
+
+static uint32_t ini_slot_take(struct mp_ini *ini, struct ini_task *t)
+{
+	uint32_t s = ini->free_slots[--ini->nfree];
+
+	ini->gen++;
+	t->itt = s | (ini->gen << 10);
+	ini->slots[s] = t;
+	return s;
+}
+
+static struct ini_task *ini_slot_find(struct mp_ini *ini, uint32_t itt)
+{
+	struct ini_task *t;
+
+	if (itt == INI_TAG_NONE)
+		return NULL;
+	t = ini->slots[itt & (INI_SLOTS - 1)];
+	return t && t->itt == itt ? t : NULL;
+}
+
+static void ini_task_put(struct mp_ini *ini, struct ini_task *t)
+{
+	uint32_t s = t->itt & (INI_SLOTS - 1);
+
+	ini->slots[s] = NULL;
+	ini->free_slots[ini->nfree++] = s;
+	if (ini->ncache < INI_TASK_CACHE) {
+		gw_list_add(&ini->cache, &t->node);
+		ini->ncache++;
+	} else {
+		free(t);
+	}
+}
+
+static int ini_send_cmd(struct mp_ini *ini, struct ini_task *t)
+{
+	struct ini_pdu *pdu;
+	uint32_t imm = 0, unsol = 0;
+
+	if (t->dir == MP_INI_WRITE) {
+		if (ini->immediate_data) {
+			imm = t->xfer < ini->first_burst ? t->xfer : ini->first_burst;
+			if (imm > ini->max_send_dsl)
+				imm = ini->max_send_dsl;
+		}
+		unsol = imm;
+		if (!ini->initial_r2t)
+			unsol = t->xfer < ini->first_burst ? t->xfer : ini->first_burst;
+	}
+	pdu = ini_pdu_data(t, 0, imm);
+	if (!pdu)
+		return -ENOMEM;
+	ini_slot_take(ini, t);
+	pdu->hdr[0] = OP_SCSI_CMD;
+	pdu->hdr[1] = (uint8_t)((unsol == imm ? FL_F : 0) | 0x01 |	/* SIMPLE */
+				(t->dir == MP_INI_READ ? 0x40 : 0) |
+				(t->dir == MP_INI_WRITE ? 0x20 : 0));
+	put_lun(pdu->hdr, t->lun);
+	put32(pdu->hdr, 16, t->itt);
+	put32(pdu->hdr, 20, t->xfer);
+	put32(pdu->hdr, 24, ini->cmdsn++);
+	put32(pdu->hdr, 28, ini->exp_statsn);
+	memcpy(pdu->hdr + 32, t->cdb, (size_t)t->cdb_len);
+	ini_queue(ini, pdu, imm);
+	/* The task holds its slot from here on: destroy frees it from there. */
+	if (unsol > imm && ini_data_out(ini, t, INI_TAG_NONE, imm, unsol - imm) < 0)
+		ini_fail(ini, "out of memory sending a command");
+	return 0;
+}
+
+/* Sends what waits, as far as the target's command window and our slots allow. */
+static void ini_kick(struct mp_ini *ini)
+{
+	while (!gw_list_empty(&ini->pending) && ini->nfree && ini->state == INI_FULL &&
+	       !sn_lt(ini->max_cmdsn, ini->cmdsn)) {
+		struct ini_task *t = gw_list_first_entry(&ini->pending, struct ini_task, node);
+
+		gw_list_del(&t->node);
+		if (ini_send_cmd(ini, t) < 0) {
+			gw_list_add(&ini->pending, &t->node);
+			ini_fail(ini, "out of memory sending a command");
+			return;
+		}
+	}
+}
+
+static struct ini_task *ini_task_get(struct mp_ini *ini)
+{
+	struct ini_task *t;
+
+	if (!gw_list_empty(&ini->cache)) {
+		t = gw_list_first_entry(&ini->cache, struct ini_task, node);
+		gw_list_del(&t->node);
+		ini->ncache--;
+	} else {
+		t = malloc(sizeof(*t));
+		if (!t)
+			return NULL;
+	}
+	memset(t, 0, sizeof(*t));
+	return t;
+}
+
+int mp_ini_command(struct mp_ini *ini, int lun, const uint8_t *cdb, int cdb_len,
+		   enum mp_ini_dir dir, const struct iovec *iov, int iovcnt, uint32_t xfer,
+		   mp_ini_cmd_fn fn, void *arg)
+{
+	struct ini_task *t;
+
+	if (ini->state != INI_FULL)
+		return -ENOTCONN;
+	if (cdb_len < 6 || cdb_len > 16 || lun < 0 || lun > 16383 || (xfer && !iov))
+		return -EINVAL;
+	t = ini_task_get(ini);
+	if (!t)
+		return -ENOMEM;
+	t->dir = xfer ? dir : MP_INI_NONE;
+	t->lun = lun;
+	memcpy(t->cdb, cdb, (size_t)cdb_len);
+	t->cdb_len = cdb_len;
+	t->iov = iov;
+	t->iovcnt = iovcnt;
+	t->xfer = xfer;
+	t->fn = fn;
+	t->arg = arg;
+	gw_list_add_tail(&ini->pending, &t->node);
+	ini_kick(ini);
+	return 0;
+}
+
+int mp_ini_nop(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg)
+{
+	struct ini_task *t;
+	struct ini_pdu *pdu;
+
+	if (ini->state != INI_FULL)
+		return -ENOTCONN;
+	if (!ini->nfree)
+		return -EBUSY;
+	t = ini_task_get(ini);
+	pdu = ini_pdu_new(0);
+	if (!t || !pdu) {
+		free(t);
+		free(pdu);
+		return -ENOMEM;
+	}
+	t->nop = true;
+	t->fn = fn;
+	t->arg = arg;
+	ini_slot_take(ini, t);
+	/* Immediate: it neither waits for the window nor advances CmdSN. */
+	pdu->hdr[0] = OP_NOP_OUT | 0x40;
+	pdu->hdr[1] = FL_F;
+	put32(pdu->hdr, 16, t->itt);
+	put32(pdu->hdr, 20, INI_TAG_NONE);
+	put32(pdu->hdr, 24, ini->cmdsn);
+	put32(pdu->hdr, 28, ini->exp_statsn);
+	ini_queue(ini, pdu, 0);
+	return 0;
+}
+
+/* ---- login ---------------------------------------------------------------------------------- */
+
+struct ini_text {
+	char *b;
+	size_t len, cap;
+};
+
+static int ini_text_add(struct ini_text *t, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int ini_text_add(struct ini_text *t, const char *key, const char *fmt, ...)
+{
+	char val[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	vsnprintf(val, sizeof(val), fmt, ap);
+	va_end(ap);
+	n = (int)(strlen(key) + 1 + strlen(val) + 1);
+	if (t->len + (size_t)n > t->cap) {
+		size_t cap = (t->len + (size_t)n) * 2 + 256;
+		char *b = realloc(t->b, cap);
+
+		if (!b)
+			return -ENOMEM;
+		t->b = b;
+		t->cap = cap;
+	}
+	sprintf(t->b + t->len, "%s=%s", key, val);
+	t->len += (size_t)n;
+	return 0;
+}
+
+/* The value of key in a login response's text, or NULL. */
+static const char *ini_key(const char *text, size_t len, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (size_t i = 0; i < len;) {
+		const char *kv = text + i;
+		size_t l = strnlen(kv, len - i);
+
+		if (l > kl && kv[kl] == '=' && memcmp(kv, key, kl) == 0)
+			return kv + kl + 1;
+		i += l + 1;
+	}
+	return NULL;
+}
+
+static int ini_login_send(struct mp_ini *ini, int csg, int nsg, bool transit,
+			  struct ini_text *text)
+{
+	struct ini_pdu *pdu = ini_pdu_new(1);
+
+	if (!pdu) {
+		free(text->b);
+		return -ENOMEM;
+	}
+	pdu->hdr[0] = OP_LOGIN_REQ | 0x40;
+	pdu->hdr[1] = (uint8_t)((transit ? FL_T : 0) | (csg << 2) | (transit ? nsg : 0));
+	memcpy(pdu->hdr + 8, ini->isid, 6);
+	pdu->hdr[14] = (uint8_t)(ini->tsih >> 8);
+	pdu->hdr[15] = (uint8_t)ini->tsih;
+	put32(pdu->hdr, 16, 0);		/* ITT */
+	put32(pdu->hdr, 24, ini->cmdsn);
+	put32(pdu->hdr, 28, ini->exp_statsn);
+	pdu->own = (uint8_t *)text->b;
+	if (text->len) {
+		pdu->iov[0].iov_base = text->b;
+		pdu->iov[0].iov_len = text->len;
+		pdu->niov = 1;
+	}
+	ini_queue(ini, pdu, (uint32_t)text->len);
+	text->b = NULL;
+	return 0;
+}
+
+static void ini_hex(char *out, const uint8_t *b, size_t n)
+{
+	out += sprintf(out, "0x");
+	for (size_t i = 0; i < n; i++)
+		out += sprintf(out, "%02x", b[i]);
+}
+
+static int ini_unhex(const char *s, uint8_t *out, size_t max)
+{
+	size_t n = 0;
+
+	if (!s || (strncmp(s, "0x", 2) && strncmp(s, "0X", 2)))
+		return -EINVAL;
+	s += 2;
+	if (strlen(s) % 2)
+		return -EINVAL;
+	for (; s[0] && s[1]; s += 2) {
+		unsigned int v;
+
+		if (n == max || sscanf(s, "%2x", &v) != 1)
+			return -EINVAL;
+		out[n++] = (uint8_t)v;
+	}
+	return (int)n;
+}
+
+/* CHAP_R = MD5(id | secret | challenge) (RFC 1994). */
+static int ini_chap_md5(uint8_t id, const char *secret, const uint8_t *chal, size_t chal_len,
+			uint8_t out[16])
+{
+	size_t sl = strlen(secret), n = 1 + sl + chal_len;
+	uint8_t *b = malloc(n);
+	unsigned int len = 16;
+	int ok;
+
+	if (!b)
+		return -ENOMEM;
+	b[0] = id;
+	memcpy(b + 1, secret, sl);
+	memcpy(b + 1 + sl, chal, chal_len);
+	ok = EVP_Digest(b, n, out, &len, EVP_md5(), NULL);
+	OPENSSL_cleanse(b, n);
+	free(b);
+	return ok == 1 && len == 16 ? 0 : -ENOTSUP;
+}
+
+static int ini_login_operational(struct mp_ini *ini)
+{
+	struct ini_text t = { 0 };
+	int rc = 0;
+
+	ini->step = LS_OPERATIONAL;
+	rc |= ini_text_add(&t, "HeaderDigest", "%s", ini->want_hd ? "CRC32C,None" : "None");
+	rc |= ini_text_add(&t, "DataDigest", "None");
+	rc |= ini_text_add(&t, "MaxRecvDataSegmentLength", "%u", INI_MY_MRDSL);
+	rc |= ini_text_add(&t, "MaxBurstLength", "%u", INI_MY_MAX_BURST);
+	rc |= ini_text_add(&t, "FirstBurstLength", "%u", INI_MY_FIRST_BURST);
+	rc |= ini_text_add(&t, "InitialR2T", "No");
+	rc |= ini_text_add(&t, "ImmediateData", "Yes");
+	rc |= ini_text_add(&t, "MaxOutstandingR2T", "1");
+	rc |= ini_text_add(&t, "DataPDUInOrder", "Yes");
+	rc |= ini_text_add(&t, "DataSequenceInOrder", "Yes");
+	rc |= ini_text_add(&t, "ErrorRecoveryLevel", "0");
+	rc |= ini_text_add(&t, "MaxConnections", "1");
+	rc |= ini_text_add(&t, "DefaultTime2Wait", "0");
+	rc |= ini_text_add(&t, "DefaultTime2Retain", "0");
+	if (rc) {
+		free(t.b);
+		return -ENOMEM;
+	}
+	return ini_login_send(ini, 1, 3, true, &t);
+}
+
+static void ini_login_start(struct mp_ini *ini)
+{
+	struct ini_text t = { 0 };
+	int rc = 0;
+
+	ini->state = INI_LOGIN;
+	ini->step = LS_SECURITY;
+	rc |= ini_text_add(&t, "InitiatorName", "%s", ini->initiator);
+	rc |= ini_text_add(&t, "TargetName", "%s", ini->target);
+	rc |= ini_text_add(&t, "SessionType", "Normal");
+	rc |= ini_text_add(&t, "AuthMethod", "%s", ini->chap_user ? "CHAP" : "None");
+	if (rc || ini_login_send(ini, 0, 1, !ini->chap_user, &t) < 0) {
+		free(rc ? t.b : NULL);
+		ini_fail(ini, "out of memory for the login");
+	}
+}
+
+static void ini_negotiated(struct mp_ini *ini, const char *text, size_t len)
+{
+	const char *v;
+
+	if ((v = ini_key(text, len, "HeaderDigest")))
+		ini->hd = strcmp(v, "CRC32C") == 0;
+	if ((v = ini_key(text, len, "MaxRecvDataSegmentLength")))
+		ini->max_send_dsl = (uint32_t)strtoul(v, NULL, 10);
+	if ((v = ini_key(text, len, "MaxBurstLength")))
+		ini->max_burst = (uint32_t)strtoul(v, NULL, 10);
+	if ((v = ini_key(text, len, "FirstBurstLength")))
+		ini->first_burst = (uint32_t)strtoul(v, NULL, 10);
+	if ((v = ini_key(text, len, "InitialR2T")))
+		ini->initial_r2t = strcmp(v, "No") != 0;
+	if ((v = ini_key(text, len, "ImmediateData")))
+		ini->immediate_data = strcmp(v, "Yes") == 0;
+}
+
+static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text, size_t len)
+{
+	bool transit = h[1] & FL_T;
+	int csg = (h[1] >> 2) & 3, nsg = h[1] & 3;
+	struct ini_text t = { 0 };
+	const char *v;
+
+	if (h[36] != 0) {
+		ini_fail(ini, "login refused by %s: status %02x%02x (%s)", ini->target, h[36], h[37],
+			 h[36] == 2 && (h[37] == 1 || h[37] == 2) ? "authentication failed" :
+			 h[36] == 2 && h[37] == 3 ? "target not found" :
+			 h[36] == 1 ? "redirected" : h[36] == 3 ? "target error" : "initiator error");
+		return;
+	}
+	ini->tsih = (uint16_t)(h[14] << 8 | h[15]);
+	ini->exp_statsn = get32(h, 24) + 1;
+	if (++ini->login_rounds > INI_LOGIN_ROUNDS) {
+		ini_fail(ini, "login to %s does not end", ini->target);
+		return;
+	}
+	if (h[1] & FL_C) {		/* more text follows: ask for it */
+		if (ini_login_send(ini, csg, nsg, false, &t) < 0)
+			ini_fail(ini, "out of memory for the login");
+		return;
+	}
+	if (csg == 0) {
+		switch (ini->step) {
+		case LS_SECURITY:
+			if (ini->chap_user) {
+				v = ini_key(text, len, "AuthMethod");
+				if (!v || strcmp(v, "CHAP")) {
+					ini_fail(ini, "%s does not accept CHAP (AuthMethod=%s)",
+						 ini->target, v ? v : "?");
+					return;
+				}
+				ini->step = LS_CHAP_A;
+				if (ini_text_add(&t, "CHAP_A", "5") < 0 ||
+				    ini_login_send(ini, 0, 1, false, &t) < 0)
+					ini_fail(ini, "out of memory for the login");
+				return;
+			}
+			break;
+		case LS_CHAP_A: {
+			const char *a = ini_key(text, len, "CHAP_A"), *id = ini_key(text, len, "CHAP_I");
+			uint8_t chal[1024], r[16];
+			char hex[2 + 2 * 1024 + 1];
+			int n = ini_unhex(ini_key(text, len, "CHAP_C"), chal, sizeof(chal));
+
+			if (!a || strcmp(a, "5") || !id || n <= 0) {
+				ini_fail(ini, "%s: CHAP: no MD5 challenge in its answer", ini->target);
+				return;
+			}
+			if (ini_chap_md5((uint8_t)atoi(id), ini->chap_secret, chal, (size_t)n, r)) {
+				ini_fail(ini, "CHAP: MD5 unavailable here");
+				return;
+			}
+			ini_hex(hex, r, 16);
+			ini->step = LS_CHAP_R;
+			if (ini_text_add(&t, "CHAP_N", "%s", ini->chap_user) < 0 ||
+			    ini_text_add(&t, "CHAP_R", "%s", hex) < 0) {
+				free(t.b);
+				ini_fail(ini, "out of memory for the login");
+				return;
+			}
+			if (ini->mutual_user) {
+				if (getrandom(&ini->mutual_id, 1, 0) != 1 ||
+				    getrandom(ini->mutual_chal, sizeof(ini->mutual_chal), 0) !=
+				    (ssize_t)sizeof(ini->mutual_chal)) {
+					free(t.b);
+					ini_fail(ini, "no random bytes for the CHAP challenge");
+					return;
+				}
+				ini_hex(hex, ini->mutual_chal, sizeof(ini->mutual_chal));
+				if (ini_text_add(&t, "CHAP_I", "%u", ini->mutual_id) < 0 ||
+				    ini_text_add(&t, "CHAP_C", "%s", hex) < 0) {
+					free(t.b);
+					ini_fail(ini, "out of memory for the login");
+					return;
+				}
+			}
+			if (ini_login_send(ini, 0, 1, true, &t) < 0)
+				ini_fail(ini, "out of memory for the login");
+			return;
+		}
+		case LS_CHAP_R:
+			if (ini->mutual_user) {
+				const char *n = ini_key(text, len, "CHAP_N");
+				uint8_t got[16], want[16];
+
+				if (!n || strcmp(n, ini->mutual_user) ||
+				    ini_unhex(ini_key(text, len, "CHAP_R"), got, 16) != 16 ||
+				    ini_chap_md5(ini->mutual_id, ini->mutual_secret,
+						 ini->mutual_chal, sizeof(ini->mutual_chal), want) ||
+				    CRYPTO_memcmp(got, want, 16)) {
+					ini_fail(ini, "mutual CHAP: %s did not prove its identity",
+						 ini->target);
+					return;
+				}
+			}
+			break;
+		case LS_OPERATIONAL:
+			break;
+		}
+		if (!transit) {		/* the target wants another round in this stage */
+			if (ini_login_send(ini, 0, 1, true, &t) < 0)
+				ini_fail(ini, "out of memory for the login");
+			return;
+		}
+		if (nsg == 1) {
+			if (ini_login_operational(ini) < 0)
+				ini_fail(ini, "out of memory for the login");
+			return;
+		}
+	} else {
+		ini_negotiated(ini, text, len);
+		if (!transit || nsg != 3) {
+			if (ini_login_send(ini, 1, 3, true, &t) < 0)
+				ini_fail(ini, "out of memory for the login");
+			return;
+		}
+	}
+	if (nsg != 3) {
+		ini_fail(ini, "login to %s: unexpected stage %d", ini->target, nsg);
+		return;
+	}
+	if (ini->first_burst > ini->max_burst)
+		ini->first_burst = ini->max_burst;
+	if (!ini->max_send_dsl)
+		ini->max_send_dsl = 8192;
+	ini->state = INI_FULL;
+	ini->cmdsn = ini->exp_cmdsn = get32(h, 28);
+	ini->max_cmdsn = get32(h, 32);
+	gw_dbg(MP_LOG, "native login to %s at %s: MRDSL %u, burst %u/%u, InitialR2T %s, "
+	       "ImmediateData %s, header digest %s", ini->target, ini->portal, ini->max_send_dsl,
+	       ini->first_burst, ini->max_burst, ini->initial_r2t ? "Yes" : "No",
+	       ini->immediate_data ? "Yes" : "No", ini->hd ? "CRC32C" : "None");
+	ini->fn(ini, 0, ini->arg);
+}
+
+/* ---- receive ------------------------------------------------------------------------------- */
+
+static void ini_complete(struct mp_ini *ini, struct ini_task *t, int status, const uint8_t *sense,
+			 uint32_t sense_len)
+{
+	struct mp_ini_result r = {
+		.status = status, .sense = sense, .sense_len = sense_len, .data_len = t->data_len,
+	};
+	mp_ini_cmd_fn fn = t->fn;
+	void *arg = t->arg;
+
+	ini_task_put(ini, t);
+	fn(arg, &r);
+}
+
+static void ini_sn(struct mp_ini *ini, const uint8_t *h, bool statsn)
+{
+	uint32_t exp = get32(h, 28), max = get32(h, 32);
+
+	if (statsn && !sn_lt(get32(h, 24) + 1, ini->exp_statsn))
+		ini->exp_statsn = get32(h, 24) + 1;
+	if (ini->state != INI_FULL || (int32_t)(max - exp) < -1)
+		return;			/* not a window (RFC 7143 §4.2.2.1) */
+	if (sn_lt(ini->exp_cmdsn, exp))
+		ini->exp_cmdsn = exp;
+	if (sn_lt(ini->max_cmdsn, max))
+		ini->max_cmdsn = max;
+}
+
+/* A Data-In's data is all in: the status it may carry. */
+static void ini_datain_end(struct mp_ini *ini, struct ini_task *t, const uint8_t *h)
+{
+	if (h[1] & FL_S) {
+		ini_sn(ini, h, true);
+		ini_complete(ini, t, h[3], NULL, 0);
+	}
+}
+
+static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data, uint32_t dsl)
+{
+	uint8_t op = h[0] & 0x3f;
+	uint32_t itt = get32(h, 16);
+	struct ini_task *t;
+
+	ini->st.pdus_in++;
+	if (ini->state == INI_LOGIN) {
+		if (op != OP_LOGIN_RSP) {
+			ini_fail(ini, "login to %s: unexpected opcode %#x", ini->target, op);
+			return;
+		}
+		ini_login_rsp(ini, h, (const char *)data, dsl);
+		return;
+	}
+	switch (op) {
+	case OP_SCSI_RSP: {
+		const uint8_t *sense = NULL;
+		uint32_t sl = 0;
+
+		ini_sn(ini, h, true);
+		t = ini_slot_find(ini, itt);
+		if (!t || t->nop) {
+			ini_fail(ini, "SCSI Response for unknown task %#x", itt);
+			return;
+		}
+		if (h[2] != 0) {
+			ini_fail(ini, "target failure (iSCSI response %#x) for a command", h[2]);
+			return;
+		}
+		if (dsl >= 2) {
+			sl = (uint32_t)data[0] << 8 | data[1];
+			if (sl > dsl - 2)
+				sl = dsl - 2;
+			sense = data + 2;
+		}
+		ini_complete(ini, t, h[3], sense, sl);
+		break;
+	}
+	case OP_NOP_IN: {
+		uint32_t ttt = get32(h, 20);
+
+		ini_sn(ini, h, itt != INI_TAG_NONE);
+		if (itt != INI_TAG_NONE) {
+			t = ini_slot_find(ini, itt);
+			if (t && t->nop)
+				ini_complete(ini, t, 0, NULL, 0);
+		}
+		if (ttt != INI_TAG_NONE) {
+			/* The target's ping: answered with its tag and data. */
+			struct ini_pdu *pdu = ini_pdu_new(1);
+
+			if (!pdu || (dsl && !(pdu->own = malloc(dsl)))) {
+				free(pdu);
+				ini_fail(ini, "out of memory answering a NOP-In");
+				return;
+			}
+			pdu->hdr[0] = OP_NOP_OUT | 0x40;
+			pdu->hdr[1] = FL_F;
+			memcpy(pdu->hdr + 8, h + 8, 8);
+			put32(pdu->hdr, 16, INI_TAG_NONE);
+			put32(pdu->hdr, 20, ttt);
+			put32(pdu->hdr, 24, ini->cmdsn);
+			put32(pdu->hdr, 28, ini->exp_statsn);
+			if (dsl) {
+				memcpy(pdu->own, data, dsl);
+				pdu->iov[0].iov_base = pdu->own;
+				pdu->iov[0].iov_len = dsl;
+				pdu->niov = 1;
+			}
+			ini_queue(ini, pdu, dsl);
+		}
+		break;
+	}
+	case OP_DATA_IN:		/* without data: only a status */
+		t = ini_slot_find(ini, itt);
+		if (!t || t->nop) {
+			ini_fail(ini, "Data-In for unknown task %#x", itt);
+			return;
+		}
+		ini_sn(ini, h, false);
+		ini_datain_end(ini, t, h);
+		break;
+	case OP_R2T: {
+		uint32_t off = get32(h, 40), len = get32(h, 44);
+
+		ini_sn(ini, h, false);
+		t = ini_slot_find(ini, itt);
+		if (!t || t->dir != MP_INI_WRITE || off > t->xfer || len > t->xfer - off || !len) {
+			ini_fail(ini, "R2T outside its command (task %#x, %u+%u)", itt, off, len);
+			return;
+		}
+		if (ini_data_out(ini, t, get32(h, 20), off, len) < 0)
+			ini_fail(ini, "out of memory answering an R2T");
+		break;
+	}
+	case OP_ASYNC:
+		ini_sn(ini, h, true);
+		if (h[36] != 0)
+			ini_fail(ini, "%s asked to end the connection (async event %u)", ini->target,
+				 h[36]);
+		break;
+	case OP_REJECT:
+		ini_sn(ini, h, true);
+		ini_fail(ini, "%s rejected a PDU (reason %#x)", ini->target, h[2]);
+		break;
+	default:
+		ini_sn(ini, h, true);
+		ini_fail(ini, "unexpected opcode %#x from %s", op, ini->target);
+		break;
+	}
+}
+
+static bool ini_hdr_ok(struct mp_ini *ini, const uint8_t *h, uint32_t ahs)
+{
+	uint32_t crc, got;
+
+	if (!ini->hd || ini->state != INI_FULL)
+		return true;
+	crc = gw_crc32c(0, h, INI_BHS + ahs);
+	memcpy(&got, h + INI_BHS + ahs, 4);
+	if (crc == got)
+		return true;
+	ini_fail(ini, "header digest error from %s", ini->portal);
+	return false;
+}
+
+/* Handles the complete PDUs in rx; leaves a partial one there (or in the direct state). */
+static void ini_parse(struct mp_ini *ini)
+{
+	while (ini->state != INI_FAILED && !ini->rx_left && !ini->rx_skip) {
+		uint8_t *h = ini->rx + ini->rx_off;
+		uint32_t avail = ini->rx_len - ini->rx_off, ahs, hlen, dsl, pad, total;
+
+		if (avail < INI_BHS)
+			break;
+		ahs = (uint32_t)h[4] * 4;
+		hlen = INI_BHS + ahs + (ini->hd && ini->state == INI_FULL ? 4 : 0);
+		if (avail < hlen)
+			break;
+		dsl = get24(h, 5);
+		pad = pad4(dsl);
+		if ((h[0] & 0x3f) == OP_DATA_IN && dsl && ini->state == INI_FULL) {
+			uint32_t off = get32(h, 40), take;
+			struct ini_task *t;
+
+			if (!ini_hdr_ok(ini, h, ahs))
+				return;
+			t = ini_slot_find(ini, get32(h, 16));
+			if (!t || t->dir != MP_INI_READ || off > t->xfer || dsl > t->xfer - off) {
+				ini_fail(ini, "Data-In outside its command (task %#x, %u+%u)",
+					 get32(h, 16), off, dsl);
+				return;
+			}
+			ini_sn(ini, h, false);
+			take = avail - hlen < dsl ? avail - hlen : dsl;
+			gw_buf_to_iov(t->iov, t->iovcnt, off, h + hlen, take);
+			t->data_len += dsl;
+			ini->st.pdus_in++;
+			if (take < dsl || avail - hlen - take < pad) {
+				/* The rest comes straight into the iovec. */
+				ini->rx_task = t;
+				ini->rx_at = off + take;
+				ini->rx_left = dsl - take;
+				ini->rx_skip = take < dsl ? pad : pad - (avail - hlen - take);
+				memcpy(ini->rx_hdr, h, INI_BHS);
+				ini->rx_off = ini->rx_len;
+				break;
+			}
+			ini->rx_off += hlen + dsl + pad;
+			ini_datain_end(ini, t, h);
+			ini_kick(ini);
+			continue;
+		}
+		total = hlen + dsl + pad;
+		if (dsl > INI_MY_MRDSL) {
+			ini_fail(ini, "PDU of %u data bytes from %s, above the %u negotiated", dsl,
+				 ini->portal, INI_MY_MRDSL);
+			return;
+		}
+		if (total > ini->rx_cap - ini->rx_off) {
+			if (ini->rx_off)
+				break;		/* compacted before the next read */
+			uint8_t *b = realloc(ini->rx, total);
+
+			if (!b) {
+				ini_fail(ini, "out of memory receiving");
+				return;
+			}
+			ini->rx = b;
+			ini->rx_cap = total;
+			continue;
+		}
+		if (avail < total)
+			break;
+		if (!ini_hdr_ok(ini, h, ahs))
+			return;
+		ini->rx_off += total;
+		ini_pdu_in(ini, h, h + hlen, dsl);
+		ini_kick(ini);
+	}
+}
+
+static void ini_rx(struct mp_ini *ini)
+{
+	for (int round = 0; round < 64 && ini->state != INI_FAILED; round++) {
+		struct iovec v[INI_RX_IOV];
+		uint64_t covered = 0;
+		size_t want = 0;
+		int cnt = 0;
+		ssize_t n;
+
+		if (ini->rx_off == ini->rx_len) {
+			ini->rx_off = ini->rx_len = 0;
+		} else if (ini->rx_off && ini->rx_cap - ini->rx_len < INI_BHS * 4) {
+			memmove(ini->rx, ini->rx + ini->rx_off, ini->rx_len - ini->rx_off);
+			ini->rx_len -= ini->rx_off;
+			ini->rx_off = 0;
+		} else if (ini->rx_off && ini->rx_len == ini->rx_cap) {
+			memmove(ini->rx, ini->rx + ini->rx_off, ini->rx_len - ini->rx_off);
+			ini->rx_len -= ini->rx_off;
+			ini->rx_off = 0;
+		}
+		if (ini->rx_left) {
+			cnt = gw_iov_slice(ini->rx_task->iov, ini->rx_task->iovcnt, ini->rx_at,
+					   ini->rx_left, v, INI_RX_IOV - 2, &covered);
+			want = covered;
+		}
+		if (covered == ini->rx_left) {
+			if (ini->rx_skip) {
+				v[cnt].iov_base = ini->rx_pad;
+				v[cnt++].iov_len = ini->rx_skip;
+				want += ini->rx_skip;
+			}
+			v[cnt].iov_base = ini->rx + ini->rx_len;
+			v[cnt++].iov_len = ini->rx_cap - ini->rx_len;
+			want += ini->rx_cap - ini->rx_len;
+		}
+		n = cnt == 1 ? read(ini->fd, v[0].iov_base, v[0].iov_len) : readv(ini->fd, v, cnt);
+		ini->st.reads++;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			ini_fail(ini, "receive from %s: %s", ini->portal, strerror(errno));
+			return;
+		}
+		if (n == 0) {
+			ini_fail(ini, "connection closed by %s", ini->portal);
+			return;
+		}
+		size_t got = (size_t)n;
+
+		if (ini->rx_left || ini->rx_skip) {
+			size_t take = got < ini->rx_left ? got : ini->rx_left;
+
+			ini->rx_at += (uint32_t)take;
+			ini->rx_left -= (uint32_t)take;
+			ini->st.direct_bytes += take;
+			got -= take;
+			if (!ini->rx_left) {
+				take = got < ini->rx_skip ? got : ini->rx_skip;
+				ini->rx_skip -= (uint32_t)take;
+				got -= take;
+			}
+			if (!ini->rx_left && !ini->rx_skip) {
+				struct ini_task *t = ini->rx_task;
+
+				ini->rx_task = NULL;
+				ini_datain_end(ini, t, ini->rx_hdr);
+				ini_kick(ini);
+			}
+		}
+		ini->rx_len += (uint32_t)got;
+		ini_parse(ini);
+		/* Less than asked: the socket is drained, EPOLLIN says when there is more. */
+		if ((size_t)n < want)
+			return;
+	}
+}
+
+static void ini_watch_fn(struct gw_watch *w, uint32_t events)
+{
+	struct mp_ini *ini = gw_container_of(w, struct mp_ini, w);
+
+	if (ini->state == INI_CONNECTING) {
+		int err = 0;
+		socklen_t l = sizeof(err);
+
+		if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+			return;
+		if (getsockopt(ini->fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
+			err = errno;
+		if (err) {
+			ini_fail(ini, "connect to %s failed: %s", ini->portal, strerror(err));
+			return;
+		}
+		ini->tx_wait = false;
+		if (gw_watch_set(&ini->w, EPOLLIN | EPOLLRDHUP) < 0) {
+			ini_fail(ini, "cannot watch the connection to %s", ini->portal);
+			return;
+		}
+		ini_login_start(ini);
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		ini_rx(ini);
+	if (ini->state == INI_FAILED)
+		return;
+	if (events & (EPOLLERR | EPOLLHUP)) {
+		ini_fail(ini, "connection to %s lost", ini->portal);
+		return;
+	}
+	if (events & EPOLLOUT)
+		ini_flush(ini);
+}
+
+/* ---- life ------------------------------------------------------------------------------------ */
+
+static int ini_parse_portal(const char *portal, char *host, size_t hl, char *port, size_t pl)
+{
+	const char *s = portal, *e, *colon;
+
+	if (*s == '[') {
+		e = strchr(++s, ']');
+		if (!e)
+			return -EINVAL;
+		colon = e[1] == ':' ? e + 1 : NULL;
+	} else {
+		colon = strrchr(s, ':');
+		e = colon ? colon : s + strlen(s);
+	}
+	if ((size_t)(e - s) >= hl)
+		return -EINVAL;
+	memcpy(host, s, (size_t)(e - s));
+	host[e - s] = 0;
+	snprintf(port, pl, "%s", colon && colon[1] ? colon + 1 : "3260");
+	return 0;
+}
+
+static char *ini_strdup_opt(const char *s)
+{
+	return s && s[0] ? strdup(s) : NULL;
+}
+
+int mp_ini_create(struct gw_loop *loop, const struct mp_ini_conf *conf, mp_ini_event_fn fn,
+		  void *arg, struct mp_ini **out)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+	struct mp_ini *ini;
+	char host[256], port[16];
+	int one = 1, rc;
+
+	if (ini_parse_portal(conf->portal, host, sizeof(host), port, sizeof(port)) < 0)
+		return -EINVAL;
+	ini = calloc(1, sizeof(*ini));
+	if (!ini)
+		return -ENOMEM;
+	ini->loop = loop;
+	ini->fn = fn;
+	ini->arg = arg;
+	ini->fd = -1;
+	gw_list_init(&ini->txq);
+	gw_list_init(&ini->pending);
+	gw_list_init(&ini->cache);
+	gw_defer_init(&ini->flush, ini_flush_fn);
+	for (uint32_t i = 0; i < INI_SLOTS; i++)
+		ini->free_slots[i] = INI_SLOTS - 1 - i;
+	ini->nfree = INI_SLOTS;
+	/* RFC 7143 defaults, until the target answers. */
+	ini->max_send_dsl = 8192;
+	ini->max_burst = 262144;
+	ini->first_burst = 65536;
+	ini->initial_r2t = true;
+	ini->immediate_data = true;
+	ini->cmdsn = 1;
+	ini->want_hd = conf->header_digest;
+	ini->portal = strdup(conf->portal);
+	ini->target = strdup(conf->target);
+	ini->initiator = strdup(conf->initiator);
+	ini->chap_user = ini_strdup_opt(conf->chap_user);
+	ini->chap_secret = strdup(conf->chap_secret ? conf->chap_secret : "");
+	ini->mutual_user = ini_strdup_opt(conf->mutual_user);
+	ini->mutual_secret = strdup(conf->mutual_secret ? conf->mutual_secret : "");
+	ini->rx_cap = INI_RX_BUF;
+	ini->rx = malloc(ini->rx_cap);
+	rc = -ENOMEM;
+	if (!ini->portal || !ini->target || !ini->initiator || !ini->chap_secret ||
+	    !ini->mutual_secret || !ini->rx)
+		goto fail;
+	/* ISID: random qualifier (type 10b, RFC 7143 §11.12.5). */
+	if (getrandom(ini->isid + 1, 3, 0) != 3)
+		goto fail;
+	ini->isid[0] = 0x80;
+	hints.ai_flags = AI_NUMERICSERV;
+	rc = getaddrinfo(host, port, &hints, &ai);
+	if (rc != 0) {
+		rc = -EHOSTUNREACH;
+		goto fail;
+	}
+	ini->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ini->fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	setsockopt(ini->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(ini->fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+		rc = -errno;
+		goto fail;
+	}
+	freeaddrinfo(ai);
+	ai = NULL;
+	gw_watch_init(&ini->w, loop, ini->fd, ini_watch_fn);
+	rc = gw_watch_set(&ini->w, EPOLLOUT);
+	if (rc < 0)
+		goto fail;
+	ini->state = INI_CONNECTING;
+	*out = ini;
+	return 0;
+fail:
+	if (ai)
+		freeaddrinfo(ai);
+	mp_ini_destroy(ini);
+	return rc;
+}
+
+void mp_ini_destroy(struct mp_ini *ini)
+{
+	struct ini_pdu *pdu, *pt;
+	struct ini_task *t, *tt;
+
+	if (!ini)
+		return;
+	gw_watch_stop(&ini->w);
+	gw_defer_cancel(&ini->flush);
+	if (ini->fd >= 0) {
+		struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
+
+		/* Reset, not close: a write queued here must never reach the target later. */
+		setsockopt(ini->fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close));
+		close(ini->fd);
+	}
+	gw_list_for_each_entry_safe(pdu, pt, &ini->txq, node)
+		ini_pdu_free(pdu);
+	for (uint32_t i = 0; i < INI_SLOTS; i++)
+		free(ini->slots[i]);
+	gw_list_for_each_entry_safe(t, tt, &ini->pending, node)
+		free(t);
+	gw_list_for_each_entry_safe(t, tt, &ini->cache, node)
+		free(t);
+	if (ini->chap_secret)
+		OPENSSL_cleanse(ini->chap_secret, strlen(ini->chap_secret));
+	if (ini->mutual_secret)
+		OPENSSL_cleanse(ini->mutual_secret, strlen(ini->mutual_secret));
+	free(ini->portal);
+	free(ini->target);
+	free(ini->initiator);
+	free(ini->chap_user);
+	free(ini->chap_secret);
+	free(ini->mutual_user);
+	free(ini->mutual_secret);
+	free(ini->rx);
+	free(ini);
+}
+
+const char *mp_ini_error(const struct mp_ini *ini)
+{
+	return ini->err;
+}
+
+void mp_ini_stats(const struct mp_ini *ini, struct mp_ini_stats *st)
+{
+	*st = ini->st;
+	st->max_send_dsl = ini->max_send_dsl;
+	st->first_burst = ini->first_burst;
+	st->max_burst = ini->max_burst;
+	st->initial_r2t = ini->initial_r2t;
+	st->immediate_data = ini->immediate_data;
+	st->header_digest = ini->hd;
+}

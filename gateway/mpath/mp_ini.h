@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to gateway/mpath/: the native initiator (issue 13, "A cheaper proxy"). One back-end
+ * iSCSI/TCP connection of a remote path, as an alternative to a libiscsi context: non-blocking
+ * connect, login (AuthMethod None or CHAP-MD5 with optional mutual CHAP; operational
+ * negotiation per RFC 7143 §13), then SCSI commands from the caller's iovec and NOP-Out pings.
+ *
+ * Its point is the system calls: what arrived is read with one read() into a receive buffer
+ * and every complete PDU in it is handled; the data segment of a Data-In goes straight into
+ * the command's iovec (readv with the buffer behind it for the headers that follow), and
+ * everything queued in a loop round (commands, Data-Out, NOP answers) leaves with one writev
+ * from a gw_defer, as the host side's dmv_tcp does. Error recovery level 0, one connection
+ * per session, no task management (a failed path is reset and its I/O re-driven elsewhere).
+ *
+ * The async rule: a call that returns < 0 never calls back; one that returns 0 calls back
+ * exactly once, unless mp_ini_destroy comes first (it calls nothing back: the caller still
+ * holds every command it submitted and hands them back itself).
+ */
+#ifndef MP_INI_H
+#define MP_INI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct gw_loop;
+struct mp_ini;
+
+struct mp_ini_conf {
+	const char *portal;		/* host[:port], [v6addr][:port]; port 3260 by default */
+	const char *target;
+	const char *initiator;
+	const char *chap_user;		/* NULL or "": AuthMethod=None */
+	const char *chap_secret;
+	const char *mutual_user;	/* NULL or "": one-way CHAP */
+	const char *mutual_secret;
+	bool header_digest;		/* offer CRC32C first (None is always acceptable) */
+};
+
+enum mp_ini_dir { MP_INI_NONE, MP_INI_READ, MP_INI_WRITE };
+
+/* A command's end. status >= 0: the SCSI status (sense/sense_len for CHECK CONDITION, data_len
+ * bytes of Data-In landed in the iovec); < 0: -errno, the connection failed (never used: a
+ * failed connection calls the event callback, and the caller tears it down). */
+struct mp_ini_result {
+	int status;
+	const uint8_t *sense;
+	uint32_t sense_len;
+	uint32_t data_len;
+};
+
+typedef void (*mp_ini_cmd_fn)(void *arg, const struct mp_ini_result *r);
+/* err 0: logged in (once); < 0: the connection failed (once, the last call back but for none). */
+typedef void (*mp_ini_event_fn)(struct mp_ini *ini, int err, void *arg);
+
+/* Starts connecting and logging in; 0 or -errno (then nothing is allocated). */
+int mp_ini_create(struct gw_loop *loop, const struct mp_ini_conf *conf, mp_ini_event_fn fn,
+		  void *arg, struct mp_ini **out);
+/* Resets the connection (RST: nothing queued reaches the target later) and frees everything;
+ * no callback runs. Not from inside one of its own callbacks (use a defer). */
+void mp_ini_destroy(struct mp_ini *ini);
+/* A command for LUN lun. iov must stay valid until the callback. 0, or -ENOTCONN (not logged
+ * in, or failed), -ENOMEM, -EINVAL. */
+int mp_ini_command(struct mp_ini *ini, int lun, const uint8_t *cdb, int cdb_len,
+		   enum mp_ini_dir dir, const struct iovec *iov, int iovcnt, uint32_t xfer,
+		   mp_ini_cmd_fn fn, void *arg);
+/* A NOP-Out ping; fn gets status 0 when the target's NOP-In comes back. */
+int mp_ini_nop(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg);
+/* Why it failed (for logs), "" if it has not. */
+const char *mp_ini_error(const struct mp_ini *ini);
+
+/* Counters, for tests and the bench. */
+struct mp_ini_stats {
+	uint64_t reads;		/* read/readv calls */
+	uint64_t writes;	/* writev calls */
+	uint64_t pdus_in;
+	uint64_t pdus_out;
+	uint64_t direct_bytes;	/* Data-In bytes read straight into a command's iovec */
+	uint32_t max_send_dsl;	/* negotiated: the target's MaxRecvDataSegmentLength */
+	uint32_t first_burst;
+	uint32_t max_burst;
+	bool initial_r2t;
+	bool immediate_data;
+	bool header_digest;
+};
+void mp_ini_stats(const struct mp_ini *ini, struct mp_ini_stats *st);
+
+#endif
