@@ -8,6 +8,7 @@
  * (Moved here from the iSCSI layer: applying is composition, iSCSI + SCSI + backstores.)
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -440,6 +441,21 @@ static json_t *ctl_state_hist(const struct gw_hist *h)
 	return json_pack("{s:o, s:I}", "counts", a, "sum_ns", (json_int_t)h->sum_ns);
 }
 
+/* The C heap as glibc's malloc sees it (every arena): what the soak logs per round to tell a
+ * leak (in_use grows) from a heap that keeps freed memory (free grows, arena high). Bytes. */
+static json_t *ctl_state_heap(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+	struct mallinfo2 mi = mallinfo2();
+
+	return json_pack("{s:I, s:I, s:I, s:I, s:I}", "arena", (json_int_t)mi.arena, "mmapped",
+			 (json_int_t)mi.hblkhd, "in_use", (json_int_t)(mi.uordblks + mi.hblkhd),
+			 "free", (json_int_t)mi.fordblks, "releasable", (json_int_t)mi.keepcost);
+#else
+	return json_object();
+#endif
+}
+
 json_t *ctl_gw_state(struct isc_gw *gw)
 {
 	json_t *portals = json_array(), *targets = json_array(), *sessions;
@@ -513,11 +529,11 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 	isc_gw_totals(gw, &tot);
 	/* tasks and pdus_in_use fall back to 0 once every initiator is gone; data_memory.used to
 	 * what the task cache keeps (cached tasks x their buffers): the soak checks both. */
-	return json_pack("{s:o, s:o, s:o, s:i, s:o, s:{s:I, s:I, s:I}, s:I, s:I, s:I}",
+	return json_pack("{s:o, s:o, s:o, s:i, s:o, s:{s:I, s:I, s:I}, s:I, s:I, s:I, s:o}",
 			 "portals", portals, "targets", targets, "sessions", sessions,
 			 "connections", (int)gw->nconns, "login", isc_gw_login_state(gw),
 			 "data_memory", "used", (json_int_t)tot.data_mem, "limit",
 			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)tot.task_set_full,
 			 "tasks", (json_int_t)tot.tasks, "tasks_cached", (json_int_t)tot.tasks_cached,
-			 "pdus_in_use", (json_int_t)tot.pdus_in_use);
+			 "pdus_in_use", (json_int_t)tot.pdus_in_use, "heap", ctl_state_heap());
 }
