@@ -1112,6 +1112,32 @@ static void iser_conn_cm_event(struct gw_watch *w, uint32_t events)
 	}
 }
 
+/*
+ * The RDMA Read depths of the accept, from the CONNECT_REQUEST's (rdma_cm gives them from this
+ * side's point of view, as isert reads them): the initiator_depth it offers is how many RDMA
+ * Reads the initiator will serve at once, so how many the target may have in flight (Linux's
+ * iser offers its device's max_qp_rd_atom), and its responder_resources are the Reads it will
+ * issue itself (iSER initiators never do; Linux asks for 1). Reading them the other way round
+ * held the target to one Read in flight per connection, and a 512 KiB write's two chunks
+ * waited for each other. Within the device's limits and ISER_READS_MAX; at least 1.
+ */
+static void iser_read_depths(const struct rdma_conn_param *req, const struct ibv_device_attr *attr,
+			     struct rdma_conn_param *cp)
+{
+	uint32_t reads = req->initiator_depth, resp = req->responder_resources;
+
+	if (attr->max_qp_init_rd_atom >= 0 && reads > (uint32_t)attr->max_qp_init_rd_atom)
+		reads = (uint32_t)attr->max_qp_init_rd_atom;
+	if (reads > ISER_READS_MAX)
+		reads = ISER_READS_MAX;
+	if (!reads)
+		reads = 1;
+	if (attr->max_qp_rd_atom >= 0 && resp > (uint32_t)attr->max_qp_rd_atom)
+		resp = (uint32_t)attr->max_qp_rd_atom;
+	cp->initiator_depth = (uint8_t)reads;
+	cp->responder_resources = (uint8_t)resp;
+}
+
 /* A CONNECT_REQUEST: everything the connection needs is allocated and registered here, then
  * the request is accepted. Returns 0 (the id is owned by the connection from then on) or
  * -errno, in which case the caller rejects and destroys the id. */
@@ -1241,22 +1267,11 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 		if (r)
 			goto fail;
 	}
-	/* RDMA Reads the target issues are bounded by what the initiator will serve. */
-	ic->max_reads = req->responder_resources;
-	if (ic->dev->attr.max_qp_init_rd_atom >= 0 &&
-	    ic->max_reads > (uint32_t)ic->dev->attr.max_qp_init_rd_atom)
-		ic->max_reads = (uint32_t)ic->dev->attr.max_qp_init_rd_atom;
-	if (ic->max_reads > ISER_READS_MAX)
-		ic->max_reads = ISER_READS_MAX;
-	if (!ic->max_reads)
-		ic->max_reads = 1;
 	ic->use_send_inv = ci->have_hdr && !ci->send_inv_not_sup;
 	dmv_iser_cm_build(pd_out, ic->use_send_inv);
 	memset(&cp, 0, sizeof(cp));
-	cp.initiator_depth = (uint8_t)ic->max_reads;
-	cp.responder_resources = req->initiator_depth;
-	if (cp.responder_resources > ic->dev->attr.max_qp_rd_atom)
-		cp.responder_resources = (uint8_t)ic->dev->attr.max_qp_rd_atom;
+	iser_read_depths(req, &ic->dev->attr, &cp);
+	ic->max_reads = cp.initiator_depth;
 	cp.rnr_retry_count = 7;
 	cp.private_data = pd_out;
 	cp.private_data_len = sizeof(pd_out);

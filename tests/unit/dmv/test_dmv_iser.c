@@ -199,6 +199,37 @@ Test(dmv_iser, params_stay_within_the_message_buffers)
 	cr_assert_eq(c.params.max_xmit_dsl, 2048);
 }
 
+/* The accept's RDMA Read depths from a CONNECT_REQUEST as rdma_cm reports it at the target:
+ * the initiator_depth offered is how many Reads the target may have in flight. Linux's iser
+ * offers its device's max_qp_rd_atom (rxe: 128) and asks for 1 itself; the target must then
+ * keep ISER_READS_MAX Reads in flight, not 1 (the old reading waited out each 256 KiB chunk of
+ * a large write before asking for the next). */
+Test(dmv_iser, read_depths_follow_what_the_initiator_serves)
+{
+	struct ibv_device_attr attr = { .max_qp_rd_atom = 128, .max_qp_init_rd_atom = 128 };
+	struct rdma_conn_param req = { .initiator_depth = 128, .responder_resources = 1 };
+	struct rdma_conn_param cp = { 0 };
+
+	iser_read_depths(&req, &attr, &cp);
+	cr_assert_eq(cp.initiator_depth, ISER_READS_MAX, "Reads in flight");
+	cr_assert_eq(cp.responder_resources, 1, "the initiator's own Reads");
+	/* libiscsi offers 4 and asks for 1. */
+	req.initiator_depth = 4;
+	iser_read_depths(&req, &attr, &cp);
+	cr_assert_eq(cp.initiator_depth, 4);
+	/* The target's device bounds both; an initiator serving none still gets one at a time. */
+	attr.max_qp_init_rd_atom = 2;
+	attr.max_qp_rd_atom = 1;
+	req.initiator_depth = 128;
+	req.responder_resources = 8;
+	iser_read_depths(&req, &attr, &cp);
+	cr_assert_eq(cp.initiator_depth, 2);
+	cr_assert_eq(cp.responder_resources, 1);
+	req.initiator_depth = 0;
+	iser_read_depths(&req, &attr, &cp);
+	cr_assert_eq(cp.initiator_depth, 1);
+}
+
 /* Without any RDMA device or rdma_cm (this machine), listening still yields a portal that
  * says it is not listening and retries, rather than failing the gateway. */
 Test(dmv_iser, listen_without_a_device_is_not_fatal)
