@@ -950,6 +950,8 @@ static void iser_conn_destroy(struct iser_conn *ic)
 		res->conns--;
 	if (ic->dev)
 		dmv_iser_dev_put(ic->dev);
+	if (ic->loops)
+		gw_loops_load_add(ic->loops, ic->li, -1);
 	gw_loop_close(ic->base.loop, &ic->cl, iser_conn_free);
 }
 
@@ -1048,7 +1050,7 @@ static void iser_conn_established(struct iser_conn *ic)
 	struct iser_portal *ip = ic->ip;
 
 	gw_list_del(&ic->pnode);
-	gw_list_add_tail(&ip->up, &ic->pnode);
+	gw_list_add_tail(&ip->pl[ic->li].up, &ic->pnode);
 	ic->state = IC_UP;
 	if (ibv_req_notify_cq(ic->cq, 0) || gw_watch_set(&ic->comp_w, EPOLLIN) < 0) {
 		gw_err("dmv", "%s: cannot watch the completion channel", ic->base.peer);
@@ -1138,13 +1140,14 @@ static void iser_read_depths(const struct rdma_conn_param *req, const struct ibv
 	cp->responder_resources = (uint8_t)resp;
 }
 
-/* A CONNECT_REQUEST: everything the connection needs is allocated and registered here, then
- * the request is accepted. Returns 0 (the id is owned by the connection from then on) or
- * -errno, in which case the caller rejects and destroys the id. */
-static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
-			    const struct rdma_conn_param *req, const struct dmv_iser_cm_info *ci)
+/* The connection's half on its own loop (after iser_conn_create on the listener's): its device's
+ * pool, watches, CQ, QP and buffers, then the accept. 0, or -errno once the id is rejected and
+ * the connection destroyed. */
+static int iser_conn_setup(struct iser_conn *ic, const struct rdma_conn_param *req,
+			   const struct dmv_iser_cm_info *ci)
 {
-	struct iser_conn *ic = calloc(1, sizeof(*ic));
+	struct iser_portal *ip = ic->ip;
+	struct rdma_cm_id *id = ic->id;
 	struct ibv_qp_init_attr qa;
 	struct rdma_conn_param cp;
 	uint8_t pd_out[ISER_CM_HDR_LEN];
@@ -1152,55 +1155,14 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 	uint32_t i;
 	int r;
 
-	if (ic)
-		ic->tags.slot = calloc(ISER_TAGS, sizeof(*ic->tags.slot));
-	if (!ic || !ic->tags.slot) {
-		free(ic);
-		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
-		return -ENOMEM;
-	}
-	ic->base.tp = &dmv_iser_transport;
-	ic->base.portal = &ip->base;
-	ic->base.loop = ip->base.loop;
-	ic->base.pool = ip->base.pool;
-	ic->base.next_ttt = 1;
-	dmv_conn_params_login(&ic->base.params);
-	iser_sa_str(rdma_get_peer_addr(id), ic->base.peer, sizeof(ic->base.peer));
-	iser_sa_str(rdma_get_local_addr(id), ic->base.local, sizeof(ic->base.local));
-	ic->state = IC_PENDING;
-	ic->ip = ip;
-	gw_list_init(&ic->pnode);
-	gw_list_init(&ic->dnode);
-	gw_list_init(&ic->tx_free);
-	gw_list_init(&ic->txq);
-	gw_list_init(&ic->xfers);
-	gw_list_init(&ic->waitq);
-	gw_defer_init(&ic->kick, iser_kick_deferred);
-	gw_defer_init(&ic->post_defer, iser_post_deferred);
-	ic->comp_w.fd = -1;
-	ic->ev_w.fd = -1;
-
-	r = dmv_iser_dev_get(ip, id->verbs, &ic->dev);
+	r = dmv_iser_dev_get(ip, ic->li, id->verbs, &ic->dev);
 	if (r) {
-		free(ic->tags.slot);
-		free(ic);
-		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
-		return r == -ENOMEM ? r : -ENODEV;
+		r = r == -ENOMEM ? r : -ENODEV;
+		goto fail;
 	}
 	res = ic->dev->res;
 	res->conns++;
 	/* From here on iser_conn_destroy undoes whatever was set up. */
-	ic->ev_ch = rdma_create_event_channel();
-	if (!ic->ev_ch || iser_set_nonblock(ic->ev_ch->fd) || rdma_migrate_id(id, ic->ev_ch)) {
-		r = -errno;
-		gw_err("dmv", "portal %s: %s: rdma event channel: %s", ip->base.name,
-		       ic->base.peer, strerror(-r));
-		goto fail;
-	}
-	ic->id = id;
-	id->context = ic;
 	gw_watch_init(&ic->ev_w, ic->base.loop, ic->ev_ch->fd, iser_conn_cm_event);
 	if (gw_watch_set(&ic->ev_w, EPOLLIN) < 0) {
 		r = -EIO;
@@ -1280,21 +1242,117 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 		gw_warn("dmv", "%s: rdma_accept: %s", ic->base.peer, strerror(-r));
 		goto fail;
 	}
-	gw_list_add_tail(&ip->pending, &ic->pnode);
-	gw_dbg("dmv", "portal %s: accepted %s (ZBVA %s, Send with Invalidate %s, %u reads)",
-	       ip->base.name, ic->base.peer, ci->zbva_not_sup ? "off" : "on",
+	gw_list_add_tail(&ip->pl[ic->li].pending, &ic->pnode);
+	gw_dbg("dmv", "portal %s: accepted %s on loop %u (ZBVA %s, Send with Invalidate %s, "
+	       "%u reads)", ip->base.name, ic->base.peer, ic->li, ci->zbva_not_sup ? "off" : "on",
 	       ic->use_send_inv ? "on" : "off", ic->max_reads);
 	return 0;
 fail:
-	/* Refused: the id goes with the connection (before its event channel, wherever the
-	 * id is attached now). Nothing was accepted, so nothing will complete. */
+	/* Refused: the id goes with the connection (before its event channel, to which the id
+	 * is attached now). Nothing was accepted, so nothing will complete. */
 	rdma_reject(id, NULL, 0);
-	ic->id = id;
+	ic->ip = NULL;
 	ic->posted = 0;
 	ic->state = IC_DRAINING;
 	ic->base.closed = true;
 	iser_conn_destroy(ic);
 	return r ? r : -EIO;
+}
+
+/* On the connection's loop: the CONNECT_REQUEST the listener's loop handed over. */
+static void iser_conn_handed(struct gw_msg *m)
+{
+	struct iser_conn *ic = gw_container_of(m, struct iser_conn, hand);
+	char peer[sizeof(ic->base.peer)];
+	int r;
+
+	memcpy(peer, ic->base.peer, sizeof(peer));
+	r = iser_conn_setup(ic, &ic->hand_req, &ic->hand_ci);
+	if (r)
+		gw_warn_rl("dmv", "refused %s: %s", peer, strerror(-r));
+}
+
+/*
+ * A CONNECT_REQUEST, on the listener's loop: the connection object, its loop (the least loaded
+ * of the gateway's), and its own rdma_cm event channel, to which the id is migrated here, so no
+ * event of the id lands on the listener's channel after this. The rest is set up on its loop:
+ * directly when that is this one, else by a message. Returns 0 (the id is owned by the
+ * connection from then on; a failure on the other loop is logged there) or -errno, in which
+ * case the id was rejected and destroyed.
+ */
+static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
+			    const struct rdma_conn_param *req, const struct dmv_iser_cm_info *ci)
+{
+	struct iser_conn *ic = calloc(1, sizeof(*ic));
+	unsigned li = ip->loops ? gw_loops_pick(ip->loops) : 0;
+	int r;
+
+	if (ic)
+		ic->tags.slot = calloc(ISER_TAGS, sizeof(*ic->tags.slot));
+	if (!ic || !ic->tags.slot) {
+		free(ic);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return -ENOMEM;
+	}
+	ic->base.tp = &dmv_iser_transport;
+	ic->base.portal = &ip->base;
+	ic->li = li < ip->nloops ? li : 0;
+	ic->base.loop = ip->pl[ic->li].loop;
+	/* TODO(issue 13): the PDU pool is the portal's, so shared by its loops until the iSCSI
+	 * layer gives each loop its own (s8-loopiscsi's per-loop pools). */
+	ic->base.pool = ip->base.pool;
+	ic->base.next_ttt = 1;
+	dmv_conn_params_login(&ic->base.params);
+	iser_sa_str(rdma_get_peer_addr(id), ic->base.peer, sizeof(ic->base.peer));
+	iser_sa_str(rdma_get_local_addr(id), ic->base.local, sizeof(ic->base.local));
+	ic->state = IC_PENDING;
+	ic->ip = ip;
+	gw_list_init(&ic->pnode);
+	gw_list_init(&ic->dnode);
+	gw_list_init(&ic->tx_free);
+	gw_list_init(&ic->txq);
+	gw_list_init(&ic->xfers);
+	gw_list_init(&ic->waitq);
+	gw_defer_init(&ic->kick, iser_kick_deferred);
+	gw_defer_init(&ic->post_defer, iser_post_deferred);
+	ic->comp_w.fd = -1;
+	ic->ev_w.fd = -1;
+	ic->ev_ch = rdma_create_event_channel();
+	if (!ic->ev_ch || iser_set_nonblock(ic->ev_ch->fd) || rdma_migrate_id(id, ic->ev_ch)) {
+		r = errno ? -errno : -EIO;
+		gw_err("dmv", "portal %s: %s: rdma event channel: %s", ip->base.name,
+		       ic->base.peer, strerror(-r));
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		if (ic->ev_ch)
+			rdma_destroy_event_channel(ic->ev_ch);
+		free(ic->tags.slot);
+		free(ic);
+		return r;
+	}
+	ic->id = id;
+	id->context = ic;
+	if (ip->loops) {
+		ic->loops = ip->loops;
+		gw_loops_load_add(ic->loops, ic->li, 1);
+	}
+	if (ic->li == 0)
+		return iser_conn_setup(ic, req, ci);
+	ic->hand_req = *req;
+	ic->hand_ci = *ci;
+	ic->hand.fn = iser_conn_handed;
+	r = gw_loop_post(ic->base.loop, &ic->hand);
+	if (r) {
+		/* The loop is finished (shutting down): nothing ran there. */
+		rdma_reject(id, NULL, 0);
+		gw_loops_load_add(ic->loops, ic->li, -1);
+		rdma_destroy_id(id);
+		rdma_destroy_event_channel(ic->ev_ch);
+		free(ic->tags.slot);
+		free(ic);
+	}
+	return r;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1453,25 +1511,28 @@ static void iser_portal_cm_event(struct gw_watch *w, uint32_t events)
  * active slave, usually before rdma_cm's ADDR_CHANGE, which stays the backup): bind the
  * listener again now, then, unless the connections can stay on their device, drop each one so
  * its initiator reconnects at once instead of waiting for its own timeouts. */
-static int iser_rehome(struct dmv_portal *p, bool close_conns)
+/* On loop li's thread: drops the portal's connections there. Returns how many. */
+struct iser_ploop_arg {
+	struct iser_portal *ip;
+	unsigned li;
+};
+
+static int iser_ploop_drop_conns(void *arg)
 {
-	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	struct iser_ploop_arg *a = arg;
+	struct iser_ploop *pl = &a->ip->pl[a->li];
 	struct iser_conn *ic, *next;
 	int n = 0;
 
-	iser_listener_drop(ip);
-	iser_try_listen(ip, false);
-	if (!close_conns)
-		return 0;
-	while (!gw_list_empty(&ip->pending)) {
-		iser_close(&gw_list_first_entry(&ip->pending, struct iser_conn, pnode)->base);
+	while (!gw_list_empty(&pl->pending)) {
+		iser_close(&gw_list_first_entry(&pl->pending, struct iser_conn, pnode)->base);
 		n++;
 	}
 	/* The iSCSI layer's lost up-call may close other connections of the session: look for
 	 * the next one from the start each time. */
 	for (;;) {
 		next = NULL;
-		gw_list_for_each_entry(ic, &ip->up, pnode)
+		gw_list_for_each_entry(ic, &pl->up, pnode)
 			if (!ic->base.closed && !ic->base.lost) {
 				next = ic;
 				break;
@@ -1480,6 +1541,26 @@ static int iser_rehome(struct dmv_portal *p, bool close_conns)
 			break;
 		iser_conn_lost(next, -ENETDOWN);
 		n++;
+	}
+	return n;
+}
+
+static int iser_rehome(struct dmv_portal *p, bool close_conns)
+{
+	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	unsigned i;
+	int n = 0, r;
+
+	iser_listener_drop(ip);
+	iser_try_listen(ip, false);
+	if (!close_conns)
+		return 0;
+	for (i = 0; i < ip->nloops; i++) {
+		struct iser_ploop_arg a = { .ip = ip, .li = i };
+
+		r = gw_loop_call(ip->pl[i].loop, iser_ploop_drop_conns, &a);
+		if (r > 0)
+			n += r;
 	}
 	return n;
 }
@@ -1493,6 +1574,7 @@ static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	struct iser_portal *ip;
 	const char *addr = conf->address;
 	char port[8];
+	unsigned i;
 	int r;
 
 	if (addr && !*addr)
@@ -1517,9 +1599,26 @@ static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	snprintf(ip->base.name, sizeof(ip->base.name), "%s", conf->name ? conf->name : "");
 	snprintf(ip->host, sizeof(ip->host), "%s", addr ? addr : "*");
 	snprintf(ip->base.addr, sizeof(ip->base.addr), "%s:%u", addr ? addr : "*", conf->port);
-	gw_list_init(&ip->devs);
-	gw_list_init(&ip->pending);
-	gw_list_init(&ip->up);
+	/* Loops other than the listener's only when there are several, loop 0 being this one. */
+	ip->nloops = 1;
+	if (conf->loops && conf->loops->n > 1) {
+		if (gw_loops_index(conf->loops, loop) == 0) {
+			ip->loops = conf->loops;
+			ip->nloops = conf->loops->n;
+		} else {
+			gw_warn("dmv", "portal %s: listening on a loop other than loop 0: every "
+				"connection stays on it", ip->base.name);
+		}
+	}
+	for (i = 0; i < ip->nloops; i++) {
+		struct iser_ploop *pl = &ip->pl[i];
+
+		pl->loop = ip->loops ? ip->loops->loop[i] : loop;
+		pl->res = i ? &pl->own_res : &ip->base.res;
+		gw_list_init(&pl->devs);
+		gw_list_init(&pl->pending);
+		gw_list_init(&pl->up);
+	}
 	ip->w.fd = -1;
 	r = gw_timer_init(&ip->retry, loop, iser_portal_retry);
 	if (r) {
@@ -1532,36 +1631,62 @@ static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	return 0;
 }
 
-static void iser_portal_destroy(struct dmv_portal *p)
+/* On loop li's thread: the portal lets go of what it has there. */
+static int iser_ploop_release(void *arg)
 {
-	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	struct iser_ploop_arg *a = arg;
+	struct iser_ploop *pl = &a->ip->pl[a->li];
 	struct iser_dev *d, *dt;
 
-	gw_timer_fini(&ip->retry);
-	while (!gw_list_empty(&ip->pending)) {
-		struct iser_conn *ic = gw_list_first_entry(&ip->pending, struct iser_conn, pnode);
+	while (!gw_list_empty(&pl->pending)) {
+		struct iser_conn *ic = gw_list_first_entry(&pl->pending, struct iser_conn, pnode);
 
 		iser_close(&ic->base);
 	}
 	/* Established connections outlive their portal (the iSCSI layer closes them). */
-	while (!gw_list_empty(&ip->up)) {
-		struct iser_conn *ic = gw_list_first_entry(&ip->up, struct iser_conn, pnode);
+	while (!gw_list_empty(&pl->up)) {
+		struct iser_conn *ic = gw_list_first_entry(&pl->up, struct iser_conn, pnode);
 
 		gw_list_del(&ic->pnode);
 		ic->ip = NULL;
 	}
-	iser_listener_drop(ip);
-	if (ip->ch) {
-		gw_watch_stop(&ip->w);
-		rdma_destroy_event_channel(ip->ch);
-	}
 	/* Devices live on while connections use them, counting into their own totals. */
-	gw_list_for_each_entry_safe(d, dt, &ip->devs, node) {
+	gw_list_for_each_entry_safe(d, dt, &pl->devs, node) {
 		d->own_res = *d->res;
 		d->res = &d->own_res;
 		gw_list_del(&d->node);
 	}
-	free(ip);
+	return 0;
+}
+
+static void iser_portal_destroy(struct dmv_portal *p)
+{
+	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	bool kept = false;
+	unsigned i;
+
+	gw_timer_fini(&ip->retry);
+	/* The listener first, so no connect request is handed over any more; each loop's call
+	 * runs after every hand-over posted to it before (one sender's messages keep order). */
+	iser_listener_drop(ip);
+	if (ip->ch) {
+		gw_watch_stop(&ip->w);
+		rdma_destroy_event_channel(ip->ch);
+		ip->ch = NULL;
+	}
+	for (i = 0; i < ip->nloops; i++) {
+		struct iser_ploop_arg a = { .ip = ip, .li = i };
+
+		if (gw_loop_call(ip->pl[i].loop, iser_ploop_release, &a)) {
+			/* Only at shutdown, after the loop was finished: its connections may
+			 * still point here, so the portal is left allocated. */
+			gw_err("dmv", "portal %s: loop %u is gone: its connections keep the portal",
+			       ip->base.name, i);
+			kept = true;
+		}
+	}
+	if (!kept)
+		free(ip);
 }
 
 const struct dmv_transport dmv_iser_transport = {
