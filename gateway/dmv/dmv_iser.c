@@ -1118,8 +1118,9 @@ static void iser_conn_established(struct iser_conn *ic)
 		iser_close(&ic->base);
 		return;
 	}
-	gw_info("dmv", "portal %s: iSER connection from %s%s", ip->base.name, ic->base.peer,
-		ic->use_send_inv ? " (Send with Invalidate)" : "");
+	gw_info("dmv", "portal %s: iSER connection from %s%s, %u RDMA Reads in flight",
+		ip->base.name, ic->base.peer, ic->use_send_inv ? " (Send with Invalidate)" : "",
+		ic->max_reads);
 	ip->base.accept(&ip->base, &ic->base);
 	if (ic->base.closed)
 		return;
