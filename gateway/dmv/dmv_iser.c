@@ -2,9 +2,11 @@
 /*
  * The iSER datamover (RFC 7145): iSCSI control PDUs in RDMA Sends, Put_Data as RDMA Writes to
  * the initiator's read buffer, Get_Data as RDMA Reads from its write buffer. rdma_cm and verbs
- * sit in the gateway's event loop: the listener's rdma_cm event channel, and per connection its
- * own event channel (the id is migrated off the listener's) and completion channel, all
- * non-blocking.
+ * sit in the gateway's event loops: the listener's rdma_cm event channel on loop 0, and per
+ * connection its own event channel (the id is migrated off the listener's) and completion
+ * channel, all non-blocking, on the loop the connect request was handed to (the least loaded
+ * of the portal's loops, dmv_portal_conf.loops), with that loop's device pool; nothing of a
+ * connection is touched by another loop's thread.
  *
  * The wire formats and the STag table live in dmv_iser_wire.c, the per-device chunk pool and
  * the task buffers lent from it in dmv_iser_pool.c, letting go of a removed device in
