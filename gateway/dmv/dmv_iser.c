@@ -2,9 +2,11 @@
 /*
  * The iSER datamover (RFC 7145): iSCSI control PDUs in RDMA Sends, Put_Data as RDMA Writes to
  * the initiator's read buffer, Get_Data as RDMA Reads from its write buffer. rdma_cm and verbs
- * sit in the gateway's event loop: the listener's rdma_cm event channel, and per connection its
- * own event channel (the id is migrated off the listener's) and completion channel, all
- * non-blocking.
+ * sit in the gateway's event loops: the listener's rdma_cm event channel on loop 0, and per
+ * connection its own event channel (the id is migrated off the listener's) and completion
+ * channel, all non-blocking, on the loop the connect request was handed to (the least loaded
+ * of the portal's loops, dmv_portal_conf.loops), with that loop's device pool; nothing of a
+ * connection is touched by another loop's thread.
  *
  * The wire formats and the STag table live in dmv_iser_wire.c, the per-device chunk pool and
  * the task buffers lent from it in dmv_iser_pool.c, letting go of a removed device in
@@ -116,7 +118,8 @@ static void iser_post_flush(struct iser_conn *ic)
 		struct ibv_wc wc = { .wr_id = ic->pend_wr[i].wr_id,
 				     .status = IBV_WC_WR_FLUSH_ERR };
 
-		iser_wc(ic, &wc);
+		if (ic->pend_wr[i].send_flags & IBV_SEND_SIGNALED)
+			iser_wc(ic, &wc);
 	}
 	ic->in_poll = false;
 	/* Closing the connection polls the CQ and checks the drain itself; so does iser_close,
@@ -150,7 +153,9 @@ static int iser_post_send(struct iser_conn *ic, struct ibv_send_wr *wr)
 	else
 		gw_defer_queue(ic->base.loop, &ic->post_defer);
 	ic->npend++;
-	ic->posted++;
+	/* Unsignaled work requests complete silently, or flushed with wr_id 0 (iser_wc). */
+	if (wr->send_flags & IBV_SEND_SIGNALED)
+		ic->posted++;
 	return 0;
 }
 
@@ -317,11 +322,48 @@ static void iser_task_done(struct dmv_task *t, int status)
 	fn(t, status);
 }
 
+static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok);
+
+/* The Writes posted unsignaled ahead of x's status Send completed with it. */
+static void iser_xfer_quiet_done(struct iser_conn *ic, struct iser_xfer *x)
+{
+	struct iser_chunk *ch = x->quiet, *next;
+
+	x->quiet = NULL;
+	for (; ch; ch = next) {
+		next = ch->quiet_next;
+		ch->quiet_next = NULL;
+		iser_rdma_done(ic, ch, true);
+	}
+}
+
+/* The teardown, after the QP is gone: chunks of Writes whose Send never completed. */
+static void iser_xfer_quiet_drop(struct iser_xfer *x)
+{
+	struct iser_chunk *ch = x->quiet, *next;
+
+	x->quiet = NULL;
+	for (; ch; ch = next) {
+		next = ch->quiet_next;
+		ch->quiet_next = NULL;
+		if (ch->zc_busy)
+			dmv_iser_zc_done(ch);
+		else
+			dmv_iser_chunk_put(ch->dev, ch);
+	}
+}
+
 static void iser_put_sent(struct isc_pdu *pdu, int status)
 {
 	struct iser_xfer *x = pdu->priv;
-	struct dmv_task *t = x->t;
+	struct dmv_task *t;
 
+	/* The Send completed, so every Write ahead of it did (RC completes a send queue in
+	 * order). Flushed, or dropped at a close: the Writes may be in flight still, and their
+	 * chunks wait for the teardown (iser_conn_destroy). */
+	if (!status)
+		iser_xfer_quiet_done(x->ic, x);
+	t = x->t;
 	x->rsp_pending = false;
 	if (!status && t && t->putting) {
 		t->putting = false;
@@ -383,6 +425,11 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 		wr.num_sge = 1;
 		wr.opcode = x->read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
 		wr.send_flags = IBV_SEND_SIGNALED;
+		if (!x->read && x->rsp) {
+			/* A status Send follows: this Write completes with it. */
+			wr.wr_id = 0;
+			wr.send_flags = 0;
+		}
 		wr.wr.rdma.remote_addr = x->va + (x->next - x->base);
 		wr.wr.rdma.rkey = x->stag;
 		if (iser_post_send(ic, &wr)) {
@@ -391,6 +438,10 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 			else
 				dmv_iser_chunk_put(ic->dev, ch);
 			return -EIO;
+		}
+		if (!wr.send_flags) {
+			ch->quiet_next = x->quiet;
+			x->quiet = ch;
 		}
 		if (zc)
 			ic->dev->res->zcopy_ops++;
@@ -770,6 +821,16 @@ static void iser_wc(struct iser_conn *ic, const struct ibv_wc *wc)
 	bool ok = wc->status == IBV_WC_SUCCESS;
 	bool live = ic->state == IC_UP && !ic->base.lost && !ic->base.closed && !ic->post_failed;
 
+	if (!w) {
+		/* An unsignaled Write (iser_xfer_post): seen only when it failed; its chunk
+		 * waits for its status Send, or the teardown. */
+		if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && live) {
+			gw_warn("dmv", "%s: RDMA Write failed: %s", ic->base.peer,
+				ibv_wc_status_str(wc->status));
+			iser_conn_lost(ic, -EIO);
+		}
+		return;
+	}
 	ic->posted--;
 	if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && live) {
 		gw_warn("dmv", "%s: %s completion failed: %s", ic->base.peer,
@@ -917,6 +978,8 @@ static void iser_conn_destroy(struct iser_conn *ic)
 	while (!gw_list_empty(&ic->xfers)) {
 		struct iser_xfer *x = gw_list_first_entry(&ic->xfers, struct iser_xfer, cnode);
 
+		/* The QP is gone: nothing reads these chunks any more. */
+		iser_xfer_quiet_drop(x);
 		if (x->rsp)
 			isc_pdu_put(x->rsp);
 		gw_list_del(&x->cnode);
@@ -950,6 +1013,8 @@ static void iser_conn_destroy(struct iser_conn *ic)
 		res->conns--;
 	if (ic->dev)
 		dmv_iser_dev_put(ic->dev);
+	if (ic->loops)
+		gw_loops_load_add(ic->loops, ic->li, -1);
 	gw_loop_close(ic->base.loop, &ic->cl, iser_conn_free);
 }
 
@@ -1048,15 +1113,16 @@ static void iser_conn_established(struct iser_conn *ic)
 	struct iser_portal *ip = ic->ip;
 
 	gw_list_del(&ic->pnode);
-	gw_list_add_tail(&ip->up, &ic->pnode);
+	gw_list_add_tail(&ip->pl[ic->li].up, &ic->pnode);
 	ic->state = IC_UP;
 	if (ibv_req_notify_cq(ic->cq, 0) || gw_watch_set(&ic->comp_w, EPOLLIN) < 0) {
 		gw_err("dmv", "%s: cannot watch the completion channel", ic->base.peer);
 		iser_close(&ic->base);
 		return;
 	}
-	gw_info("dmv", "portal %s: iSER connection from %s%s", ip->base.name, ic->base.peer,
-		ic->use_send_inv ? " (Send with Invalidate)" : "");
+	gw_info("dmv", "portal %s: iSER connection from %s%s, %u RDMA Reads in flight",
+		ip->base.name, ic->base.peer, ic->use_send_inv ? " (Send with Invalidate)" : "",
+		ic->max_reads);
 	ip->base.accept(&ip->base, &ic->base);
 	if (ic->base.closed)
 		return;
@@ -1112,13 +1178,40 @@ static void iser_conn_cm_event(struct gw_watch *w, uint32_t events)
 	}
 }
 
-/* A CONNECT_REQUEST: everything the connection needs is allocated and registered here, then
- * the request is accepted. Returns 0 (the id is owned by the connection from then on) or
- * -errno, in which case the caller rejects and destroys the id. */
-static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
-			    const struct rdma_conn_param *req, const struct dmv_iser_cm_info *ci)
+/*
+ * The RDMA Read depths of the accept, from the CONNECT_REQUEST's (rdma_cm gives them from this
+ * side's point of view, as isert reads them): the initiator_depth it offers is how many RDMA
+ * Reads the initiator will serve at once, so how many the target may have in flight (Linux's
+ * iser offers its device's max_qp_rd_atom), and its responder_resources are the Reads it will
+ * issue itself (iSER initiators never do; Linux asks for 1). Reading them the other way round
+ * held the target to one Read in flight per connection, and a 512 KiB write's two chunks
+ * waited for each other. Within the device's limits and ISER_READS_MAX; at least 1.
+ */
+static void iser_read_depths(const struct rdma_conn_param *req, const struct ibv_device_attr *attr,
+			     struct rdma_conn_param *cp)
 {
-	struct iser_conn *ic = calloc(1, sizeof(*ic));
+	uint32_t reads = req->initiator_depth, resp = req->responder_resources;
+
+	if (attr->max_qp_init_rd_atom >= 0 && reads > (uint32_t)attr->max_qp_init_rd_atom)
+		reads = (uint32_t)attr->max_qp_init_rd_atom;
+	if (reads > ISER_READS_MAX)
+		reads = ISER_READS_MAX;
+	if (!reads)
+		reads = 1;
+	if (attr->max_qp_rd_atom >= 0 && resp > (uint32_t)attr->max_qp_rd_atom)
+		resp = (uint32_t)attr->max_qp_rd_atom;
+	cp->initiator_depth = (uint8_t)reads;
+	cp->responder_resources = (uint8_t)resp;
+}
+
+/* The connection's half on its own loop (after iser_conn_create on the listener's): its device's
+ * pool, watches, CQ, QP and buffers, then the accept. 0, or -errno once the id is rejected and
+ * the connection destroyed. */
+static int iser_conn_setup(struct iser_conn *ic, const struct rdma_conn_param *req,
+			   const struct dmv_iser_cm_info *ci)
+{
+	struct iser_portal *ip = ic->ip;
+	struct rdma_cm_id *id = ic->id;
 	struct ibv_qp_init_attr qa;
 	struct rdma_conn_param cp;
 	uint8_t pd_out[ISER_CM_HDR_LEN];
@@ -1126,55 +1219,14 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 	uint32_t i;
 	int r;
 
-	if (ic)
-		ic->tags.slot = calloc(ISER_TAGS, sizeof(*ic->tags.slot));
-	if (!ic || !ic->tags.slot) {
-		free(ic);
-		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
-		return -ENOMEM;
-	}
-	ic->base.tp = &dmv_iser_transport;
-	ic->base.portal = &ip->base;
-	ic->base.loop = ip->base.loop;
-	ic->base.pool = ip->base.pool;
-	ic->base.next_ttt = 1;
-	dmv_conn_params_login(&ic->base.params);
-	iser_sa_str(rdma_get_peer_addr(id), ic->base.peer, sizeof(ic->base.peer));
-	iser_sa_str(rdma_get_local_addr(id), ic->base.local, sizeof(ic->base.local));
-	ic->state = IC_PENDING;
-	ic->ip = ip;
-	gw_list_init(&ic->pnode);
-	gw_list_init(&ic->dnode);
-	gw_list_init(&ic->tx_free);
-	gw_list_init(&ic->txq);
-	gw_list_init(&ic->xfers);
-	gw_list_init(&ic->waitq);
-	gw_defer_init(&ic->kick, iser_kick_deferred);
-	gw_defer_init(&ic->post_defer, iser_post_deferred);
-	ic->comp_w.fd = -1;
-	ic->ev_w.fd = -1;
-
-	r = dmv_iser_dev_get(ip, id->verbs, &ic->dev);
+	r = dmv_iser_dev_get(ip, ic->li, id->verbs, &ic->dev);
 	if (r) {
-		free(ic->tags.slot);
-		free(ic);
-		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
-		return r == -ENOMEM ? r : -ENODEV;
+		r = r == -ENOMEM ? r : -ENODEV;
+		goto fail;
 	}
 	res = ic->dev->res;
 	res->conns++;
 	/* From here on iser_conn_destroy undoes whatever was set up. */
-	ic->ev_ch = rdma_create_event_channel();
-	if (!ic->ev_ch || iser_set_nonblock(ic->ev_ch->fd) || rdma_migrate_id(id, ic->ev_ch)) {
-		r = -errno;
-		gw_err("dmv", "portal %s: %s: rdma event channel: %s", ip->base.name,
-		       ic->base.peer, strerror(-r));
-		goto fail;
-	}
-	ic->id = id;
-	id->context = ic;
 	gw_watch_init(&ic->ev_w, ic->base.loop, ic->ev_ch->fd, iser_conn_cm_event);
 	if (gw_watch_set(&ic->ev_w, EPOLLIN) < 0) {
 		r = -EIO;
@@ -1241,22 +1293,11 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 		if (r)
 			goto fail;
 	}
-	/* RDMA Reads the target issues are bounded by what the initiator will serve. */
-	ic->max_reads = req->responder_resources;
-	if (ic->dev->attr.max_qp_init_rd_atom >= 0 &&
-	    ic->max_reads > (uint32_t)ic->dev->attr.max_qp_init_rd_atom)
-		ic->max_reads = (uint32_t)ic->dev->attr.max_qp_init_rd_atom;
-	if (ic->max_reads > ISER_READS_MAX)
-		ic->max_reads = ISER_READS_MAX;
-	if (!ic->max_reads)
-		ic->max_reads = 1;
 	ic->use_send_inv = ci->have_hdr && !ci->send_inv_not_sup;
 	dmv_iser_cm_build(pd_out, ic->use_send_inv);
 	memset(&cp, 0, sizeof(cp));
-	cp.initiator_depth = (uint8_t)ic->max_reads;
-	cp.responder_resources = req->initiator_depth;
-	if (cp.responder_resources > ic->dev->attr.max_qp_rd_atom)
-		cp.responder_resources = (uint8_t)ic->dev->attr.max_qp_rd_atom;
+	iser_read_depths(req, &ic->dev->attr, &cp);
+	ic->max_reads = cp.initiator_depth;
 	cp.rnr_retry_count = 7;
 	cp.private_data = pd_out;
 	cp.private_data_len = sizeof(pd_out);
@@ -1265,21 +1306,117 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 		gw_warn("dmv", "%s: rdma_accept: %s", ic->base.peer, strerror(-r));
 		goto fail;
 	}
-	gw_list_add_tail(&ip->pending, &ic->pnode);
-	gw_dbg("dmv", "portal %s: accepted %s (ZBVA %s, Send with Invalidate %s, %u reads)",
-	       ip->base.name, ic->base.peer, ci->zbva_not_sup ? "off" : "on",
+	gw_list_add_tail(&ip->pl[ic->li].pending, &ic->pnode);
+	gw_dbg("dmv", "portal %s: accepted %s on loop %u (ZBVA %s, Send with Invalidate %s, "
+	       "%u reads)", ip->base.name, ic->base.peer, ic->li, ci->zbva_not_sup ? "off" : "on",
 	       ic->use_send_inv ? "on" : "off", ic->max_reads);
 	return 0;
 fail:
-	/* Refused: the id goes with the connection (before its event channel, wherever the
-	 * id is attached now). Nothing was accepted, so nothing will complete. */
+	/* Refused: the id goes with the connection (before its event channel, to which the id
+	 * is attached now). Nothing was accepted, so nothing will complete. */
 	rdma_reject(id, NULL, 0);
-	ic->id = id;
+	ic->ip = NULL;
 	ic->posted = 0;
 	ic->state = IC_DRAINING;
 	ic->base.closed = true;
 	iser_conn_destroy(ic);
 	return r ? r : -EIO;
+}
+
+/* On the connection's loop: the CONNECT_REQUEST the listener's loop handed over. */
+static void iser_conn_handed(struct gw_msg *m)
+{
+	struct iser_conn *ic = gw_container_of(m, struct iser_conn, hand);
+	char peer[sizeof(ic->base.peer)];
+	int r;
+
+	memcpy(peer, ic->base.peer, sizeof(peer));
+	r = iser_conn_setup(ic, &ic->hand_req, &ic->hand_ci);
+	if (r)
+		gw_warn_rl("dmv", "refused %s: %s", peer, strerror(-r));
+}
+
+/*
+ * A CONNECT_REQUEST, on the listener's loop: the connection object, its loop (the least loaded
+ * of the gateway's), and its own rdma_cm event channel, to which the id is migrated here, so no
+ * event of the id lands on the listener's channel after this. The rest is set up on its loop:
+ * directly when that is this one, else by a message. Returns 0 (the id is owned by the
+ * connection from then on; a failure on the other loop is logged there) or -errno, in which
+ * case the id was rejected and destroyed.
+ */
+static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
+			    const struct rdma_conn_param *req, const struct dmv_iser_cm_info *ci)
+{
+	struct iser_conn *ic = calloc(1, sizeof(*ic));
+	unsigned li = ip->loops ? gw_loops_pick(ip->loops) : 0;
+	int r;
+
+	if (ic)
+		ic->tags.slot = calloc(ISER_TAGS, sizeof(*ic->tags.slot));
+	if (!ic || !ic->tags.slot) {
+		free(ic);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return -ENOMEM;
+	}
+	ic->base.tp = &dmv_iser_transport;
+	ic->base.portal = &ip->base;
+	ic->li = li < ip->nloops ? li : 0;
+	ic->base.loop = ip->pl[ic->li].loop;
+	/* TODO(issue 13): the PDU pool is the portal's, so shared by its loops until the iSCSI
+	 * layer gives each loop its own (s8-loopiscsi's per-loop pools). */
+	ic->base.pool = ip->base.pool;
+	ic->base.next_ttt = 1;
+	dmv_conn_params_login(&ic->base.params);
+	iser_sa_str(rdma_get_peer_addr(id), ic->base.peer, sizeof(ic->base.peer));
+	iser_sa_str(rdma_get_local_addr(id), ic->base.local, sizeof(ic->base.local));
+	ic->state = IC_PENDING;
+	ic->ip = ip;
+	gw_list_init(&ic->pnode);
+	gw_list_init(&ic->dnode);
+	gw_list_init(&ic->tx_free);
+	gw_list_init(&ic->txq);
+	gw_list_init(&ic->xfers);
+	gw_list_init(&ic->waitq);
+	gw_defer_init(&ic->kick, iser_kick_deferred);
+	gw_defer_init(&ic->post_defer, iser_post_deferred);
+	ic->comp_w.fd = -1;
+	ic->ev_w.fd = -1;
+	ic->ev_ch = rdma_create_event_channel();
+	if (!ic->ev_ch || iser_set_nonblock(ic->ev_ch->fd) || rdma_migrate_id(id, ic->ev_ch)) {
+		r = errno ? -errno : -EIO;
+		gw_err("dmv", "portal %s: %s: rdma event channel: %s", ip->base.name,
+		       ic->base.peer, strerror(-r));
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		if (ic->ev_ch)
+			rdma_destroy_event_channel(ic->ev_ch);
+		free(ic->tags.slot);
+		free(ic);
+		return r;
+	}
+	ic->id = id;
+	id->context = ic;
+	if (ip->loops) {
+		ic->loops = ip->loops;
+		gw_loops_load_add(ic->loops, ic->li, 1);
+	}
+	if (ic->li == 0)
+		return iser_conn_setup(ic, req, ci);
+	ic->hand_req = *req;
+	ic->hand_ci = *ci;
+	ic->hand.fn = iser_conn_handed;
+	r = gw_loop_post(ic->base.loop, &ic->hand);
+	if (r) {
+		/* The loop is finished (shutting down): nothing ran there. */
+		rdma_reject(id, NULL, 0);
+		gw_loops_load_add(ic->loops, ic->li, -1);
+		rdma_destroy_id(id);
+		rdma_destroy_event_channel(ic->ev_ch);
+		free(ic->tags.slot);
+		free(ic);
+	}
+	return r;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1438,25 +1575,28 @@ static void iser_portal_cm_event(struct gw_watch *w, uint32_t events)
  * active slave, usually before rdma_cm's ADDR_CHANGE, which stays the backup): bind the
  * listener again now, then, unless the connections can stay on their device, drop each one so
  * its initiator reconnects at once instead of waiting for its own timeouts. */
-static int iser_rehome(struct dmv_portal *p, bool close_conns)
+/* On loop li's thread: drops the portal's connections there. Returns how many. */
+struct iser_ploop_arg {
+	struct iser_portal *ip;
+	unsigned li;
+};
+
+static int iser_ploop_drop_conns(void *arg)
 {
-	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	struct iser_ploop_arg *a = arg;
+	struct iser_ploop *pl = &a->ip->pl[a->li];
 	struct iser_conn *ic, *next;
 	int n = 0;
 
-	iser_listener_drop(ip);
-	iser_try_listen(ip, false);
-	if (!close_conns)
-		return 0;
-	while (!gw_list_empty(&ip->pending)) {
-		iser_close(&gw_list_first_entry(&ip->pending, struct iser_conn, pnode)->base);
+	while (!gw_list_empty(&pl->pending)) {
+		iser_close(&gw_list_first_entry(&pl->pending, struct iser_conn, pnode)->base);
 		n++;
 	}
 	/* The iSCSI layer's lost up-call may close other connections of the session: look for
 	 * the next one from the start each time. */
 	for (;;) {
 		next = NULL;
-		gw_list_for_each_entry(ic, &ip->up, pnode)
+		gw_list_for_each_entry(ic, &pl->up, pnode)
 			if (!ic->base.closed && !ic->base.lost) {
 				next = ic;
 				break;
@@ -1465,6 +1605,26 @@ static int iser_rehome(struct dmv_portal *p, bool close_conns)
 			break;
 		iser_conn_lost(next, -ENETDOWN);
 		n++;
+	}
+	return n;
+}
+
+static int iser_rehome(struct dmv_portal *p, bool close_conns)
+{
+	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	unsigned i;
+	int n = 0, r;
+
+	iser_listener_drop(ip);
+	iser_try_listen(ip, false);
+	if (!close_conns)
+		return 0;
+	for (i = 0; i < ip->nloops; i++) {
+		struct iser_ploop_arg a = { .ip = ip, .li = i };
+
+		r = gw_loop_call(ip->pl[i].loop, iser_ploop_drop_conns, &a);
+		if (r > 0)
+			n += r;
 	}
 	return n;
 }
@@ -1478,6 +1638,7 @@ static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	struct iser_portal *ip;
 	const char *addr = conf->address;
 	char port[8];
+	unsigned i;
 	int r;
 
 	if (addr && !*addr)
@@ -1502,9 +1663,26 @@ static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	snprintf(ip->base.name, sizeof(ip->base.name), "%s", conf->name ? conf->name : "");
 	snprintf(ip->host, sizeof(ip->host), "%s", addr ? addr : "*");
 	snprintf(ip->base.addr, sizeof(ip->base.addr), "%s:%u", addr ? addr : "*", conf->port);
-	gw_list_init(&ip->devs);
-	gw_list_init(&ip->pending);
-	gw_list_init(&ip->up);
+	/* Loops other than the listener's only when there are several, loop 0 being this one. */
+	ip->nloops = 1;
+	if (conf->loops && conf->loops->n > 1) {
+		if (gw_loops_index(conf->loops, loop) == 0) {
+			ip->loops = conf->loops;
+			ip->nloops = conf->loops->n;
+		} else {
+			gw_warn("dmv", "portal %s: listening on a loop other than loop 0: every "
+				"connection stays on it", ip->base.name);
+		}
+	}
+	for (i = 0; i < ip->nloops; i++) {
+		struct iser_ploop *pl = &ip->pl[i];
+
+		pl->loop = ip->loops ? ip->loops->loop[i] : loop;
+		pl->res = i ? &pl->own_res : &ip->base.res;
+		gw_list_init(&pl->devs);
+		gw_list_init(&pl->pending);
+		gw_list_init(&pl->up);
+	}
 	ip->w.fd = -1;
 	r = gw_timer_init(&ip->retry, loop, iser_portal_retry);
 	if (r) {
@@ -1517,36 +1695,62 @@ static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 	return 0;
 }
 
-static void iser_portal_destroy(struct dmv_portal *p)
+/* On loop li's thread: the portal lets go of what it has there. */
+static int iser_ploop_release(void *arg)
 {
-	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	struct iser_ploop_arg *a = arg;
+	struct iser_ploop *pl = &a->ip->pl[a->li];
 	struct iser_dev *d, *dt;
 
-	gw_timer_fini(&ip->retry);
-	while (!gw_list_empty(&ip->pending)) {
-		struct iser_conn *ic = gw_list_first_entry(&ip->pending, struct iser_conn, pnode);
+	while (!gw_list_empty(&pl->pending)) {
+		struct iser_conn *ic = gw_list_first_entry(&pl->pending, struct iser_conn, pnode);
 
 		iser_close(&ic->base);
 	}
 	/* Established connections outlive their portal (the iSCSI layer closes them). */
-	while (!gw_list_empty(&ip->up)) {
-		struct iser_conn *ic = gw_list_first_entry(&ip->up, struct iser_conn, pnode);
+	while (!gw_list_empty(&pl->up)) {
+		struct iser_conn *ic = gw_list_first_entry(&pl->up, struct iser_conn, pnode);
 
 		gw_list_del(&ic->pnode);
 		ic->ip = NULL;
 	}
-	iser_listener_drop(ip);
-	if (ip->ch) {
-		gw_watch_stop(&ip->w);
-		rdma_destroy_event_channel(ip->ch);
-	}
 	/* Devices live on while connections use them, counting into their own totals. */
-	gw_list_for_each_entry_safe(d, dt, &ip->devs, node) {
+	gw_list_for_each_entry_safe(d, dt, &pl->devs, node) {
 		d->own_res = *d->res;
 		d->res = &d->own_res;
 		gw_list_del(&d->node);
 	}
-	free(ip);
+	return 0;
+}
+
+static void iser_portal_destroy(struct dmv_portal *p)
+{
+	struct iser_portal *ip = gw_container_of(p, struct iser_portal, base);
+	bool kept = false;
+	unsigned i;
+
+	gw_timer_fini(&ip->retry);
+	/* The listener first, so no connect request is handed over any more; each loop's call
+	 * runs after every hand-over posted to it before (one sender's messages keep order). */
+	iser_listener_drop(ip);
+	if (ip->ch) {
+		gw_watch_stop(&ip->w);
+		rdma_destroy_event_channel(ip->ch);
+		ip->ch = NULL;
+	}
+	for (i = 0; i < ip->nloops; i++) {
+		struct iser_ploop_arg a = { .ip = ip, .li = i };
+
+		if (gw_loop_call(ip->pl[i].loop, iser_ploop_release, &a)) {
+			/* Only at shutdown, after the loop was finished: its connections may
+			 * still point here, so the portal is left allocated. */
+			gw_err("dmv", "portal %s: loop %u is gone: its connections keep the portal",
+			       ip->base.name, i);
+			kept = true;
+		}
+	}
+	if (!kept)
+		free(ip);
 }
 
 const struct dmv_transport dmv_iser_transport = {

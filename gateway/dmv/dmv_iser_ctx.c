@@ -3,6 +3,7 @@
  * dmv_iser_ctx.h for why. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@ struct iser_ctx {
 };
 
 static struct iser_ctx *ctxs;
+/* Devices of every loop's pools share the list (holds and drops only: never per I/O). */
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct iser_ctx **ctx_find(struct ibv_context *verbs)
 {
@@ -64,23 +67,27 @@ static void ctx_let_go(struct ibv_context *verbs)
 
 void dmv_iser_ctx_hold(struct ibv_context *verbs)
 {
-	struct iser_ctx **p = ctx_find(verbs);
+	struct iser_ctx **p;
 	struct iser_ctx *c;
 
+	pthread_mutex_lock(&ctx_lock);
+	p = ctx_find(verbs);
 	if (p) {
 		(*p)->holds++;
-		return;
+		goto out;
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		/* Untracked: a removal of this device then waits for isergwd to exit. */
 		gw_warn("dmv", "iser: out of memory tracking %s", ctx_name(verbs));
-		return;
+		goto out;
 	}
 	c->verbs = verbs;
 	c->holds = 1;
 	c->next = ctxs;
 	ctxs = c;
+out:
+	pthread_mutex_unlock(&ctx_lock);
 }
 
 static void ctx_unlink(struct iser_ctx **p)
@@ -93,15 +100,19 @@ static void ctx_unlink(struct iser_ctx **p)
 
 void dmv_iser_ctx_drop(struct ibv_context *verbs)
 {
-	struct iser_ctx **p = ctx_find(verbs);
+	struct iser_ctx **p;
 	bool removed;
 
+	pthread_mutex_lock(&ctx_lock);
+	p = ctx_find(verbs);
 	if (!p || --(*p)->holds > 0)
-		return;
+		goto out;
 	removed = (*p)->removed;
 	ctx_unlink(p);
 	if (removed)
 		ctx_let_go(verbs);
+out:
+	pthread_mutex_unlock(&ctx_lock);
 }
 
 void dmv_iser_ctx_removed(struct ibv_context *verbs)
@@ -110,11 +121,13 @@ void dmv_iser_ctx_removed(struct ibv_context *verbs)
 
 	if (!verbs)
 		return;
+	pthread_mutex_lock(&ctx_lock);
 	p = ctx_find(verbs);
 	if (p)
 		(*p)->removed = true;
 	else
 		ctx_let_go(verbs);
+	pthread_mutex_unlock(&ctx_lock);
 }
 
 unsigned dmv_iser_ctx_waiting(void)
@@ -122,7 +135,9 @@ unsigned dmv_iser_ctx_waiting(void)
 	const struct iser_ctx *c;
 	unsigned n = 0;
 
+	pthread_mutex_lock(&ctx_lock);
 	for (c = ctxs; c; c = c->next)
 		n += c->removed;
+	pthread_mutex_unlock(&ctx_lock);
 	return n;
 }

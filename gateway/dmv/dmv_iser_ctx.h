@@ -11,7 +11,8 @@
  * which ones rdma_cm reported DEVICE_REMOVAL for; once nothing of the gateway holds a removed
  * context, its two kernel files (command and async event) are swapped for /dev/null in place.
  * librdmacm keeps a context whose descriptors stay valid, closes it on its next refresh, and
- * the kernel finishes the removal. Only the loop thread calls these.
+ * the kernel finishes the removal. Any of the gateway's loops may call these (they take a lock;
+ * none of them runs per I/O).
  */
 #ifndef DMV_ISER_CTX_H
 #define DMV_ISER_CTX_H

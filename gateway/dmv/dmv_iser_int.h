@@ -73,6 +73,7 @@ struct iser_chunk {
 	bool zc_busy;			/* an RDMA operation on it as a task buffer is in flight */
 	struct iser_xfer *x;		/* transfer it serves while in flight */
 	uint32_t off, len;		/* task buffer range */
+	struct iser_chunk *quiet_next;	/* x's unsignaled RDMA Writes (iser_xfer.quiet) */
 };
 
 struct iser_slab {
@@ -118,6 +119,11 @@ struct iser_xfer {
 	uint32_t inflight;
 	struct isc_pdu *rsp;		/* Put_Data: the status, sent after the last Write */
 	bool rsp_pending;		/* rsp posted, its completion not seen */
+	/* Put_Data with a status: its RDMA Writes are posted unsignaled and complete with the
+	 * status Send (RC completes a send queue in order), so one completion per command; their
+	 * chunks wait here for it, or for the connection's teardown if the Send never completes
+	 * successfully. */
+	struct iser_chunk *quiet;
 };
 
 enum iser_conn_state {
@@ -167,6 +173,27 @@ struct iser_conn {
 	struct gw_list waitq;		/* xfers waiting for a chunk or RDMA credit */
 	struct gw_list dnode;		/* dev's waiters */
 	struct dmv_iser_tags tags;
+	/* Its loop: ip->pl[li], counted in loops->load[li] while it lives (loops: NULL for one) */
+	unsigned li;
+	struct gw_loops *loops;
+	struct gw_msg hand;		/* the CONNECT_REQUEST handed from the listener's loop */
+	struct rdma_conn_param hand_req;
+	struct dmv_iser_cm_info hand_ci;
+};
+
+/*
+ * The portal's objects on one of the gateway's loops, touched by that loop's thread only
+ * (loop 0, the listener's, included): its devices (protection domain and chunk pool per device),
+ * its connections not yet established and established. Loop 0's counters are the portal's own
+ * (base.res); another loop's are its own_res.
+ */
+struct iser_ploop {
+	struct gw_loop *loop;
+	struct gw_list devs;
+	struct gw_list pending;
+	struct gw_list up;		/* established connections, for a re-home */
+	struct dmv_portal_res *res;
+	struct dmv_portal_res own_res;
 };
 
 struct iser_portal {
@@ -178,14 +205,17 @@ struct iser_portal {
 	struct rdma_cm_id *listen_id;
 	struct gw_timer retry;
 	char last_err[160];
-	struct gw_list devs;
-	struct gw_list pending;
-	struct gw_list up;		/* established connections, for a re-home */
+	/* Connections go to loops->loop[gw_loops_pick(loops)] (NULL: all on the listener's) */
+	struct gw_loops *loops;
+	unsigned nloops;		/* pl[0 .. nloops) */
+	struct iser_ploop pl[GW_LOOPS_MAX];
 };
 
 /* dmv_iser_pool.c */
-/* The portal's device for verbs, with room in its pool for one more connection. */
-int dmv_iser_dev_get(struct iser_portal *ip, struct ibv_context *verbs, struct iser_dev **out);
+/* The portal's device for verbs on its loop li, with room in its pool for one more connection.
+ * On that loop's thread. */
+int dmv_iser_dev_get(struct iser_portal *ip, unsigned li, struct ibv_context *verbs,
+		     struct iser_dev **out);
 /* A connection let go of d: freed with its last connection and lent chunk. */
 void dmv_iser_dev_put(struct iser_dev *d);
 /* A chunk for staging, or NULL when the pool is dry. */

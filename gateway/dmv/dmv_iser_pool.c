@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * The iSER datamover's memory: per portal and RDMA device, one protection domain and a pool of
- * registered 256 KiB data chunks, grown by ISER_CHUNKS_PER_CONN when a connection arrives and
- * freed with the device's last connection and lent chunk. Chunks stage RDMA transfers, or are
- * lent (alone or as a run of adjacent ones) as task buffers so data moves in place. Nothing here
- * runs per I/O but list moves; registration happens when the pool grows.
+ * The iSER datamover's memory: per portal, loop and RDMA device, one protection domain and a
+ * pool of registered 256 KiB data chunks, grown by ISER_CHUNKS_PER_CONN when a connection
+ * arrives and freed with the device's last connection and lent chunk. Chunks stage RDMA
+ * transfers, or are lent (alone or as a run of adjacent ones) as task buffers so data moves in
+ * place. Nothing here runs per I/O but list moves; registration happens when the pool grows.
+ * Everything of a device belongs to its loop's thread.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -82,12 +83,14 @@ static void iser_dev_free(struct iser_dev *d)
 }
 
 /* The portal's device for verbs, with room in its pool for one more connection. */
-int dmv_iser_dev_get(struct iser_portal *ip, struct ibv_context *verbs, struct iser_dev **out)
+int dmv_iser_dev_get(struct iser_portal *ip, unsigned li, struct ibv_context *verbs,
+		     struct iser_dev **out)
 {
+	struct iser_ploop *pl = &ip->pl[li];
 	struct iser_dev *d;
 	int r;
 
-	gw_list_for_each_entry(d, &ip->devs, node)
+	gw_list_for_each_entry(d, &pl->devs, node)
 		if (d->verbs == verbs)
 			goto found;
 	d = calloc(1, sizeof(*d));
@@ -95,11 +98,11 @@ int dmv_iser_dev_get(struct iser_portal *ip, struct ibv_context *verbs, struct i
 		return -ENOMEM;
 	d->verbs = verbs;
 	dmv_iser_ctx_hold(verbs);
-	d->res = &ip->base.res;
+	d->res = pl->res;
 	gw_list_init(&d->slabs);
 	gw_list_init(&d->free_chunks);
 	gw_list_init(&d->waiters);
-	gw_list_add_tail(&ip->devs, &d->node);
+	gw_list_add_tail(&pl->devs, &d->node);
 	d->pd = ibv_alloc_pd(verbs);
 	if (!d->pd) {
 		r = -errno;

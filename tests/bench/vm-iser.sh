@@ -10,7 +10,9 @@
 # output; the section is appended [$BUILD/bench-iser.md when run alone]; when it already holds
 # the host bench's table, its libiscsi gateway/tgt ratios are printed beside the kernel
 # initiator's TCP rows), BENCH_VM_ROWS / BENCH_VM_TARGETS / BENCH_VM_SKIP to narrow a run (see
-# tests/vm/guest/suite-bench-iser.sh), VM_* as for tests/vm/run.sh.
+# tests/vm/guest/suite-bench-iser.sh), BENCH_VM_GW_B (a second isergwd binary, another build's,
+# measured beside the first as "isergwb iser": its raw lines are in the run's bench-iser.txt and
+# its ratio to the gateway and to LIO is printed), VM_* as for tests/vm/run.sh.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -42,7 +44,7 @@ rm -f "$SHARE/bench-iser.txt"
 # environment).
 {
 	printf 'BENCH_VM_SECS=%d\nBENCH_VM_ROUNDS=%d\n' "$BENCH_VM_SECS" "$BENCH_VM_ROUNDS"
-	for v in BENCH_VM_ROWS BENCH_VM_TARGETS BENCH_VM_SKIP; do
+	for v in BENCH_VM_ROWS BENCH_VM_TARGETS BENCH_VM_SKIP BENCH_VM_GW_B; do
 		[ -n "${!v:-}" ] && printf '%s="%s"\n' "$v" "${!v}"
 	done
 } >"$T_BUILD/bench-iser.env"
@@ -159,6 +161,26 @@ TCP_TABLE=$T_DIR/table-tcp.md
 	done
 } >"$TCP_TABLE"
 
+# BENCH_VM_GW_B's build beside the gateway: per row, gateway/LIO, B/LIO and gateway/B, each the
+# median of the ratios within a round with their range.
+AB_TABLE=
+if grep -q '^isergwb iser [a-z]' "$DATA"; then
+	AB_TABLE=$T_DIR/table-ab.md
+	{
+		echo '| workload | unit | gateway (this build)/LIO | B build/LIO | this build/B build |'
+		echo '| --- | --- | ---: | ---: | ---: |'
+		for r in $ROWS; do
+			field=4 unit=IOPS
+			case "$r" in seq*) field=5 unit="MiB/s" ;; esac
+			grep -q "^isergwb iser $r " "$DATA" || continue
+			printf '| %s | %s | %s | %s | %s |\n' "$r" "$unit" \
+				"$(rratio isergwd:iser lio:iser "$r" $field)" \
+				"$(rratio isergwb:iser lio:iser "$r" $field)" \
+				"$(rratio isergwd:iser isergwb:iser "$r" $field)"
+		done
+	} >"$AB_TABLE"
+fi
+
 notes=""
 for c in $COLS; do
 	w=$(why "${c%%:*}" "${c##*:}")
@@ -181,6 +203,12 @@ done
 	echo
 	cat "$TABLE"
 	[ -n "$notes" ] && echo && printf '%s' "$notes"
+	if [ -n "$AB_TABLE" ]; then
+		echo
+		echo "Two builds side by side (BENCH_VM_GW_B=$BENCH_VM_GW_B as \"B\"):"
+		echo
+		cat "$AB_TABLE"
+	fi
 	echo
 	echo "### The kernel initiator over TCP beside libiscsi"
 	echo
@@ -194,6 +222,7 @@ done
 t_log ""
 cat "$TABLE"
 [ -n "$notes" ] && printf '%s' "$notes"
+[ -n "$AB_TABLE" ] && { t_log ""; cat "$AB_TABLE"; }
 t_log ""
 cat "$TCP_TABLE"
 t_log ""

@@ -4,7 +4,7 @@
 # the host kernel lacks (Soft-RoCE, bonding, the kernel iSCSI and iSER initiators), and reports.
 #
 #   tests/vm/run.sh [SUITE...]      suites: rxe kernel-tcp bond bond-failover bond-apply tgt-iser
-#                                   dm-mpath iser iser-fault remote-iser durable-crash (default:
+#                                   dm-mpath iser iser-fault iser-loops remote-iser durable-crash (default:
 #                                   all; bench-iser runs from make bench, soak-iser from
 #                                   make soak SOAK_TRANSPORT=iser; cluster-mpath by name, and
 #                                   from make bench)
@@ -44,7 +44,7 @@ esac
 VM_DIR=${VM_DIR:-$ROOT/build/vm}
 VM_MEM=${VM_MEM:-3G}
 VM_CPUS=${VM_CPUS:-2}
-ALL_SUITES="rxe kernel-tcp bond bond-failover bond-apply tgt-iser dm-mpath iser iser-fault remote-iser durable-crash"
+ALL_SUITES="rxe kernel-tcp bond bond-failover bond-apply tgt-iser dm-mpath iser iser-fault iser-loops remote-iser durable-crash"
 T0=$SECONDS
 
 say() {

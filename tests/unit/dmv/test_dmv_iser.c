@@ -3,7 +3,8 @@
  * CM private data both ways (§5.1.3, as Linux sends it), the per-command STag table, a loop
  * round's work requests posted together (through a fake provider), and the transport as the
  * iSCSI layer sees it. The chunk pool has test_dmv_iser_pool.c. What needs an RDMA device
- * (QPs, RDMA Read/Write, teardown) runs in the VM suite tests/vm/guest/suite-iser.sh. */
+ * (QPs, RDMA Read/Write, teardown) runs in the VM suite tests/vm/guest/suite-iser.sh. A portal
+ * on two loops is here too, without connections. */
 #include <criterion/criterion.h>
 
 #include "../../../gateway/dmv/dmv_iser.c"
@@ -199,6 +200,37 @@ Test(dmv_iser, params_stay_within_the_message_buffers)
 	cr_assert_eq(c.params.max_xmit_dsl, 2048);
 }
 
+/* The accept's RDMA Read depths from a CONNECT_REQUEST as rdma_cm reports it at the target:
+ * the initiator_depth offered is how many Reads the target may have in flight. Linux's iser
+ * offers its device's max_qp_rd_atom (rxe: 128) and asks for 1 itself; the target must then
+ * keep ISER_READS_MAX Reads in flight, not 1 (the old reading waited out each 256 KiB chunk of
+ * a large write before asking for the next). */
+Test(dmv_iser, read_depths_follow_what_the_initiator_serves)
+{
+	struct ibv_device_attr attr = { .max_qp_rd_atom = 128, .max_qp_init_rd_atom = 128 };
+	struct rdma_conn_param req = { .initiator_depth = 128, .responder_resources = 1 };
+	struct rdma_conn_param cp = { 0 };
+
+	iser_read_depths(&req, &attr, &cp);
+	cr_assert_eq(cp.initiator_depth, ISER_READS_MAX, "Reads in flight");
+	cr_assert_eq(cp.responder_resources, 1, "the initiator's own Reads");
+	/* libiscsi offers 4 and asks for 1. */
+	req.initiator_depth = 4;
+	iser_read_depths(&req, &attr, &cp);
+	cr_assert_eq(cp.initiator_depth, 4);
+	/* The target's device bounds both; an initiator serving none still gets one at a time. */
+	attr.max_qp_init_rd_atom = 2;
+	attr.max_qp_rd_atom = 1;
+	req.initiator_depth = 128;
+	req.responder_resources = 8;
+	iser_read_depths(&req, &attr, &cp);
+	cr_assert_eq(cp.initiator_depth, 2);
+	cr_assert_eq(cp.responder_resources, 1);
+	req.initiator_depth = 0;
+	iser_read_depths(&req, &attr, &cp);
+	cr_assert_eq(cp.initiator_depth, 1);
+}
+
 /* Without any RDMA device or rdma_cm (this machine), listening still yields a portal that
  * says it is not listening and retries, rather than failing the gateway. */
 Test(dmv_iser, listen_without_a_device_is_not_fatal)
@@ -230,6 +262,79 @@ Test(dmv_iser, listen_without_a_device_is_not_fatal)
 	cr_assert_null(p);
 	isc_pdu_pool_fini(&pool);
 	gw_loop_fini(&loop);
+}
+
+/* With the gateway's loops (issue 13), a portal keeps per loop its devices, connections and
+ * counters (loop 0's are the portal's own); the listener stays on loop 0. Destroying the portal
+ * lets go of each loop's objects on that loop, after any connect request handed to it. Nothing
+ * here needs a device; connections placed on loop 1 run in the VM (suite-iser-loops.sh). */
+static int on_loop_fn(void *arg)
+{
+	*(struct gw_loop **)arg = gw_loop_current();
+	return 0;
+}
+
+Test(dmv_iser_loops, a_portal_keeps_each_loops_objects_apart)
+{
+	struct gw_loop loop0, loop1, *ran = NULL;
+	struct gw_loops loops = { .n = 2, .loop = { &loop0, &loop1 } };
+	struct isc_pdu_pool pool;
+	struct dmv_portal_conf conf = { .name = "iser0", .address = "127.0.0.1", .port = 3260,
+					.loops = &loops };
+	struct dmv_portal *p = NULL;
+	struct iser_portal *ip;
+	struct iser_dev *d = calloc(1, sizeof(*d));
+
+	cr_assert_not_null(d);
+	cr_assert_eq(gw_loop_init(&loop0), 0);
+	cr_assert_eq(gw_loop_init(&loop1), 0);
+	cr_assert_eq(gw_loop_thread_start(&loop1, -1, "test-iser-l1"), 0);
+	isc_pdu_pool_init(&pool, 0);
+	cr_assert_eq(dmv_listen("iser", &loop0, &conf, &pool, &p), 0);
+	ip = gw_container_of(p, struct iser_portal, base);
+	cr_assert_eq(ip->nloops, 2);
+	cr_assert_eq(ip->loops, &loops);
+	cr_expect_eq(ip->pl[0].loop, &loop0);
+	cr_expect_eq(ip->pl[1].loop, &loop1);
+	cr_expect_eq(ip->pl[0].res, &p->res, "loop 0 counts into the portal's own counters");
+	cr_expect_eq(ip->pl[1].res, &ip->pl[1].own_res);
+	/* A device of loop 1's pool, with a connection still using it. */
+	d->refs = 1;
+	d->res = ip->pl[1].res;
+	d->res->conns = 1;
+	gw_list_add_tail(&ip->pl[1].devs, &d->node);
+	/* A re-home drops each loop's connections on that loop (none here). */
+	cr_expect_eq(dmv_iser_transport.rehome(p, true), 0);
+	dmv_portal_destroy(p);
+	cr_expect(gw_list_empty(&d->node), "loop 1's device left the portal");
+	cr_expect_eq(d->res, &d->own_res, "and counts into its own totals");
+	cr_expect_eq(d->own_res.conns, 1);
+	/* The loops are still usable: nothing of the portal is left on loop 1. */
+	cr_expect_eq(gw_loop_call(&loop1, on_loop_fn, &ran), 0);
+	cr_expect_eq(ran, &loop1);
+	cr_expect_eq(gw_loop_thread_stop(&loop1), 0);
+	free(d);
+
+	/* A listener given to another loop than loop 0 keeps every connection on it. */
+	p = NULL;
+	cr_assert_eq(dmv_listen("iser", &loop1, &conf, &pool, &p), 0);
+	ip = gw_container_of(p, struct iser_portal, base);
+	cr_expect_eq(ip->nloops, 1);
+	cr_expect_null(ip->loops);
+	cr_expect_eq(ip->pl[0].loop, &loop1);
+	dmv_portal_destroy(p);
+	/* One loop: today's portal. */
+	loops.n = 1;
+	p = NULL;
+	cr_assert_eq(dmv_listen("iser", &loop0, &conf, &pool, &p), 0);
+	ip = gw_container_of(p, struct iser_portal, base);
+	cr_expect_eq(ip->nloops, 1);
+	cr_expect_null(ip->loops);
+	cr_expect_eq(ip->pl[0].res, &p->res);
+	dmv_portal_destroy(p);
+	isc_pdu_pool_fini(&pool);
+	gw_loop_fini(&loop1);
+	gw_loop_fini(&loop0);
 }
 
 /* Send work requests of a loop round reach the provider in one ibv_post_send, in order, when
@@ -288,7 +393,7 @@ static void queue_send(struct iser_conn *ic, struct iser_tx *tx)
 	static uint8_t buf[64];
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = sizeof(buf) };
 	struct ibv_send_wr wr = { .wr_id = (uintptr_t)&tx->wr, .sg_list = &sge, .num_sge = 1,
-				  .opcode = IBV_WR_SEND };
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED };
 
 	cr_assert_eq(iser_post_send(ic, &wr), 0);
 	ic->tx_busy++;
@@ -347,4 +452,33 @@ Test(dmv_iser_batch, work_requests_the_provider_refuses_complete_as_flushed)
 	cr_expect(ic->base.lost, "the connection is lost");
 	cr_expect_neq(iser_post_send(ic, &(struct ibv_send_wr){ .num_sge = 1 }), 0,
 		      "nothing more is queued on it");
+}
+
+/* An RDMA Write posted unsignaled ahead of its status Send (wr_id 0) is not waited for by the
+ * teardown: only the Send's completion is; refused with the rest, only the Send completes. */
+Test(dmv_iser_batch, unsignaled_writes_complete_with_the_send_behind_them)
+{
+	static uint8_t buf[64];
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = sizeof(buf) };
+	struct ibv_send_wr w = { .wr_id = 0, .sg_list = &sge, .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE };
+
+	cr_assert_eq(iser_post_send(ic, &w), 0);
+	cr_assert_eq(iser_post_send(ic, &w), 0);
+	queue_send(ic, &ic->tx[0]);
+	cr_expect_eq(ic->posted, 1, "one completion to wait for: the Send's");
+	gw_loop_run_once(&loop, 0);
+	cr_expect_eq(fake_nids, 3, "all three reach the provider, in one post");
+	cr_expect_eq(fake_ids[2], (uintptr_t)&ic->tx[0].wr, "the Send last");
+
+	fake_posts = 0;
+	fake_nids = 0;
+	fake_refuse_from = 0;
+	cr_assert_eq(iser_post_send(ic, &w), 0);
+	queue_send(ic, &ic->tx[1]);
+	cr_expect_eq(ic->posted, 2);
+	gw_loop_run_once(&loop, 0);
+	cr_expect_eq(ic->posted, 1, "the refused Send completed as flushed, the Write silently");
+	cr_expect_eq(ic->tx_busy, 1, "its send slot is free again");
+	cr_expect(ic->base.lost);
 }

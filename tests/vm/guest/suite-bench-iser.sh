@@ -21,7 +21,8 @@
 # Settings: BENCH_VM_SECS (seconds per fio run, default 5), BENCH_VM_ROUNDS (3), and to narrow
 # a run: BENCH_VM_ROWS (row names), BENCH_VM_TARGETS (NAME:TRANSPORT words, e.g. "isergwd:tcp
 # tgtd:tcp"; the others stay logged in, idle), BENCH_VM_SKIP ("tgtd:iser" leaves that login
-# out), read from $VM_BUILD/bench-iser.env when tests/bench/vm-iser.sh wrote one (the guest
+# out), BENCH_VM_GW_B (a second isergwd binary, measured as isergwb over iSER: two builds
+# side by side in one run), read from $VM_BUILD/bench-iser.env when tests/bench/vm-iser.sh wrote one (the guest
 # does not inherit the host's environment).
 # shellcheck source=tests/vm/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -206,6 +207,31 @@ else
 	echo "isergwd tcp - skip the gateway did not start" >>"$OUT"
 fi
 
+# ---- optional: a second gateway build over iSER (an A/B of two builds in one run) ---------
+# BENCH_VM_GW_B: another isergwd binary (another build tree's); it serves the same file over
+# iSER on ADDR:3266 (TCP on 3265, not attached) and is measured as "isergwb iser".
+if [ -n "${BENCH_VM_GW_B:-}" ]; then
+	cat >"$VM_WORK/isergwb.json" <<JSON
+{ "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$ADDR", "port": 3265 },
+               { "name": "iser0", "transport": "iser", "address": "$ADDR", "port": 3266 } ],
+  "targets": [ $(gw_target "$IQN_GW-b" iser0) ] }
+JSON
+	"$BENCH_VM_GW_B" --config "$VM_WORK/isergwb.json" >"$VM_WORK/isergwb.log" 2>&1 &
+	GWB_PID=$!
+	vm_on_exit "kill $GWB_PID 2>/dev/null"
+	for _ in $(seq 1 100); do
+		grep -q "$ADDR:3266 (iser)" "$VM_WORK/isergwb.log" && break
+		kill -0 "$GWB_PID" 2>/dev/null || break
+		sleep 0.2
+	done
+	if grep -q "$ADDR:3266 (iser)" "$VM_WORK/isergwb.log"; then
+		attach isergwb iser "$IQN_GW-b" "$ADDR:3266"
+	else
+		fail isergwb-start "$(tail -n 3 "$VM_WORK/isergwb.log")"
+		echo "isergwb iser - skip the second gateway did not listen" >>"$OUT"
+	fi
+fi
+
 # ---- the runs: ROUNDS rounds, each row on every attached disk, the order rotated ----------
 # shellcheck disable=SC2086 # one word per disk
 set -- $DISKS
@@ -230,6 +256,7 @@ for d in $DISKS; do
 		wc -l) runs measured"
 done
 [ -n "$VM_GW_PID" ] && { vm_gw_stop || fail gateway-stop "$VM_GW_STOP"; }
+[ -n "${GWB_PID:-}" ] && kill "$GWB_PID" 2>/dev/null
 lio_stop
 vm_tgt_stop
 cat "$OUT"

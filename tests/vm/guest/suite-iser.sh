@@ -255,6 +255,16 @@ if login "$T_PLAIN" >"$VM_WORK/login-plain.out" 2>&1; then
 		else
 			fail kernel/window "the session's window is $window, not [144] (160 receive buffers, 16 spare)"
 		fi
+		# Linux's iser offers its device's max_qp_rd_atom of RDMA Reads (asking for 1
+		# itself): the gateway must keep 16 in flight, not wait out each one.
+		# The newest connection is the kernel's session (libiscsi's came before).
+		reads=$(grep -o 'iSER connection from [^,]*, [0-9]* RDMA Reads in flight' \
+			"$VM_WORK/isergwd.log" | tail -n 1 | grep -o '[0-9]* RDMA Reads')
+		if [ "$reads" = "16 RDMA Reads" ]; then
+			pass kernel/read-depth "$reads in flight per connection"
+		else
+			fail kernel/read-depth "'${reads:-no connection line}', not 16 RDMA Reads in flight: $(grep 'iSER connection from' "$VM_WORK/isergwd.log" | tail -n 1)"
+		fi
 		check kernel/sizes-512b-4m sizes_check "$dev"
 		if vm_need fio; then
 			check kernel/deep-queue fio --name=qd256 --filename="/dev/$dev" --direct=1 \
