@@ -118,8 +118,7 @@ static void iser_post_flush(struct iser_conn *ic)
 		struct ibv_wc wc = { .wr_id = ic->pend_wr[i].wr_id,
 				     .status = IBV_WC_WR_FLUSH_ERR };
 
-		if (ic->pend_wr[i].send_flags & IBV_SEND_SIGNALED)
-			iser_wc(ic, &wc);
+		iser_wc(ic, &wc);
 	}
 	ic->in_poll = false;
 	/* Closing the connection polls the CQ and checks the drain itself; so does iser_close,
@@ -153,9 +152,7 @@ static int iser_post_send(struct iser_conn *ic, struct ibv_send_wr *wr)
 	else
 		gw_defer_queue(ic->base.loop, &ic->post_defer);
 	ic->npend++;
-	/* Unsignaled work requests complete silently, or flushed with wr_id 0 (iser_wc). */
-	if (wr->send_flags & IBV_SEND_SIGNALED)
-		ic->posted++;
+	ic->posted++;
 	return 0;
 }
 
@@ -322,48 +319,11 @@ static void iser_task_done(struct dmv_task *t, int status)
 	fn(t, status);
 }
 
-static void iser_rdma_done(struct iser_conn *ic, struct iser_chunk *ch, bool ok);
-
-/* The Writes posted unsignaled ahead of x's status Send completed with it. */
-static void iser_xfer_quiet_done(struct iser_conn *ic, struct iser_xfer *x)
-{
-	struct iser_chunk *ch = x->quiet, *next;
-
-	x->quiet = NULL;
-	for (; ch; ch = next) {
-		next = ch->quiet_next;
-		ch->quiet_next = NULL;
-		iser_rdma_done(ic, ch, true);
-	}
-}
-
-/* The teardown, after the QP is gone: chunks of Writes whose Send never completed. */
-static void iser_xfer_quiet_drop(struct iser_xfer *x)
-{
-	struct iser_chunk *ch = x->quiet, *next;
-
-	x->quiet = NULL;
-	for (; ch; ch = next) {
-		next = ch->quiet_next;
-		ch->quiet_next = NULL;
-		if (ch->zc_busy)
-			dmv_iser_zc_done(ch);
-		else
-			dmv_iser_chunk_put(ch->dev, ch);
-	}
-}
-
 static void iser_put_sent(struct isc_pdu *pdu, int status)
 {
 	struct iser_xfer *x = pdu->priv;
-	struct dmv_task *t;
+	struct dmv_task *t = x->t;
 
-	/* The Send completed, so every Write ahead of it did (RC completes a send queue in
-	 * order). Flushed, or dropped at a close: the Writes may be in flight still, and their
-	 * chunks wait for the teardown (iser_conn_destroy). */
-	if (!status)
-		iser_xfer_quiet_done(x->ic, x);
-	t = x->t;
 	x->rsp_pending = false;
 	if (!status && t && t->putting) {
 		t->putting = false;
@@ -425,11 +385,6 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 		wr.num_sge = 1;
 		wr.opcode = x->read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
 		wr.send_flags = IBV_SEND_SIGNALED;
-		if (!x->read && x->rsp) {
-			/* A status Send follows: this Write completes with it. */
-			wr.wr_id = 0;
-			wr.send_flags = 0;
-		}
 		wr.wr.rdma.remote_addr = x->va + (x->next - x->base);
 		wr.wr.rdma.rkey = x->stag;
 		if (iser_post_send(ic, &wr)) {
@@ -438,10 +393,6 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 			else
 				dmv_iser_chunk_put(ic->dev, ch);
 			return -EIO;
-		}
-		if (!wr.send_flags) {
-			ch->quiet_next = x->quiet;
-			x->quiet = ch;
 		}
 		if (zc)
 			ic->dev->res->zcopy_ops++;
@@ -821,16 +772,6 @@ static void iser_wc(struct iser_conn *ic, const struct ibv_wc *wc)
 	bool ok = wc->status == IBV_WC_SUCCESS;
 	bool live = ic->state == IC_UP && !ic->base.lost && !ic->base.closed && !ic->post_failed;
 
-	if (!w) {
-		/* An unsignaled Write (iser_xfer_post): seen only when it failed; its chunk
-		 * waits for its status Send, or the teardown. */
-		if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && live) {
-			gw_warn("dmv", "%s: RDMA Write failed: %s", ic->base.peer,
-				ibv_wc_status_str(wc->status));
-			iser_conn_lost(ic, -EIO);
-		}
-		return;
-	}
 	ic->posted--;
 	if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && live) {
 		gw_warn("dmv", "%s: %s completion failed: %s", ic->base.peer,
@@ -978,8 +919,6 @@ static void iser_conn_destroy(struct iser_conn *ic)
 	while (!gw_list_empty(&ic->xfers)) {
 		struct iser_xfer *x = gw_list_first_entry(&ic->xfers, struct iser_xfer, cnode);
 
-		/* The QP is gone: nothing reads these chunks any more. */
-		iser_xfer_quiet_drop(x);
 		if (x->rsp)
 			isc_pdu_put(x->rsp);
 		gw_list_del(&x->cnode);

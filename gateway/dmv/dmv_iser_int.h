@@ -73,7 +73,6 @@ struct iser_chunk {
 	bool zc_busy;			/* an RDMA operation on it as a task buffer is in flight */
 	struct iser_xfer *x;		/* transfer it serves while in flight */
 	uint32_t off, len;		/* task buffer range */
-	struct iser_chunk *quiet_next;	/* x's unsignaled RDMA Writes (iser_xfer.quiet) */
 };
 
 struct iser_slab {
@@ -119,11 +118,6 @@ struct iser_xfer {
 	uint32_t inflight;
 	struct isc_pdu *rsp;		/* Put_Data: the status, sent after the last Write */
 	bool rsp_pending;		/* rsp posted, its completion not seen */
-	/* Put_Data with a status: its RDMA Writes are posted unsignaled and complete with the
-	 * status Send (RC completes a send queue in order), so one completion per command; their
-	 * chunks wait here for it, or for the connection's teardown if the Send never completes
-	 * successfully. */
-	struct iser_chunk *quiet;
 };
 
 enum iser_conn_state {

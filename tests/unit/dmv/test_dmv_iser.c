@@ -393,7 +393,7 @@ static void queue_send(struct iser_conn *ic, struct iser_tx *tx)
 	static uint8_t buf[64];
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = sizeof(buf) };
 	struct ibv_send_wr wr = { .wr_id = (uintptr_t)&tx->wr, .sg_list = &sge, .num_sge = 1,
-				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED };
+				  .opcode = IBV_WR_SEND };
 
 	cr_assert_eq(iser_post_send(ic, &wr), 0);
 	ic->tx_busy++;
@@ -452,33 +452,4 @@ Test(dmv_iser_batch, work_requests_the_provider_refuses_complete_as_flushed)
 	cr_expect(ic->base.lost, "the connection is lost");
 	cr_expect_neq(iser_post_send(ic, &(struct ibv_send_wr){ .num_sge = 1 }), 0,
 		      "nothing more is queued on it");
-}
-
-/* An RDMA Write posted unsignaled ahead of its status Send (wr_id 0) is not waited for by the
- * teardown: only the Send's completion is; refused with the rest, only the Send completes. */
-Test(dmv_iser_batch, unsignaled_writes_complete_with_the_send_behind_them)
-{
-	static uint8_t buf[64];
-	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = sizeof(buf) };
-	struct ibv_send_wr w = { .wr_id = 0, .sg_list = &sge, .num_sge = 1,
-				 .opcode = IBV_WR_RDMA_WRITE };
-
-	cr_assert_eq(iser_post_send(ic, &w), 0);
-	cr_assert_eq(iser_post_send(ic, &w), 0);
-	queue_send(ic, &ic->tx[0]);
-	cr_expect_eq(ic->posted, 1, "one completion to wait for: the Send's");
-	gw_loop_run_once(&loop, 0);
-	cr_expect_eq(fake_nids, 3, "all three reach the provider, in one post");
-	cr_expect_eq(fake_ids[2], (uintptr_t)&ic->tx[0].wr, "the Send last");
-
-	fake_posts = 0;
-	fake_nids = 0;
-	fake_refuse_from = 0;
-	cr_assert_eq(iser_post_send(ic, &w), 0);
-	queue_send(ic, &ic->tx[1]);
-	cr_expect_eq(ic->posted, 2);
-	gw_loop_run_once(&loop, 0);
-	cr_expect_eq(ic->posted, 1, "the refused Send completed as flushed, the Write silently");
-	cr_expect_eq(ic->tx_busy, 1, "its send slot is free again");
-	cr_expect(ic->base.lost);
 }
