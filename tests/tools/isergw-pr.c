@@ -14,7 +14,19 @@
  *   read-keys                 prints "keys GENERATION [KEY...]"
  *   read-reservation          prints "reservation none" or "reservation KEY TYPE"
  *   write LBA | read LBA      one logical block (its size from READ CAPACITY(10))
- * KEYs are hex (0x optional). Each command prints one line, "COMMAND: good",
+ *   fill LBA BYTE             WRITE(10) of one block, every byte BYTE
+ *   expect LBA BYTE           READ(10) of one block: "expect: good" when every byte is BYTE,
+ *                             else "expect: mismatch (byte 0xNN at offset N)"
+ *   caw LBA CMP WR            COMPARE AND WRITE of one block: compare with every byte CMP,
+ *                             write every byte WR (a miscompare: check-condition 0e/1d/00)
+ *   lun-reset                 the task management function LOGICAL UNIT RESET on the LUN
+ *   lun N                     the following commands go to LUN N (default: the URL's)
+ * KEYs are hex (0x optional), BYTEs hex or decimal.
+ *
+ * With URL followed by "-" the commands come from standard input instead, one line at a time,
+ * and the session stays logged in between lines; each line's answers are followed by a line
+ * "end", so a script can drive several of these hosts at once (from different event loops of
+ * one gateway) and wait for each answer. "quit" or end of input logs out. Each command prints one line, "COMMAND: good",
  * "COMMAND: reservation-conflict", "COMMAND: check-condition KEY/ASC/ASCQ" (hex, e.g.
  * 02/04/0a) or "COMMAND: failed (why)"; a unit attention is retried (at most 4 times).
  * -s N fixes the ISID (its random field), so that runs one after another are the same
@@ -46,7 +58,8 @@ static void usage(void)
 	fprintf(stderr, "usage: isergw-pr [-i INITIATOR] [-s N] URL COMMAND [ARG...]...\n"
 		"commands: register KEY, unregister KEY, reserve KEY TYPE, release KEY TYPE,\n"
 		"          clear KEY, preempt KEY VICTIM TYPE, read-keys, read-reservation,\n"
-		"          write LBA, read LBA\n");
+		"          write LBA, read LBA, fill LBA BYTE, expect LBA BYTE, caw LBA CMP WR,\n"
+		"          lun-reset, lun N; URL - reads the commands from standard input\n");
 	exit(2);
 }
 
@@ -186,12 +199,77 @@ static void print_in(int sa, struct scsi_task *t)
 	}
 }
 
+static int parse_byte(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 0);
+
+	if (*end || v < 0 || v > 0xff) {
+		fprintf(stderr, "pr: %s is not a byte\n", s);
+		exit(2);
+	}
+	return (int)v;
+}
+
+static struct scsi_task *fill(uint32_t lba, int byte)
+{
+	unsigned char *buf = malloc(block_size);
+	struct scsi_task *t;
+
+	if (!buf)
+		return NULL;
+	memset(buf, byte, block_size);
+	t = iscsi_write10_sync(iscsi, lun, lba, buf, block_size, block_size, 0, 0, 0, 0, 0);
+	free(buf);
+	return t;
+}
+
+static struct scsi_task *caw(uint64_t lba, int cmp, int wr)
+{
+	unsigned char *buf = malloc(2 * (size_t)block_size);
+	struct scsi_task *t;
+
+	if (!buf)
+		return NULL;
+	memset(buf, cmp, block_size);
+	memset(buf + block_size, wr, block_size);
+	t = iscsi_compareandwrite_sync(iscsi, lun, lba, buf, 2 * block_size, (int)block_size, 0, 0,
+				       0, 0, 0);
+	free(buf);
+	return t;
+}
+
+/* After a GOOD READ: the block's bytes against the expected one. */
+static void print_expect(const struct scsi_task *t, int byte, int *bad)
+{
+	for (uint32_t i = 0; i < block_size; i++) {
+		if (i >= (uint32_t)t->datain.size || t->datain.data[i] != byte) {
+			printf("expect: mismatch (byte 0x%02x at offset %u)\n",
+			       i < (uint32_t)t->datain.size ? t->datain.data[i] : 0, i);
+			*bad = 1;
+			return;
+		}
+	}
+	printf("expect: good\n");
+}
+
+/* LOGICAL UNIT RESET: libiscsi's synchronous call says only whether the function completed. */
+static int lun_reset(void)
+{
+	if (iscsi_task_mgmt_lun_reset_sync(iscsi, (uint32_t)lun) != 0) {
+		printf("lun-reset: failed (%s)\n", iscsi_get_error(iscsi));
+		return -1;
+	}
+	printf("lun-reset: good\n");
+	return 0;
+}
+
 /* Runs argv[0] with its arguments; returns how many words it took (0: unknown command). */
 static int run_one(int argc, char **argv, int *bad)
 {
 	const char *c = argv[0];
 	struct scsi_task *t = NULL;
-	int used = 1, sa = -1, tries;
+	int used = 1, sa = -1, tries, expect = -1;
 
 #define NEED(n) do { if (argc < (n) + 1) usage(); } while (0)
 	for (tries = 0; tries < 5; tries++) {
@@ -224,6 +302,30 @@ static int run_one(int argc, char **argv, int *bad)
 			     SCSI_PERSISTENT_RESERVE_READ_RESERVATION;
 			t = iscsi_persistent_reserve_in_sync(iscsi, lun, sa, 4096);
 			used = 1;
+		} else if (!strcmp(c, "lun")) {
+			NEED(1);
+			lun = parse_int(argv[1]);
+			printf("lun: good\n");
+			return 2;
+		} else if (!strcmp(c, "lun-reset")) {
+			if (lun_reset())
+				*bad = 1;
+			return 1;
+		} else if (!strcmp(c, "fill")) {
+			NEED(2);
+			t = fill((uint32_t)parse_int(argv[1]), parse_byte(argv[2]));
+			used = 3;
+		} else if (!strcmp(c, "expect")) {
+			NEED(2);
+			t = iscsi_read10_sync(iscsi, lun, (uint32_t)parse_int(argv[1]), block_size,
+					      block_size, 0, 0, 0, 0, 0);
+			expect = parse_byte(argv[2]);
+			used = 3;
+		} else if (!strcmp(c, "caw")) {
+			NEED(3);
+			t = caw((uint64_t)parse_int(argv[1]), parse_byte(argv[2]),
+				parse_byte(argv[3]));
+			used = 4;
 		} else if (!strcmp(c, "write") || !strcmp(c, "read")) {
 			NEED(1);
 			t = rw(c[0] == 'w', (uint32_t)parse_int(argv[1]));
@@ -238,13 +340,35 @@ static int run_one(int argc, char **argv, int *bad)
 		t = NULL;
 	}
 #undef NEED
-	if (report(c, t))
+	if (expect >= 0 && t && t->status == SCSI_STATUS_GOOD)
+		print_expect(t, expect, bad);
+	else if (report(c, t))
 		*bad = 1;
 	else if (sa >= 0)
 		print_in(sa, t);
 	if (t)
 		scsi_free_scsi_task(t);
 	return used;
+}
+
+/* Commands from standard input, one line at a time, each line's answers ended by "end". */
+static void run_stdin(int *bad)
+{
+	char line[512], *w[32], *save;
+	int n, i;
+
+	while (fgets(line, sizeof(line), stdin)) {
+		n = 0;
+		for (char *tok = strtok_r(line, " \t\r\n", &save); tok && n < 32;
+		     tok = strtok_r(NULL, " \t\r\n", &save))
+			w[n++] = tok;
+		if (n == 1 && !strcmp(w[0], "quit"))
+			break;
+		for (i = 0; i < n;)
+			i += run_one(n - i, w + i, bad);
+		printf("end\n");
+		fflush(stdout);
+	}
 }
 
 int main(int argc, char **argv)
@@ -286,7 +410,9 @@ int main(int argc, char **argv)
 	}
 	if (t)
 		scsi_free_scsi_task(t);
-	for (i = optind + 1; i < argc;)
+	if (argc - optind == 2 && !strcmp(argv[optind + 1], "-"))
+		run_stdin(&bad);
+	for (i = optind + 1; i < argc && strcmp(argv[i], "-");)
 		i += run_one(argc - i, argv + i, &bad);
 	fflush(stdout);
 	iscsi_logout_sync(iscsi);
