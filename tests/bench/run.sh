@@ -20,6 +20,7 @@
 #   BENCH_ROWS    space-separated subset of the row names below [all]
 #   BENCH_PIN     0 disables CPU pinning
 #   BENCH_OUT     Markdown output [$BUILD/bench.md]
+#   BENCH_LOOPS   0 leaves out the loop rows (loops: 1 against loops: 2, tests/bench/loops.sh)
 #   BENCH_VM      0 leaves out the iSER rows, the bond failover stall and the cluster failover
 #                 stall measured in the VM rig (tests/bench/vm-iser.sh, tests/bench/vm-failover.sh,
 #                 tests/bench/vm-cluster.sh)
@@ -222,6 +223,17 @@ t_log ""
 cat "$BENCH_OUT"
 t_log ""
 t_log "bench: table written to $BENCH_OUT"
+
+# The loop rows: loops: 1 against loops: 2 on a null LUN (tests/bench/loops.sh), appended to
+# the same file, after the targets above have stopped working.
+if [ "${BENCH_LOOPS:-1}" != 0 ]; then
+	if BENCH_OUT=$BENCH_OUT BENCH_SECS=$BENCH_SECS BENCH_RUNS=$BENCH_RUNS \
+		"$(dirname "$0")/loops.sh"; then
+		pass "loop rows"
+	else
+		fail "loop rows" "tests/bench/loops.sh failed (its output is above)"
+	fi
+fi
 
 # The iSER rows: one VM run (tests/bench/vm-iser.sh), appended to the same file (the targets
 # above sit idle meanwhile). BENCH_VM=0 leaves it out.

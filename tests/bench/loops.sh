@@ -1,0 +1,168 @@
+#!/bin/bash
+# The loop rows of `make bench` (issue 13): one gateway with `gateway.loops: 1` against one with
+# `gateway.loops: 2`, both running in the same run on a `null` backstore (no data kept: what is
+# measured is the gateway's own path), each driven by two isergw-bench processes at once (one
+# session each, 4 KiB random READ(16) or WRITE(16) at QD 32 per process). Reported per
+# configuration: the sum of both clients' IOPS and the gateway's CPU per I/O (its utime+stime
+# over the run, /proc/PID/stat, all threads, divided by the I/Os both clients completed), and
+# the ratios loops 2 / loops 1. Goal of the issue: the CPU per I/O must not grow with the loops.
+# The loops the two sessions were on (the state's per-session "loop") are printed beside the
+# row, so a run where both sat on one loop says so.
+#
+# The clients are not pinned: on a 2-CPU machine the gateway's two loops take both CPUs, so
+# clients and loops share them in both configurations alike.
+#
+# Environment (as tests/bench/run.sh): BUILD, BENCH_SECS [10], BENCH_RUNS [2], BENCH_OUT
+# (Markdown appended to) [$BUILD/bench-loops.md], BENCH_LOOPS_ROWS [randread-4k-qd32
+# randwrite-4k-qd32].
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+
+BENCH_SECS=${BENCH_SECS:-10}
+BENCH_RUNS=${BENCH_RUNS:-2}
+BENCH_OUT=${BENCH_OUT:-$T_BUILD/bench-loops.md}
+BENCH_LOOPS_ROWS=${BENCH_LOOPS_ROWS:-randread-4k-qd32 randwrite-4k-qd32}
+BENCH=$T_TOOLS/isergw-bench
+CLK_TCK=$(getconf CLK_TCK)
+TARGET=isergwd
+
+t_begin bench-loops
+if [ ! -x "$BENCH" ] || [ ! -x "$T_BUILD/isergwd" ]; then
+	fail build "$BENCH or $T_BUILD/isergwd is missing (make test-build)"
+	t_end
+fi
+NCPU=$(nproc)
+[ "$NCPU" -lt 2 ] && t_log "bench-loops: only $NCPU CPU: loops: 2 shares it (the rows say little)"
+
+declare -A URL=() PID=() CTL=()
+# start_gw N: a gateway with `loops: N`, a null LUN of 1 GiB.
+start_gw() {
+	local n=$1 port iqn=iqn.2026-11.org.isergw:bench-loops$1
+	port=$(t_free_port) || return 1
+	CTL[$n]=$T_DIR/ctl$n.sock
+	cat >"$T_DIR/gw$n.json" <<EOF
+{
+  "gateway": { "loops": $n, "control_socket": "${CTL[$n]}" },
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $port } ],
+  "targets": [ { "name": "$iqn", "tpgt": 1, "portals": ["tcp0"], "allow_any_initiator": true,
+    "luns": [ { "lun": 0, "backstore": { "type": "null", "size": "1G", "block_size": 512 } } ] } ]
+}
+EOF
+	gw_start "$T_DIR/gw$n.json" "$T_DIR/gw$n.log" "$port" || return 1
+	PID[$n]=$T_GW_PID
+	URL[$n]=iscsi://$T_HOST:$port/$iqn/0
+}
+for n in 1 2; do
+	if ! start_gw "$n"; then
+		fail "start loops: $n" "the gateway did not start (see $T_DIR)"
+		t_end
+	fi
+done
+
+# sessions_loops N: the loops of the normal sessions now ("0,1"; "-" without the field).
+sessions_loops() {
+	gw_ctl "${CTL[$1]}" '{"op":"state"}' 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+l = sorted(str(x.get("loop", "-")) for x in s.get("sessions", []) if x.get("type") == "normal")
+print(",".join(l) or "-")' 2>/dev/null || echo "?"
+}
+
+# one_run N OP: two clients at once against the loops: N gateway; prints
+# "iops cpu_us_per_io loops", or "- - -" when a client failed.
+one_run() {
+	local n=$1 op=$2 c0 c1 t0 t1 i pids=() ios=0 iops=0 v bad=0 where args
+	args=(-t "$BENCH_SECS" -q 32 -b 4096)
+	[ "$op" = write ] && args+=(-w)
+	c0=$(t_cpu_ticks "${PID[$n]}")
+	t0=$(date +%s.%N)
+	for i in 1 2; do
+		timeout -k 5 $((BENCH_SECS + 40)) "$BENCH" "${args[@]}" \
+			-i "iqn.2026-11.org.isergw:bench-loops-client$i" "${URL[$n]}" \
+			>"$T_DIR/run.$n.$op.$i.out" 2>&1 &
+		pids+=($!)
+	done
+	sleep $((BENCH_SECS / 2))
+	where=$(sessions_loops "$n")
+	for i in "${pids[@]}"; do
+		wait "$i" || bad=1
+	done
+	t1=$(date +%s.%N)
+	c1=$(t_cpu_ticks "${PID[$n]}")
+	for i in 1 2; do
+		v=$(sed -n 's/^bench: .* ios=\([0-9]*\) iops=\([0-9]*\) .* errors=0 .*/\1 \2/p' \
+			"$T_DIR/run.$n.$op.$i.out")
+		[ -z "$v" ] && bad=1 && continue
+		ios=$((ios + ${v% *}))
+		iops=$((iops + ${v#* }))
+	done
+	if [ "$bad" = 1 ] || [ -z "$c0" ] || [ -z "$c1" ] || [ "$ios" -eq 0 ]; then
+		echo "bench-loops: loops $n $op failed: $(tail -q -n 1 "$T_DIR"/run.$n.$op.*.out | tr '\n' ' ')" >&2
+		echo "- - -"
+		return
+	fi
+	awk -v iops="$iops" -v ios="$ios" -v c0="$c0" -v c1="$c1" -v hz="$CLK_TCK" -v w="$where" \
+		'BEGIN { printf "%d %.2f %s\n", iops, (c1 - c0) / hz * 1e6 / ios, w }'
+}
+
+# mean VALUE...: the mean ("-" when any run failed).
+mean() {
+	local v
+	for v in "$@"; do [ "$v" = - ] && echo - && return; done
+	printf '%s\n' "$@" | awk '{ s += $1; n++ } END { if (n) printf "%.2f\n", s / n; else print "-" }'
+}
+
+TABLE=$T_DIR/loops.md
+{
+	echo "| workload (2 clients) | loops: 1 IOPS | loops: 1 CPU µs/IO | loops: 2 IOPS | loops: 2 CPU µs/IO | IOPS 2/1 | CPU/IO 2/1 | sessions' loops (loops: 2) |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+} >"$TABLE"
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+for row in $BENCH_LOOPS_ROWS; do
+	case "$row" in
+	randread-4k-qd32) op=read ;;
+	randwrite-4k-qd32) op=write ;;
+	*) fail "$row" "unknown row (randread-4k-qd32 randwrite-4k-qd32)"; continue ;;
+	esac
+	declare -A IO=() CPU=()
+	WHERE=
+	for run in $(seq 1 "$BENCH_RUNS"); do
+		order="1 2"
+		[ $((run % 2)) -eq 0 ] && order="2 1"
+		for n in $order; do
+			read -r i c w <<<"$(one_run "$n" "$op")"
+			IO[$n]="${IO[$n]:-} $i"
+			CPU[$n]="${CPU[$n]:-} $c"
+			[ "$n" = 2 ] && WHERE="$WHERE $w"
+		done
+	done
+	# shellcheck disable=SC2086
+	i1=$(mean ${IO[1]}) c1=$(mean ${CPU[1]}) i2=$(mean ${IO[2]}) c2=$(mean ${CPU[2]})
+	ratios=$(awk -v i1="$i1" -v i2="$i2" -v c1="$c1" -v c2="$c2" 'BEGIN {
+		if (i1 == "-" || i2 == "-" || i1 == 0 || c1 == 0) { print "- | -"; exit }
+		printf "%.2f | %.2f\n", i2 / i1, c2 / c1 }')
+	printf '| %s | %.0f | %s | %.0f | %s | %s |%s |\n' "$row" "${i1/-/0}" "$c1" "${i2/-/0}" \
+		"$c2" "$ratios" "$WHERE" >>"$TABLE"
+	if [ "$i1" = - ] || [ "$i2" = - ]; then
+		fail "$row" "a run failed (see $T_DIR)"
+	else
+		pass "$row: loops 1 $i1 IOPS $c1 µs/IO, loops 2 $i2 IOPS $c2 µs/IO (sessions on loops$WHERE)"
+	fi
+	unset IO CPU
+done
+LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+mkdir -p "$(dirname "$BENCH_OUT")"
+{
+	echo
+	echo "Loop rows, measured $(date -u +%Y-%m-%d) on $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $NCPU CPUs,"
+	echo "load average $LOAD0 before and $LOAD1 after. Null LUN of 1 GiB; two isergw-bench"
+	echo "processes at once (one session each, QD 32, 4 KiB); $BENCH_RUNS runs of ${BENCH_SECS} s per"
+	echo "row and configuration, alternating order, mean shown; CPU µs/IO = gateway utime+stime / I/Os."
+	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_RUNS=$BENCH_RUNS tests/bench/loops.sh\` (part of \`make bench\`)"
+	echo
+	cat "$TABLE"
+} >>"$BENCH_OUT"
+cat "$TABLE"
+t_log "bench-loops: table appended to $BENCH_OUT"
+t_end
