@@ -230,6 +230,7 @@ t_alive() {
 t_daemon_start() {
 	local name=$1 kind=$2 log=$3
 	shift 3
+	[ -n "${ISERGW_LOOPS:-}" ] && t_conf_loops_args "$@"
 	if [ -n "${T_PIN_CPU:-}" ]; then
 		set -- taskset -c "$T_PIN_CPU" "$@"
 	fi
@@ -238,6 +239,25 @@ t_daemon_start() {
 	T_PIDS+=("$T_LAST_PID")
 	T_PID_NAME[$T_LAST_PID]=$name
 	T_PID_KIND[$T_LAST_PID]=$kind
+}
+
+# t_conf_loops_args CMD...: with ISERGW_LOOPS set, a command line running isergwd (directly,
+# under valgrind or `ip netns exec`) with --config FILE gets `"loops": $ISERGW_LOOPS` written
+# into FILE's "gateway" object, unless FILE sets loops itself (tests/lib/conf_loops.py), so
+# every suite's gateways run with that many event loops, whoever wrote their configuration.
+t_conf_loops_args() {
+	local a prev="" gw=0
+	for a in "$@"; do
+		[ "${a##*/}" = isergwd ] && gw=1
+	done
+	[ "$gw" = 1 ] || return 0
+	for a in "$@"; do
+		if [ "$prev" = --config ] && [ -f "$a" ]; then
+			python3 "$T_ROOT/tests/lib/conf_loops.py" "$a" "$ISERGW_LOOPS" ||
+				t_log "ISERGW_LOOPS: could not give $a \"loops\": $ISERGW_LOOPS"
+		fi
+		prev=$a
+	done
 }
 
 # t_wait_port PID PORT [SECONDS]: waits until 127.0.0.1:PORT accepts, while PID lives.
@@ -453,7 +473,9 @@ gw_stop() {
 #   TG_BS          gateway backstore type: file (default) or ram
 #   TG_GATEWAY     members of the gateway's "gateway" object (JSON), e.g. "data_memory": "64M"
 #   ISERGW_LOOPS   (environment) gateway.loops for every gateway target_start starts, so a
-#                  suite runs with several event loops: ISERGW_LOOPS=2 tests/integration/run.sh X
+#                  suite runs with several event loops: ISERGW_LOOPS=2 tests/integration/run.sh X;
+#                  gateways started on a configuration of their own get it too, unless that
+#                  configuration sets loops (t_daemon_start, t_conf_loops_args)
 tg_defaults() {
 	TG_IQN=iqn.2026-11.org.isergw:${T_SUITE:-test}
 	TG_SIZE=1G

@@ -13,7 +13,7 @@
 # own after the others: a fresh sparse disk image of SIZE (run/SUITE.disk.img) on a virtio disk
 # with serial isergw-dur, boot 1 with VM_BOOT=1, which must end by writing "crash SUITE" to the
 # share's suites file and resetting the guest, then boot 2 on the same image with VM_BOOT=2.
-# SOAK_* variables of the environment reach the guest's suites (share/env).
+# SOAK_* variables and ISERGW_LOOPS of the environment reach the guest's suites (share/env).
 #
 # Prints each result, then "vm: N passed, N failed, N skipped"; exit status 1 on any failure,
 # including a rig that cannot start (missing tool, no kernel package, too little memory).
@@ -239,7 +239,8 @@ RUN=$VM_DIR/run
 SHARE=$RUN/share
 rm -rf "$RUN" && mkdir -p "$SHARE/logs" || die "cannot create $RUN"
 # The soak's knobs reach the guest's suites (guest/main.sh sources this).
-env | grep -E '^SOAK_[A-Z_]*=[A-Za-z0-9_.:/-]*$' | sed 's/^/export /' >"$SHARE/env"
+# ISERGW_LOOPS: every guest gateway started by vm_gw_start runs with that many event loops.
+env | grep -E '^(SOAK_[A-Z_]*|ISERGW_LOOPS)=[A-Za-z0-9_.:/-]*$' | sed 's/^/export /' >"$SHARE/env"
 
 # vm_boot CONSOLE BOOT DISK SUITE...: one guest runs the SUITEs (boot number BOOT; DISK: an
 # image on a virtio disk with serial isergw-dur, or empty), killed past the sum of their

@@ -416,9 +416,13 @@ vm_port_open() {
 	timeout 1 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null
 }
 
-# vm_gw_start CONFIG LOG ADDR PORT: isergwd on CONFIG, waited for until ADDR:PORT accepts.
+# vm_gw_start CONFIG LOG ADDR PORT: isergwd on CONFIG, waited for until ADDR:PORT accepts;
+# with ISERGW_LOOPS set, CONFIG gets "loops" first (tests/lib/conf_loops.py).
 vm_gw_start() {
 	local conf=$1 log=$2 addr=$3 port=$4 i
+	# ISERGW_LOOPS (from the host, share/env): that many event loops unless CONFIG says.
+	[ -n "${ISERGW_LOOPS:-}" ] &&
+		python3 "$VM_LIB_DIR/../../lib/conf_loops.py" "$conf" "$ISERGW_LOOPS"
 	"$VM_BUILD/isergwd" --config "$conf" >"$log" 2>&1 &
 	VM_GW_PID=$!
 	vm_on_exit vm_gw_kill
