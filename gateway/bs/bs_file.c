@@ -938,6 +938,42 @@ static void bs_file_free(struct bs_file *f)
 	free(f);
 }
 
+/*
+ * The CPUs the process could run on when it started, before any loop pinned its thread
+ * (gateway.loops > 1 pins every loop, the main thread's too, to one CPU). Worker threads start
+ * with this mask: inheriting the opening loop's CPU would put a backstore's blocking I/O on
+ * the one CPU its loop needs, and every backstore of that loop on the same CPU. Taken once in
+ * a constructor, before main() runs, and only read after: the kernel keeps no per-process
+ * mask to ask later (each thread has its own).
+ */
+static cpu_set_t bs_file_start_cpus;
+static bool bs_file_start_cpus_ok;
+
+__attribute__((constructor)) static void bs_file_start_cpus_take(void)
+{
+	bs_file_start_cpus_ok = sched_getaffinity(0, sizeof(bs_file_start_cpus),
+						  &bs_file_start_cpus) == 0;
+}
+
+/* One worker, on the process's CPUs (above); where they cannot be had now (CPUs taken away
+ * since, by hotplug or a cpuset), on the caller's. */
+static int bs_file_start_worker(struct bs_file *f, pthread_t *t)
+{
+	pthread_attr_t attr;
+	int r;
+
+	if (bs_file_start_cpus_ok && pthread_attr_init(&attr) == 0) {
+		r = pthread_attr_setaffinity_np(&attr, sizeof(bs_file_start_cpus),
+						&bs_file_start_cpus);
+		if (r == 0)
+			r = pthread_create(t, &attr, bs_file_worker, f);
+		pthread_attr_destroy(&attr);
+		if (r != EINVAL)
+			return -r;
+	}
+	return -pthread_create(t, NULL, bs_file_worker, f);
+}
+
 static int bs_file_start_workers(struct bs *bs, struct bs_file *f)
 {
 	sigset_t all, old;
@@ -953,7 +989,7 @@ static int bs_file_start_workers(struct bs *bs, struct bs_file *f)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (uint32_t i = 0; i < bs->conf.threads; i++) {
-		rc = -pthread_create(&f->threads[i], NULL, bs_file_worker, f);
+		rc = bs_file_start_worker(f, &f->threads[i]);
 		if (rc < 0) {
 			gw_err("bs", "%s: cannot start I/O thread: %s", bs->conf.path,
 			       strerror(-rc));

@@ -8,9 +8,14 @@
 #   gw-threads  isergwd, the same with io_engine threads (4 workers): the engine before
 #   tgt-aio     tgtd, --bstype aio (its O_DIRECT libaio backing store)
 #   fio         local `fio --ioengine=io_uring --direct=1` on the file: the ceiling
+#   gw-null     isergwd with the null backstore (no disk at all): what the client, the loopback
+#               round trip and the gateway's iSCSI/SCSI path allow, the ceiling of the iSCSI ways
 # The iSCSI rows use tests/tools/isergw-bench (READ16/WRITE16 aligned to the block size, one
 # connection). Targets are pinned to CPU 0 and clients (and local fio) to CPU 1. Order
-# alternates per row. CPU µs/IO is the target's utime+stime over the I/Os of the run.
+# alternates per row. CPU µs/IO is the target's utime+stime over the I/Os of the run; the
+# client's (isergw-bench's) is measured the same way and shown for gw-uring. "disk QD" is the
+# mean number of requests the disk had in flight during gw-uring's and fio's runs (aqu-sz from
+# /proc/diskstats' weighted time in queue; on a shared machine other I/O adds to it).
 #
 # Environment:
 #   BUILD            build tree (isergwd, tests/tools/isergw-bench)
@@ -18,7 +23,7 @@
 #   BENCH_DISK_DIR   where the file goes [/var/tmp]
 #   BENCH_DISK_SIZE  file size [1G]
 #   BENCH_DISK_ROWS  subset of the row names below [all]
-#   BENCH_DISK_WAYS  subset of: gw-uring gw-threads tgt-aio fio [all]
+#   BENCH_DISK_WAYS  subset of: gw-uring gw-threads tgt-aio fio gw-null [all]
 #   BENCH_OUT        Markdown output, appended [$BUILD/bench.md]
 set -u
 . "$(dirname "$0")/../lib/common.sh"
@@ -27,7 +32,7 @@ BENCH_SECS=${BENCH_SECS:-10}
 BENCH_OUT=${BENCH_OUT:-$T_BUILD/bench.md}
 BENCH_DISK_DIR=${BENCH_DISK_DIR:-/var/tmp}
 BENCH_DISK_SIZE=${BENCH_DISK_SIZE:-1G}
-BENCH_DISK_WAYS=${BENCH_DISK_WAYS:-gw-uring gw-threads tgt-aio fio}
+BENCH_DISK_WAYS=${BENCH_DISK_WAYS:-gw-uring gw-threads tgt-aio fio gw-null}
 BENCH=$T_TOOLS/isergw-bench
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -73,6 +78,14 @@ if ! fallocate -l "$BYTES" "$DISK_FILE" ||
 fi
 sync
 
+# The disk under the file, for its queue: /proc/diskstats' name (vda for /dev/vda1 and /dev/vda).
+DISK_DEV=$(basename "$(df --output=source "$BENCH_DISK_DIR" | tail -n 1)")
+[ -e "/sys/class/block/$DISK_DEV/partition" ] &&
+	DISK_DEV=$(basename "$(readlink -f "/sys/class/block/$DISK_DEV/..")")
+disk_queue_ms() {
+	awk -v d="$DISK_DEV" '$3 == d { print $14 }' /proc/diskstats
+}
+
 NCPU=$(nproc)
 CLIENT=()
 PIN_NOTE="no CPU pinning"
@@ -94,8 +107,13 @@ start_gw() {
 	T_PORT=$(t_free_port) || return 1
 	conf=$T_DIR/$way.json
 	gw_write_config "$conf" "$T_PORT"
-	sed -i "s|\"block_size\": 512 }|\"block_size\": 512, \"direct\": true, \"io_engine\": \"$engine\" }|" "$conf"
-	grep -q '"direct": true' "$conf" || return 1
+	if [ "$engine" = null ]; then
+		sed -i "s|{ \"type\": \"file\", \"path\": \"[^\"]*\",|{ \"type\": \"null\",|" "$conf"
+		grep -q '"type": "null"' "$conf" || return 1
+	else
+		sed -i "s|\"block_size\": 512 }|\"block_size\": 512, \"direct\": true, \"io_engine\": \"$engine\" }|" "$conf"
+		grep -q '"direct": true' "$conf" || return 1
+	fi
 	gw_start "$conf" "$T_DIR/$way.isergwd.log" "$T_PORT" || return 1
 	URL[$way]=iscsi://$T_HOST:$T_PORT/$TG_IQN/0
 	PID[$way]=$T_GW_PID
@@ -124,20 +142,24 @@ for way in $BENCH_DISK_WAYS; do
 	case $way in
 	gw-uring) start_gw "$way" uring || fail "start $way" "see $T_DIR" ;;
 	gw-threads) start_gw "$way" threads || fail "start $way" "see $T_DIR" ;;
+	gw-null) start_gw "$way" null || fail "start $way" "see $T_DIR" ;;
 	tgt-aio) start_tgt "$way" || fail "start $way" "see $T_DIR" ;;
 	fio) ;;
-	*) fail "$way" "unknown way (gw-uring gw-threads tgt-aio fio)" ;;
+	*) fail "$way" "unknown way (gw-uring gw-threads tgt-aio fio gw-null)" ;;
 	esac
 done
 T_PIN_CPU=
 
-# one_run WAY OP PATTERN BS QD: prints "iops cpu_us_per_io" ("-" for fio's CPU), or "- -".
+# one_run WAY OP PATTERN BS QD: prints "iops cpu_us_per_io client_cpu_us_per_io disk_qd" ("-"
+# for fio's CPU), or "- - - -".
 one_run() {
-	local way=$1 op=$2 pat=$3 bs=$4 qd=$5 out c0 c1 t0 t1 iops
+	local way=$1 op=$2 pat=$3 bs=$4 qd=$5 out c0 c1 t0 t1 iops cc q0 q1
 	out=$T_DIR/run.$way.$op.$pat.$bs.$qd.$RANDOM.out
 	if [ "$way" = fio ]; then
 		local rw=$op
 		[ "$pat" = rand ] && rw=rand$op
+		q0=$(disk_queue_ms)
+		t0=$(date +%s.%N)
 		timeout -k 5 $((BENCH_SECS + 30)) "${CLIENT[@]}" fio --name=disk \
 			--filename="$DISK_FILE" --ioengine=io_uring --direct=1 --rw="$rw" --bs="$bs" \
 			--iodepth="$qd" --runtime="$BENCH_SECS" --time_based --size="$BYTES" \
@@ -145,28 +167,48 @@ one_run() {
 		iops=$(python3 -c 'import json,sys
 d = json.load(open(sys.argv[1]))["jobs"][0]
 print(int(d[sys.argv[2]]["iops"]))' "$out" "$op" 2>/dev/null)
-		[ -n "$iops" ] && echo "$iops -" || echo "- -"
+		t1=$(date +%s.%N)
+		q1=$(disk_queue_ms)
+		[ -n "$iops" ] && echo "$iops - - $(disk_qd "$q0" "$q1" "$t0" "$t1")" || echo "- - - -"
 		return
 	fi
-	[ -n "${URL[$way]:-}" ] || { echo "- -"; return; }
+	[ -n "${URL[$way]:-}" ] || { echo "- - - -"; return; }
 	local args=(-t "$BENCH_SECS" -q "$qd" -b "$bs")
 	[ "$op" = write ] && args+=(-w)
 	[ "$pat" = seq ] && args+=(-s)
 	c0=$(t_cpu_ticks "${PID[$way]}")
+	q0=$(disk_queue_ms)
 	t0=$(date +%s.%N)
-	timeout -k 5 $((BENCH_SECS + 40)) "${CLIENT[@]}" "$BENCH" "${args[@]}" "${URL[$way]}" \
-		>"$out" 2>&1 || true
+	# The client's CPU in seconds: the user+system time of this subshell's waited children
+	# (bash's times builtin, second line: "XmY.YYYs XmY.YYYs").
+	cc=$(
+		timeout -k 5 $((BENCH_SECS + 40)) "${CLIENT[@]}" "$BENCH" "${args[@]}" \
+			"${URL[$way]}" >"$out" 2>&1
+		times
+	)
+	cc=$(echo "$cc" | tail -n 1 | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/)
+		print u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
 	t1=$(date +%s.%N)
 	c1=$(t_cpu_ticks "${PID[$way]}")
+	q1=$(disk_queue_ms)
 	iops=$(sed -n 's/^bench: .* iops=\([0-9]*\) .* errors=0\( .*\)\{0,1\}$/\1/p' "$out")
 	if [ -z "$iops" ] || [ -z "$c0" ] || [ -z "$c1" ]; then
-		echo "- -"
+		echo "- - - -"
 		echo "bench-disk: $way $op $pat $bs $qd failed: $(tail -n 2 "$out" | tr '\r\n' '  ')" >&2
 		return
 	fi
-	awk -v iops="$iops" -v c0="$c0" -v c1="$c1" -v hz="$CLK_TCK" -v t0="$t0" -v t1="$t1" '
+	awk -v iops="$iops" -v c0="$c0" -v c1="$c1" -v hz="$CLK_TCK" -v t0="$t0" -v t1="$t1" \
+		-v cc="${cc:-0}" '
 	BEGIN { ios = iops * (t1 - t0); cpu = ios > 0 ? (c1 - c0) / hz * 1e6 / ios : 0
-		printf "%d %.1f\n", iops, cpu }'
+		ccpu = ios > 0 ? cc * 1e6 / ios : 0
+		printf "%d %.1f %.1f ", iops, cpu, ccpu }'
+	disk_qd "$q0" "$q1" "$t0" "$t1"
+}
+
+# disk_qd Q0_MS Q1_MS T0 T1: the mean queue at the disk between the two samples, or -.
+disk_qd() {
+	awk -v a="$1" -v b="$2" -v t0="$3" -v t1="$4" 'BEGIN {
+		if (a == "" || b == "" || t1 <= t0) print "-"; else printf "%.1f\n", (b - a) / 1000 / (t1 - t0) }'
 }
 
 ratio() {
@@ -176,9 +218,10 @@ ratio() {
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 TABLE=$T_DIR/table.md
 {
-	echo "| workload | gw-uring IOPS | gw-uring CPU µs/IO | gw-threads IOPS | gw-threads CPU µs/IO |" \
-		"tgt-aio IOPS | tgt-aio CPU µs/IO | local fio IOPS | uring/fio | uring/tgt-aio | uring/threads |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| workload | gw-uring IOPS | gw-uring CPU µs/IO | client CPU µs/IO | gw-uring disk QD | gw-threads IOPS |" \
+		"gw-threads CPU µs/IO | tgt-aio IOPS | tgt-aio CPU µs/IO | local fio IOPS | fio disk QD | gw-null IOPS |" \
+		"uring/fio | uring/tgt-aio | uring/threads | uring/null |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >"$TABLE"
 n=0
 for row in $BENCH_DISK_ROWS; do
@@ -188,28 +231,30 @@ for row in $BENCH_DISK_ROWS; do
 		continue
 	fi
 	read -r _ op pat bs qd <<<"$spec"
-	declare -A I=() C=()
+	declare -A I=() C=() K=() Q=()
 	order=$BENCH_DISK_WAYS
 	# Alternate: every other row runs the ways in reverse order.
 	[ $((n % 2)) = 1 ] && order=$(echo "$BENCH_DISK_WAYS" | tr ' ' '\n' | tac | tr '\n' ' ')
 	n=$((n + 1))
-	for way in gw-uring gw-threads tgt-aio fio; do I[$way]=- C[$way]=-; done
+	for way in gw-uring gw-threads tgt-aio fio gw-null; do I[$way]=- C[$way]=- K[$way]=- Q[$way]=-; done
 	for way in $order; do
-		read -r i c <<<"$(one_run "$way" "$op" "$pat" "$bs" "$qd")"
-		I[$way]=$i C[$way]=$c
+		read -r i c k q <<<"$(one_run "$way" "$op" "$pat" "$bs" "$qd")"
+		I[$way]=$i C[$way]=$c K[$way]=$k Q[$way]=$q
 	done
-	echo "| $row | ${I[gw-uring]} | ${C[gw-uring]} | ${I[gw-threads]} | ${C[gw-threads]} |" \
-		"${I[tgt-aio]} | ${C[tgt-aio]} | ${I[fio]} | $(ratio "${I[gw-uring]}" "${I[fio]}") |" \
-		"$(ratio "${I[gw-uring]}" "${I[tgt-aio]}") | $(ratio "${I[gw-uring]}" "${I[gw-threads]}") |" \
+	echo "| $row | ${I[gw-uring]} | ${C[gw-uring]} | ${K[gw-uring]} | ${Q[gw-uring]} |" \
+		"${I[gw-threads]} | ${C[gw-threads]} | ${I[tgt-aio]} | ${C[tgt-aio]} | ${I[fio]} |" \
+		"${Q[fio]} | ${I[gw-null]} |" \
+		"$(ratio "${I[gw-uring]}" "${I[fio]}") | $(ratio "${I[gw-uring]}" "${I[tgt-aio]}") |" \
+		"$(ratio "${I[gw-uring]}" "${I[gw-threads]}") | $(ratio "${I[gw-uring]}" "${I[gw-null]}") |" \
 		>>"$TABLE"
 	bad=0
 	for way in $BENCH_DISK_WAYS; do [ "${I[$way]}" = - ] && bad=1; done
 	if [ $bad = 1 ]; then
 		fail "$row" "a run failed (see $T_DIR)"
 	else
-		pass "$row: uring ${I[gw-uring]}, threads ${I[gw-threads]}, tgt-aio ${I[tgt-aio]}, fio ${I[fio]} IOPS"
+		pass "$row: uring ${I[gw-uring]}, threads ${I[gw-threads]}, tgt-aio ${I[tgt-aio]}, fio ${I[fio]}, null ${I[gw-null]} IOPS"
 	fi
-	unset I C
+	unset I C K Q
 done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -476,6 +477,70 @@ Test(bs_file, io_engine_threads_forced)
 	bs_destroy(b);
 	free(w);
 	free(r);
+}
+
+/* The thread ids of this process, into tids (at most max); how many. */
+static int task_ids(pid_t *tids, int max)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d)) && n < max) {
+		if (e->d_name[0] != '.')
+			tids[n++] = (pid_t)atoi(e->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+static bool has_tid(const pid_t *tids, int n, pid_t t)
+{
+	for (int i = 0; i < n; i++) {
+		if (tids[i] == t)
+			return true;
+	}
+	return false;
+}
+
+/* A loop pinned to one CPU (gateway.loops > 1) opens the backstore: its worker threads run on
+ * every CPU the process may use, not on the loop's one. */
+Test(bs_file, workers_take_the_process_cpus_not_the_pinned_loops)
+{
+	struct bs_conf c = fconf(1 << 20);
+	cpu_set_t all, one, got;
+	pid_t before[64], after[64];
+	int nb, na, first = -1, workers = 0;
+	struct bs *b;
+
+	cr_assert_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	for (int i = 0; i < CPU_SETSIZE && first < 0; i++) {
+		if (CPU_ISSET(i, &all))
+			first = i;
+	}
+	CPU_ZERO(&one);
+	CPU_SET(first, &one);
+	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	nb = task_ids(before, 64);
+
+	c.io_engine = BS_IO_THREADS;
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	na = task_ids(after, 64);
+	for (int i = 0; i < na; i++) {
+		if (has_tid(before, nb, after[i]))
+			continue;
+		workers++;
+		cr_assert_eq(sched_getaffinity(after[i], sizeof(got), &got), 0);
+		cr_assert(CPU_EQUAL(&got, &all), "worker %d runs on %d CPUs, the process on %d",
+			  (int)after[i], CPU_COUNT(&got), CPU_COUNT(&all));
+	}
+	cr_assert_eq(workers, 4, "%d new threads, 4 workers asked", workers);
+	/* The opening thread keeps its own pin. */
+	cr_assert_eq(sched_getaffinity(0, sizeof(got), &got), 0);
+	cr_assert(CPU_EQUAL(&got, &one));
+	bs_destroy(b);
+	sched_setaffinity(0, sizeof(all), &all);
 }
 
 /* A seccomp filter without io_uring (as a strict service unit might have): auto falls back to
