@@ -21,8 +21,9 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
+#include "gw_buf.h"
+#include "gw_chap.h"
 #include "gw_crc32c.h"
 #include "gw_iov.h"
 #include "gw_list.h"
@@ -598,50 +599,23 @@ static int ini_login_send(struct mp_ini *ini, int csg, int nsg, bool transit,
 	return 0;
 }
 
-static void ini_hex(char *out, const uint8_t *b, size_t n)
+/* "0x" + hex of b[0..n) into out (2 + 2n + 1 bytes). */
+static int ini_hex(char *out, size_t cap, const uint8_t *b, size_t n)
 {
-	out += sprintf(out, "0x");
-	for (size_t i = 0; i < n; i++)
-		out += sprintf(out, "%02x", b[i]);
-}
+	struct gw_buf t;
+	int r;
 
-static int ini_unhex(const char *s, uint8_t *out, size_t max)
-{
-	size_t n = 0;
+	gw_buf_init(&t);
+	r = gw_chap_encode_hex(&t, b, n);
 
-	if (!s || (strncmp(s, "0x", 2) && strncmp(s, "0X", 2)))
-		return -EINVAL;
-	s += 2;
-	if (strlen(s) % 2)
-		return -EINVAL;
-	for (; s[0] && s[1]; s += 2) {
-		unsigned int v;
-
-		if (n == max || sscanf(s, "%2x", &v) != 1)
-			return -EINVAL;
-		out[n++] = (uint8_t)v;
+	if (!r && t.len >= cap)
+		r = -ENOSPC;
+	if (!r) {
+		memcpy(out, t.data, t.len);
+		out[t.len] = 0;
 	}
-	return (int)n;
-}
-
-/* CHAP_R = MD5(id | secret | challenge) (RFC 1994). */
-static int ini_chap_md5(uint8_t id, const char *secret, const uint8_t *chal, size_t chal_len,
-			uint8_t out[16])
-{
-	size_t sl = strlen(secret), n = 1 + sl + chal_len;
-	uint8_t *b = malloc(n);
-	unsigned int len = 16;
-	int ok;
-
-	if (!b)
-		return -ENOMEM;
-	b[0] = id;
-	memcpy(b + 1, secret, sl);
-	memcpy(b + 1 + sl, chal, chal_len);
-	ok = EVP_Digest(b, n, out, &len, EVP_md5(), NULL);
-	OPENSSL_cleanse(b, n);
-	free(b);
-	return ok == 1 && len == 16 ? 0 : -ENOTSUP;
+	gw_buf_fini(&t);
+	return r;
 }
 
 static int ini_login_operational(struct mp_ini *ini)
@@ -751,18 +725,19 @@ static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text
 		case LS_CHAP_A: {
 			const char *a = ini_key(text, len, "CHAP_A"), *id = ini_key(text, len, "CHAP_I");
 			uint8_t chal[1024], r[16];
-			char hex[2 + 2 * 1024 + 1];
-			int n = ini_unhex(ini_key(text, len, "CHAP_C"), chal, sizeof(chal));
+			char hex[2 + 2 * 16 + 1];
+			int n = gw_chap_decode(ini_key(text, len, "CHAP_C"), chal, sizeof(chal));
 
 			if (!a || strcmp(a, "5") || !id || n <= 0) {
 				ini_fail(ini, "%s: CHAP: no MD5 challenge in its answer", ini->target);
 				return;
 			}
-			if (ini_chap_md5((uint8_t)atoi(id), ini->chap_secret, chal, (size_t)n, r)) {
+			if (gw_chap_response(GW_CHAP_MD5, (uint8_t)atoi(id), ini->chap_secret,
+					     strlen(ini->chap_secret), chal, (size_t)n, r) ||
+			    ini_hex(hex, sizeof(hex), r, sizeof(r))) {
 				ini_fail(ini, "CHAP: MD5 unavailable here");
 				return;
 			}
-			ini_hex(hex, r, 16);
 			ini->step = LS_CHAP_R;
 			if (ini_text_add(&t, "CHAP_N", "%s", ini->chap_user) < 0 ||
 			    ini_text_add(&t, "CHAP_R", "%s", hex) < 0) {
@@ -778,8 +753,9 @@ static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text
 					ini_fail(ini, "no random bytes for the CHAP challenge");
 					return;
 				}
-				ini_hex(hex, ini->mutual_chal, sizeof(ini->mutual_chal));
-				if (ini_text_add(&t, "CHAP_I", "%u", ini->mutual_id) < 0 ||
+				if (ini_hex(hex, sizeof(hex), ini->mutual_chal,
+					    sizeof(ini->mutual_chal)) < 0 ||
+				    ini_text_add(&t, "CHAP_I", "%u", ini->mutual_id) < 0 ||
 				    ini_text_add(&t, "CHAP_C", "%s", hex) < 0) {
 					free(t.b);
 					ini_fail(ini, "out of memory for the login");
@@ -796,9 +772,10 @@ static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text
 				uint8_t got[16], want[16];
 
 				if (!n || strcmp(n, ini->mutual_user) ||
-				    ini_unhex(ini_key(text, len, "CHAP_R"), got, 16) != 16 ||
-				    ini_chap_md5(ini->mutual_id, ini->mutual_secret,
-						 ini->mutual_chal, sizeof(ini->mutual_chal), want) ||
+				    gw_chap_decode(ini_key(text, len, "CHAP_R"), got, 16) != 16 ||
+				    gw_chap_response(GW_CHAP_MD5, ini->mutual_id, ini->mutual_secret,
+						     strlen(ini->mutual_secret), ini->mutual_chal,
+						     sizeof(ini->mutual_chal), want) ||
 				    CRYPTO_memcmp(got, want, 16)) {
 					ini_fail(ini, "mutual CHAP: %s did not prove its identity",
 						 ini->target);
