@@ -7,7 +7,8 @@
  *
  * Its point is the system calls: what arrived is read with one read() into a receive buffer
  * and every complete PDU in it is handled; the data segment of a Data-In goes straight into
- * the command's iovec (readv with the buffer behind it for the headers that follow), and
+ * the command's iovec (readv with the buffer behind it for the headers that follow; after a
+ * big segment only the next header, so that the next big one is read in place whole), and
  * everything queued in a loop round (commands, Data-Out, NOP answers) leaves with one writev
  * from a gw_defer, as the host side's dmv_tcp does. Error recovery level 0, one connection
  * per session, no task management (a failed path is reset and its I/O re-driven elsewhere).

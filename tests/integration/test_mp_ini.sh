@@ -3,7 +3,8 @@
 # targets on loopback: tgtd and isergwd, without and with CHAP (one-way and mutual), header
 # digest offered. Each runs tests/unit/mpath/test_mp_ini.c: login, READ CAPACITY, NOP ping,
 # writes read back and compared at sizes from 512 bytes to 3 MiB (immediate data, unsolicited
-# Data-Out, R2Ts), 4 KiB reads at queue depth 32 under a bound of system calls per command, and
+# Data-Out, R2Ts), 4 KiB reads at queue depth 32 under a bound of system calls per command,
+# 512 KiB reads at queue depth 8 landing (90% or more) in place, verified, and
 # a wrong CHAP secret refused.
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -25,7 +26,7 @@ mp_ini_run() {
 	local rc=$?
 	printf '%s\n' "$out" >"$T_DIR/mp_ini.$what.log"
 	if [ $rc -eq 0 ] && ! printf '%s' "$out" | grep -q 'Failing: [1-9]\|Crashing: [1-9]'; then
-		pass "$what: $(printf '%s\n' "$out" | grep -o 'system calls per 4 KiB read.*' | head -1)"
+		pass "$what: $(printf '%s\n' "$out" | grep -o "system calls per 4 KiB read.*" | head -1); $(printf "%s\n" "$out" | grep -o "512 KiB reads at QD.*" | head -1)"
 	else
 		fail "$what"
 		printf '%s\n' "$out" | grep -v '^\[RUN \]\|^\[PASS\]' | tail -n 20
