@@ -50,7 +50,10 @@
 #define INI_MY_FIRST_BURST (256u * 1024u)
 #define INI_LOGIN_ROUNDS 8
 
-enum { OP_NOP_OUT = 0x00, OP_SCSI_CMD = 0x01, OP_LOGIN_REQ = 0x03, OP_DATA_OUT = 0x05 };
+enum {
+	OP_NOP_OUT = 0x00, OP_SCSI_CMD = 0x01, OP_TMF_REQ = 0x02, OP_LOGIN_REQ = 0x03,
+	OP_DATA_OUT = 0x05, OP_LOGOUT_REQ = 0x06,
+};
 enum {
 	OP_NOP_IN = 0x20, OP_SCSI_RSP = 0x21, OP_TMF_RSP = 0x22, OP_LOGIN_RSP = 0x23,
 	OP_TEXT_RSP = 0x24, OP_DATA_IN = 0x25, OP_LOGOUT_RSP = 0x26, OP_R2T = 0x31,
@@ -61,7 +64,10 @@ enum {
 #define FL_C 0x40
 #define FL_S 0x01
 
-enum ini_state { INI_CONNECTING, INI_LOGIN, INI_FULL, INI_FAILED };
+/* INI_LOGGED_OUT: the target accepted our Logout; nothing more is read or sent. */
+enum ini_state { INI_CONNECTING, INI_LOGIN, INI_FULL, INI_LOGGED_OUT, INI_FAILED };
+/* What a task slot holds: a SCSI command, or one of the immediate requests. */
+enum ini_kind { INI_K_CMD, INI_K_NOP, INI_K_TMF, INI_K_LOGOUT };
 enum ini_login_step { LS_SECURITY, LS_CHAP_A, LS_CHAP_R, LS_OPERATIONAL };
 
 struct ini_pdu {
@@ -77,7 +83,8 @@ struct ini_pdu {
 struct ini_task {
 	struct gw_list node;		/* pending, or the cache */
 	uint32_t itt;
-	bool nop;
+	enum ini_kind kind;
+	uint32_t ref_itt;		/* TMF: the task it names (ABORT TASK) */
 	enum mp_ini_dir dir;
 	int lun;
 	uint8_t cdb[16];
@@ -85,6 +92,7 @@ struct ini_task {
 	const struct iovec *iov;
 	int iovcnt;
 	uint32_t xfer;
+	uint32_t cmdsn;			/* sent with */
 	uint32_t data_len;		/* Data-In bytes landed */
 	mp_ini_cmd_fn fn;
 	void *arg;
@@ -426,6 +434,7 @@ static int ini_send_cmd(struct mp_ini *ini, struct ini_task *t)
 	put_lun(pdu->hdr, t->lun);
 	put32(pdu->hdr, 16, t->itt);
 	put32(pdu->hdr, 20, t->xfer);
+	t->cmdsn = ini->cmdsn;
 	put32(pdu->hdr, 24, ini->cmdsn++);
 	put32(pdu->hdr, 28, ini->exp_statsn);
 	memcpy(pdu->hdr + 32, t->cdb, (size_t)t->cdb_len);
@@ -512,13 +521,145 @@ int mp_ini_nop(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg)
 		free(pdu);
 		return -ENOMEM;
 	}
-	t->nop = true;
+	t->kind = INI_K_NOP;
 	t->fn = fn;
 	t->arg = arg;
 	ini_slot_take(ini, t);
 	/* Immediate: it neither waits for the window nor advances CmdSN. */
 	pdu->hdr[0] = OP_NOP_OUT | 0x40;
 	pdu->hdr[1] = FL_F;
+	put32(pdu->hdr, 16, t->itt);
+	put32(pdu->hdr, 20, INI_TAG_NONE);
+	put32(pdu->hdr, 24, ini->cmdsn);
+	put32(pdu->hdr, 28, ini->exp_statsn);
+	ini_queue(ini, pdu, 0);
+	return 0;
+}
+
+static void ini_complete(struct mp_ini *ini, struct ini_task *t, int status, const uint8_t *sense,
+			 uint32_t sense_len);
+
+/* A command taken off the pending list before it was sent (it holds no slot). */
+static void ini_complete_unsent(struct mp_ini *ini, struct ini_task *t)
+{
+	struct mp_ini_result r = { .status = -ECANCELED };
+	mp_ini_cmd_fn fn = t->fn;
+	void *arg = t->arg;
+
+	if (ini->ncache < INI_TASK_CACHE) {
+		gw_list_add(&ini->cache, &t->node);
+		ini->ncache++;
+	} else {
+		free(t);
+	}
+	fn(arg, &r);
+}
+
+/* The commands a finished ABORT TASK or LUN RESET took with it (RFC 7143 §11.5.1: the target
+ * answers the TMF after the tasks it names are gone, and sends nothing more for them). */
+static void ini_tmf_rsp(struct mp_ini *ini, struct ini_task *tmf, uint8_t response)
+{
+	if (response == 0) {
+		for (uint32_t i = 0; i < INI_SLOTS && ini->state == INI_FULL; i++) {
+			struct ini_task *t = ini->slots[i];
+
+			if (!t || t->kind != INI_K_CMD || t == ini->rx_task)
+				continue;
+			if (tmf->ref_itt != INI_TAG_NONE ? t->itt == tmf->ref_itt : t->lun == tmf->lun)
+				ini_complete(ini, t, -ECANCELED, NULL, 0);
+		}
+	}
+	if (ini->state == INI_FULL)
+		ini_complete(ini, tmf, response, NULL, 0);
+}
+
+/* An immediate request (TMF, Logout) in a task slot of its own. */
+static struct ini_task *ini_immediate(struct mp_ini *ini, enum ini_kind kind, mp_ini_cmd_fn fn,
+				      void *arg, struct ini_pdu **pdu)
+{
+	struct ini_task *t;
+
+	if (ini->state != INI_FULL) {
+		errno = ENOTCONN;
+		return NULL;
+	}
+	if (!ini->nfree) {
+		errno = EBUSY;
+		return NULL;
+	}
+	t = ini_task_get(ini);
+	*pdu = ini_pdu_new(0);
+	if (!t || !*pdu) {
+		free(t);
+		free(*pdu);
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->kind = kind;
+	t->ref_itt = INI_TAG_NONE;
+	t->fn = fn;
+	t->arg = arg;
+	ini_slot_take(ini, t);
+	return t;
+}
+
+int mp_ini_tmf(struct mp_ini *ini, enum mp_ini_tmf fn_code, int lun, const void *cmd_arg,
+	       mp_ini_cmd_fn fn, void *arg)
+{
+	struct ini_task *t, *ref = NULL;
+	struct ini_pdu *pdu;
+
+	if (lun < 0 || lun > 16383 ||
+	    (fn_code != MP_INI_ABORT_TASK && fn_code != MP_INI_LUN_RESET))
+		return -EINVAL;
+	if (ini->state != INI_FULL)
+		return -ENOTCONN;
+	if (fn_code == MP_INI_ABORT_TASK) {
+		/* Not sent yet: it never reaches the target. */
+		gw_list_for_each_entry(t, &ini->pending, node) {
+			if (t->arg == cmd_arg && t->lun == lun) {
+				gw_list_del(&t->node);
+				ini_complete_unsent(ini, t);
+				return -EALREADY;
+			}
+		}
+		for (uint32_t i = 0; i < INI_SLOTS && !ref; i++) {
+			t = ini->slots[i];
+			if (t && t->kind == INI_K_CMD && t->arg == cmd_arg && t->lun == lun)
+				ref = t;
+		}
+		if (!ref)
+			return -ENOENT;
+	}
+	t = ini_immediate(ini, INI_K_TMF, fn, arg, &pdu);
+	if (!t)
+		return -errno;
+	t->lun = lun;
+	pdu->hdr[0] = OP_TMF_REQ | 0x40;
+	pdu->hdr[1] = (uint8_t)(FL_F | fn_code);
+	put_lun(pdu->hdr, lun);
+	put32(pdu->hdr, 16, t->itt);
+	put32(pdu->hdr, 20, ref ? ref->itt : INI_TAG_NONE);
+	put32(pdu->hdr, 24, ini->cmdsn);
+	put32(pdu->hdr, 28, ini->exp_statsn);
+	if (ref) {
+		t->ref_itt = ref->itt;
+		put32(pdu->hdr, 32, ref->cmdsn);	/* RefCmdSN */
+	}
+	ini_queue(ini, pdu, 0);
+	return 0;
+}
+
+int mp_ini_logout(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg)
+{
+	struct ini_task *t;
+	struct ini_pdu *pdu;
+
+	t = ini_immediate(ini, INI_K_LOGOUT, fn, arg, &pdu);
+	if (!t)
+		return -errno;
+	pdu->hdr[0] = OP_LOGOUT_REQ | 0x40;
+	pdu->hdr[1] = FL_F | 0;		/* close the session */
 	put32(pdu->hdr, 16, t->itt);
 	put32(pdu->hdr, 20, INI_TAG_NONE);
 	put32(pdu->hdr, 24, ini->cmdsn);
@@ -888,7 +1029,7 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 
 		ini_sn(ini, h, true);
 		t = ini_slot_find(ini, itt);
-		if (!t || t->nop) {
+		if (!t || t->kind != INI_K_CMD) {
 			ini_fail(ini, "SCSI Response for unknown task %#x", itt);
 			return;
 		}
@@ -911,7 +1052,7 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 		ini_sn(ini, h, itt != INI_TAG_NONE);
 		if (itt != INI_TAG_NONE) {
 			t = ini_slot_find(ini, itt);
-			if (t && t->nop)
+			if (t && t->kind == INI_K_NOP)
 				ini_complete(ini, t, 0, NULL, 0);
 		}
 		if (ttt != INI_TAG_NONE) {
@@ -942,7 +1083,7 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 	}
 	case OP_DATA_IN:		/* without data: only a status */
 		t = ini_slot_find(ini, itt);
-		if (!t || t->nop) {
+		if (!t || t->kind != INI_K_CMD) {
 			ini_fail(ini, "Data-In for unknown task %#x", itt);
 			return;
 		}
@@ -954,7 +1095,8 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 
 		ini_sn(ini, h, false);
 		t = ini_slot_find(ini, itt);
-		if (!t || t->dir != MP_INI_WRITE || off > t->xfer || len > t->xfer - off || !len) {
+		if (!t || t->kind != INI_K_CMD || t->dir != MP_INI_WRITE || off > t->xfer ||
+		    len > t->xfer - off || !len) {
 			ini_fail(ini, "R2T outside its command (task %#x, %u+%u)", itt, off, len);
 			return;
 		}
@@ -962,6 +1104,30 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 			ini_fail(ini, "out of memory answering an R2T");
 		break;
 	}
+	case OP_TMF_RSP:
+		ini_sn(ini, h, true);
+		t = ini_slot_find(ini, itt);
+		if (!t || t->kind != INI_K_TMF) {
+			ini_fail(ini, "Task Management Response for unknown task %#x", itt);
+			return;
+		}
+		ini_tmf_rsp(ini, t, h[2]);
+		break;
+	case OP_LOGOUT_RSP:
+		ini_sn(ini, h, true);
+		t = ini_slot_find(ini, itt);
+		if (!t || t->kind != INI_K_LOGOUT) {
+			ini_fail(ini, "Logout Response for unknown task %#x", itt);
+			return;
+		}
+		if (h[2] == 0) {
+			/* The target closes the connection now: nothing more to read or send. */
+			ini->state = INI_LOGGED_OUT;
+			gw_watch_stop(&ini->w);
+			gw_defer_cancel(&ini->flush);
+		}
+		ini_complete(ini, t, h[2], NULL, 0);
+		break;
 	case OP_ASYNC:
 		ini_sn(ini, h, true);
 		if (h[36] != 0)
@@ -1021,7 +1187,8 @@ static void ini_parse(struct mp_ini *ini)
 			if (!ini_hdr_ok(ini, h, ahs))
 				return;
 			t = ini_slot_find(ini, get32(h, 16));
-			if (!t || t->dir != MP_INI_READ || off > t->xfer || dsl > t->xfer - off) {
+			if (!t || t->kind != INI_K_CMD || t->dir != MP_INI_READ || off > t->xfer ||
+			    dsl > t->xfer - off) {
 				ini_fail(ini, "Data-In outside its command (task %#x, %u+%u)",
 					 get32(h, 16), off, dsl);
 				return;
@@ -1307,6 +1474,34 @@ fail:
 	return rc;
 }
 
+/* Destroying an idle logged-in session: a Logout request written now, without waiting for its
+ * answer. True if it went out whole (then the close may be a FIN). */
+static bool ini_logout_now(struct mp_ini *ini)
+{
+	uint8_t h[INI_BHS + 4] = { 0 };
+	uint32_t len = INI_BHS;
+
+	if (ini->state != INI_FULL || ini->nfree != INI_SLOTS || !gw_list_empty(&ini->txq) ||
+	    !gw_list_empty(&ini->pending) || ini->rx_left || ini->rx_skip)
+		return false;
+	h[0] = OP_LOGOUT_REQ | 0x40;
+	h[1] = FL_F;
+	put32(h, 16, ini->gen << 10 | 0x3ff);	/* a tag no slot holds */
+	put32(h, 20, INI_TAG_NONE);
+	put32(h, 24, ini->cmdsn);
+	put32(h, 28, ini->exp_statsn);
+	if (ini->hd) {
+		uint32_t crc = gw_crc32c(0, h, INI_BHS);
+
+		memcpy(h + INI_BHS, &crc, 4);
+		len += 4;
+	}
+	if (write(ini->fd, h, len) != (ssize_t)len)
+		return false;
+	shutdown(ini->fd, SHUT_WR);
+	return true;
+}
+
 void mp_ini_destroy(struct mp_ini *ini)
 {
 	struct ini_pdu *pdu, *pt;
@@ -1319,8 +1514,12 @@ void mp_ini_destroy(struct mp_ini *ini)
 	if (ini->fd >= 0) {
 		struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
 
-		/* Reset, not close: a write queued here must never reach the target later. */
-		setsockopt(ini->fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close));
+		/* Reset, not close: a write queued here must never reach the target later. An
+		 * idle session (a LUN removed, the gateway stopping) says Logout first, then
+		 * closes with a FIN, so the target ends it cleanly rather than as a failure. */
+		if (ini->state != INI_LOGGED_OUT && !ini_logout_now(ini))
+			setsockopt(ini->fd, SOL_SOCKET, SO_LINGER, &abort_close,
+				   sizeof(abort_close));
 		close(ini->fd);
 	}
 	gw_list_for_each_entry_safe(pdu, pt, &ini->txq, node)

@@ -328,3 +328,108 @@ Test(mp_ini, read_512k_qd8_in_place)
 	free(w);
 	rig_close(&r);
 }
+
+struct tmf_rig {
+	int cmd_calls, cmd_status;
+	int tmf_calls, tmf_response;
+};
+
+static void tmf_cmd_done(void *arg, const struct mp_ini_result *res)
+{
+	struct tmf_rig *t = arg;
+
+	t->cmd_calls++;
+	t->cmd_status = res->status;
+}
+
+static void tmf_done(void *arg, const struct mp_ini_result *res)
+{
+	struct tmf_rig *t = arg;
+
+	t->tmf_calls++;
+	t->tmf_response = res->status;
+}
+
+static void tmf_wait(struct rig *r, struct tmf_rig *t, int cmds, int tmfs)
+{
+	uint64_t end = gw_now_ms() + 30000;
+
+	while (gw_now_ms() < end && (t->cmd_calls < cmds || t->tmf_calls < tmfs) && r->login > 0)
+		gw_loop_run_once(&r->loop, 100);
+}
+
+/* A read then ABORT TASK for it in the same batch: the target either finishes the read first
+ * (the abort finds no task: response 0 or 1) or aborts it (the read ends -ECANCELED). Either
+ * way each callback runs exactly once, and the session goes on serving. ABORT TASK of a
+ * command not in flight is refused. Then LUN RESET:
+ * function complete, and a read after it still works (past the reset's unit attention). */
+Test(mp_ini, abort_task_and_lun_reset)
+{
+	static uint8_t buf[65536];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct tmf_rig t = { 0 };
+	uint8_t cdb[16];
+	struct rig r;
+	int rc;
+
+	if (!live())
+		cr_skip_test("no target (tests/integration/test_mp_ini.sh runs this)");
+	rig_open(&r, env("MP_INI_CHAP_SECRET"));
+	cr_assert_eq(r.login, 1, "login: %s", mp_ini_error(r.ini));
+	rw16(cdb, 0x88, 0, sizeof(buf) / 512);
+	cr_assert_eq(mp_ini_command(r.ini, rig_lun(), cdb, 16, MP_INI_READ, &iov, 1, sizeof(buf),
+				    tmf_cmd_done, &t), 0);
+	/* In the same writev as the read (sent at the end of the loop round). */
+	rc = mp_ini_tmf(r.ini, MP_INI_ABORT_TASK, rig_lun(), &t, tmf_done, &t);
+	cr_assert_eq(rc, 0, "ABORT TASK: %d", rc);
+	tmf_wait(&r, &t, 1, 1);
+	cr_assert_eq(t.tmf_calls, 1, "%s", mp_ini_error(r.ini));
+	cr_assert(t.tmf_response == 0 || t.tmf_response == 1, "ABORT TASK response %d",
+		  t.tmf_response);
+	cr_assert_eq(t.cmd_calls, 1);
+	cr_assert(t.cmd_status == -ECANCELED || t.cmd_status >= 0);
+	cr_log_info("ABORT TASK: response %d, the read ended with %d", t.tmf_response,
+		    t.cmd_status);
+	cr_assert_eq(mp_ini_tmf(r.ini, MP_INI_ABORT_TASK, rig_lun(), &r, tmf_done, &t), -ENOENT);
+	t.tmf_calls = 0;
+	cr_assert_eq(mp_ini_tmf(r.ini, MP_INI_LUN_RESET, rig_lun(), NULL, tmf_done, &t), 0);
+	tmf_wait(&r, &t, 0, 1);
+	cr_assert_eq(t.tmf_calls, 1, "%s", mp_ini_error(r.ini));
+	cr_assert_eq(t.tmf_response, 0, "LUN RESET response %d", t.tmf_response);
+	for (int i = 0; i < 3; i++) {
+		r.outstanding = 1;
+		cr_assert_eq(mp_ini_command(r.ini, rig_lun(), cdb, 16, MP_INI_READ, &iov, 1,
+					    sizeof(buf), rig_done, &r), 0);
+		rig_wait(&r, false);
+		if (r.last_status != 2)
+			break;	/* the reset's unit attention: again */
+	}
+	cr_assert_eq(r.last_status, 0, "read after LUN RESET: %d (%s)", r.last_status,
+		     mp_ini_error(r.ini));
+	rig_close(&r);
+}
+
+/* Logout: the target answers 0, the session is over without an error event, and nothing
+ * more can be sent on it. */
+Test(mp_ini, logout)
+{
+	struct tmf_rig t = { 0 };
+	uint8_t cdb[16] = { 0 };
+	struct rig r;
+
+	if (!live())
+		cr_skip_test("no target (tests/integration/test_mp_ini.sh runs this)");
+	rig_open(&r, env("MP_INI_CHAP_SECRET"));
+	cr_assert_eq(r.login, 1, "login: %s", mp_ini_error(r.ini));
+	cr_assert_eq(mp_ini_logout(r.ini, tmf_done, &t), 0);
+	tmf_wait(&r, &t, 0, 1);
+	cr_assert_eq(t.tmf_calls, 1, "%s", mp_ini_error(r.ini));
+	cr_assert_eq(t.tmf_response, 0, "Logout response %d", t.tmf_response);
+	/* A while longer: the target's close must not read as a failure. */
+	for (int i = 0; i < 5; i++)
+		gw_loop_run_once(&r.loop, 20);
+	cr_assert_eq(r.login, 1, "an error event after Logout: %s", mp_ini_error(r.ini));
+	cr_assert_eq(mp_ini_command(r.ini, rig_lun(), cdb, 6, MP_INI_NONE, NULL, 0, 0, rig_done, &r),
+		     -ENOTCONN);
+	rig_close(&r);
+}
