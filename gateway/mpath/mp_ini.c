@@ -76,8 +76,9 @@ struct ini_pdu {
 	uint32_t hdr_len;
 	uint32_t total;			/* header + data + pad */
 	uint8_t *own;			/* data this PDU owns (login text, NOP echo) */
+	uint8_t ddig[4];		/* its data digest, when one is in use */
 	int niov;
-	struct iovec iov[];		/* data, then the pad */
+	struct iovec iov[];		/* data, then the pad, then the data digest */
 };
 
 struct ini_task {
@@ -110,7 +111,7 @@ struct mp_ini {
 	void *arg;
 	char *portal, *target, *initiator;
 	char *chap_user, *chap_secret, *mutual_user, *mutual_secret;
-	bool want_hd;
+	bool want_hd, want_dd;
 
 	uint8_t isid[6];
 	uint16_t tsih;
@@ -119,7 +120,7 @@ struct mp_ini {
 	uint8_t mutual_chal[16];
 
 	/* Negotiated. */
-	bool hd;
+	bool hd, dd;
 	uint32_t max_send_dsl, first_burst, max_burst;
 	bool initial_r2t, immediate_data;
 
@@ -135,7 +136,8 @@ struct mp_ini {
 	bool rx_status;
 	bool rx_hdr_first;		/* the last PDU was a big Data-In: read the next header alone */
 	uint8_t rx_hdr[INI_BHS];
-	uint8_t rx_pad[4];
+	uint8_t rx_tail[8];		/* its pad and data digest */
+	uint32_t rx_tail_len;
 
 	struct ini_task *slots[INI_SLOTS];
 	uint32_t free_slots[INI_SLOTS];
@@ -221,7 +223,7 @@ static void ini_fail(struct mp_ini *ini, const char *fmt, ...)
 
 static struct ini_pdu *ini_pdu_new(int ndata)
 {
-	struct ini_pdu *pdu = malloc(sizeof(*pdu) + (size_t)(ndata + 1) * sizeof(struct iovec));
+	struct ini_pdu *pdu = malloc(sizeof(*pdu) + (size_t)(ndata + 2) * sizeof(struct iovec));
 
 	if (!pdu)
 		return NULL;
@@ -255,6 +257,18 @@ static void ini_queue(struct mp_ini *ini, struct ini_pdu *pdu, uint32_t data_len
 		pdu->niov++;
 	}
 	pdu->total = pdu->hdr_len + data_len + pad;
+	/* The data digest covers the data and its pad (RFC 7143 §11.1). */
+	if (ini->dd && ini->state == INI_FULL && data_len) {
+		uint32_t crc = 0;
+
+		for (int i = 0; i < pdu->niov; i++)
+			crc = gw_crc32c(crc, pdu->iov[i].iov_base, pdu->iov[i].iov_len);
+		memcpy(pdu->ddig, &crc, 4);
+		pdu->iov[pdu->niov].iov_base = pdu->ddig;
+		pdu->iov[pdu->niov].iov_len = 4;
+		pdu->niov++;
+		pdu->total += 4;
+	}
 	gw_list_add_tail(&ini->txq, &pdu->node);
 	ini->st.pdus_out++;
 	gw_defer_queue(ini->loop, &ini->flush);
@@ -772,7 +786,7 @@ static int ini_login_operational(struct mp_ini *ini)
 
 	ini->step = LS_OPERATIONAL;
 	rc |= ini_text_add(&t, "HeaderDigest", "%s", ini->want_hd ? "CRC32C,None" : "None");
-	rc |= ini_text_add(&t, "DataDigest", "None");
+	rc |= ini_text_add(&t, "DataDigest", "%s", ini->want_dd ? "CRC32C,None" : "None");
 	rc |= ini_text_add(&t, "MaxRecvDataSegmentLength", "%u", INI_MY_MRDSL);
 	rc |= ini_text_add(&t, "MaxBurstLength", "%u", INI_MY_MAX_BURST);
 	rc |= ini_text_add(&t, "FirstBurstLength", "%u", INI_MY_FIRST_BURST);
@@ -815,6 +829,8 @@ static void ini_negotiated(struct mp_ini *ini, const char *text, size_t len)
 
 	if ((v = ini_key(text, len, "HeaderDigest")))
 		ini->hd = strcmp(v, "CRC32C") == 0;
+	if ((v = ini_key(text, len, "DataDigest")))
+		ini->dd = strcmp(v, "CRC32C") == 0;
 	if ((v = ini_key(text, len, "MaxRecvDataSegmentLength")))
 		ini->max_send_dsl = (uint32_t)strtoul(v, NULL, 10);
 	if ((v = ini_key(text, len, "MaxBurstLength")))
@@ -963,9 +979,10 @@ static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text
 	ini->cmdsn = ini->exp_cmdsn = get32(h, 28);
 	ini->max_cmdsn = get32(h, 32);
 	gw_dbg(MP_LOG, "native login to %s at %s: MRDSL %u, burst %u/%u, InitialR2T %s, "
-	       "ImmediateData %s, header digest %s", ini->target, ini->portal, ini->max_send_dsl,
-	       ini->first_burst, ini->max_burst, ini->initial_r2t ? "Yes" : "No",
-	       ini->immediate_data ? "Yes" : "No", ini->hd ? "CRC32C" : "None");
+	       "ImmediateData %s, header digest %s, data digest %s", ini->target, ini->portal,
+	       ini->max_send_dsl, ini->first_burst, ini->max_burst,
+	       ini->initial_r2t ? "Yes" : "No", ini->immediate_data ? "Yes" : "No",
+	       ini->hd ? "CRC32C" : "None", ini->dd ? "CRC32C" : "None");
 	ini->fn(ini, 0, ini->arg);
 }
 
@@ -1159,6 +1176,39 @@ static bool ini_hdr_ok(struct mp_ini *ini, const uint8_t *h, uint32_t ahs)
 	return false;
 }
 
+static bool ini_data_ok(struct mp_ini *ini, uint32_t crc, const uint8_t *dig)
+{
+	uint32_t got;
+
+	memcpy(&got, dig, 4);
+	if (crc == got)
+		return true;
+	ini_fail(ini, "data digest error from %s", ini->portal);
+	return false;
+}
+
+/* The data digest of a Data-In read in place: over its slice of the iovec, then its pad. */
+static bool ini_direct_data_ok(struct mp_ini *ini, const struct ini_task *t)
+{
+	uint32_t dsl = get24(ini->rx_hdr, 5), pad = pad4(dsl), crc = 0;
+	uint64_t off = get32(ini->rx_hdr, 40), left = dsl;
+
+	while (left) {
+		struct iovec v[16];
+		uint64_t covered = 0;
+		int n = gw_iov_slice(t->iov, t->iovcnt, off, left, v, 16, &covered);
+
+		for (int i = 0; i < n; i++)
+			crc = gw_crc32c(crc, v[i].iov_base, v[i].iov_len);
+		if (!covered)
+			break;
+		off += covered;
+		left -= covered;
+	}
+	crc = gw_crc32c(crc, ini->rx_tail, pad);
+	return ini_data_ok(ini, crc, ini->rx_tail + pad);
+}
+
 /* A header's length on the wire without AHS: the BHS and its digest, if one is in use. */
 static uint32_t ini_hlen(const struct mp_ini *ini)
 {
@@ -1170,7 +1220,7 @@ static void ini_parse(struct mp_ini *ini)
 {
 	while (ini->state != INI_FAILED && !ini->rx_left && !ini->rx_skip) {
 		uint8_t *h = ini->rx + ini->rx_off;
-		uint32_t avail = ini->rx_len - ini->rx_off, ahs, hlen, dsl, pad, total;
+		uint32_t avail = ini->rx_len - ini->rx_off, ahs, hlen, dsl, pad, ddl, tail, total;
 
 		if (avail < INI_BHS)
 			break;
@@ -1180,6 +1230,7 @@ static void ini_parse(struct mp_ini *ini)
 			break;
 		dsl = get24(h, 5);
 		pad = pad4(dsl);
+		ddl = ini->dd && ini->state == INI_FULL && dsl ? 4 : 0;
 		if ((h[0] & 0x3f) == OP_DATA_IN && dsl && ini->state == INI_FULL) {
 			uint32_t off = get32(h, 40), take;
 			struct ini_task *t;
@@ -1195,26 +1246,34 @@ static void ini_parse(struct mp_ini *ini)
 			}
 			ini_sn(ini, h, false);
 			ini->rx_hdr_first = dsl >= INI_DIRECT_MIN;
+			tail = pad + ddl;
 			take = avail - hlen < dsl ? avail - hlen : dsl;
 			gw_buf_to_iov(t->iov, t->iovcnt, off, h + hlen, take);
 			t->data_len += dsl;
 			ini->st.pdus_in++;
-			if (take < dsl || avail - hlen - take < pad) {
-				/* The rest comes straight into the iovec. */
+			if (take < dsl || avail - hlen - take < tail) {
+				uint32_t have = take < dsl ? 0 : avail - hlen - take;
+
+				/* The rest comes straight into the iovec, pad and digest behind. */
 				ini->rx_task = t;
 				ini->rx_at = off + take;
 				ini->rx_left = dsl - take;
-				ini->rx_skip = take < dsl ? pad : pad - (avail - hlen - take);
+				ini->rx_tail_len = tail;
+				memcpy(ini->rx_tail, h + hlen + dsl, have);
+				ini->rx_skip = tail - have;
 				memcpy(ini->rx_hdr, h, INI_BHS);
 				ini->rx_off = ini->rx_len;
 				break;
 			}
-			ini->rx_off += hlen + dsl + pad;
+			if (ddl && !ini_data_ok(ini, gw_crc32c(0, h + hlen, dsl + pad),
+						h + hlen + dsl + pad))
+				return;
+			ini->rx_off += hlen + dsl + tail;
 			ini_datain_end(ini, t, h);
 			ini_kick(ini);
 			continue;
 		}
-		total = hlen + dsl + pad;
+		total = hlen + dsl + pad + ddl;
 		if (dsl > INI_MY_MRDSL) {
 			ini_fail(ini, "PDU of %u data bytes from %s, above the %u negotiated", dsl,
 				 ini->portal, INI_MY_MRDSL);
@@ -1236,6 +1295,8 @@ static void ini_parse(struct mp_ini *ini)
 		if (avail < total)
 			break;
 		if (!ini_hdr_ok(ini, h, ahs))
+			return;
+		if (ddl && !ini_data_ok(ini, gw_crc32c(0, h + hlen, dsl + pad), h + hlen + dsl + pad))
 			return;
 		ini->rx_hdr_first = false;
 		ini->rx_off += total;
@@ -1273,7 +1334,7 @@ static void ini_rx(struct mp_ini *ini)
 			uint32_t room = ini->rx_cap - ini->rx_len;
 
 			if (ini->rx_skip) {
-				v[cnt].iov_base = ini->rx_pad;
+				v[cnt].iov_base = ini->rx_tail + ini->rx_tail_len - ini->rx_skip;
 				v[cnt++].iov_len = ini->rx_skip;
 				want += ini->rx_skip;
 			}
@@ -1317,6 +1378,8 @@ static void ini_rx(struct mp_ini *ini)
 				struct ini_task *t = ini->rx_task;
 
 				ini->rx_task = NULL;
+				if (ini->dd && !ini_direct_data_ok(ini, t))
+					return;
 				ini_datain_end(ini, t, ini->rx_hdr);
 				ini_kick(ini);
 			}
@@ -1425,6 +1488,7 @@ int mp_ini_create(struct gw_loop *loop, const struct mp_ini_conf *conf, mp_ini_e
 	ini->immediate_data = true;
 	ini->cmdsn = 1;
 	ini->want_hd = conf->header_digest;
+	ini->want_dd = conf->data_digest;
 	ini->portal = strdup(conf->portal);
 	ini->target = strdup(conf->target);
 	ini->initiator = strdup(conf->initiator);
@@ -1559,4 +1623,5 @@ void mp_ini_stats(const struct mp_ini *ini, struct mp_ini_stats *st)
 	st->initial_r2t = ini->initial_r2t;
 	st->immediate_data = ini->immediate_data;
 	st->header_digest = ini->hd;
+	st->data_digest = ini->dd;
 }

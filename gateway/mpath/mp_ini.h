@@ -36,6 +36,7 @@ struct mp_ini_conf {
 	const char *mutual_user;	/* NULL or "": one-way CHAP */
 	const char *mutual_secret;
 	bool header_digest;		/* offer CRC32C first (None is always acceptable) */
+	bool data_digest;		/* likewise for the data digest */
 };
 
 enum mp_ini_dir { MP_INI_NONE, MP_INI_READ, MP_INI_WRITE };
@@ -99,6 +100,7 @@ struct mp_ini_stats {
 	bool initial_r2t;
 	bool immediate_data;
 	bool header_digest;
+	bool data_digest;
 };
 void mp_ini_stats(const struct mp_ini *ini, struct mp_ini_stats *st);
 

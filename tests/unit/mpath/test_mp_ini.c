@@ -75,6 +75,7 @@ static void rig_open(struct rig *r, const char *secret)
 		.mutual_user = env("MP_INI_MUTUAL_USER"),
 		.mutual_secret = env("MP_INI_MUTUAL_SECRET"),
 		.header_digest = env("MP_INI_HDIGEST") != NULL,
+		.data_digest = env("MP_INI_DDIGEST") != NULL,
 	};
 
 	memset(r, 0, sizeof(*r));
@@ -192,9 +193,12 @@ Test(mp_ini, write_read_verify)
 	}
 	mp_ini_stats(r.ini, &st);
 	cr_log_info("negotiated: MRDSL %u, burst %u/%u, InitialR2T %d, ImmediateData %d, hd %d, "
-		    "direct bytes %llu", st.max_send_dsl, st.first_burst, st.max_burst,
-		    st.initial_r2t, st.immediate_data, st.header_digest,
+		    "dd %d, direct bytes %llu", st.max_send_dsl, st.first_burst, st.max_burst,
+		    st.initial_r2t, st.immediate_data, st.header_digest, st.data_digest,
 		    (unsigned long long)st.direct_bytes);
+	/* Both targets of the suite accept CRC32C: every byte above went with digests. */
+	cr_assert_eq(st.header_digest, env("MP_INI_HDIGEST") != NULL);
+	cr_assert_eq(st.data_digest, env("MP_INI_DDIGEST") != NULL);
 	cr_assert_gt(st.direct_bytes, 0, "no Data-In was read straight into the iovec");
 	rig_close(&r);
 }
