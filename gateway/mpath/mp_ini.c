@@ -1560,7 +1560,7 @@ static bool ini_logout_now(struct mp_ini *ini)
 		memcpy(h + INI_BHS, &crc, 4);
 		len += 4;
 	}
-	if (write(ini->fd, h, len) != (ssize_t)len)
+	if (send(ini->fd, h, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len)
 		return false;
 	shutdown(ini->fd, SHUT_WR);
 	return true;
