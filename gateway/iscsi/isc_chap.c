@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include "gw_buf.h"
+#include "gw_chap.h"
 #include "gw_log.h"
 #include "isc_chap.h"
 
@@ -28,7 +28,7 @@ static bool str_set(const char *s)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Digests and encodings */
+/* Digests and encodings: lib/gw_chap.c, shared with the native initiator (gateway/mpath). */
 
 static const char *alg_name(int alg)
 {
@@ -37,171 +37,8 @@ static const char *alg_name(int alg)
 	case ISC_CHAP_SHA1: return "SHA1";
 	case ISC_CHAP_SHA256: return "SHA256";
 	case ISC_CHAP_SHA3_256: return "SHA3-256";
-	default: return NULL;
+	default: return "?";
 	}
-}
-
-size_t isc_chap_digest_len(int alg)
-{
-	switch (alg) {
-	case ISC_CHAP_MD5: return 16;
-	case ISC_CHAP_SHA1: return 20;
-	case ISC_CHAP_SHA256: return 32;
-	case ISC_CHAP_SHA3_256: return 32;
-	default: return 0;
-	}
-}
-
-/* The local OpenSSL may lack an algorithm (MD5 under a FIPS provider). */
-static bool alg_available(int alg)
-{
-	const char *name = alg_name(alg);
-	EVP_MD *md;
-
-	if (!name)
-		return false;
-	md = EVP_MD_fetch(NULL, name, NULL);
-	if (!md)
-		return false;
-	EVP_MD_free(md);
-	return true;
-}
-
-int isc_chap_response(int alg, uint8_t id, const void *secret, size_t secret_len,
-		      const void *challenge, size_t challenge_len, uint8_t *out)
-{
-	const char *name = alg_name(alg);
-	EVP_MD_CTX *ctx = NULL;
-	EVP_MD *md = NULL;
-	unsigned int len = 0;
-	int r = -EIO;
-
-	if (!name)
-		return -EINVAL;
-	md = EVP_MD_fetch(NULL, name, NULL);
-	ctx = EVP_MD_CTX_new();
-	if (!md || !ctx)
-		goto out;
-	if (EVP_DigestInit_ex(ctx, md, NULL) != 1 || EVP_DigestUpdate(ctx, &id, 1) != 1 ||
-	    EVP_DigestUpdate(ctx, secret, secret_len) != 1 ||
-	    EVP_DigestUpdate(ctx, challenge, challenge_len) != 1 ||
-	    EVP_DigestFinal_ex(ctx, out, &len) != 1)
-		goto out;
-	r = len == isc_chap_digest_len(alg) ? 0 : -EIO;
-out:
-	if (r)
-		gw_err(COMP, "CHAP %s digest failed in OpenSSL", name);
-	EVP_MD_CTX_free(ctx);
-	EVP_MD_free(md);
-	return r;
-}
-
-static int b64_val(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-static int decode_hex(const char *s, uint8_t *out, size_t max)
-{
-	size_t len = strlen(s), n = 0, i = 0;
-	int hi, lo;
-
-	if (!len)
-		return -EINVAL;
-	/* An odd digit count means a leading zero nibble. */
-	if (len % 2) {
-		lo = gw_hex_val(s[0]);
-		if (lo < 0 || max < 1)
-			return -EINVAL;
-		out[n++] = (uint8_t)lo;
-		i = 1;
-	}
-	for (; i < len; i += 2) {
-		hi = gw_hex_val(s[i]);
-		lo = gw_hex_val(s[i + 1]);
-		if (hi < 0 || lo < 0 || n >= max)
-			return -EINVAL;
-		out[n++] = (uint8_t)(hi << 4 | lo);
-	}
-	return (int)n;
-}
-
-/* RFC 4648 base64 with padding, as RFC 7143 §6.1 base64-constant uses it. */
-static int decode_b64(const char *s, uint8_t *out, size_t max)
-{
-	size_t len = strlen(s), n = 0, i, pad = 0;
-	uint32_t acc;
-	int j, v;
-
-	if (!len || len % 4)
-		return -EINVAL;
-	if (s[len - 1] == '=')
-		pad++;
-	if (s[len - 2] == '=')
-		pad++;
-	for (i = 0; i < len; i += 4) {
-		acc = 0;
-		for (j = 0; j < 4; j++) {
-			char c = s[i + (size_t)j];
-
-			if (c == '=' && i + 4 == len && (size_t)j >= 4 - pad) {
-				v = 0;
-			} else {
-				v = b64_val(c);
-				if (v < 0)
-					return -EINVAL;
-			}
-			acc = acc << 6 | (uint32_t)v;
-		}
-		for (j = 0; j < 3; j++) {
-			if (i + 4 == len && (size_t)j >= 3 - pad)
-				break;
-			if (n >= max)
-				return -EINVAL;
-			out[n++] = (uint8_t)(acc >> (16 - 8 * j));
-		}
-	}
-	return (int)n;
-}
-
-int isc_chap_decode(const char *text, uint8_t *out, size_t max)
-{
-	if (text[0] != '0')
-		return -EINVAL;
-	if (text[1] == 'x' || text[1] == 'X')
-		return decode_hex(text + 2, out, max);
-	if (text[1] == 'b' || text[1] == 'B')
-		return decode_b64(text + 2, out, max);
-	return -EINVAL;
-}
-
-int isc_chap_encode_hex(struct gw_buf *b, const void *p, size_t n)
-{
-	static const char digits[] = "0123456789abcdef";
-	const uint8_t *u = p;
-	size_t i;
-	int r;
-
-	r = gw_buf_reserve(b, 2 + 2 * n);
-	if (r)
-		return r;
-	b->data[b->len++] = '0';
-	b->data[b->len++] = 'x';
-	for (i = 0; i < n; i++) {
-		b->data[b->len++] = (uint8_t)digits[u[i] >> 4];
-		b->data[b->len++] = (uint8_t)digits[u[i] & 15];
-	}
-	return 0;
 }
 
 /* Appends "key=0x<hex>\0". */
@@ -211,7 +48,7 @@ static int append_hex_kv(struct gw_buf *b, const char *key, const void *p, size_
 
 	r = gw_buf_printf(b, "%s=", key);
 	if (!r)
-		r = isc_chap_encode_hex(b, p, n);
+		r = gw_chap_encode_hex(b, p, n);
 	if (!r)
 		r = gw_buf_append(b, "", 1);
 	return r;
@@ -260,12 +97,12 @@ int isc_chap_init(struct isc_chap *c, const struct isc_chap_conf *conf, const ui
 	if (nprefs > sizeof(c->prefs))
 		return -EINVAL;
 	for (i = 0; i < nprefs; i++) {
-		if (!isc_chap_digest_len(prefs[i]))
+		if (!gw_chap_digest_len(prefs[i]))
 			return -EINVAL;
 		for (j = 0; j < c->nprefs; j++)
 			if (c->prefs[j] == prefs[i])
 				break;
-		if (j == c->nprefs && alg_available(prefs[i]))
+		if (j == c->nprefs && gw_chap_alg_available(prefs[i]))
 			c->prefs[c->nprefs++] = prefs[i];
 	}
 	return 0;
@@ -382,7 +219,7 @@ static int step_alg(struct isc_chap *c, const char *list, struct gw_buf *resp)
 		isc_kv_append(resp, "CHAP_A", "Reject");
 		return fail(c, ISC_CHAP_FAIL_ALG);
 	}
-	dlen = isc_chap_digest_len(alg);
+	dlen = gw_chap_digest_len(alg);
 	c->alg = alg;
 	c->challenge_len = dlen < 16 ? 16 : dlen;
 	if (RAND_bytes(c->challenge, (int)c->challenge_len) != 1 || RAND_bytes(&c->id, 1) != 1)
@@ -411,14 +248,14 @@ static int step_response(struct isc_chap *c, const struct isc_kvlist *keys, stru
 	const struct isc_chap_conf *conf = c->conf;
 	uint8_t got[ISC_CHAP_DIGEST_MAX], want[ISC_CHAP_DIGEST_MAX];
 	uint8_t *chal2 = NULL;
-	size_t dlen = isc_chap_digest_len(c->alg);
+	size_t dlen = gw_chap_digest_len(c->alg);
 	unsigned long id2 = 0;
 	int len, r;
 
 	if (!n || !rv || (!mi != !mc) || isc_kvlist_get(keys, "CHAP_A") ||
 	    isc_kvlist_get(keys, "AuthMethod"))
 		return fail(c, ISC_CHAP_FAIL_MALFORMED);
-	len = isc_chap_decode(rv, got, sizeof(got));
+	len = gw_chap_decode(rv, got, sizeof(got));
 	if (len != (int)dlen)
 		return fail(c, ISC_CHAP_FAIL_MALFORMED);
 	if (!str_set(conf->secret) ||
@@ -430,7 +267,7 @@ static int step_response(struct isc_chap *c, const struct isc_kvlist *keys, stru
 		gw_dbg(c->comp, "CHAP_N \"%.64s\" is not the configured user", n);
 		return fail(c, ISC_CHAP_FAIL_USER);
 	}
-	if (isc_chap_response(c->alg, c->id, conf->secret, strlen(conf->secret), c->challenge,
+	if (gw_chap_response(c->alg, c->id, conf->secret, strlen(conf->secret), c->challenge,
 			      c->challenge_len, want))
 		return fail(c, ISC_CHAP_FAIL_INTERNAL);
 	r = CRYPTO_memcmp(got, want, dlen);
@@ -450,7 +287,7 @@ static int step_response(struct isc_chap *c, const struct isc_kvlist *keys, stru
 	chal2 = malloc(ISC_VAL_LONG_MAX);
 	if (!chal2)
 		return -ENOMEM;
-	len = isc_chap_decode(mc, chal2, ISC_VAL_LONG_MAX);
+	len = gw_chap_decode(mc, chal2, ISC_VAL_LONG_MAX);
 	if (len <= 0) {
 		free(chal2);
 		return fail(c, ISC_CHAP_FAIL_MALFORMED);
@@ -460,7 +297,7 @@ static int step_response(struct isc_chap *c, const struct isc_kvlist *keys, stru
 		free(chal2);
 		return fail(c, ISC_CHAP_FAIL_REFLECTION);
 	}
-	r = isc_chap_response(c->alg, (uint8_t)id2, conf->mutual_secret,
+	r = gw_chap_response(c->alg, (uint8_t)id2, conf->mutual_secret,
 			      strlen(conf->mutual_secret), chal2, (size_t)len, want);
 	free(chal2);
 	if (r)

@@ -4,7 +4,8 @@
  * why). Receive: mp_ini_rx reads what the socket holds into rx (one read), handles every
  * complete PDU there, and when a Data-In's data segment is not all in yet, the rest is read
  * with readv straight into the command's iovec, the buffer behind it for the headers that
- * follow. Send: PDUs are queued on txq and a gw_defer writes all of them with one writev at
+ * follow. After a big Data-In (INI_DIRECT_MIN) only the next header goes behind it, so that a
+ * stream of big segments lands wholly in place, with no copy out of rx. Send: PDUs are queued on txq and a gw_defer writes all of them with one writev at
  * the end of the loop round; what the socket does not take waits for EPOLLOUT.
  */
 #include <errno.h>
@@ -21,8 +22,9 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
+#include "gw_buf.h"
+#include "gw_chap.h"
 #include "gw_crc32c.h"
 #include "gw_iov.h"
 #include "gw_list.h"
@@ -37,6 +39,10 @@
 #define INI_SLOTS 1024u			/* commands in flight per connection */
 #define INI_TX_IOV 1024			/* iovec entries per writev (IOV_MAX) */
 #define INI_RX_IOV 64
+/* After a Data-In segment this big, the next header is read alone (into rx) so that the data
+ * behind it, if it is another such segment, goes straight into its command's iovec: a system
+ * call costs less than copying this much out of rx. Smaller segments are copied. */
+#define INI_DIRECT_MIN (32u * 1024u)
 #define INI_TASK_CACHE 256u
 /* What we offer (RFC 7143 §13): the target answers with the smaller. */
 #define INI_MY_MRDSL (256u * 1024u)
@@ -44,7 +50,10 @@
 #define INI_MY_FIRST_BURST (256u * 1024u)
 #define INI_LOGIN_ROUNDS 8
 
-enum { OP_NOP_OUT = 0x00, OP_SCSI_CMD = 0x01, OP_LOGIN_REQ = 0x03, OP_DATA_OUT = 0x05 };
+enum {
+	OP_NOP_OUT = 0x00, OP_SCSI_CMD = 0x01, OP_TMF_REQ = 0x02, OP_LOGIN_REQ = 0x03,
+	OP_DATA_OUT = 0x05, OP_LOGOUT_REQ = 0x06,
+};
 enum {
 	OP_NOP_IN = 0x20, OP_SCSI_RSP = 0x21, OP_TMF_RSP = 0x22, OP_LOGIN_RSP = 0x23,
 	OP_TEXT_RSP = 0x24, OP_DATA_IN = 0x25, OP_LOGOUT_RSP = 0x26, OP_R2T = 0x31,
@@ -55,7 +64,10 @@ enum {
 #define FL_C 0x40
 #define FL_S 0x01
 
-enum ini_state { INI_CONNECTING, INI_LOGIN, INI_FULL, INI_FAILED };
+/* INI_LOGGED_OUT: the target accepted our Logout; nothing more is read or sent. */
+enum ini_state { INI_CONNECTING, INI_LOGIN, INI_FULL, INI_LOGGED_OUT, INI_FAILED };
+/* What a task slot holds: a SCSI command, or one of the immediate requests. */
+enum ini_kind { INI_K_CMD, INI_K_NOP, INI_K_TMF, INI_K_LOGOUT };
 enum ini_login_step { LS_SECURITY, LS_CHAP_A, LS_CHAP_R, LS_OPERATIONAL };
 
 struct ini_pdu {
@@ -64,14 +76,16 @@ struct ini_pdu {
 	uint32_t hdr_len;
 	uint32_t total;			/* header + data + pad */
 	uint8_t *own;			/* data this PDU owns (login text, NOP echo) */
+	uint8_t ddig[4];		/* its data digest, when one is in use */
 	int niov;
-	struct iovec iov[];		/* data, then the pad */
+	struct iovec iov[];		/* data, then the pad, then the data digest */
 };
 
 struct ini_task {
 	struct gw_list node;		/* pending, or the cache */
 	uint32_t itt;
-	bool nop;
+	enum ini_kind kind;
+	uint32_t ref_itt;		/* TMF: the task it names (ABORT TASK) */
 	enum mp_ini_dir dir;
 	int lun;
 	uint8_t cdb[16];
@@ -79,6 +93,7 @@ struct ini_task {
 	const struct iovec *iov;
 	int iovcnt;
 	uint32_t xfer;
+	uint32_t cmdsn;			/* sent with */
 	uint32_t data_len;		/* Data-In bytes landed */
 	mp_ini_cmd_fn fn;
 	void *arg;
@@ -96,7 +111,7 @@ struct mp_ini {
 	void *arg;
 	char *portal, *target, *initiator;
 	char *chap_user, *chap_secret, *mutual_user, *mutual_secret;
-	bool want_hd;
+	bool want_hd, want_dd;
 
 	uint8_t isid[6];
 	uint16_t tsih;
@@ -105,7 +120,7 @@ struct mp_ini {
 	uint8_t mutual_chal[16];
 
 	/* Negotiated. */
-	bool hd;
+	bool hd, dd;
 	uint32_t max_send_dsl, first_burst, max_burst;
 	bool initial_r2t, immediate_data;
 
@@ -119,8 +134,10 @@ struct mp_ini {
 	struct ini_task *rx_task;
 	uint32_t rx_at, rx_left, rx_skip;
 	bool rx_status;
+	bool rx_hdr_first;		/* the last PDU was a big Data-In: read the next header alone */
 	uint8_t rx_hdr[INI_BHS];
-	uint8_t rx_pad[4];
+	uint8_t rx_tail[8];		/* its pad and data digest */
+	uint32_t rx_tail_len;
 
 	struct ini_task *slots[INI_SLOTS];
 	uint32_t free_slots[INI_SLOTS];
@@ -206,7 +223,7 @@ static void ini_fail(struct mp_ini *ini, const char *fmt, ...)
 
 static struct ini_pdu *ini_pdu_new(int ndata)
 {
-	struct ini_pdu *pdu = malloc(sizeof(*pdu) + (size_t)(ndata + 1) * sizeof(struct iovec));
+	struct ini_pdu *pdu = malloc(sizeof(*pdu) + (size_t)(ndata + 2) * sizeof(struct iovec));
 
 	if (!pdu)
 		return NULL;
@@ -240,6 +257,18 @@ static void ini_queue(struct mp_ini *ini, struct ini_pdu *pdu, uint32_t data_len
 		pdu->niov++;
 	}
 	pdu->total = pdu->hdr_len + data_len + pad;
+	/* The data digest covers the data and its pad (RFC 7143 §11.1). */
+	if (ini->dd && ini->state == INI_FULL && data_len) {
+		uint32_t crc = 0;
+
+		for (int i = 0; i < pdu->niov; i++)
+			crc = gw_crc32c(crc, pdu->iov[i].iov_base, pdu->iov[i].iov_len);
+		memcpy(pdu->ddig, &crc, 4);
+		pdu->iov[pdu->niov].iov_base = pdu->ddig;
+		pdu->iov[pdu->niov].iov_len = 4;
+		pdu->niov++;
+		pdu->total += 4;
+	}
 	gw_list_add_tail(&ini->txq, &pdu->node);
 	ini->st.pdus_out++;
 	gw_defer_queue(ini->loop, &ini->flush);
@@ -419,6 +448,7 @@ static int ini_send_cmd(struct mp_ini *ini, struct ini_task *t)
 	put_lun(pdu->hdr, t->lun);
 	put32(pdu->hdr, 16, t->itt);
 	put32(pdu->hdr, 20, t->xfer);
+	t->cmdsn = ini->cmdsn;
 	put32(pdu->hdr, 24, ini->cmdsn++);
 	put32(pdu->hdr, 28, ini->exp_statsn);
 	memcpy(pdu->hdr + 32, t->cdb, (size_t)t->cdb_len);
@@ -505,13 +535,145 @@ int mp_ini_nop(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg)
 		free(pdu);
 		return -ENOMEM;
 	}
-	t->nop = true;
+	t->kind = INI_K_NOP;
 	t->fn = fn;
 	t->arg = arg;
 	ini_slot_take(ini, t);
 	/* Immediate: it neither waits for the window nor advances CmdSN. */
 	pdu->hdr[0] = OP_NOP_OUT | 0x40;
 	pdu->hdr[1] = FL_F;
+	put32(pdu->hdr, 16, t->itt);
+	put32(pdu->hdr, 20, INI_TAG_NONE);
+	put32(pdu->hdr, 24, ini->cmdsn);
+	put32(pdu->hdr, 28, ini->exp_statsn);
+	ini_queue(ini, pdu, 0);
+	return 0;
+}
+
+static void ini_complete(struct mp_ini *ini, struct ini_task *t, int status, const uint8_t *sense,
+			 uint32_t sense_len);
+
+/* A command taken off the pending list before it was sent (it holds no slot). */
+static void ini_complete_unsent(struct mp_ini *ini, struct ini_task *t)
+{
+	struct mp_ini_result r = { .status = -ECANCELED };
+	mp_ini_cmd_fn fn = t->fn;
+	void *arg = t->arg;
+
+	if (ini->ncache < INI_TASK_CACHE) {
+		gw_list_add(&ini->cache, &t->node);
+		ini->ncache++;
+	} else {
+		free(t);
+	}
+	fn(arg, &r);
+}
+
+/* The commands a finished ABORT TASK or LUN RESET took with it (RFC 7143 §11.5.1: the target
+ * answers the TMF after the tasks it names are gone, and sends nothing more for them). */
+static void ini_tmf_rsp(struct mp_ini *ini, struct ini_task *tmf, uint8_t response)
+{
+	if (response == 0) {
+		for (uint32_t i = 0; i < INI_SLOTS && ini->state == INI_FULL; i++) {
+			struct ini_task *t = ini->slots[i];
+
+			if (!t || t->kind != INI_K_CMD || t == ini->rx_task)
+				continue;
+			if (tmf->ref_itt != INI_TAG_NONE ? t->itt == tmf->ref_itt : t->lun == tmf->lun)
+				ini_complete(ini, t, -ECANCELED, NULL, 0);
+		}
+	}
+	if (ini->state == INI_FULL)
+		ini_complete(ini, tmf, response, NULL, 0);
+}
+
+/* An immediate request (TMF, Logout) in a task slot of its own. */
+static struct ini_task *ini_immediate(struct mp_ini *ini, enum ini_kind kind, mp_ini_cmd_fn fn,
+				      void *arg, struct ini_pdu **pdu)
+{
+	struct ini_task *t;
+
+	if (ini->state != INI_FULL) {
+		errno = ENOTCONN;
+		return NULL;
+	}
+	if (!ini->nfree) {
+		errno = EBUSY;
+		return NULL;
+	}
+	t = ini_task_get(ini);
+	*pdu = ini_pdu_new(0);
+	if (!t || !*pdu) {
+		free(t);
+		free(*pdu);
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->kind = kind;
+	t->ref_itt = INI_TAG_NONE;
+	t->fn = fn;
+	t->arg = arg;
+	ini_slot_take(ini, t);
+	return t;
+}
+
+int mp_ini_tmf(struct mp_ini *ini, enum mp_ini_tmf fn_code, int lun, const void *cmd_arg,
+	       mp_ini_cmd_fn fn, void *arg)
+{
+	struct ini_task *t, *ref = NULL;
+	struct ini_pdu *pdu;
+
+	if (lun < 0 || lun > 16383 ||
+	    (fn_code != MP_INI_ABORT_TASK && fn_code != MP_INI_LUN_RESET))
+		return -EINVAL;
+	if (ini->state != INI_FULL)
+		return -ENOTCONN;
+	if (fn_code == MP_INI_ABORT_TASK) {
+		/* Not sent yet: it never reaches the target. */
+		gw_list_for_each_entry(t, &ini->pending, node) {
+			if (t->arg == cmd_arg && t->lun == lun) {
+				gw_list_del(&t->node);
+				ini_complete_unsent(ini, t);
+				return -EALREADY;
+			}
+		}
+		for (uint32_t i = 0; i < INI_SLOTS && !ref; i++) {
+			t = ini->slots[i];
+			if (t && t->kind == INI_K_CMD && t->arg == cmd_arg && t->lun == lun)
+				ref = t;
+		}
+		if (!ref)
+			return -ENOENT;
+	}
+	t = ini_immediate(ini, INI_K_TMF, fn, arg, &pdu);
+	if (!t)
+		return -errno;
+	t->lun = lun;
+	pdu->hdr[0] = OP_TMF_REQ | 0x40;
+	pdu->hdr[1] = (uint8_t)(FL_F | fn_code);
+	put_lun(pdu->hdr, lun);
+	put32(pdu->hdr, 16, t->itt);
+	put32(pdu->hdr, 20, ref ? ref->itt : INI_TAG_NONE);
+	put32(pdu->hdr, 24, ini->cmdsn);
+	put32(pdu->hdr, 28, ini->exp_statsn);
+	if (ref) {
+		t->ref_itt = ref->itt;
+		put32(pdu->hdr, 32, ref->cmdsn);	/* RefCmdSN */
+	}
+	ini_queue(ini, pdu, 0);
+	return 0;
+}
+
+int mp_ini_logout(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg)
+{
+	struct ini_task *t;
+	struct ini_pdu *pdu;
+
+	t = ini_immediate(ini, INI_K_LOGOUT, fn, arg, &pdu);
+	if (!t)
+		return -errno;
+	pdu->hdr[0] = OP_LOGOUT_REQ | 0x40;
+	pdu->hdr[1] = FL_F | 0;		/* close the session */
 	put32(pdu->hdr, 16, t->itt);
 	put32(pdu->hdr, 20, INI_TAG_NONE);
 	put32(pdu->hdr, 24, ini->cmdsn);
@@ -598,50 +760,23 @@ static int ini_login_send(struct mp_ini *ini, int csg, int nsg, bool transit,
 	return 0;
 }
 
-static void ini_hex(char *out, const uint8_t *b, size_t n)
+/* "0x" + hex of b[0..n) into out (2 + 2n + 1 bytes). */
+static int ini_hex(char *out, size_t cap, const uint8_t *b, size_t n)
 {
-	out += sprintf(out, "0x");
-	for (size_t i = 0; i < n; i++)
-		out += sprintf(out, "%02x", b[i]);
-}
+	struct gw_buf t;
+	int r;
 
-static int ini_unhex(const char *s, uint8_t *out, size_t max)
-{
-	size_t n = 0;
+	gw_buf_init(&t);
+	r = gw_chap_encode_hex(&t, b, n);
 
-	if (!s || (strncmp(s, "0x", 2) && strncmp(s, "0X", 2)))
-		return -EINVAL;
-	s += 2;
-	if (strlen(s) % 2)
-		return -EINVAL;
-	for (; s[0] && s[1]; s += 2) {
-		unsigned int v;
-
-		if (n == max || sscanf(s, "%2x", &v) != 1)
-			return -EINVAL;
-		out[n++] = (uint8_t)v;
+	if (!r && t.len >= cap)
+		r = -ENOSPC;
+	if (!r) {
+		memcpy(out, t.data, t.len);
+		out[t.len] = 0;
 	}
-	return (int)n;
-}
-
-/* CHAP_R = MD5(id | secret | challenge) (RFC 1994). */
-static int ini_chap_md5(uint8_t id, const char *secret, const uint8_t *chal, size_t chal_len,
-			uint8_t out[16])
-{
-	size_t sl = strlen(secret), n = 1 + sl + chal_len;
-	uint8_t *b = malloc(n);
-	unsigned int len = 16;
-	int ok;
-
-	if (!b)
-		return -ENOMEM;
-	b[0] = id;
-	memcpy(b + 1, secret, sl);
-	memcpy(b + 1 + sl, chal, chal_len);
-	ok = EVP_Digest(b, n, out, &len, EVP_md5(), NULL);
-	OPENSSL_cleanse(b, n);
-	free(b);
-	return ok == 1 && len == 16 ? 0 : -ENOTSUP;
+	gw_buf_fini(&t);
+	return r;
 }
 
 static int ini_login_operational(struct mp_ini *ini)
@@ -651,7 +786,7 @@ static int ini_login_operational(struct mp_ini *ini)
 
 	ini->step = LS_OPERATIONAL;
 	rc |= ini_text_add(&t, "HeaderDigest", "%s", ini->want_hd ? "CRC32C,None" : "None");
-	rc |= ini_text_add(&t, "DataDigest", "None");
+	rc |= ini_text_add(&t, "DataDigest", "%s", ini->want_dd ? "CRC32C,None" : "None");
 	rc |= ini_text_add(&t, "MaxRecvDataSegmentLength", "%u", INI_MY_MRDSL);
 	rc |= ini_text_add(&t, "MaxBurstLength", "%u", INI_MY_MAX_BURST);
 	rc |= ini_text_add(&t, "FirstBurstLength", "%u", INI_MY_FIRST_BURST);
@@ -694,6 +829,8 @@ static void ini_negotiated(struct mp_ini *ini, const char *text, size_t len)
 
 	if ((v = ini_key(text, len, "HeaderDigest")))
 		ini->hd = strcmp(v, "CRC32C") == 0;
+	if ((v = ini_key(text, len, "DataDigest")))
+		ini->dd = strcmp(v, "CRC32C") == 0;
 	if ((v = ini_key(text, len, "MaxRecvDataSegmentLength")))
 		ini->max_send_dsl = (uint32_t)strtoul(v, NULL, 10);
 	if ((v = ini_key(text, len, "MaxBurstLength")))
@@ -751,18 +888,19 @@ static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text
 		case LS_CHAP_A: {
 			const char *a = ini_key(text, len, "CHAP_A"), *id = ini_key(text, len, "CHAP_I");
 			uint8_t chal[1024], r[16];
-			char hex[2 + 2 * 1024 + 1];
-			int n = ini_unhex(ini_key(text, len, "CHAP_C"), chal, sizeof(chal));
+			char hex[2 + 2 * 16 + 1];
+			int n = gw_chap_decode(ini_key(text, len, "CHAP_C"), chal, sizeof(chal));
 
 			if (!a || strcmp(a, "5") || !id || n <= 0) {
 				ini_fail(ini, "%s: CHAP: no MD5 challenge in its answer", ini->target);
 				return;
 			}
-			if (ini_chap_md5((uint8_t)atoi(id), ini->chap_secret, chal, (size_t)n, r)) {
+			if (gw_chap_response(GW_CHAP_MD5, (uint8_t)atoi(id), ini->chap_secret,
+					     strlen(ini->chap_secret), chal, (size_t)n, r) ||
+			    ini_hex(hex, sizeof(hex), r, sizeof(r))) {
 				ini_fail(ini, "CHAP: MD5 unavailable here");
 				return;
 			}
-			ini_hex(hex, r, 16);
 			ini->step = LS_CHAP_R;
 			if (ini_text_add(&t, "CHAP_N", "%s", ini->chap_user) < 0 ||
 			    ini_text_add(&t, "CHAP_R", "%s", hex) < 0) {
@@ -778,8 +916,9 @@ static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text
 					ini_fail(ini, "no random bytes for the CHAP challenge");
 					return;
 				}
-				ini_hex(hex, ini->mutual_chal, sizeof(ini->mutual_chal));
-				if (ini_text_add(&t, "CHAP_I", "%u", ini->mutual_id) < 0 ||
+				if (ini_hex(hex, sizeof(hex), ini->mutual_chal,
+					    sizeof(ini->mutual_chal)) < 0 ||
+				    ini_text_add(&t, "CHAP_I", "%u", ini->mutual_id) < 0 ||
 				    ini_text_add(&t, "CHAP_C", "%s", hex) < 0) {
 					free(t.b);
 					ini_fail(ini, "out of memory for the login");
@@ -796,9 +935,10 @@ static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text
 				uint8_t got[16], want[16];
 
 				if (!n || strcmp(n, ini->mutual_user) ||
-				    ini_unhex(ini_key(text, len, "CHAP_R"), got, 16) != 16 ||
-				    ini_chap_md5(ini->mutual_id, ini->mutual_secret,
-						 ini->mutual_chal, sizeof(ini->mutual_chal), want) ||
+				    gw_chap_decode(ini_key(text, len, "CHAP_R"), got, 16) != 16 ||
+				    gw_chap_response(GW_CHAP_MD5, ini->mutual_id, ini->mutual_secret,
+						     strlen(ini->mutual_secret), ini->mutual_chal,
+						     sizeof(ini->mutual_chal), want) ||
 				    CRYPTO_memcmp(got, want, 16)) {
 					ini_fail(ini, "mutual CHAP: %s did not prove its identity",
 						 ini->target);
@@ -839,9 +979,10 @@ static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text
 	ini->cmdsn = ini->exp_cmdsn = get32(h, 28);
 	ini->max_cmdsn = get32(h, 32);
 	gw_dbg(MP_LOG, "native login to %s at %s: MRDSL %u, burst %u/%u, InitialR2T %s, "
-	       "ImmediateData %s, header digest %s", ini->target, ini->portal, ini->max_send_dsl,
-	       ini->first_burst, ini->max_burst, ini->initial_r2t ? "Yes" : "No",
-	       ini->immediate_data ? "Yes" : "No", ini->hd ? "CRC32C" : "None");
+	       "ImmediateData %s, header digest %s, data digest %s", ini->target, ini->portal,
+	       ini->max_send_dsl, ini->first_burst, ini->max_burst,
+	       ini->initial_r2t ? "Yes" : "No", ini->immediate_data ? "Yes" : "No",
+	       ini->hd ? "CRC32C" : "None", ini->dd ? "CRC32C" : "None");
 	ini->fn(ini, 0, ini->arg);
 }
 
@@ -905,7 +1046,7 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 
 		ini_sn(ini, h, true);
 		t = ini_slot_find(ini, itt);
-		if (!t || t->nop) {
+		if (!t || t->kind != INI_K_CMD) {
 			ini_fail(ini, "SCSI Response for unknown task %#x", itt);
 			return;
 		}
@@ -928,7 +1069,7 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 		ini_sn(ini, h, itt != INI_TAG_NONE);
 		if (itt != INI_TAG_NONE) {
 			t = ini_slot_find(ini, itt);
-			if (t && t->nop)
+			if (t && t->kind == INI_K_NOP)
 				ini_complete(ini, t, 0, NULL, 0);
 		}
 		if (ttt != INI_TAG_NONE) {
@@ -959,7 +1100,7 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 	}
 	case OP_DATA_IN:		/* without data: only a status */
 		t = ini_slot_find(ini, itt);
-		if (!t || t->nop) {
+		if (!t || t->kind != INI_K_CMD) {
 			ini_fail(ini, "Data-In for unknown task %#x", itt);
 			return;
 		}
@@ -971,7 +1112,8 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 
 		ini_sn(ini, h, false);
 		t = ini_slot_find(ini, itt);
-		if (!t || t->dir != MP_INI_WRITE || off > t->xfer || len > t->xfer - off || !len) {
+		if (!t || t->kind != INI_K_CMD || t->dir != MP_INI_WRITE || off > t->xfer ||
+		    len > t->xfer - off || !len) {
 			ini_fail(ini, "R2T outside its command (task %#x, %u+%u)", itt, off, len);
 			return;
 		}
@@ -979,6 +1121,30 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 			ini_fail(ini, "out of memory answering an R2T");
 		break;
 	}
+	case OP_TMF_RSP:
+		ini_sn(ini, h, true);
+		t = ini_slot_find(ini, itt);
+		if (!t || t->kind != INI_K_TMF) {
+			ini_fail(ini, "Task Management Response for unknown task %#x", itt);
+			return;
+		}
+		ini_tmf_rsp(ini, t, h[2]);
+		break;
+	case OP_LOGOUT_RSP:
+		ini_sn(ini, h, true);
+		t = ini_slot_find(ini, itt);
+		if (!t || t->kind != INI_K_LOGOUT) {
+			ini_fail(ini, "Logout Response for unknown task %#x", itt);
+			return;
+		}
+		if (h[2] == 0) {
+			/* The target closes the connection now: nothing more to read or send. */
+			ini->state = INI_LOGGED_OUT;
+			gw_watch_stop(&ini->w);
+			gw_defer_cancel(&ini->flush);
+		}
+		ini_complete(ini, t, h[2], NULL, 0);
+		break;
 	case OP_ASYNC:
 		ini_sn(ini, h, true);
 		if (h[36] != 0)
@@ -1010,12 +1176,51 @@ static bool ini_hdr_ok(struct mp_ini *ini, const uint8_t *h, uint32_t ahs)
 	return false;
 }
 
+static bool ini_data_ok(struct mp_ini *ini, uint32_t crc, const uint8_t *dig)
+{
+	uint32_t got;
+
+	memcpy(&got, dig, 4);
+	if (crc == got)
+		return true;
+	ini_fail(ini, "data digest error from %s", ini->portal);
+	return false;
+}
+
+/* The data digest of a Data-In read in place: over its slice of the iovec, then its pad. */
+static bool ini_direct_data_ok(struct mp_ini *ini, const struct ini_task *t)
+{
+	uint32_t dsl = get24(ini->rx_hdr, 5), pad = pad4(dsl), crc = 0;
+	uint64_t off = get32(ini->rx_hdr, 40), left = dsl;
+
+	while (left) {
+		struct iovec v[16];
+		uint64_t covered = 0;
+		int n = gw_iov_slice(t->iov, t->iovcnt, off, left, v, 16, &covered);
+
+		for (int i = 0; i < n; i++)
+			crc = gw_crc32c(crc, v[i].iov_base, v[i].iov_len);
+		if (!covered)
+			break;
+		off += covered;
+		left -= covered;
+	}
+	crc = gw_crc32c(crc, ini->rx_tail, pad);
+	return ini_data_ok(ini, crc, ini->rx_tail + pad);
+}
+
+/* A header's length on the wire without AHS: the BHS and its digest, if one is in use. */
+static uint32_t ini_hlen(const struct mp_ini *ini)
+{
+	return INI_BHS + (ini->hd && ini->state == INI_FULL ? 4 : 0);
+}
+
 /* Handles the complete PDUs in rx; leaves a partial one there (or in the direct state). */
 static void ini_parse(struct mp_ini *ini)
 {
 	while (ini->state != INI_FAILED && !ini->rx_left && !ini->rx_skip) {
 		uint8_t *h = ini->rx + ini->rx_off;
-		uint32_t avail = ini->rx_len - ini->rx_off, ahs, hlen, dsl, pad, total;
+		uint32_t avail = ini->rx_len - ini->rx_off, ahs, hlen, dsl, pad, ddl, tail, total;
 
 		if (avail < INI_BHS)
 			break;
@@ -1025,6 +1230,7 @@ static void ini_parse(struct mp_ini *ini)
 			break;
 		dsl = get24(h, 5);
 		pad = pad4(dsl);
+		ddl = ini->dd && ini->state == INI_FULL && dsl ? 4 : 0;
 		if ((h[0] & 0x3f) == OP_DATA_IN && dsl && ini->state == INI_FULL) {
 			uint32_t off = get32(h, 40), take;
 			struct ini_task *t;
@@ -1032,32 +1238,42 @@ static void ini_parse(struct mp_ini *ini)
 			if (!ini_hdr_ok(ini, h, ahs))
 				return;
 			t = ini_slot_find(ini, get32(h, 16));
-			if (!t || t->dir != MP_INI_READ || off > t->xfer || dsl > t->xfer - off) {
+			if (!t || t->kind != INI_K_CMD || t->dir != MP_INI_READ || off > t->xfer ||
+			    dsl > t->xfer - off) {
 				ini_fail(ini, "Data-In outside its command (task %#x, %u+%u)",
 					 get32(h, 16), off, dsl);
 				return;
 			}
 			ini_sn(ini, h, false);
+			ini->rx_hdr_first = dsl >= INI_DIRECT_MIN;
+			tail = pad + ddl;
 			take = avail - hlen < dsl ? avail - hlen : dsl;
 			gw_buf_to_iov(t->iov, t->iovcnt, off, h + hlen, take);
 			t->data_len += dsl;
 			ini->st.pdus_in++;
-			if (take < dsl || avail - hlen - take < pad) {
-				/* The rest comes straight into the iovec. */
+			if (take < dsl || avail - hlen - take < tail) {
+				uint32_t have = take < dsl ? 0 : avail - hlen - take;
+
+				/* The rest comes straight into the iovec, pad and digest behind. */
 				ini->rx_task = t;
 				ini->rx_at = off + take;
 				ini->rx_left = dsl - take;
-				ini->rx_skip = take < dsl ? pad : pad - (avail - hlen - take);
+				ini->rx_tail_len = tail;
+				memcpy(ini->rx_tail, h + hlen + dsl, have);
+				ini->rx_skip = tail - have;
 				memcpy(ini->rx_hdr, h, INI_BHS);
 				ini->rx_off = ini->rx_len;
 				break;
 			}
-			ini->rx_off += hlen + dsl + pad;
+			if (ddl && !ini_data_ok(ini, gw_crc32c(0, h + hlen, dsl + pad),
+						h + hlen + dsl + pad))
+				return;
+			ini->rx_off += hlen + dsl + tail;
 			ini_datain_end(ini, t, h);
 			ini_kick(ini);
 			continue;
 		}
-		total = hlen + dsl + pad;
+		total = hlen + dsl + pad + ddl;
 		if (dsl > INI_MY_MRDSL) {
 			ini_fail(ini, "PDU of %u data bytes from %s, above the %u negotiated", dsl,
 				 ini->portal, INI_MY_MRDSL);
@@ -1080,6 +1296,9 @@ static void ini_parse(struct mp_ini *ini)
 			break;
 		if (!ini_hdr_ok(ini, h, ahs))
 			return;
+		if (ddl && !ini_data_ok(ini, gw_crc32c(0, h + hlen, dsl + pad), h + hlen + dsl + pad))
+			return;
+		ini->rx_hdr_first = false;
 		ini->rx_off += total;
 		ini_pdu_in(ini, h, h + hlen, dsl);
 		ini_kick(ini);
@@ -1112,14 +1331,20 @@ static void ini_rx(struct mp_ini *ini)
 			want = covered;
 		}
 		if (covered == ini->rx_left) {
+			uint32_t room = ini->rx_cap - ini->rx_len;
+
 			if (ini->rx_skip) {
-				v[cnt].iov_base = ini->rx_pad;
+				v[cnt].iov_base = ini->rx_tail + ini->rx_tail_len - ini->rx_skip;
 				v[cnt++].iov_len = ini->rx_skip;
 				want += ini->rx_skip;
 			}
+			/* At a PDU boundary after a big Data-In: only the next header (no AHS
+			 * expected), so that its data can be read in place too. */
+			if (ini->rx_hdr_first && ini->rx_off == ini->rx_len && room > ini_hlen(ini))
+				room = ini_hlen(ini);
 			v[cnt].iov_base = ini->rx + ini->rx_len;
-			v[cnt++].iov_len = ini->rx_cap - ini->rx_len;
-			want += ini->rx_cap - ini->rx_len;
+			v[cnt++].iov_len = room;
+			want += room;
 		}
 		n = cnt == 1 ? read(ini->fd, v[0].iov_base, v[0].iov_len) : readv(ini->fd, v, cnt);
 		ini->st.reads++;
@@ -1153,6 +1378,8 @@ static void ini_rx(struct mp_ini *ini)
 				struct ini_task *t = ini->rx_task;
 
 				ini->rx_task = NULL;
+				if (ini->dd && !ini_direct_data_ok(ini, t))
+					return;
 				ini_datain_end(ini, t, ini->rx_hdr);
 				ini_kick(ini);
 			}
@@ -1261,6 +1488,7 @@ int mp_ini_create(struct gw_loop *loop, const struct mp_ini_conf *conf, mp_ini_e
 	ini->immediate_data = true;
 	ini->cmdsn = 1;
 	ini->want_hd = conf->header_digest;
+	ini->want_dd = conf->data_digest;
 	ini->portal = strdup(conf->portal);
 	ini->target = strdup(conf->target);
 	ini->initiator = strdup(conf->initiator);
@@ -1310,6 +1538,34 @@ fail:
 	return rc;
 }
 
+/* Destroying an idle logged-in session: a Logout request written now, without waiting for its
+ * answer. True if it went out whole (then the close may be a FIN). */
+static bool ini_logout_now(struct mp_ini *ini)
+{
+	uint8_t h[INI_BHS + 4] = { 0 };
+	uint32_t len = INI_BHS;
+
+	if (ini->state != INI_FULL || ini->nfree != INI_SLOTS || !gw_list_empty(&ini->txq) ||
+	    !gw_list_empty(&ini->pending) || ini->rx_left || ini->rx_skip)
+		return false;
+	h[0] = OP_LOGOUT_REQ | 0x40;
+	h[1] = FL_F;
+	put32(h, 16, ini->gen << 10 | 0x3ff);	/* a tag no slot holds */
+	put32(h, 20, INI_TAG_NONE);
+	put32(h, 24, ini->cmdsn);
+	put32(h, 28, ini->exp_statsn);
+	if (ini->hd) {
+		uint32_t crc = gw_crc32c(0, h, INI_BHS);
+
+		memcpy(h + INI_BHS, &crc, 4);
+		len += 4;
+	}
+	if (send(ini->fd, h, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len)
+		return false;
+	shutdown(ini->fd, SHUT_WR);
+	return true;
+}
+
 void mp_ini_destroy(struct mp_ini *ini)
 {
 	struct ini_pdu *pdu, *pt;
@@ -1322,8 +1578,12 @@ void mp_ini_destroy(struct mp_ini *ini)
 	if (ini->fd >= 0) {
 		struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
 
-		/* Reset, not close: a write queued here must never reach the target later. */
-		setsockopt(ini->fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close));
+		/* Reset, not close: a write queued here must never reach the target later. An
+		 * idle session (a LUN removed, the gateway stopping) says Logout first, then
+		 * closes with a FIN, so the target ends it cleanly rather than as a failure. */
+		if (ini->state != INI_LOGGED_OUT && !ini_logout_now(ini))
+			setsockopt(ini->fd, SOL_SOCKET, SO_LINGER, &abort_close,
+				   sizeof(abort_close));
 		close(ini->fd);
 	}
 	gw_list_for_each_entry_safe(pdu, pt, &ini->txq, node)
@@ -1363,4 +1623,5 @@ void mp_ini_stats(const struct mp_ini *ini, struct mp_ini_stats *st)
 	st->initial_r2t = ini->initial_r2t;
 	st->immediate_data = ini->immediate_data;
 	st->header_digest = ini->hd;
+	st->data_digest = ini->dd;
 }

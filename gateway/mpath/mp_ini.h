@@ -7,10 +7,11 @@
  *
  * Its point is the system calls: what arrived is read with one read() into a receive buffer
  * and every complete PDU in it is handled; the data segment of a Data-In goes straight into
- * the command's iovec (readv with the buffer behind it for the headers that follow), and
+ * the command's iovec (readv with the buffer behind it for the headers that follow; after a
+ * big segment only the next header, so that the next big one is read in place whole), and
  * everything queued in a loop round (commands, Data-Out, NOP answers) leaves with one writev
  * from a gw_defer, as the host side's dmv_tcp does. Error recovery level 0, one connection
- * per session, no task management (a failed path is reset and its I/O re-driven elsewhere).
+ * per session; ABORT TASK, LUN RESET and Logout as primitives for the caller.
  *
  * The async rule: a call that returns < 0 never calls back; one that returns 0 calls back
  * exactly once, unless mp_ini_destroy comes first (it calls nothing back: the caller still
@@ -35,13 +36,17 @@ struct mp_ini_conf {
 	const char *mutual_user;	/* NULL or "": one-way CHAP */
 	const char *mutual_secret;
 	bool header_digest;		/* offer CRC32C first (None is always acceptable) */
+	bool data_digest;		/* likewise for the data digest */
 };
 
 enum mp_ini_dir { MP_INI_NONE, MP_INI_READ, MP_INI_WRITE };
 
 /* A command's end. status >= 0: the SCSI status (sense/sense_len for CHECK CONDITION, data_len
- * bytes of Data-In landed in the iovec); < 0: -errno, the connection failed (never used: a
- * failed connection calls the event callback, and the caller tears it down). */
+ * bytes of Data-In landed in the iovec); -ECANCELED: an ABORT TASK or LUN RESET of ours took it
+ * (the target will say nothing more of it; it may or may not have run). A failed connection
+ * never ends commands: it calls the event callback, and the caller tears it down. For a NOP,
+ * TMF or Logout, status is the target's answer (TMF: the RFC 7143 §11.6.1 response, 0 =
+ * function complete; Logout: §11.15.1, 0 = closed). */
 struct mp_ini_result {
 	int status;
 	const uint8_t *sense;
@@ -66,6 +71,19 @@ int mp_ini_command(struct mp_ini *ini, int lun, const uint8_t *cdb, int cdb_len,
 		   mp_ini_cmd_fn fn, void *arg);
 /* A NOP-Out ping; fn gets status 0 when the target's NOP-In comes back. */
 int mp_ini_nop(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg);
+/* Task management (RFC 7143 §11.5), immediate. ABORT TASK names the command by the arg it was
+ * submitted with on LUN lun; LUN RESET takes every command of lun (cmd_arg unused). When the
+ * target answers "function complete", the commands it took end with -ECANCELED, then fn runs
+ * with the response. 0, or -ENOTCONN, -EBUSY, -ENOMEM, -EINVAL, -ENOENT (ABORT TASK: no such
+ * command in flight), -EALREADY (ABORT TASK of a command not sent yet: it has just ended with
+ * -ECANCELED; fn is not called). */
+enum mp_ini_tmf { MP_INI_ABORT_TASK = 1, MP_INI_LUN_RESET = 5 };
+int mp_ini_tmf(struct mp_ini *ini, enum mp_ini_tmf fn_code, int lun, const void *cmd_arg,
+	       mp_ini_cmd_fn fn, void *arg);
+/* Logout (close the session), immediate; best with nothing in flight. fn gets the target's
+ * response; on 0 the connection is over (no event callback follows) and mp_ini_destroy closes
+ * it with a FIN instead of a reset. */
+int mp_ini_logout(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg);
 /* Why it failed (for logs), "" if it has not. */
 const char *mp_ini_error(const struct mp_ini *ini);
 
@@ -82,6 +100,7 @@ struct mp_ini_stats {
 	bool initial_r2t;
 	bool immediate_data;
 	bool header_digest;
+	bool data_digest;
 };
 void mp_ini_stats(const struct mp_ini *ini, struct mp_ini_stats *st);
 

@@ -15,7 +15,8 @@
  * With "engine": "native" a TCP path's session is an mp_ini connection instead (mp_ini.h):
  * the same states, probe, checker and stall detection; control commands fill a libiscsi
  * scsi_task all the same, so that one set of callbacks reads both engines' answers, and I/O
- * ends in mp_path_io_end for both.
+ * ends in mp_path_io_end for both. What differs (connect, control command, NOP, I/O, error
+ * text) is one const struct mp_engine_ops per engine, chosen at init (p->eng).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,12 +44,42 @@ static void mp_path_flush_fn(struct gw_defer *d);
 static void mp_iser_job_done_fn(struct gw_notify *n);
 static void mp_iser_connect_start(struct mp_path *p, struct iscsi_context *ctx);
 
-/* The engine's last error, for messages. */
+/*
+ * What differs between the engines, one const table each (libiscsi context, or mp_ini
+ * connection for "engine": "native"): the call sites ask p->eng, never which engine a path
+ * has. The path's states, probe, checker, stall detection and I/O ends are shared.
+ */
+struct mp_engine_ops {
+	const char *name;
+	/* The last error, for messages. */
+	const char *(*err)(const struct mp_path *p);
+	/* Starts connect and login (state CONNECTING; a failure goes through mp_path_fail). */
+	void (*connect)(struct mp_path *p);
+	/* A control command (probe, checker) answered into a libiscsi scsi_task; owns task. */
+	int (*ctl_send)(struct mp_path *p, struct scsi_task *task, const uint8_t *cdb,
+			int cdb_len, int xfer, iscsi_command_cb cb);
+	/* A NOP-Out ping; 0 when sent (nop_pending is cleared by its answer). */
+	int (*nop)(struct mp_path *p);
+	/* io's command, its CDB built; 0, or < 0 having failed the path. */
+	int (*send)(struct mp_path *p, struct mp_io *io, const uint8_t *cdb, int cdb_len,
+		    int dir, uint32_t xfer, const struct iscsi_data *dp);
+};
+
+static const struct mp_engine_ops mp_engine_libiscsi, mp_engine_native;
+
 static const char *mp_path_err(const struct mp_path *p)
 {
-	if (p->native)
-		return p->ini ? mp_ini_error(p->ini) : "not connected";
+	return p->eng->err(p);
+}
+
+static const char *mp_path_err_libiscsi(const struct mp_path *p)
+{
 	return p->ctx ? iscsi_get_error(p->ctx) : "not connected";
+}
+
+static const char *mp_path_err_native(const struct mp_path *p)
+{
+	return p->ini ? mp_ini_error(p->ini) : "not connected";
 }
 
 /* A control command (probe, checker) on the native engine: its result goes into a libiscsi
@@ -224,6 +255,7 @@ int mp_path_init(struct mp_lun *lun, const struct mp_path_owner_ops *owner, stru
 	p->lun_nr = u->lun;
 	p->iser = strncmp(pc->url, "iser://", 7) == 0;
 	p->native = !p->iser && lun->conf.engine == MP_ENGINE_NATIVE;
+	p->eng = p->native ? &mp_engine_native : &mp_engine_libiscsi;
 	if (p->iser) {
 		p->max_xfer = MP_ISER_MAX_XFER;
 		p->max_inflight = MP_ISER_MAX_INFLIGHT;
@@ -612,8 +644,15 @@ static int mp_path_ctl_send(struct mp_path *p, const uint8_t *cdb, int cdb_len, 
 	task = scsi_create_task(cdb_len, (unsigned char *)(uintptr_t)cdb, dir, xfer);
 	if (!task)
 		return -ENOMEM;
-	if (p->native)
-		return mp_path_ctl_send_native(p, task, cdb, cdb_len, xfer, cb);
+	return p->eng->ctl_send(p, task, cdb, cdb_len, xfer, cb);
+}
+
+static int mp_path_ctl_send_libiscsi(struct mp_path *p, struct scsi_task *task,
+				     const uint8_t *cdb, int cdb_len, int xfer, iscsi_command_cb cb)
+{
+	(void)cdb;
+	(void)cdb_len;
+	(void)xfer;
 	if (iscsi_scsi_command_async(p->ctx, p->lun_nr, task, cb, NULL, p) != 0) {
 		scsi_free_scsi_task(task);
 		return -EIO;
@@ -960,7 +999,6 @@ static void mp_path_connect_native(struct mp_path *p)
 static void mp_path_connect(struct mp_path *p, uint64_t now)
 {
 	struct mp_lun *lun = p->lun;
-	struct iscsi_context *ctx;
 
 	if (p->dying) {
 		gw_defer_cancel(&p->teardown);
@@ -986,10 +1024,13 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 	p->deadline_ms = now + (uint64_t)lun->conf.login_timeout * 1000;
 	p->alua = false;
 	p->alua_state = -1;
-	if (p->native) {
-		mp_path_connect_native(p);
-		return;
-	}
+	p->eng->connect(p);
+}
+
+static void mp_path_connect_libiscsi(struct mp_path *p)
+{
+	struct iscsi_context *ctx;
+
 	ctx = iscsi_create_context(p->initiator);
 	if (!ctx) {
 		p->state = MP_PATH_CONNECTING;
@@ -1205,6 +1246,16 @@ static void mp_path_nop_native_cb(void *arg, const struct mp_ini_result *r)
 		p->last_rx_ms = gw_now_ms();
 }
 
+static int mp_path_nop_libiscsi(struct mp_path *p)
+{
+	return iscsi_nop_out_async(p->ctx, mp_path_nop_cb, NULL, 0, p) == 0 ? 0 : -EIO;
+}
+
+static int mp_path_nop_native(struct mp_path *p)
+{
+	return mp_ini_nop(p->ini, mp_path_nop_native_cb, p);
+}
+
 void mp_path_tick(struct mp_path *p, uint64_t now)
 {
 	struct mp_lun *lun = p->lun;
@@ -1244,8 +1295,7 @@ void mp_path_tick(struct mp_path *p, uint64_t now)
 			return;
 		}
 		if (!p->nop_pending && now - p->last_rx_ms >= lun->conf.io_stall_ms) {
-			if (p->native ? mp_ini_nop(p->ini, mp_path_nop_native_cb, p) == 0 :
-			    iscsi_nop_out_async(p->ctx, mp_path_nop_cb, NULL, 0, p) == 0) {
+			if (p->eng->nop(p) == 0) {
 				p->nop_pending = true;
 				p->nop_deadline_ms = now + lun->conf.nop_timeout_ms;
 				gw_dbg(MP_LOG, "%s: path %s: no reply for %llu ms, NOP-Out sent",
@@ -1456,7 +1506,6 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 	uint64_t lba = io->offset / lun->block_size;
 	uint64_t nblocks = io->len / lun->block_size;
 	struct iscsi_data data = { 0 }, *dp = NULL;
-	struct scsi_task *task;
 	uint8_t cdb[16] = { 0 };
 	int cdb_len = 16, dir = SCSI_XFER_NONE;
 	uint32_t xfer = 0;
@@ -1538,9 +1587,15 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 		break;
 	}
 	}
-	if (p->native)
-		return mp_path_send_native(p, io, cdb, cdb_len, dir, xfer, dp);
-	task = scsi_create_task(cdb_len, cdb, dir, (int)xfer);
+	return p->eng->send(p, io, cdb, cdb_len, dir, xfer, dp);
+}
+
+static int mp_path_send_libiscsi(struct mp_path *p, struct mp_io *io, const uint8_t *cdb,
+				 int cdb_len, int dir, uint32_t xfer, const struct iscsi_data *dp)
+{
+	struct scsi_task *task;
+
+	task = scsi_create_task(cdb_len, (unsigned char *)(uintptr_t)cdb, dir, (int)xfer);
 	if (!task)
 		return -ENOMEM;
 	/* struct scsi_iovec is struct iovec by libiscsi's promise; libiscsi adjusts entries
@@ -1556,7 +1611,8 @@ int mp_path_send(struct mp_path *p, struct mp_io *io)
 	if (p->nr_inflight++ == 0)
 		p->last_rx_ms = gw_now_ms();
 	p->inflight_bytes += io->len;
-	if (iscsi_scsi_command_async(p->ctx, p->lun_nr, task, mp_path_task_cb, dp, io) != 0) {
+	if (iscsi_scsi_command_async(p->ctx, p->lun_nr, task, mp_path_task_cb,
+				     (struct iscsi_data *)(uintptr_t)dp, io) != 0) {
 		gw_list_del(&io->node);
 		p->nr_inflight--;
 		p->inflight_bytes -= io->len;
@@ -1637,3 +1693,21 @@ json_t *mp_path_status(const struct mp_path *p, uint64_t now)
 						 (json_int_t)(p->next_attempt_ms - now) : 0));
 	return o;
 }
+
+static const struct mp_engine_ops mp_engine_libiscsi = {
+	.name = "libiscsi",
+	.err = mp_path_err_libiscsi,
+	.connect = mp_path_connect_libiscsi,
+	.ctl_send = mp_path_ctl_send_libiscsi,
+	.nop = mp_path_nop_libiscsi,
+	.send = mp_path_send_libiscsi,
+};
+
+static const struct mp_engine_ops mp_engine_native = {
+	.name = "native",
+	.err = mp_path_err_native,
+	.connect = mp_path_connect_native,
+	.ctl_send = mp_path_ctl_send_native,
+	.nop = mp_path_nop_native,
+	.send = mp_path_send_native,
+};

@@ -15,6 +15,7 @@
 struct iscsi_context;
 struct mp_ini;
 struct mp_ctl_native;
+struct mp_engine_ops;
 struct mp_grave;
 struct mp_iser_job;
 
@@ -101,6 +102,7 @@ struct mp_path {
 	enum mp_path_state state;
 	struct iscsi_context *ctx;
 	bool native;			/* engine "native": ini instead of ctx (TCP paths) */
+	const struct mp_engine_ops *eng;	/* the engine's calls (mp_path.c) */
 	struct mp_ini *ini;
 	struct mp_ini *ini_dying;	/* to destroy from the teardown defer */
 	struct mp_ctl_native *ctl_native;	/* the native control command in flight */

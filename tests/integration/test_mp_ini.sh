@@ -1,9 +1,10 @@
 #!/bin/bash
 # test_mp_ini: the remote backstore's native initiator (gateway/mpath/mp_ini.c) against real
 # targets on loopback: tgtd and isergwd, without and with CHAP (one-way and mutual), header
-# digest offered. Each runs tests/unit/mpath/test_mp_ini.c: login, READ CAPACITY, NOP ping,
+# and data digests (CRC32C) with one-way CHAP. Each runs tests/unit/mpath/test_mp_ini.c: login, READ CAPACITY, NOP ping,
 # writes read back and compared at sizes from 512 bytes to 3 MiB (immediate data, unsolicited
-# Data-Out, R2Ts), 4 KiB reads at queue depth 32 under a bound of system calls per command, and
+# Data-Out, R2Ts), 4 KiB reads at queue depth 32 under a bound of system calls per command,
+# 512 KiB reads at queue depth 8 landing (90% or more) in place, verified, and
 # a wrong CHAP secret refused.
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -21,11 +22,11 @@ mp_ini_run() {
 	out=$(MP_INI_PORTAL=$T_PORTAL MP_INI_TARGET=$TG_IQN MP_INI_LUN=$T_LUN \
 		MP_INI_CHAP_USER=$TG_CHAP_USER MP_INI_CHAP_SECRET=$TG_CHAP_SECRET \
 		MP_INI_MUTUAL_USER=$TG_MUTUAL_USER MP_INI_MUTUAL_SECRET=$TG_MUTUAL_SECRET \
-		MP_INI_HDIGEST=${HD:-} "$BIN" --jobs 1 --verbose 2>&1)
+		MP_INI_HDIGEST=${HD:-} MP_INI_DDIGEST=${DD:-} "$BIN" --jobs 1 --verbose 2>&1)
 	local rc=$?
 	printf '%s\n' "$out" >"$T_DIR/mp_ini.$what.log"
 	if [ $rc -eq 0 ] && ! printf '%s' "$out" | grep -q 'Failing: [1-9]\|Crashing: [1-9]'; then
-		pass "$what: $(printf '%s\n' "$out" | grep -o 'system calls per 4 KiB read.*' | head -1)"
+		pass "$what: $(printf '%s\n' "$out" | grep -o "system calls per 4 KiB read.*" | head -1); $(printf "%s\n" "$out" | grep -o "512 KiB reads at QD.*" | head -1)"
 	else
 		fail "$what"
 		printf '%s\n' "$out" | grep -v '^\[RUN \]\|^\[PASS\]' | tail -n 20
@@ -42,11 +43,11 @@ for TARGET in tgtd isergwd; do
 		TG_SIZE=64M
 		TG_IQN=iqn.2026-11.org.isergw:mp-ini
 		TG_BACKING=$T_SHM/mp_ini.$TARGET.img
-		HD=
+		HD= DD=
 		case $auth in
 		chap)
 			TG_CHAP_USER=mpini TG_CHAP_SECRET=mp-ini-secret-12
-			HD=1
+			HD=1 DD=1
 			;;
 		mutual)
 			TG_CHAP_USER=mpini TG_CHAP_SECRET=mp-ini-secret-12
@@ -57,7 +58,7 @@ for TARGET in tgtd isergwd; do
 			fail "$TARGET ($auth): target did not start"
 			continue
 		fi
-		mp_ini_run "$TARGET, auth $auth${HD:+, header digest offered}"
+		mp_ini_run "$TARGET, auth $auth${HD:+, header digest}${DD:+, data digest}"
 		target_stop
 		rm -f "$TG_BACKING"
 	done
