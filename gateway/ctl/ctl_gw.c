@@ -222,6 +222,11 @@ int ctl_gw_listen(struct isc_gw *gw)
 
 		if (p->dp)
 			continue;
+		/* With several loops the listener hands each connection to one (the datamover's
+		 * placement, isc_conn_place), which serves it with its own PDU pool. */
+		pc.loops = gw->loops;
+		for (unsigned i = 0; gw->loops && i < gw->loops->n; i++)
+			pc.pools[i] = &gw->lps[i].pdus;
 		r = dmv_listen(tn, gw->loop, &pc, &gw->lps[0].pdus, &p->dp);
 		if (r == -EPROTONOSUPPORT) {
 			/* A configuration written for a transport this build lacks (iSER) still
@@ -234,6 +239,7 @@ int ctl_gw_listen(struct isc_gw *gw)
 			return r;
 		p->dp->accept = isc_conn_accept;
 		p->dp->priv = p;
+		p->dp->place = isc_conn_place;
 		/* One not bound yet said why, and says so again once it listens. */
 		if (p->dp->listening)
 			gw_info("iscsi", "listening on %s (%s)", p->dp->addr, tn);

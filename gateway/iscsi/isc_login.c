@@ -85,12 +85,13 @@ static void isc_login_src_addr(const char *peer, char *buf, size_t len)
 }
 
 /* The entry of c's source address; with `add`, a new one (evicting the entry idle longest,
- * preferring those not in back-off) when it has none. */
+ * preferring those not in back-off) when it has none. Under gw->reg_lock (the table is every
+ * loop's). */
 static struct isc_login_src *isc_login_src_get(struct isc_conn *c, bool add)
 {
 	struct isc_gw *gw = c->gw;
 	struct isc_login_src *e, *victim = NULL;
-	uint64_t now = gw->loop->now_ms;
+	uint64_t now = c->lp->loop->now_ms;
 	char addr[sizeof(e->addr)];
 	size_t i;
 
@@ -128,41 +129,55 @@ static bool isc_login_status_counts(uint16_t status)
 static void isc_login_src_failed(struct isc_conn *c, uint16_t status)
 {
 	const struct isc_portal_conf *pc = c->portal->conf;
-	uint64_t now = c->gw->loop->now_ms;
+	uint64_t now = c->lp->loop->now_ms;
 	struct isc_login_src *e;
+	unsigned int fails;
+	char addr[sizeof(e->addr)];
 
 	if (!isc_login_status_counts(status))
 		return;
+	pthread_mutex_lock(&c->gw->reg_lock);
 	e = isc_login_src_get(c, true);
 	e->failed++;
 	e->last_ms = now;
 	if (!pc->login_fail_limit || e->backoff_until_ms > now)
-		return;
+		goto out;
 	if (!e->window_fails || now - e->window_start_ms >= (uint64_t)pc->login_fail_window * 1000) {
 		e->window_start_ms = now;
 		e->window_fails = 0;
 	}
 	if (++e->window_fails < pc->login_fail_limit)
-		return;
-	/* Logged once per back-off: at most one line per address per login_backoff. */
-	gw_warn("iscsi", "%s: %u failed logins within %u s: refusing logins from %s for %u s",
-		c->dc->peer, e->window_fails, pc->login_fail_window, e->addr, pc->login_backoff);
+		goto out;
+	fails = e->window_fails;
+	memcpy(addr, e->addr, sizeof(addr));
 	e->backoff_until_ms = now + (uint64_t)pc->login_backoff * 1000;
 	e->backoffs++;
 	e->window_fails = 0;
+	pthread_mutex_unlock(&c->gw->reg_lock);
+	/* Logged once per back-off: at most one line per address per login_backoff. */
+	gw_warn("iscsi", "%s: %u failed logins within %u s: refusing logins from %s for %u s",
+		c->dc->peer, fails, pc->login_fail_window, addr, pc->login_backoff);
+	return;
+out:
+	pthread_mutex_unlock(&c->gw->reg_lock);
 }
 
 /* True (and counted) when c's source address is in a back-off. */
 static bool isc_login_src_refused(struct isc_conn *c)
 {
-	struct isc_login_src *e = isc_login_src_get(c, false);
-	uint64_t now = c->gw->loop->now_ms;
+	uint64_t now = c->lp->loop->now_ms;
+	struct isc_login_src *e;
+	bool refused = false;
 
-	if (!e || e->backoff_until_ms <= now)
-		return false;
-	e->refused++;
-	e->last_ms = now;
-	return true;
+	pthread_mutex_lock(&c->gw->reg_lock);
+	e = isc_login_src_get(c, false);
+	if (e && e->backoff_until_ms > now) {
+		e->refused++;
+		e->last_ms = now;
+		refused = true;
+	}
+	pthread_mutex_unlock(&c->gw->reg_lock);
+	return refused;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -213,13 +228,16 @@ static uint16_t isc_login_session_limits(struct isc_conn *c, const struct isc_ta
 	const struct isc_target_conf *tc = t->conf;
 	const struct isc_session *s;
 	unsigned int all = 0, mine = 0;
+	uint16_t status = 0;
 
+	/* Every loop's sessions of the target: the registry's list. */
+	pthread_mutex_lock(&c->gw->reg_lock);
 	gw_list_for_each_entry(s, &t->sessions, tnode) {
 		if (s->closing)
 			continue;
 		if (!strcmp(s->initiator, initiator)) {
 			if (!memcmp(s->isid, c->login->isid, sizeof(s->isid)))
-				return 0;
+				goto out;
 			mine++;
 		}
 		all++;
@@ -229,10 +247,13 @@ static uint16_t isc_login_session_limits(struct isc_conn *c, const struct isc_ta
 	} else if (tc->max_sessions_per_initiator && mine >= tc->max_sessions_per_initiator) {
 		*why = "max_sessions_per_initiator reached";
 	} else {
-		return 0;
+		goto out;
 	}
 	c->gw->login_refused_sessions++;
-	return ISC_LOGIN_ST_OUT_OF_RESOURCES;
+	status = ISC_LOGIN_ST_OUT_OF_RESOURCES;
+out:
+	pthread_mutex_unlock(&c->gw->reg_lock);
+	return status;
 }
 
 /* First request: who logs in, to what, in which session. 0 or a login status. */
@@ -296,13 +317,21 @@ static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
 			return status;
 	}
 	if (!l->leading) {
+		struct isc_session_ref ref;
 		struct isc_conn *oc;
 		bool same_cid = false;
 
-		s = isc_session_find(gw, iname, l->isid, l->tsih);
-		if (!s || s->target != l->target) {
+		s = isc_session_find(gw, c->lp, iname, l->isid, l->tsih, &ref);
+		if (!ref.lp || ref.target != l->target) {
 			*why = "no session with this TSIH";
 			return ISC_LOGIN_ST_SESSION_MISSING;
+		}
+		if (!s) {
+			/* Its session runs on another loop and this connection cannot move there
+			 * (iSER is placed at its connect request, before any PDU): Service
+			 * Unavailable, which initiators retry (RFC 7143 §11.13.5). */
+			*why = "the session runs on another event loop";
+			return ISC_LOGIN_ST_UNAVAILABLE;
 		}
 		gw_list_for_each_entry(oc, &s->conns, node)
 			if (oc->cid == l->cid)
@@ -348,20 +377,25 @@ static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 	struct isc_login *l = c->login;
 	const struct isc_params *p = isc_neg_params(l->neg);
 	struct isc_session *s, *old;
+	struct isc_session_ref ref;
 	uint32_t window;
 	int r;
 
 	if (l->leading) {
-		/* Session reinstatement: the old session of this I_T nexus goes (ERL 0). */
-		old = isc_session_find(c->gw, l->initiator, l->isid, 0);
-		if (old && old->target == l->target) {
+		/* Session reinstatement: the old session of this I_T nexus goes (ERL 0), on its
+		 * own loop. */
+		old = isc_session_find(c->gw, c->lp, l->initiator, l->isid, 0, &ref);
+		if (ref.lp && ref.target == l->target) {
 			gw_info("iscsi", "%s: reinstating session 0x%x of %s", c->dc->peer,
-				old->tsih, l->initiator);
-			isc_session_close(old, "session reinstatement");
+				ref.tsih, l->initiator);
+			if (old)
+				isc_session_close(old, "session reinstatement");
+			else
+				isc_session_close_on(c->gw, ref.lp, ref.tsih,
+						     "session reinstatement");
 		}
-		r = isc_session_create(c->gw, l->target, l->isid, l->initiator, p, l->cmdsn, &s);
-		if (!r)
-			s->lp = c->lp;
+		r = isc_session_create(c->gw, c->lp, l->target, l->isid, l->initiator, p,
+				       l->cmdsn, &s);
 		if (r) {
 			*why = "cannot create the session";
 			return ISC_LOGIN_ST_OUT_OF_RESOURCES;
@@ -378,7 +412,7 @@ static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 	} else {
 		struct isc_conn *oc, *tmp;
 
-		s = isc_session_find(c->gw, l->initiator, l->isid, l->tsih);
+		s = isc_session_find(c->gw, c->lp, l->initiator, l->isid, l->tsih, &ref);
 		if (!s) {
 			*why = "session went away during login";
 			return ISC_LOGIN_ST_SESSION_MISSING;
