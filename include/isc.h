@@ -231,6 +231,11 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc);
 /* dmv_portal.place for a portal on several loops: a login with a TSIH goes to its session's
  * loop, a new session to the least loaded (-1). On loop 0. */
 int isc_conn_place(struct dmv_portal *dp, const struct isc_pdu *first);
+/* dmv_portal.admit / unadmit: the portal's max_connections counts the connections waiting
+ * for placement too; one closed waiting for its first PDU longer than login_timeout counts
+ * as a login timeout. */
+int isc_conn_admit(struct dmv_portal *dp, struct dmv_conn *dc);
+void isc_conn_unadmit(struct dmv_portal *dp, bool timed_out);
 void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
 
 #endif

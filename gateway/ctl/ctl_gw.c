@@ -225,6 +225,7 @@ int ctl_gw_listen(struct isc_gw *gw)
 		/* With several loops the listener hands each connection to one (the datamover's
 		 * placement, isc_conn_place), which serves it with its own PDU pool. */
 		pc.loops = gw->loops;
+		pc.place_timeout_ms = p->conf->login_timeout * 1000;
 		for (unsigned i = 0; gw->loops && i < gw->loops->n; i++)
 			pc.pools[i] = &gw->lps[i].pdus;
 		r = dmv_listen(tn, gw->loop, &pc, &gw->lps[0].pdus, &p->dp);
@@ -240,6 +241,8 @@ int ctl_gw_listen(struct isc_gw *gw)
 		p->dp->accept = isc_conn_accept;
 		p->dp->priv = p;
 		p->dp->place = isc_conn_place;
+		p->dp->admit = isc_conn_admit;
+		p->dp->unadmit = isc_conn_unadmit;
 		/* One not bound yet said why, and says so again once it listens. */
 		if (p->dp->listening)
 			gw_info("iscsi", "listening on %s (%s)", p->dp->addr, tn);

@@ -170,19 +170,14 @@ static void isc_conn_login_timeout(struct gw_timer *t)
 	}
 }
 
-void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
+int isc_conn_admit(struct dmv_portal *dp, struct dmv_conn *dc)
 {
 	struct isc_portal *p = dp->priv;
-	struct isc_gw *gw = p->gw;
-	struct isc_conn *c;
-
 	unsigned int n;
 
-	if (isc_gw_stopping(gw)) {
-		dmv_conn_close(dc);
-		return;
-	}
-	/* Taken at once (atomic): connections accepted on several loops count together. */
+	if (isc_gw_stopping(p->gw))
+		return -ESHUTDOWN;
+	/* Taken at once (atomic): connections on several loops count together. */
 	n = __atomic_fetch_add(&p->nconns, 1, __ATOMIC_RELAXED);
 	if (p->conf->max_connections && n >= p->conf->max_connections) {
 		/* Nothing was received to answer: a Login Response needs a request. Closing at
@@ -191,6 +186,35 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
 		__atomic_fetch_add(&p->conns_refused, 1, __ATOMIC_RELAXED);
 		gw_warn_rl("iscsi", "%s: portal %s has %u connections (max_connections): closing",
 			   dc->peer, p->conf->name, n);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+void isc_conn_unadmit(struct dmv_portal *dp, bool timed_out)
+{
+	struct isc_portal *p = dp->priv;
+
+	__atomic_fetch_sub(&p->nconns, 1, __ATOMIC_RELAXED);
+	/* The datamover waited login_timeout for its first PDU (ctl sets place_timeout_ms). */
+	if (timed_out)
+		__atomic_fetch_add(&p->gw->login_timeouts, 1, __ATOMIC_RELAXED);
+}
+
+void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
+{
+	struct isc_portal *p = dp->priv;
+	struct isc_gw *gw = p->gw;
+	struct isc_conn *c;
+
+	/* Counted in p->nconns from here (admitted by the datamover already, or now). */
+	if (!dc->admitted && isc_conn_admit(dp, dc) < 0) {
+		dmv_conn_close(dc);
+		return;
+	}
+	dc->admitted = false;
+	if (isc_gw_stopping(gw)) {
+		__atomic_fetch_sub(&p->nconns, 1, __ATOMIC_RELAXED);
 		dmv_conn_close(dc);
 		return;
 	}

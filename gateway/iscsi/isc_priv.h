@@ -206,6 +206,8 @@ unsigned isc_gw_nloops(const struct isc_gw *gw);
  * only). */
 void isc_gw_each_loop(struct isc_gw *gw, void (*fn)(struct isc_loop *lp, void *arg), void *arg);
 bool isc_gw_stopping(const struct isc_gw *gw);
+/* On lp's thread: closes its session tsih if it is alive there. */
+void isc_loop_close_session(struct isc_loop *lp, uint16_t tsih, const char *why);
 /* Closes session tsih on its loop: now when that is the caller's, else by a message. */
 void isc_session_close_on(struct isc_gw *gw, struct isc_loop *lp, uint16_t tsih,
 			  const char *why);

@@ -260,6 +260,13 @@ static void isc_close_on(struct isc_gw *gw, struct isc_loop *lp, const struct is
 	}
 }
 
+void isc_loop_close_session(struct isc_loop *lp, uint16_t tsih, const char *why)
+{
+	struct isc_close_msg here = { NULL, lp, NULL, tsih, why };
+
+	isc_close_walk(&here);
+}
+
 void isc_session_close_on(struct isc_gw *gw, struct isc_loop *lp, uint16_t tsih,
 			  const char *why)
 {

@@ -175,6 +175,7 @@ static void loops_setup(void)
 	LS.loop[0] = &H.loop;
 	LS.loop[1] = &L1;
 	cr_assert_eq(isc_gw_set_loops(H.gw, &LS), 0);
+	H.loop1 = &L1;
 }
 
 static void settle_both(void)
@@ -285,7 +286,7 @@ Test(isc_session_loops, reinstatement_closes_the_old_session_on_its_own_loop)
 	ta = login_on(&a, 0, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	/* Same initiator and ISID, TSIH 0, on loop 1: the session on loop 0 is closed by a
-	 * message to loop 0, the new one lives on loop 1. */
+	 * message to loop 0, whose answer lets the login go on: the new one lives on loop 1. */
 	tb = login_on(&b, 1, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	cr_assert_neq(ta, tb);
