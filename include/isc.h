@@ -185,6 +185,12 @@ void isc_gw_stop(struct isc_gw *gw);
 unsigned int isc_gw_nconns(const struct isc_gw *gw);
 /* Links a new target into gw->targets (on loop 0; logins on other loops read the list). */
 void isc_gw_add_target(struct isc_gw *gw, struct isc_target *t);
+/* The same for a portal, and a portal's listener once it listens (SendTargets reads both). */
+void isc_gw_add_portal(struct isc_gw *gw, struct isc_portal *p);
+void isc_portal_set_dmv(struct isc_portal *p, struct dmv_portal *dp);
+/* Returns once every loop has finished what it was running: after it none still reads a
+ * configuration that loop 0 replaced before the call (so it may be freed). On loop 0. */
+void isc_gw_sync(struct isc_gw *gw);
 /* True when no session, connection or task is left. */
 bool isc_gw_idle(const struct isc_gw *gw);
 /* Frees the gateway: its targets (live and dying), portals, task cache, PDUs and conf. */

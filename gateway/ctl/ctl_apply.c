@@ -391,10 +391,12 @@ int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 	for (i = 0; i < nc->nportals; i++) {
 		if (!new_p[i])
 			continue;
-		gw_list_add_tail(&gw->portals, &new_p[i]->node);
+		isc_gw_add_portal(gw, new_p[i]);
 		new_p[i] = NULL;
 	}
 	gw->conf = nc;
+	/* No loop still reads the old configuration once each has been through a message. */
+	isc_gw_sync(gw);
 	ctl_conf_hold_put(hold);
 	free(new_t);
 	free(keep_t);

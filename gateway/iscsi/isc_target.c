@@ -33,6 +33,31 @@ struct isc_target *isc_gw_find_target(struct isc_gw *gw, const char *name)
 	return found;
 }
 
+void isc_gw_add_portal(struct isc_gw *gw, struct isc_portal *p)
+{
+	pthread_mutex_lock(&gw->reg_lock);
+	gw_list_add_tail(&gw->portals, &p->node);
+	pthread_mutex_unlock(&gw->reg_lock);
+}
+
+void isc_portal_set_dmv(struct isc_portal *p, struct dmv_portal *dp)
+{
+	pthread_mutex_lock(&p->gw->reg_lock);
+	p->dp = dp;
+	pthread_mutex_unlock(&p->gw->reg_lock);
+}
+
+static void isc_sync_loop(struct isc_loop *lp, void *arg)
+{
+	(void)lp;
+	(void)arg;
+}
+
+void isc_gw_sync(struct isc_gw *gw)
+{
+	isc_gw_each_loop(gw, isc_sync_loop, NULL);
+}
+
 void isc_gw_add_target(struct isc_gw *gw, struct isc_target *t)
 {
 	pthread_mutex_lock(&gw->reg_lock);
@@ -218,12 +243,18 @@ void isc_portal_remove(struct isc_portal *p)
 {
 	struct isc_gw *gw = p->gw;
 	struct isc_walk w = { .portal = p, .why = "portal removed" };
+	struct dmv_portal *dp;
 
 	gw_info("iscsi", "portal %s removed", p->conf->name);
 	isc_gw_each_loop(gw, isc_walk_loop, &w);
-	if (p->dp)
-		dmv_portal_destroy(p->dp);
+	pthread_mutex_lock(&gw->reg_lock);
+	dp = p->dp;
+	p->dp = NULL;
 	gw_list_del(&p->node);
+	pthread_mutex_unlock(&gw->reg_lock);
+	/* Outside the lock: destroying a portal may wait for its other loops. */
+	if (dp)
+		dmv_portal_destroy(dp);
 	free(p);
 }
 
@@ -349,10 +380,14 @@ void isc_gw_stop(struct isc_gw *gw)
 
 	__atomic_store_n(&gw->stopping, true, __ATOMIC_RELEASE);
 	gw_list_for_each_entry(p, &gw->portals, node) {
-		if (p->dp) {
-			dmv_portal_destroy(p->dp);
-			p->dp = NULL;
-		}
+		struct dmv_portal *dp;
+
+		pthread_mutex_lock(&gw->reg_lock);
+		dp = p->dp;
+		p->dp = NULL;
+		pthread_mutex_unlock(&gw->reg_lock);
+		if (dp)
+			dmv_portal_destroy(dp);
 	}
 	/* Every session and login, each on its loop (before the loop threads stop). */
 	isc_gw_each_loop(gw, isc_walk_loop, &w);
