@@ -345,3 +345,34 @@ Test(isc_session_loops, target_cold_reset_answers_once_the_other_loop_answered)
 	cr_expect(a->closed, "a cold reset ends the asker's session");
 	cr_expect(b->closed, "and the session on the other loop");
 }
+
+/* The same walks with loop 1 on a thread of its own: the state gather, drop and stop run on
+ * loop 1's thread (gw_loop_call from this thread, loop 0's), and the sessions there end on it. */
+Test(isc_session_loops, walks_run_on_a_loop_thread)
+{
+	struct fake_conn *a, *b;
+	uint16_t st, tb;
+	json_t *state;
+	bool idle = false;
+
+	login_on(&a, 0, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	tb = login_on(&b, 1, 2, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	H.loop1 = NULL;
+	cr_assert_eq(gw_loop_thread_start(&L1, -1, "t-loop1"), 0);
+	state = isc_gw_sessions_state(H.gw);
+	cr_expect_eq(json_array_size(state), 2, "both loops' sessions gathered");
+	json_decref(state);
+	cr_expect_eq(isc_gw_drop_session(H.gw, tb), 0);
+	cr_expect(b->closed, "closed on loop 1 before the call returned");
+	cr_expect_not(a->closed);
+	isc_gw_stop(H.gw);
+	cr_expect(a->closed);
+	for (int i = 0; i < 500 && !idle; i++) {
+		fake_dmv_settle(&H.loop);
+		idle = isc_gw_idle(H.gw);
+	}
+	cr_expect(idle, "loop 1 freed its session on its own thread");
+	gw_loop_thread_stop(&L1);
+}
