@@ -220,6 +220,16 @@ struct dmv_portal {
 	 * NULL: the least-loaded loop.
 	 */
 	int (*place)(struct dmv_portal *p, const struct isc_pdu *first);
+	/*
+	 * Optional, with placement: the owner's limits before a connection waits for its first
+	 * PDU. admit() runs on the listener's loop at accept: 0, and the connection is the
+	 * owner's to count from then on (accept() gets it with c->admitted set); < 0, and it is
+	 * closed at once. unadmit() (any loop; the owner counts atomically): an admitted
+	 * connection closed before accept() (timed_out: no first PDU within place_timeout_ms).
+	 * Not called for a connection whose portal was destroyed meanwhile.
+	 */
+	int (*admit)(struct dmv_portal *p, struct dmv_conn *c);
+	void (*unadmit)(struct dmv_portal *p, bool timed_out);
 	void *priv;
 };
 
@@ -235,6 +245,7 @@ struct dmv_conn {
 	char local[80];
 	uint32_t next_ttt;
 	bool closed;			/* dmv_conn_close called */
+	bool admitted;			/* counted by the portal's admit() before accept() */
 	bool lost;			/* lost up-call made */
 	/* counters */
 	uint64_t rx_pdus, tx_pdus, rx_bytes, tx_bytes;

@@ -23,6 +23,7 @@
 #define ISC_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -48,7 +49,7 @@ struct isc_portal {
 	struct isc_gw *gw;
 	struct isc_portal_conf *conf;	/* points into gw->conf */
 	struct dmv_portal *dp;
-	unsigned int nconns;		/* open connections, logged in or not */
+	unsigned int nconns;		/* open connections, logged in or not (atomic: any loop) */
 	uint64_t conns_refused;		/* closed at accept: max_connections reached */
 };
 
@@ -91,11 +92,11 @@ struct isc_target {
 	struct isc_target_conf *conf;	/* points into gw->conf (or a held old one) */
 	struct scsi_dev *dev;
 	struct scsi_port *port;
-	struct gw_list sessions;	/* struct isc_session.tnode */
+	struct gw_list sessions;	/* struct isc_session.tnode, every loop's (gw->reg_lock) */
 	struct isc_lun_stats *stats;
 	size_t nstats;
 	struct gw_list pending_luns;	/* struct isc_lun_block */
-	bool removing;			/* out of the configuration, sessions draining */
+	bool removing;			/* out of the configuration, sessions draining (reg_lock) */
 	/* Set by the owner (ctl): called first by isc_target_destroy, to free what the owner hung
 	 * on the target (pending LUN records, owner_data). */
 	void (*release)(struct isc_target *t);
@@ -126,6 +127,10 @@ struct isc_loop {
 	uint64_t data_mem;		/* bytes in this loop's task buffers, cached ones included */
 	uint64_t data_mem_held;		/* this loop's share of the budget (>= data_mem) */
 	uint64_t task_set_full;		/* commands answered TASK SET FULL for want of memory */
+	/* This loop's sessions (struct isc_session.lnode) and the connections logging in on it
+	 * (struct isc_conn.node): touched by this loop's thread only. */
+	struct gw_list sessions;
+	struct gw_list login_conns;
 };
 
 struct isc_gw {
@@ -136,12 +141,18 @@ struct isc_gw {
 	/* Per loop: lps[i] is loops->loop[i]'s (lps[0] alone without loops). */
 	struct isc_loop lps[GW_LOOPS_MAX];
 	struct gw_list portals;
-	struct gw_list targets;
+	/* The session registry (docs/ARCHITECTURE.md "Connections and sessions"): every loop's
+	 * sessions (struct isc_session.node, their identity, loop and `closing`), each target's
+	 * sessions (target->sessions), TSIH allocation, the targets list's changes, the failed-login
+	 * table and the login counters are under reg_lock, a leaf lock taken at login, session end
+	 * and by loop 0's walks; never on the command path. */
+	pthread_mutex_t reg_lock;
+	struct gw_list targets;		/* changed on loop 0 under reg_lock, read by logins */
 	struct gw_list sessions;
-	struct gw_list login_conns;	/* connections not yet in a session */
 	uint16_t next_tsih;
-	bool stopping;
-	unsigned int nconns;
+	bool stopping;			/* atomic: read by every loop */
+	unsigned int nconns;		/* atomic: isc_gw_nconns */
+	unsigned int msgs;		/* atomic: the iSCSI side's messages between loops in flight */
 	struct gw_list dying_targets;	/* removed targets whose sessions still drain */
 	struct gw_timer lun_timer;	/* ctl: retries LUN removals that met commands in flight */
 	bool lun_timer_on;
@@ -167,8 +178,19 @@ struct isc_gw_totals {
 	uint64_t tasks, tasks_cached, pdus_in_use, data_mem, task_set_full;
 };
 void isc_gw_totals(struct isc_gw *gw, struct isc_gw_totals *out);
-/* Stops accepting and closes every connection; sessions go away as their tasks drain. */
+/* Stops accepting and closes every connection, each on its loop; sessions go away as their
+ * tasks drain. On loop 0. */
 void isc_gw_stop(struct isc_gw *gw);
+/* Open connections, logged in or not, every loop's. */
+unsigned int isc_gw_nconns(const struct isc_gw *gw);
+/* Links a new target into gw->targets (on loop 0; logins on other loops read the list). */
+void isc_gw_add_target(struct isc_gw *gw, struct isc_target *t);
+/* The same for a portal, and a portal's listener once it listens (SendTargets reads both). */
+void isc_gw_add_portal(struct isc_gw *gw, struct isc_portal *p);
+void isc_portal_set_dmv(struct isc_portal *p, struct dmv_portal *dp);
+/* Returns once every loop has finished what it was running: after it none still reads a
+ * configuration that loop 0 replaced before the call (so it may be freed). On loop 0. */
+void isc_gw_sync(struct isc_gw *gw);
 /* True when no session, connection or task is left. */
 bool isc_gw_idle(const struct isc_gw *gw);
 /* Frees the gateway: its targets (live and dying), portals, task cache, PDUs and conf. */
@@ -212,6 +234,14 @@ json_t *isc_gw_login_state(const struct isc_gw *gw);
  * the struct isc_portal); a target's SCSI device reports events to isc_target_scsi_event (arg
  * is the struct isc_target). */
 void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc);
+/* dmv_portal.place for a portal on several loops: a login with a TSIH goes to its session's
+ * loop, a new session to the least loaded (-1). On loop 0. */
+int isc_conn_place(struct dmv_portal *dp, const struct isc_pdu *first);
+/* dmv_portal.admit / unadmit: the portal's max_connections counts the connections waiting
+ * for placement too; one closed waiting for its first PDU longer than login_timeout counts
+ * as a login timeout. */
+int isc_conn_admit(struct dmv_portal *dp, struct dmv_conn *dc);
+void isc_conn_unadmit(struct dmv_portal *dp, bool timed_out);
 void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
 
 #endif

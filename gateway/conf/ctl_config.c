@@ -47,9 +47,9 @@ const struct gw_conf_key ctl_gateway_conf_keys[] = {
 	  .def = "1",
 	  .help = "Event loops, each on a thread of its own pinned to one CPU of the process's "
 		  "affinity mask, in order (loop 0 is the main thread). More loops than the CPUs "
-		  "the process may run on is refused at start-up. For now every session is still "
-		  "served by loop 0 (docs/ARCHITECTURE.md, \"Several event loops\"). Read at "
-		  "start-up." },
+		  "the process may run on is refused at start-up. Each new session goes to the "
+		  "least-loaded loop with all its connections (docs/ARCHITECTURE.md, \"Several "
+		  "event loops\"). Read at start-up." },
 	GW_CONF_END,
 };
 

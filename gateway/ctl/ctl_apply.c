@@ -384,17 +384,19 @@ int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 			       t->conf->name);
 		if (!new_t[i])
 			continue;
-		gw_list_add_tail(&gw->targets, &new_t[i]->node);
+		isc_gw_add_target(gw, new_t[i]);
 		gw_info("iscsi", "target %s added", new_t[i]->conf->name);
 		new_t[i] = NULL;
 	}
 	for (i = 0; i < nc->nportals; i++) {
 		if (!new_p[i])
 			continue;
-		gw_list_add_tail(&gw->portals, &new_p[i]->node);
+		isc_gw_add_portal(gw, new_p[i]);
 		new_p[i] = NULL;
 	}
 	gw->conf = nc;
+	/* No loop still reads the old configuration once each has been through a message. */
+	isc_gw_sync(gw);
 	ctl_conf_hold_put(hold);
 	free(new_t);
 	free(keep_t);
@@ -531,7 +533,7 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 	 * what the task cache keeps (cached tasks x their buffers): the soak checks both. */
 	return json_pack("{s:o, s:o, s:o, s:i, s:o, s:{s:I, s:I, s:I}, s:I, s:I, s:I, s:o}",
 			 "portals", portals, "targets", targets, "sessions", sessions,
-			 "connections", (int)gw->nconns, "login", isc_gw_login_state(gw),
+			 "connections", (int)isc_gw_nconns(gw), "login", isc_gw_login_state(gw),
 			 "data_memory", "used", (json_int_t)tot.data_mem, "limit",
 			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)tot.task_set_full,
 			 "tasks", (json_int_t)tot.tasks, "tasks_cached", (json_int_t)tot.tasks_cached,

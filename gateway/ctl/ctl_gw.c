@@ -219,10 +219,17 @@ int ctl_gw_listen(struct isc_gw *gw)
 			.port = (uint16_t)p->conf->port,
 		};
 		const char *tn = isc_transport_name(p->conf->transport);
+		struct dmv_portal *dp;
 
 		if (p->dp)
 			continue;
-		r = dmv_listen(tn, gw->loop, &pc, &gw->lps[0].pdus, &p->dp);
+		/* With several loops the listener hands each connection to one (the datamover's
+		 * placement, isc_conn_place), which serves it with its own PDU pool. */
+		pc.loops = gw->loops;
+		pc.place_timeout_ms = p->conf->login_timeout * 1000;
+		for (unsigned i = 0; gw->loops && i < gw->loops->n; i++)
+			pc.pools[i] = &gw->lps[i].pdus;
+		r = dmv_listen(tn, gw->loop, &pc, &gw->lps[0].pdus, &dp);
 		if (r == -EPROTONOSUPPORT) {
 			/* A configuration written for a transport this build lacks (iSER) still
 			 * brings up the portals it can serve. */
@@ -232,8 +239,12 @@ int ctl_gw_listen(struct isc_gw *gw)
 		}
 		if (r)
 			return r;
-		p->dp->accept = isc_conn_accept;
-		p->dp->priv = p;
+		dp->accept = isc_conn_accept;
+		dp->priv = p;
+		dp->place = isc_conn_place;
+		dp->admit = isc_conn_admit;
+		dp->unadmit = isc_conn_unadmit;
+		isc_portal_set_dmv(p, dp);
 		/* One not bound yet said why, and says so again once it listens. */
 		if (p->dp->listening)
 			gw_info("iscsi", "listening on %s (%s)", p->dp->addr, tn);

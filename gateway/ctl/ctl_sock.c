@@ -237,6 +237,29 @@ static json_t *fence_json(struct ctl_sock *cs)
 
 static json_t *pr_json(struct ctl_sock *cs);
 
+/* Each loop's CPU and connections (ctl_loops_state), with its index and its sessions counted
+ * from the sessions' "loop". With one loop the portals place nothing, so its connections are
+ * the gateway's. */
+static json_t *loops_json(struct ctl_sock *cs, json_t *sessions)
+{
+	json_t *a = ctl_loops_state(cs->loops), *l, *s;
+	size_t i, j;
+
+	json_array_foreach(a, i, l) {
+		json_int_t n = 0;
+
+		json_array_foreach(sessions, j, s)
+			if (json_integer_value(json_object_get(s, "loop")) == (json_int_t)i)
+				n++;
+		json_object_set_new(l, "index", json_integer((json_int_t)i));
+		json_object_set_new(l, "sessions", json_integer(n));
+		if (json_array_size(a) == 1)
+			json_object_set_new(l, "connections",
+					    json_integer((json_int_t)isc_gw_nconns(cs->gw)));
+	}
+	return a;
+}
+
 /* The iSCSI layer's state, plus per-session transport and peer (from the first connection)
  * so clients can show a session on one line. */
 static json_t *state_json(struct ctl_sock *cs)
@@ -260,7 +283,7 @@ static json_t *state_json(struct ctl_sock *cs)
 	if (cs->net)
 		json_object_set_new(st, "net", net_mon_json(cs->net));
 	if (cs->loops)
-		json_object_set_new(st, "loops", ctl_loops_state(cs->loops));
+		json_object_set_new(st, "loops", loops_json(cs, json_object_get(st, "sessions")));
 	json_object_set_new(st, "fence", fence_json(cs));
 	json_object_set_new(st, "watch", json_pack("{s:I, s:I}", "events",
 						   (json_int_t)cs->watch_events, "drops",

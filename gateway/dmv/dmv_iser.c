@@ -1302,9 +1302,8 @@ static int iser_conn_create(struct iser_portal *ip, struct rdma_cm_id *id,
 	ic->base.portal = &ip->base;
 	ic->li = li < ip->nloops ? li : 0;
 	ic->base.loop = ip->pl[ic->li].loop;
-	/* TODO(issue 13): the PDU pool is the portal's, so shared by its loops until the iSCSI
-	 * layer gives each loop its own (s8-loopiscsi's per-loop pools). */
-	ic->base.pool = ip->base.pool;
+	/* The PDU pool of the loop it runs on: a pool is touched by one thread only. */
+	ic->base.pool = ip->pools[ic->li] ? ip->pools[ic->li] : ip->base.pool;
 	ic->base.next_ttt = 1;
 	dmv_conn_params_login(&ic->base.params);
 	iser_sa_str(rdma_get_peer_addr(id), ic->base.peer, sizeof(ic->base.peer));
@@ -1608,6 +1607,8 @@ static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
 		if (gw_loops_index(conf->loops, loop) == 0) {
 			ip->loops = conf->loops;
 			ip->nloops = conf->loops->n;
+			for (i = 0; i < ip->nloops; i++)
+				ip->pools[i] = conf->pools[i];
 		} else {
 			gw_warn("dmv", "portal %s: listening on a loop other than loop 0: every "
 				"connection stays on it", ip->base.name);

@@ -202,6 +202,8 @@ struct iser_portal {
 	/* Connections go to loops->loop[gw_loops_pick(loops)] (NULL: all on the listener's) */
 	struct gw_loops *loops;
 	unsigned nloops;		/* pl[0 .. nloops) */
+	/* pools[i]: loop i's PDU pool for the connections placed there (NULL: base.pool) */
+	struct isc_pdu_pool *pools[GW_LOOPS_MAX];
 	struct iser_ploop pl[GW_LOOPS_MAX];
 };
 

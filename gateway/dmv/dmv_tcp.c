@@ -87,6 +87,8 @@ struct tcp_conn {
 	struct gw_list pnode;
 	struct gw_timer place_timer;
 	bool moving;
+	bool accepted;			/* accept() was called */
+	bool place_timed_out;
 	struct gw_defer move_defer;
 	struct gw_msg move;
 	uint8_t *first;			/* BHS, AHS, data of the first PDU */
@@ -760,6 +762,10 @@ static void tcp_close(struct dmv_conn *c)
 	gw_defer_cancel(&tc->flush);
 	gw_defer_cancel(&tc->move_defer);
 	tcp_place_end(tc);
+	if (c->admitted && !tc->accepted && c->portal->unadmit) {
+		c->admitted = false;
+		c->portal->unadmit(c->portal, tc->place_timed_out);
+	}
 	if (tc->loops) {
 		gw_loops_load_add(tc->loops, tc->loop_idx, -1);
 		tc->loops = NULL;
@@ -807,6 +813,7 @@ static void tcp_move_fn(struct gw_msg *m)
 	tc->moving = false;
 	gw_watch_init(&tc->w, loop, tc->w.fd, tcp_conn_event);
 	if (__atomic_load_n(&tp->dead, __ATOMIC_ACQUIRE)) {
+		tc->base.admitted = false;	/* the owner let go of the portal */
 		tcp_close(&tc->base);
 		tcp_portal_put(tp);
 		return;
@@ -830,6 +837,7 @@ static void tcp_move_fn(struct gw_msg *m)
 	tc->first = NULL;
 	gw_dbg("dmv", "portal %s: %s served by loop %u", tp->base.name, tc->base.peer,
 	       tc->loop_idx);
+	tc->accepted = true;
 	tp->base.accept(&tp->base, &tc->base);
 	tcp_portal_put(tp);
 	if (!tc->base.closed && (!tc->base.cb || gw_watch_set(&tc->w, EPOLLIN) < 0))
@@ -929,6 +937,7 @@ static void tcp_place_timeout(struct gw_timer *t)
 
 	gw_info("dmv", "%s: no login within %u ms: closing", tc->base.peer,
 		tc->placing_tp->place_timeout_ms);
+	tc->place_timed_out = true;
 	tcp_close(&tc->base);
 }
 
@@ -998,6 +1007,13 @@ static void tcp_accept(struct gw_watch *w, uint32_t events)
 		tcp_rx_reset(tc);
 		gw_dbg("dmv", "portal %s: connection from %s", tp->base.name, tc->base.peer);
 		if (tp->loops) {
+			if (tp->base.admit) {
+				if (tp->base.admit(&tp->base, &tc->base) < 0) {
+					tcp_close(&tc->base);
+					continue;
+				}
+				tc->base.admitted = true;
+			}
 			if (tcp_place_start(tp, tc))
 				tcp_close(&tc->base);
 			continue;

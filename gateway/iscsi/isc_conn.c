@@ -41,7 +41,7 @@ static void isc_conn_rx_pdu(struct dmv_conn *dc, struct isc_pdu *pdu)
 	struct isc_conn *c = isc_conn_of(dc);
 	uint8_t op = isc_bhs_opcode(pdu->bhs);
 
-	c->last_rx_ms = c->gw->loop->now_ms;
+	c->last_rx_ms = c->lp->loop->now_ms;
 	if (c->state == ISC_CONN_LOGIN) {
 		if (op != ISC_OP_LOGIN_REQ) {
 			gw_warn_rl("iscsi", "%s: %s during login: closing", dc->peer,
@@ -163,11 +163,42 @@ static void isc_conn_login_timeout(struct gw_timer *t)
 	struct isc_conn *c = gw_container_of(t, struct isc_conn, nop_timer);
 
 	if (c->state == ISC_CONN_LOGIN) {
-		c->gw->login_timeouts++;
+		__atomic_fetch_add(&c->gw->login_timeouts, 1, __ATOMIC_RELAXED);
 		gw_warn_rl("iscsi", "%s: login not completed within %u s: closing", c->dc->peer,
 			   c->portal->conf->login_timeout);
 		isc_conn_close(c, "login timeout");
 	}
+}
+
+int isc_conn_admit(struct dmv_portal *dp, struct dmv_conn *dc)
+{
+	struct isc_portal *p = dp->priv;
+	unsigned int n;
+
+	if (isc_gw_stopping(p->gw))
+		return -ESHUTDOWN;
+	/* Taken at once (atomic): connections on several loops count together. */
+	n = __atomic_fetch_add(&p->nconns, 1, __ATOMIC_RELAXED);
+	if (p->conf->max_connections && n >= p->conf->max_connections) {
+		/* Nothing was received to answer: a Login Response needs a request. Closing at
+		 * once costs a flood of connections nothing but the accept. */
+		__atomic_fetch_sub(&p->nconns, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&p->conns_refused, 1, __ATOMIC_RELAXED);
+		gw_warn_rl("iscsi", "%s: portal %s has %u connections (max_connections): closing",
+			   dc->peer, p->conf->name, n);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+void isc_conn_unadmit(struct dmv_portal *dp, bool timed_out)
+{
+	struct isc_portal *p = dp->priv;
+
+	__atomic_fetch_sub(&p->nconns, 1, __ATOMIC_RELAXED);
+	/* The datamover waited login_timeout for its first PDU (ctl sets place_timeout_ms). */
+	if (timed_out)
+		__atomic_fetch_add(&p->gw->login_timeouts, 1, __ATOMIC_RELAXED);
 }
 
 void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
@@ -176,22 +207,21 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
 	struct isc_gw *gw = p->gw;
 	struct isc_conn *c;
 
-	if (gw->stopping) {
+	/* Counted in p->nconns from here (admitted by the datamover already, or now). */
+	if (!dc->admitted && isc_conn_admit(dp, dc) < 0) {
 		dmv_conn_close(dc);
 		return;
 	}
-	if (p->conf->max_connections && p->nconns >= p->conf->max_connections) {
-		/* Nothing was received to answer: a Login Response needs a request. Closing at
-		 * once costs a flood of connections nothing but the accept. */
-		p->conns_refused++;
-		gw_warn_rl("iscsi", "%s: portal %s has %u connections (max_connections): closing",
-			   dc->peer, p->conf->name, p->nconns);
+	dc->admitted = false;
+	if (isc_gw_stopping(gw)) {
+		__atomic_fetch_sub(&p->nconns, 1, __ATOMIC_RELAXED);
 		dmv_conn_close(dc);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		gw_err("iscsi", "%s: out of memory for a connection", dc->peer);
+		__atomic_fetch_sub(&p->nconns, 1, __ATOMIC_RELAXED);
 		dmv_conn_close(dc);
 		return;
 	}
@@ -206,19 +236,19 @@ void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc)
 	gw_buf_init(&c->text_in);
 	gw_buf_init(&c->text_out);
 	c->text_ttt = ISC_RSVD_TAG;
-	c->last_rx_ms = gw->loop->now_ms;
-	if (gw_timer_init(&c->nop_timer, gw->loop, isc_conn_login_timeout) < 0 ||
+	c->last_rx_ms = c->lp->loop->now_ms;
+	if (gw_timer_init(&c->nop_timer, c->lp->loop, isc_conn_login_timeout) < 0 ||
 	    gw_timer_arm(&c->nop_timer, (uint64_t)p->conf->login_timeout * 1000, 0) < 0) {
 		gw_timer_fini(&c->nop_timer);
 		free(c);
+		__atomic_fetch_sub(&p->nconns, 1, __ATOMIC_RELAXED);
 		dmv_conn_close(dc);
 		return;
 	}
 	dc->cb = &isc_conn_cb;
 	dc->priv = c;
-	gw_list_add_tail(&gw->login_conns, &c->node);
-	gw->nconns++;
-	p->nconns++;
+	gw_list_add_tail(&c->lp->login_conns, &c->node);
+	__atomic_fetch_add(&gw->nconns, 1, __ATOMIC_RELAXED);
 	gw_dbg("iscsi", "%s: new connection on portal %s", dc->peer, dp->name);
 }
 
@@ -255,10 +285,36 @@ static void isc_conn_do_close(struct isc_conn *c, const char *why)
 		c->neg = NULL;
 	}
 	gw_list_del(&c->node);
-	c->gw->nconns--;
-	c->portal->nconns--;
+	__atomic_fetch_sub(&c->gw->nconns, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&c->portal->nconns, 1, __ATOMIC_RELAXED);
 	if (s)
 		isc_session_del_conn(s, c);
 	c->sess = NULL;
-	gw_loop_close(c->gw->loop, &c->cl, isc_conn_free);
+	gw_loop_close(c->lp->loop, &c->cl, isc_conn_free);
+}
+
+int isc_conn_place(struct dmv_portal *dp, const struct isc_pdu *first)
+{
+	struct isc_portal *p = dp->priv;
+	struct isc_gw *gw = p->gw;
+	const struct isc_session *s;
+	uint16_t tsih;
+	int li = -1;
+
+	if (isc_bhs_opcode(first->bhs) != ISC_OP_LOGIN_REQ)
+		return -1;
+	tsih = isc_get16(first->bhs, 14);
+	if (!tsih)
+		return -1;
+	/* A later connection of a session: on the session's loop, where its login looks the
+	 * session up (the registry says which). */
+	pthread_mutex_lock(&gw->reg_lock);
+	gw_list_for_each_entry(s, &gw->sessions, node) {
+		if (s->tsih == tsih && !s->closing && !memcmp(s->isid, first->bhs + 8, 6)) {
+			li = (int)s->lp->idx;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&gw->reg_lock);
+	return li;
 }

@@ -24,6 +24,10 @@
 #define ISC_LOGIN_ST_BAD_SESSION_TYPE	0x0209
 #define ISC_LOGIN_ST_UNAVAILABLE	0x0301
 #define ISC_LOGIN_ST_OUT_OF_RESOURCES	0x0302
+/* Not a status: the last step waits for another loop (isc_login_complete). */
+#define ISC_LOGIN_WAIT			0xffff
+
+struct isc_reinstate_msg;
 
 struct isc_login {
 	bool started;
@@ -42,6 +46,21 @@ struct isc_login {
 	struct gw_buf req;
 	struct gw_buf resp;
 	uint32_t exp_cmdsn, max_cmdsn;
+	/* Reinstating a session of another loop: the last step waits until that loop has closed
+	 * it (today's order: the old session ends before the new one begins), then resumes with
+	 * the final request's BHS and flags. */
+	struct isc_reinstate_msg *wait;
+	bool reinstated;
+	uint8_t wait_bhs[ISC_BHS_LEN];
+	uint8_t wait_flags;
+};
+
+struct isc_reinstate_msg {
+	struct isc_gw *gw;
+	struct isc_loop *old_lp;
+	uint16_t old_tsih;
+	struct isc_loop *lp;		/* the login's */
+	struct isc_conn *conn;		/* NULL once it closed (set on lp's thread) */
 };
 
 bool isc_login_uses_target(const struct isc_conn *c, const struct isc_target *t)
@@ -55,6 +74,8 @@ void isc_login_free(struct isc_conn *c)
 
 	if (!l)
 		return;
+	if (l->wait)
+		l->wait->conn = NULL;
 	if (l->neg)
 		isc_neg_destroy(l->neg);
 	if (l->chap_inited)
@@ -85,12 +106,13 @@ static void isc_login_src_addr(const char *peer, char *buf, size_t len)
 }
 
 /* The entry of c's source address; with `add`, a new one (evicting the entry idle longest,
- * preferring those not in back-off) when it has none. */
+ * preferring those not in back-off) when it has none. Under gw->reg_lock (the table is every
+ * loop's). */
 static struct isc_login_src *isc_login_src_get(struct isc_conn *c, bool add)
 {
 	struct isc_gw *gw = c->gw;
 	struct isc_login_src *e, *victim = NULL;
-	uint64_t now = gw->loop->now_ms;
+	uint64_t now = c->lp->loop->now_ms;
 	char addr[sizeof(e->addr)];
 	size_t i;
 
@@ -128,41 +150,55 @@ static bool isc_login_status_counts(uint16_t status)
 static void isc_login_src_failed(struct isc_conn *c, uint16_t status)
 {
 	const struct isc_portal_conf *pc = c->portal->conf;
-	uint64_t now = c->gw->loop->now_ms;
+	uint64_t now = c->lp->loop->now_ms;
 	struct isc_login_src *e;
+	unsigned int fails;
+	char addr[sizeof(e->addr)];
 
 	if (!isc_login_status_counts(status))
 		return;
+	pthread_mutex_lock(&c->gw->reg_lock);
 	e = isc_login_src_get(c, true);
 	e->failed++;
 	e->last_ms = now;
 	if (!pc->login_fail_limit || e->backoff_until_ms > now)
-		return;
+		goto out;
 	if (!e->window_fails || now - e->window_start_ms >= (uint64_t)pc->login_fail_window * 1000) {
 		e->window_start_ms = now;
 		e->window_fails = 0;
 	}
 	if (++e->window_fails < pc->login_fail_limit)
-		return;
-	/* Logged once per back-off: at most one line per address per login_backoff. */
-	gw_warn("iscsi", "%s: %u failed logins within %u s: refusing logins from %s for %u s",
-		c->dc->peer, e->window_fails, pc->login_fail_window, e->addr, pc->login_backoff);
+		goto out;
+	fails = e->window_fails;
+	memcpy(addr, e->addr, sizeof(addr));
 	e->backoff_until_ms = now + (uint64_t)pc->login_backoff * 1000;
 	e->backoffs++;
 	e->window_fails = 0;
+	pthread_mutex_unlock(&c->gw->reg_lock);
+	/* Logged once per back-off: at most one line per address per login_backoff. */
+	gw_warn("iscsi", "%s: %u failed logins within %u s: refusing logins from %s for %u s",
+		c->dc->peer, fails, pc->login_fail_window, addr, pc->login_backoff);
+	return;
+out:
+	pthread_mutex_unlock(&c->gw->reg_lock);
 }
 
 /* True (and counted) when c's source address is in a back-off. */
 static bool isc_login_src_refused(struct isc_conn *c)
 {
-	struct isc_login_src *e = isc_login_src_get(c, false);
-	uint64_t now = c->gw->loop->now_ms;
+	uint64_t now = c->lp->loop->now_ms;
+	struct isc_login_src *e;
+	bool refused = false;
 
-	if (!e || e->backoff_until_ms <= now)
-		return false;
-	e->refused++;
-	e->last_ms = now;
-	return true;
+	pthread_mutex_lock(&c->gw->reg_lock);
+	e = isc_login_src_get(c, false);
+	if (e && e->backoff_until_ms > now) {
+		e->refused++;
+		e->last_ms = now;
+		refused = true;
+	}
+	pthread_mutex_unlock(&c->gw->reg_lock);
+	return refused;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -213,13 +249,16 @@ static uint16_t isc_login_session_limits(struct isc_conn *c, const struct isc_ta
 	const struct isc_target_conf *tc = t->conf;
 	const struct isc_session *s;
 	unsigned int all = 0, mine = 0;
+	uint16_t status = 0;
 
+	/* Every loop's sessions of the target: the registry's list. */
+	pthread_mutex_lock(&c->gw->reg_lock);
 	gw_list_for_each_entry(s, &t->sessions, tnode) {
 		if (s->closing)
 			continue;
 		if (!strcmp(s->initiator, initiator)) {
 			if (!memcmp(s->isid, c->login->isid, sizeof(s->isid)))
-				return 0;
+				goto out;
 			mine++;
 		}
 		all++;
@@ -229,10 +268,13 @@ static uint16_t isc_login_session_limits(struct isc_conn *c, const struct isc_ta
 	} else if (tc->max_sessions_per_initiator && mine >= tc->max_sessions_per_initiator) {
 		*why = "max_sessions_per_initiator reached";
 	} else {
-		return 0;
+		goto out;
 	}
 	c->gw->login_refused_sessions++;
-	return ISC_LOGIN_ST_OUT_OF_RESOURCES;
+	status = ISC_LOGIN_ST_OUT_OF_RESOURCES;
+out:
+	pthread_mutex_unlock(&c->gw->reg_lock);
+	return status;
 }
 
 /* First request: who logs in, to what, in which session. 0 or a login status. */
@@ -296,13 +338,21 @@ static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
 			return status;
 	}
 	if (!l->leading) {
+		struct isc_session_ref ref;
 		struct isc_conn *oc;
 		bool same_cid = false;
 
-		s = isc_session_find(gw, iname, l->isid, l->tsih);
-		if (!s || s->target != l->target) {
+		s = isc_session_find(gw, c->lp, iname, l->isid, l->tsih, &ref);
+		if (!ref.lp || ref.target != l->target) {
 			*why = "no session with this TSIH";
 			return ISC_LOGIN_ST_SESSION_MISSING;
+		}
+		if (!s) {
+			/* Its session runs on another loop and this connection cannot move there
+			 * (iSER is placed at its connect request, before any PDU): Service
+			 * Unavailable, which initiators retry (RFC 7143 §11.13.5). */
+			*why = "the session runs on another event loop";
+			return ISC_LOGIN_ST_UNAVAILABLE;
 		}
 		gw_list_for_each_entry(oc, &s->conns, node)
 			if (oc->cid == l->cid)
@@ -342,26 +392,84 @@ static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
 	return 0;
 }
 
-/* The initiator may enter full feature phase: make or join the session. 0 or a status. */
+static void isc_login_last(struct isc_conn *c, const uint8_t *req, uint8_t flags);
+
+/* Back on the login's loop: the old session is closed; the login goes on. */
+static void isc_reinstate_done(void *arg)
+{
+	struct isc_reinstate_msg *m = arg;
+	struct isc_gw *gw = m->gw;
+	struct isc_conn *c = m->conn;
+
+	if (c) {
+		c->login->wait = NULL;
+		c->login->reinstated = true;
+		isc_login_last(c, c->login->wait_bhs, c->login->wait_flags);
+	}
+	free(m);
+	__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+}
+
+/* On the old session's loop: close it, then answer the login's loop. */
+static void isc_reinstate_close(void *arg)
+{
+	struct isc_reinstate_msg *m = arg;
+
+	struct isc_gw *gw = m->gw;
+
+	isc_loop_close_session(m->old_lp, m->old_tsih, "session reinstatement");
+	if (gw_loop_send(m->lp->loop, isc_reinstate_done, m)) {
+		/* Shutting down: the login's loop has stopped, its connection with it. */
+		free(m);
+		__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+	}
+}
+
+/* Asks the old session's loop to close it; ISC_LOGIN_WAIT, or 0 to go on at once. */
+static uint16_t isc_login_reinstate_on(struct isc_conn *c, const struct isc_session_ref *ref)
+{
+	struct isc_reinstate_msg *m = malloc(sizeof(*m));
+
+	if (!m) {
+		isc_session_close_on(c->gw, ref->lp, ref->tsih, "session reinstatement");
+		return 0;
+	}
+	*m = (struct isc_reinstate_msg){ c->gw, ref->lp, ref->tsih, c->lp, c };
+	__atomic_fetch_add(&c->gw->msgs, 1, __ATOMIC_RELAXED);
+	if (gw_loop_send(ref->lp->loop, isc_reinstate_close, m)) {
+		__atomic_fetch_sub(&c->gw->msgs, 1, __ATOMIC_RELEASE);
+		free(m);
+		return 0;
+	}
+	c->login->wait = m;
+	return ISC_LOGIN_WAIT;
+}
+
+/* The initiator may enter full feature phase: make or join the session. 0, a status or
+ * ISC_LOGIN_WAIT. */
 static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 {
 	struct isc_login *l = c->login;
 	const struct isc_params *p = isc_neg_params(l->neg);
 	struct isc_session *s, *old;
+	struct isc_session_ref ref;
 	uint32_t window;
 	int r;
 
 	if (l->leading) {
-		/* Session reinstatement: the old session of this I_T nexus goes (ERL 0). */
-		old = isc_session_find(c->gw, l->initiator, l->isid, 0);
-		if (old && old->target == l->target) {
+		/* Session reinstatement: the old session of this I_T nexus goes (ERL 0), on its
+		 * own loop. */
+		old = isc_session_find(c->gw, c->lp, l->initiator, l->isid, 0, &ref);
+		if (ref.lp && ref.target == l->target) {
 			gw_info("iscsi", "%s: reinstating session 0x%x of %s", c->dc->peer,
-				old->tsih, l->initiator);
-			isc_session_close(old, "session reinstatement");
+				ref.tsih, l->initiator);
+			if (old)
+				isc_session_close(old, "session reinstatement");
+			else if (!l->reinstated && isc_login_reinstate_on(c, &ref))
+				return ISC_LOGIN_WAIT;
 		}
-		r = isc_session_create(c->gw, l->target, l->isid, l->initiator, p, l->cmdsn, &s);
-		if (!r)
-			s->lp = c->lp;
+		r = isc_session_create(c->gw, c->lp, l->target, l->isid, l->initiator, p,
+				       l->cmdsn, &s);
 		if (r) {
 			*why = "cannot create the session";
 			return ISC_LOGIN_ST_OUT_OF_RESOURCES;
@@ -378,7 +486,7 @@ static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 	} else {
 		struct isc_conn *oc, *tmp;
 
-		s = isc_session_find(c->gw, l->initiator, l->isid, l->tsih);
+		s = isc_session_find(c->gw, c->lp, l->initiator, l->isid, l->tsih, &ref);
 		if (!s) {
 			*why = "session went away during login";
 			return ISC_LOGIN_ST_SESSION_MISSING;
@@ -409,7 +517,7 @@ static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 {
 	const uint8_t *req = pdu->bhs;
-	bool transit = req[1] & ISC_FL_T, cont = req[1] & ISC_FL_C, final = false;
+	bool transit = req[1] & ISC_FL_T, cont = req[1] & ISC_FL_C;
 	enum isc_stage csg = (enum isc_stage)((req[1] >> 2) & 3);
 	enum isc_stage nsg = (enum isc_stage)(req[1] & 3);
 	struct isc_kvlist keys;
@@ -420,6 +528,11 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 	uint8_t flags;
 	int r;
 
+	if (l && l->wait) {
+		/* The initiator waits for the answer to its last request before sending more. */
+		isc_conn_close(c, "Login Request while the last one is being answered");
+		return;
+	}
 	if (!l) {
 		l = calloc(1, sizeof(*l));
 		if (!l) {
@@ -527,15 +640,8 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		flags |= ISC_FL_T | nsg;
 		l->stage = nsg;
 		if (nsg == ISC_STAGE_FFP) {
-			status = isc_login_complete(c, &why);
-			if (status) {
-				isc_kvlist_init(&keys);
-				goto fail;
-			}
-			final = true;
-			tsih = c->sess->tsih;
-			l->exp_cmdsn = c->sess->exp_cmdsn;
-			l->max_cmdsn = isc_session_max_cmdsn(c->sess);
+			isc_login_last(c, req, flags);
+			return;
 		}
 	}
 	rsp = isc_login_rsp(c, req, flags, tsih, 0);
@@ -545,12 +651,40 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		return;
 	}
 	isc_conn_send(c, rsp);
-	if (final) {
-		isc_login_free(c);
-		isc_conn_enter_ffp(c);
-	}
 	return;
 fail:
 	isc_kvlist_fini(&keys);
 	isc_login_fail(c, req, status ? status : ISC_PARAM_ST_INITIATOR_ERR, why);
+}
+
+/* The last step: the session made or joined, the final Login Response, full feature phase.
+ * Resumed here when it had to wait for another loop (req is then the saved BHS). */
+static void isc_login_last(struct isc_conn *c, const uint8_t *req, uint8_t flags)
+{
+	struct isc_login *l = c->login;
+	const char *why = "";
+	struct isc_pdu *rsp;
+	uint16_t status;
+
+	status = isc_login_complete(c, &why);
+	if (status == ISC_LOGIN_WAIT) {
+		memcpy(l->wait_bhs, req, ISC_BHS_LEN);
+		l->wait_flags = flags;
+		return;
+	}
+	if (status) {
+		isc_login_fail(c, req, status, why);
+		return;
+	}
+	l->exp_cmdsn = c->sess->exp_cmdsn;
+	l->max_cmdsn = isc_session_max_cmdsn(c->sess);
+	rsp = isc_login_rsp(c, req, flags, c->sess->tsih, 0);
+	if (!rsp || isc_pdu_set_data(rsp, l->resp.data, (uint32_t)l->resp.len)) {
+		isc_pdu_put(rsp);
+		isc_conn_close(c, "out of memory");
+		return;
+	}
+	isc_conn_send(c, rsp);
+	isc_login_free(c);
+	isc_conn_enter_ffp(c);
 }

@@ -88,7 +88,7 @@ struct isc_conn_ops;
 #define ISC_ASYNC_MAX	16		/* Asynchronous Messages tracked / waiting per connection */
 
 struct isc_conn {
-	struct gw_list node;		/* in session->conns, or gw->login_conns */
+	struct gw_list node;		/* in session->conns, or lp->login_conns */
 	const struct isc_conn_ops *ops;	/* the dispatcher's, set at accept */
 	struct isc_gw *gw;
 	struct isc_loop *lp;		/* the loop it runs on: its PDUs, tasks, memory */
@@ -133,8 +133,9 @@ struct isc_conn {
 };
 
 struct isc_session {
-	struct gw_list node;		/* in gw->sessions */
-	struct gw_list tnode;		/* in target->sessions */
+	struct gw_list node;		/* in gw->sessions (reg_lock) */
+	struct gw_list tnode;		/* in target->sessions (reg_lock) */
+	struct gw_list lnode;		/* in lp->sessions (its loop's thread) */
 	struct isc_gw *gw;
 	struct isc_loop *lp;		/* its leading connection's loop, every connection's */
 	struct isc_target *target;	/* NULL: discovery */
@@ -156,7 +157,7 @@ struct isc_session {
 	 * (ISC_SESSION_MEM_SHARE), so one session's writes that never send their data, or reads
 	 * it never drains, cannot take the memory every other session needs. */
 	uint64_t data_mem;
-	bool closing;
+	bool closing;			/* set under gw->reg_lock */
 	struct gw_defer free_defer;
 	/* counters */
 	uint64_t cmds, read_bytes, write_bytes;
@@ -199,6 +200,17 @@ void isc_conn_apply_params(struct isc_conn *c);
 /* The per-loop part of the gateway for a connection on loop (lps[0] for a loop not among the
  * gateway's loops, as with one loop). */
 struct isc_loop *isc_gw_loop_of(struct isc_gw *gw, const struct gw_loop *loop);
+/* The gateway's loops in use (1 without loops). */
+unsigned isc_gw_nloops(const struct isc_gw *gw);
+/* Runs fn(lp, arg) on every loop's thread in turn, loop 0 first (gw_loop_call: on loop 0
+ * only). */
+void isc_gw_each_loop(struct isc_gw *gw, void (*fn)(struct isc_loop *lp, void *arg), void *arg);
+bool isc_gw_stopping(const struct isc_gw *gw);
+/* On lp's thread: closes its session tsih if it is alive there. */
+void isc_loop_close_session(struct isc_loop *lp, uint16_t tsih, const char *why);
+/* Closes session tsih on its loop: now when that is the caller's, else by a message. */
+void isc_session_close_on(struct isc_gw *gw, struct isc_loop *lp, uint16_t tsih,
+			  const char *why);
 
 /* isc_login.c */
 void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu);
@@ -212,11 +224,23 @@ void isc_text_rx(struct isc_conn *c, struct isc_pdu *pdu);
 int isc_text_send_targets(struct isc_conn *c, const char *what, struct gw_buf *out);
 
 /* isc_session.c */
-int isc_session_create(struct isc_gw *gw, struct isc_target *t, const uint8_t isid[6],
-		       const char *initiator, const struct isc_params *params, uint32_t cmdsn,
-		       struct isc_session **out);
-struct isc_session *isc_session_find(struct isc_gw *gw, const char *initiator,
-				     const uint8_t isid[6], uint16_t tsih);
+/* A session on loop lp (its thread), in the registry with a new TSIH. */
+int isc_session_create(struct isc_gw *gw, struct isc_loop *lp, struct isc_target *t,
+		       const uint8_t isid[6], const char *initiator,
+		       const struct isc_params *params, uint32_t cmdsn, struct isc_session **out);
+/* What the registry says of a session on any loop (copied under the lock). */
+struct isc_session_ref {
+	struct isc_loop *lp;		/* NULL: none */
+	uint16_t tsih;
+	const struct isc_target *target;
+};
+/* The live session of initiator + ISID (+ TSIH unless 0): returned when it is on lp (the
+ * caller's loop, whose thread alone frees it); *ref says where it is in any case. */
+struct isc_session *isc_session_find(struct isc_gw *gw, struct isc_loop *lp,
+				     const char *initiator, const uint8_t isid[6], uint16_t tsih,
+				     struct isc_session_ref *ref);
+/* Closes every session of t, each on its loop (messages to the other loops). */
+void isc_target_close_sessions(struct isc_target *t, const char *why);
 void isc_session_add_conn(struct isc_session *s, struct isc_conn *c);
 void isc_session_del_conn(struct isc_session *s, struct isc_conn *c);
 /* Closes every connection of the session (reinstatement, logout, cold reset). */

@@ -239,9 +239,9 @@ void isc_task_free(struct isc_task *t)
 	t->sess_mem = 0;
 	t->state = ISC_TS_DONE;
 	if (t->buf_cap > ISC_TASK_KEEP_BUF || lp->ntask_free >= ISC_TASK_FREE_MAX ||
-	    gw->stopping || t->buf_handle)
+	    isc_gw_stopping(gw) || t->buf_handle)
 		isc_task_buf_drop(lp, t);
-	if (lp->ntask_free < ISC_TASK_FREE_MAX && !gw->stopping) {
+	if (lp->ntask_free < ISC_TASK_FREE_MAX && !isc_gw_stopping(gw)) {
 		gw_list_add(&lp->task_free, &t->cnode);
 		lp->ntask_free++;
 	} else {
@@ -321,6 +321,8 @@ static void isc_scsi_submit(struct isc_task *t)
 	cmd->data_len = t->edtl;
 	cmd->done = isc_task_scsi_done;
 	cmd->priv = t;
+	/* Submitted and done on the session's loop (NULL with one loop: the device's). */
+	cmd->loop = t->sess->gw->loops ? t->sess->lp->loop : NULL;
 	scsi_cmd_submit(cmd);
 }
 

@@ -66,32 +66,56 @@ void isc_session_cmdsn_advance(struct isc_session *s)
 	}
 }
 
+/* On loop 0: a removed target whose last session ended on another loop. */
+static void isc_target_gone_msg(void *arg)
+{
+	struct isc_target *t = arg;
+	struct isc_gw *gw = t->gw;
+
+	isc_target_destroy(t);
+	__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+}
+
 static void isc_session_free_deferred(struct gw_defer *d)
 {
 	struct isc_session *s = gw_container_of(d, struct isc_session, free_defer);
+	struct isc_gw *gw = s->gw;
+	struct isc_target *t = s->target;
+	struct isc_loop *lp = s->lp;
+	bool last;
 
 	if (s->nconns || s->ntasks)
 		return;
-	gw_list_del(&s->node);
-	gw_list_del(&s->tnode);
+	gw_list_del(&s->lnode);
 	if (s->itn)
 		scsi_itn_destroy(s->itn);
-	if (s->target)
+	if (t)
 		gw_info("iscsi", "session 0x%x of %s to %s ended", s->tsih, s->initiator,
-			s->target->conf->name);
-	/* The last session of a target taken out of the configuration takes it along. */
-	if (s->target && s->target->removing && gw_list_empty(&s->target->sessions))
-		isc_target_destroy(s->target);
+			t->conf->name);
+	pthread_mutex_lock(&gw->reg_lock);
+	gw_list_del(&s->node);
+	gw_list_del(&s->tnode);
+	last = t && t->removing && gw_list_empty(&t->sessions);
+	if (last)
+		__atomic_fetch_add(&gw->msgs, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&gw->reg_lock);
 	free(s);
+	if (!last)
+		return;
+	/* The last session of a target taken out of the configuration takes it along: on loop
+	 * 0, which owns the targets. */
+	if (lp->loop == gw->loop || gw_loop_send(gw->loop, isc_target_gone_msg, t))
+		isc_target_gone_msg(t);
 }
 
 void isc_session_maybe_free(struct isc_session *s)
 {
 	/* Deferred: the caller may still be inside a task or connection of this session. */
 	if (!s->nconns && !s->ntasks)
-		gw_defer_queue(s->gw->loop, &s->free_defer);
+		gw_defer_queue(s->lp->loop, &s->free_defer);
 }
 
+/* Under reg_lock. */
 static bool isc_tsih_used(struct isc_gw *gw, uint16_t tsih)
 {
 	struct isc_session *s;
@@ -102,9 +126,9 @@ static bool isc_tsih_used(struct isc_gw *gw, uint16_t tsih)
 	return false;
 }
 
-int isc_session_create(struct isc_gw *gw, struct isc_target *t, const uint8_t isid[6],
-		       const char *initiator, const struct isc_params *params, uint32_t cmdsn,
-		       struct isc_session **out)
+int isc_session_create(struct isc_gw *gw, struct isc_loop *lp, struct isc_target *t,
+		       const uint8_t isid[6], const char *initiator,
+		       const struct isc_params *params, uint32_t cmdsn, struct isc_session **out)
 {
 	struct isc_session *s = calloc(1, sizeof(*s));
 	char iport[ISC_NAME_MAX + 32];
@@ -113,6 +137,7 @@ int isc_session_create(struct isc_gw *gw, struct isc_target *t, const uint8_t is
 	if (!s)
 		return -ENOMEM;
 	s->gw = gw;
+	s->lp = lp;
 	s->target = t;
 	s->params = *params;
 	memcpy(s->isid, isid, 6);
@@ -120,21 +145,13 @@ int isc_session_create(struct isc_gw *gw, struct isc_target *t, const uint8_t is
 	gw_list_init(&s->conns);
 	gw_list_init(&s->pending);
 	gw_list_init(&s->tnode);
+	gw_list_init(&s->node);
 	gw_defer_init(&s->free_defer, isc_session_free_deferred);
 	s->exp_cmdsn = cmdsn;
-	s->login_ms = gw->loop->now_ms;
+	s->login_ms = lp->loop->now_ms;
 	s->queue_depth = t ? t->conf->params.queue_depth : 16;
 	if (!s->queue_depth)
 		s->queue_depth = 1;
-	/* TSIH 0 is reserved; skip values still in use after a wrap. */
-	for (tries = 0; tries < 65536; tries++) {
-		if (gw->next_tsih == 0)
-			gw->next_tsih = 1;
-		if (!isc_tsih_used(gw, gw->next_tsih))
-			break;
-		gw->next_tsih++;
-	}
-	s->tsih = gw->next_tsih++;
 	if (t) {
 		s->tpgt = (uint16_t)t->conf->tpgt;
 		snprintf(iport, sizeof(iport), "%s,i,0x%02x%02x%02x%02x%02x%02x", initiator,
@@ -144,26 +161,124 @@ int isc_session_create(struct isc_gw *gw, struct isc_target *t, const uint8_t is
 			free(s);
 			return -ENOMEM;
 		}
-		gw_list_add_tail(&t->sessions, &s->tnode);
 	}
+	/* The registry: TSIH 0 is reserved; skip values still in use after a wrap. */
+	pthread_mutex_lock(&gw->reg_lock);
+	for (tries = 0; tries < 65536; tries++) {
+		if (gw->next_tsih == 0)
+			gw->next_tsih = 1;
+		if (!isc_tsih_used(gw, gw->next_tsih))
+			break;
+		gw->next_tsih++;
+	}
+	s->tsih = gw->next_tsih++;
+	if (t)
+		gw_list_add_tail(&t->sessions, &s->tnode);
 	gw_list_add_tail(&gw->sessions, &s->node);
+	pthread_mutex_unlock(&gw->reg_lock);
+	gw_list_add_tail(&lp->sessions, &s->lnode);
 	*out = s;
 	return 0;
 }
 
-struct isc_session *isc_session_find(struct isc_gw *gw, const char *initiator,
-				     const uint8_t isid[6], uint16_t tsih)
+struct isc_session *isc_session_find(struct isc_gw *gw, struct isc_loop *lp,
+				     const char *initiator, const uint8_t isid[6], uint16_t tsih,
+				     struct isc_session_ref *ref)
 {
-	struct isc_session *s;
+	struct isc_session *s, *found = NULL;
 
+	memset(ref, 0, sizeof(*ref));
+	pthread_mutex_lock(&gw->reg_lock);
 	gw_list_for_each_entry(s, &gw->sessions, node) {
 		if (s->closing || memcmp(s->isid, isid, 6) || strcmp(s->initiator, initiator))
 			continue;
 		if (tsih && s->tsih != tsih)
 			continue;
-		return s;
+		ref->lp = s->lp;
+		ref->tsih = s->tsih;
+		ref->target = s->target;
+		if (s->lp == lp)
+			found = s;
+		break;
 	}
-	return NULL;
+	pthread_mutex_unlock(&gw->reg_lock);
+	return found;
+}
+
+/* On the session's loop: its TSIH's session there, if alive. */
+struct isc_close_msg {
+	struct isc_gw *gw;
+	struct isc_loop *lp;
+	const struct isc_target *target;	/* compared, never read (NULL: by tsih) */
+	uint16_t tsih;
+	const char *why;
+};
+
+static void isc_close_walk(const struct isc_close_msg *m)
+{
+	struct isc_session *s, *tmp;
+
+	gw_list_for_each_entry_safe(s, tmp, &m->lp->sessions, lnode) {
+		if (s->closing)
+			continue;
+		if (m->target ? s->target == m->target : s->tsih == m->tsih)
+			isc_session_close(s, m->why);
+	}
+}
+
+static void isc_session_close_msg(void *arg)
+{
+	struct isc_close_msg *m = arg;
+	struct isc_gw *gw = m->gw;
+
+	isc_close_walk(m);
+	free(m);
+	__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+}
+
+static void isc_close_on(struct isc_gw *gw, struct isc_loop *lp, const struct isc_target *target,
+			 uint16_t tsih, const char *why)
+{
+	struct isc_close_msg *m;
+
+	if (gw_loop_current() == lp->loop || !gw->loops) {
+		struct isc_close_msg now = { gw, lp, target, tsih, why };
+
+		isc_close_walk(&now);
+		return;
+	}
+	m = malloc(sizeof(*m));
+	if (!m) {
+		gw_err("iscsi", "out of memory closing session 0x%x on loop %u", tsih, lp->idx);
+		return;
+	}
+	*m = (struct isc_close_msg){ gw, lp, target, tsih, why };
+	__atomic_fetch_add(&gw->msgs, 1, __ATOMIC_RELAXED);
+	if (gw_loop_send(lp->loop, isc_session_close_msg, m)) {
+		__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+		free(m);
+	}
+}
+
+void isc_loop_close_session(struct isc_loop *lp, uint16_t tsih, const char *why)
+{
+	struct isc_close_msg here = { NULL, lp, NULL, tsih, why };
+
+	isc_close_walk(&here);
+}
+
+void isc_session_close_on(struct isc_gw *gw, struct isc_loop *lp, uint16_t tsih,
+			  const char *why)
+{
+	isc_close_on(gw, lp, NULL, tsih, why);
+}
+
+void isc_target_close_sessions(struct isc_target *t, const char *why)
+{
+	struct isc_gw *gw = t->gw;
+
+	for (unsigned i = 0; i < isc_gw_nloops(gw); i++)
+		isc_close_on(gw, &gw->lps[i], t, 0, why);
 }
 
 void isc_session_add_conn(struct isc_session *s, struct isc_conn *c)
@@ -183,7 +298,9 @@ void isc_session_del_conn(struct isc_session *s, struct isc_conn *c)
 	if (!s->nconns) {
 		struct isc_task *t, *tmp;
 
+		pthread_mutex_lock(&s->gw->reg_lock);
 		s->closing = true;
+		pthread_mutex_unlock(&s->gw->reg_lock);
 		gw_list_for_each_entry_safe(t, tmp, &s->pending, snode) {
 			gw_list_del(&t->snode);
 			isc_task_free(t);
@@ -196,7 +313,9 @@ void isc_session_del_conn(struct isc_session *s, struct isc_conn *c)
 
 void isc_session_close(struct isc_session *s, const char *why)
 {
+	pthread_mutex_lock(&s->gw->reg_lock);
 	s->closing = true;
+	pthread_mutex_unlock(&s->gw->reg_lock);
 	while (!gw_list_empty(&s->conns)) {
 		struct isc_conn *c = gw_list_first_entry(&s->conns, struct isc_conn, node);
 

@@ -17,15 +17,52 @@
 
 struct isc_target *isc_gw_find_target(struct isc_gw *gw, const char *name)
 {
-	struct isc_target *t;
+	struct isc_target *t, *found = NULL;
 
 	/* iSCSI names compare case-insensitively once normalised (RFC 3722): the config holds
 	 * the normalised lower-case form, so a case-insensitive compare accepts what stringprep
 	 * would have produced from the initiator's spelling. */
-	gw_list_for_each_entry(t, &gw->targets, node)
-		if (!strcasecmp(t->conf->name, name))
-			return t;
-	return NULL;
+	pthread_mutex_lock(&gw->reg_lock);
+	gw_list_for_each_entry(t, &gw->targets, node) {
+		if (!strcasecmp(t->conf->name, name)) {
+			found = t;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&gw->reg_lock);
+	return found;
+}
+
+void isc_gw_add_portal(struct isc_gw *gw, struct isc_portal *p)
+{
+	pthread_mutex_lock(&gw->reg_lock);
+	gw_list_add_tail(&gw->portals, &p->node);
+	pthread_mutex_unlock(&gw->reg_lock);
+}
+
+void isc_portal_set_dmv(struct isc_portal *p, struct dmv_portal *dp)
+{
+	pthread_mutex_lock(&p->gw->reg_lock);
+	p->dp = dp;
+	pthread_mutex_unlock(&p->gw->reg_lock);
+}
+
+static void isc_sync_loop(struct isc_loop *lp, void *arg)
+{
+	(void)lp;
+	(void)arg;
+}
+
+void isc_gw_sync(struct isc_gw *gw)
+{
+	isc_gw_each_loop(gw, isc_sync_loop, NULL);
+}
+
+void isc_gw_add_target(struct isc_gw *gw, struct isc_target *t)
+{
+	pthread_mutex_lock(&gw->reg_lock);
+	gw_list_add_tail(&gw->targets, &t->node);
+	pthread_mutex_unlock(&gw->reg_lock);
 }
 
 bool isc_target_on_portal(const struct isc_target *t, const struct isc_portal *p)
@@ -75,7 +112,9 @@ struct isc_lun_stats *isc_target_lun_stats(struct isc_target *t, uint64_t lun)
 
 void isc_target_destroy(struct isc_target *t)
 {
+	pthread_mutex_lock(&t->gw->reg_lock);
 	gw_list_del(&t->node);
+	pthread_mutex_unlock(&t->gw->reg_lock);
 	if (t->release)
 		t->release(t);
 	if (t->dev)
@@ -108,48 +147,84 @@ bool isc_target_lun_blocked(const struct isc_target *t, uint64_t lun)
 	return false;
 }
 
+/* Loop 0 walks every loop's sessions and logins: each loop's part runs on its thread. */
+struct isc_walk {
+	struct isc_target *target;	/* its sessions / logins (NULL: any) */
+	struct isc_portal *portal;	/* its connections (NULL: any) */
+	bool acl;			/* only sessions the target no longer admits */
+	uint16_t tsih;			/* only this session (0: any) */
+	const char *why;
+	int found;
+};
+
+static void isc_walk_loop(struct isc_loop *lp, void *arg)
+{
+	struct isc_walk *w = arg;
+	struct isc_session *s, *stmp;
+	struct isc_conn *c, *ctmp;
+	const struct isc_chap_conf *chap;
+
+	gw_list_for_each_entry_safe(c, ctmp, &lp->login_conns, node)
+		if ((w->target && !w->acl && isc_login_uses_target(c, w->target)) ||
+		    (w->portal && c->portal == w->portal) || (!w->target && !w->portal && !w->tsih))
+			isc_conn_close(c, w->why);
+	gw_list_for_each_entry_safe(s, stmp, &lp->sessions, lnode) {
+		if (w->portal) {
+			gw_list_for_each_entry_safe(c, ctmp, &s->conns, node)
+				if (c->portal == w->portal)
+					isc_conn_close(c, w->why);
+			continue;
+		}
+		if (s->closing || (w->target && s->target != w->target) ||
+		    (w->tsih && s->tsih != w->tsih))
+			continue;
+		if (w->acl && !isc_target_admit(w->target, s->initiator, &chap))
+			continue;
+		w->found++;
+		isc_session_close(s, w->why);
+	}
+}
+
 void isc_target_retire(struct isc_target *t)
 {
 	struct isc_gw *gw = t->gw;
-	struct isc_session *s, *stmp;
-	struct isc_conn *c, *ctmp;
+	struct isc_walk w = { .target = t, .why = "target removed" };
+	bool empty;
 
 	gw_info("iscsi", "target %s removed", t->conf->name);
-	gw_list_for_each_entry_safe(c, ctmp, &gw->login_conns, node)
-		if (isc_login_uses_target(c, t))
-			isc_conn_close(c, "target removed");
+	/* Out of the list first: no login on any loop finds it after the walk below. */
+	pthread_mutex_lock(&gw->reg_lock);
 	gw_list_del(&t->node);
+	pthread_mutex_unlock(&gw->reg_lock);
+	isc_gw_each_loop(gw, isc_walk_loop, &w);
+	pthread_mutex_lock(&gw->reg_lock);
 	t->removing = true;
-	if (gw_list_empty(&t->sessions)) {
+	empty = gw_list_empty(&t->sessions);
+	if (!empty)
+		gw_list_add_tail(&gw->dying_targets, &t->node);
+	pthread_mutex_unlock(&gw->reg_lock);
+	/* Else the last session to end takes it along (on loop 0, isc_session.c). */
+	if (empty)
 		isc_target_destroy(t);
-		return;
-	}
-	gw_list_add_tail(&gw->dying_targets, &t->node);
-	gw_list_for_each_entry_safe(s, stmp, &t->sessions, tnode)
-		isc_session_close(s, "target removed");
 }
 
 void isc_target_enforce_acl(struct isc_target *t)
 {
-	const struct isc_chap_conf *chap;
-	struct isc_session *s, *stmp;
+	struct isc_walk w = { .target = t, .acl = true, .why = "initiator no longer allowed" };
 
-	gw_list_for_each_entry_safe(s, stmp, &t->sessions, tnode)
-		if (!s->closing && isc_target_admit(t, s->initiator, &chap))
-			isc_session_close(s, "initiator no longer allowed");
+	/* Also the barrier after the target's new configuration: once every loop has run this,
+	 * none still reads the old one. */
+	isc_gw_each_loop(t->gw, isc_walk_loop, &w);
 }
 
 int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih)
 {
-	struct isc_session *s;
+	struct isc_walk w = { .tsih = tsih, .why = "dropped by the administrator" };
 
-	gw_list_for_each_entry(s, &gw->sessions, node) {
-		if (s->tsih != tsih || s->closing)
-			continue;
-		isc_session_close(s, "dropped by the administrator");
-		return 0;
-	}
-	return -ENOENT;
+	if (!tsih)
+		return -ENOENT;
+	isc_gw_each_loop(gw, isc_walk_loop, &w);
+	return w.found ? 0 : -ENOENT;
 }
 
 struct isc_portal *isc_portal_new(struct isc_gw *gw, struct isc_portal_conf *conf)
@@ -167,20 +242,19 @@ struct isc_portal *isc_portal_new(struct isc_gw *gw, struct isc_portal_conf *con
 void isc_portal_remove(struct isc_portal *p)
 {
 	struct isc_gw *gw = p->gw;
-	struct isc_conn *c, *ctmp;
-	struct isc_session *s;
+	struct isc_walk w = { .portal = p, .why = "portal removed" };
+	struct dmv_portal *dp;
 
 	gw_info("iscsi", "portal %s removed", p->conf->name);
-	gw_list_for_each_entry_safe(c, ctmp, &gw->login_conns, node)
-		if (c->portal == p)
-			isc_conn_close(c, "portal removed");
-	gw_list_for_each_entry(s, &gw->sessions, node)
-		gw_list_for_each_entry_safe(c, ctmp, &s->conns, node)
-			if (c->portal == p)
-				isc_conn_close(c, "portal removed");
-	if (p->dp)
-		dmv_portal_destroy(p->dp);
+	isc_gw_each_loop(gw, isc_walk_loop, &w);
+	pthread_mutex_lock(&gw->reg_lock);
+	dp = p->dp;
+	p->dp = NULL;
 	gw_list_del(&p->node);
+	pthread_mutex_unlock(&gw->reg_lock);
+	/* Outside the lock: destroying a portal may wait for its other loops. */
+	if (dp)
+		dmv_portal_destroy(dp);
 	free(p);
 }
 
@@ -197,12 +271,14 @@ struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf)
 		gw->lps[i].idx = i;
 		isc_pdu_pool_init(&gw->lps[i].pdus, 0);
 		gw_list_init(&gw->lps[i].task_free);
+		gw_list_init(&gw->lps[i].sessions);
+		gw_list_init(&gw->lps[i].login_conns);
 	}
 	gw->lps[0].loop = loop;
+	pthread_mutex_init(&gw->reg_lock, NULL);
 	gw_list_init(&gw->portals);
 	gw_list_init(&gw->targets);
 	gw_list_init(&gw->sessions);
-	gw_list_init(&gw->login_conns);
 	gw_list_init(&gw->dying_targets);
 	gw->lun_timer.w.fd = -1;
 	gw->next_tsih = 1;
@@ -224,6 +300,44 @@ struct isc_loop *isc_gw_loop_of(struct isc_gw *gw, const struct gw_loop *loop)
 	int i = gw->loops ? gw_loops_index(gw->loops, loop) : 0;
 
 	return &gw->lps[i > 0 ? i : 0];
+}
+
+unsigned isc_gw_nloops(const struct isc_gw *gw)
+{
+	return gw->loops ? gw->loops->n : 1;
+}
+
+struct isc_each_call {
+	struct isc_loop *lp;
+	void (*fn)(struct isc_loop *lp, void *arg);
+	void *arg;
+};
+
+static int isc_each_one(void *arg)
+{
+	struct isc_each_call *c = arg;
+
+	c->fn(c->lp, c->arg);
+	return 0;
+}
+
+void isc_gw_each_loop(struct isc_gw *gw, void (*fn)(struct isc_loop *lp, void *arg), void *arg)
+{
+	for (unsigned i = 0; i < isc_gw_nloops(gw); i++) {
+		struct isc_each_call c = { &gw->lps[i], fn, arg };
+
+		gw_loop_call(gw->lps[i].loop, isc_each_one, &c);
+	}
+}
+
+bool isc_gw_stopping(const struct isc_gw *gw)
+{
+	return __atomic_load_n(&gw->stopping, __ATOMIC_ACQUIRE);
+}
+
+unsigned int isc_gw_nconns(const struct isc_gw *gw)
+{
+	return __atomic_load_n(&gw->nconns, __ATOMIC_RELAXED);
 }
 
 /* One loop's counters, read on that loop. */
@@ -262,25 +376,33 @@ void isc_gw_totals(struct isc_gw *gw, struct isc_gw_totals *out)
 void isc_gw_stop(struct isc_gw *gw)
 {
 	struct isc_portal *p;
-	struct isc_session *s, *stmp;
+	struct isc_walk w = { .why = "gateway stopping" };
 
-	gw->stopping = true;
+	__atomic_store_n(&gw->stopping, true, __ATOMIC_RELEASE);
 	gw_list_for_each_entry(p, &gw->portals, node) {
-		if (p->dp) {
-			dmv_portal_destroy(p->dp);
-			p->dp = NULL;
-		}
+		struct dmv_portal *dp;
+
+		pthread_mutex_lock(&gw->reg_lock);
+		dp = p->dp;
+		p->dp = NULL;
+		pthread_mutex_unlock(&gw->reg_lock);
+		if (dp)
+			dmv_portal_destroy(dp);
 	}
-	while (!gw_list_empty(&gw->login_conns))
-		isc_conn_close(gw_list_first_entry(&gw->login_conns, struct isc_conn, node),
-			       "gateway stopping");
-	gw_list_for_each_entry_safe(s, stmp, &gw->sessions, node)
-		isc_session_close(s, "gateway stopping");
+	/* Every session and login, each on its loop (before the loop threads stop). */
+	isc_gw_each_loop(gw, isc_walk_loop, &w);
 }
 
 bool isc_gw_idle(const struct isc_gw *gw)
 {
-	return gw_list_empty(&gw->sessions) && gw_list_empty(&gw->login_conns) && !gw->nconns;
+	struct isc_gw *g = (struct isc_gw *)gw;
+	bool idle;
+
+	pthread_mutex_lock(&g->reg_lock);
+	idle = gw_list_empty(&gw->sessions) && !isc_gw_nconns(gw) &&
+	       !__atomic_load_n(&gw->msgs, __ATOMIC_ACQUIRE);
+	pthread_mutex_unlock(&g->reg_lock);
+	return idle;
 }
 
 void isc_gw_destroy(struct isc_gw *gw)
@@ -290,7 +412,7 @@ void isc_gw_destroy(struct isc_gw *gw)
 
 	if (!gw)
 		return;
-	if (!gw->stopping)
+	if (!isc_gw_stopping(gw))
 		isc_gw_stop(gw);
 	if (!isc_gw_idle(gw))
 		gw_warn("iscsi", "destroying with sessions still alive");
@@ -318,5 +440,6 @@ void isc_gw_destroy(struct isc_gw *gw)
 	}
 	isc_gw_conf_free(gw->conf);
 	free(gw->conf);
+	pthread_mutex_destroy(&gw->reg_lock);
 	free(gw);
 }

@@ -70,6 +70,9 @@ int isc_text_send_targets(struct isc_conn *c, const char *what, struct gw_buf *o
 			return isc_text_add_target(c, s->target, out);
 		return 0;
 	}
+	/* Loop 0 changes the lists (and a portal's dp) under the registry's lock. */
+	r = 0;
+	pthread_mutex_lock(&c->gw->reg_lock);
 	gw_list_for_each_entry(t, &c->gw->targets, node) {
 		const struct isc_chap_conf *chap;
 		bool on_any = false;
@@ -86,9 +89,10 @@ int isc_text_send_targets(struct isc_conn *c, const char *what, struct gw_buf *o
 			continue;
 		r = isc_text_add_target(c, t, out);
 		if (r)
-			return r;
+			break;
 	}
-	return 0;
+	pthread_mutex_unlock(&c->gw->reg_lock);
+	return r;
 }
 
 /* Sends the next piece of c->text_out. */

@@ -55,12 +55,9 @@ static void isc_tmf_respond(struct isc_tmf *tmf)
 	gw_dbg("iscsi", "%s: TMF function %u answered %u", c->dc->peer, tmf->bhs[1] & 0x7f,
 	       tmf->response);
 	if (tmf->cold_reset && s && s->target) {
-		/* A cold reset ends every session of the target, this one included (§11.5.1). */
-		struct isc_session *o, *tmp;
-		struct isc_target *t = s->target;
-
-		gw_list_for_each_entry_safe(o, tmp, &t->sessions, tnode)
-			isc_session_close(o, "target cold reset");
+		/* A cold reset ends every session of the target, this one included (§11.5.1),
+		 * each on its loop. */
+		isc_target_close_sessions(s->target, "target cold reset");
 	}
 	free(tmf);
 }
@@ -111,13 +108,74 @@ static void isc_tmf_abort_session(struct isc_session *s, bool lun_only, uint64_t
 	}
 }
 
-static void isc_tmf_abort_target(struct isc_target *target, bool lun_only, uint64_t lun,
-				 struct isc_tmf *tmf)
+/* The target's sessions on loop lp (its thread). */
+static void isc_tmf_abort_loop(struct isc_loop *lp, const struct isc_target *target,
+			       bool lun_only, uint64_t lun, struct isc_tmf *tmf)
 {
 	struct isc_session *s;
 
-	gw_list_for_each_entry(s, &target->sessions, tnode)
-		isc_tmf_abort_session(s, lun_only, lun, tmf);
+	gw_list_for_each_entry(s, &lp->sessions, lnode)
+		if (s->target == target)
+			isc_tmf_abort_session(s, lun_only, lun, tmf);
+}
+
+/* A TMF's abort of the target's sessions on another loop: run there, then answered back on
+ * the asking session's loop, where the TMF counts the answer as one task ended. */
+struct isc_tmf_msg {
+	struct isc_gw *gw;
+	struct isc_loop *lp, *from;
+	const struct isc_target *target;	/* compared, never read */
+	bool lun_only;
+	uint64_t lun;
+	struct isc_tmf *tmf;
+};
+
+static void isc_tmf_answer_msg(void *arg)
+{
+	struct isc_tmf_msg *m = arg;
+	struct isc_gw *gw = m->gw;
+
+	isc_tmf_task_ended(m->tmf);
+	free(m);
+	__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+}
+
+static void isc_tmf_abort_msg(void *arg)
+{
+	struct isc_tmf_msg *m = arg;
+
+	/* Other sessions' tasks end through their own loops; the asker waits for this loop's
+	 * walk, not for them (their connections get no TMF response). */
+	isc_tmf_abort_loop(m->lp, m->target, m->lun_only, m->lun, NULL);
+	if (gw_loop_send(m->from->loop, isc_tmf_answer_msg, m))
+		isc_tmf_answer_msg(m);	/* shutting down: nobody to answer */
+}
+
+static void isc_tmf_abort_target(struct isc_conn *c, struct isc_target *target, bool lun_only,
+				 uint64_t lun, struct isc_tmf *tmf)
+{
+	struct isc_gw *gw = c->gw;
+
+	isc_tmf_abort_loop(c->lp, target, lun_only, lun, tmf);
+	for (unsigned i = 0; gw->loops && i < isc_gw_nloops(gw); i++) {
+		struct isc_tmf_msg *m;
+
+		if (&gw->lps[i] == c->lp)
+			continue;
+		m = malloc(sizeof(*m));
+		if (!m) {
+			gw_err("iscsi", "out of memory: TMF not sent to loop %u", i);
+			continue;
+		}
+		*m = (struct isc_tmf_msg){ gw, &gw->lps[i], c->lp, target, lun_only, lun, tmf };
+		__atomic_fetch_add(&gw->msgs, 1, __ATOMIC_RELAXED);
+		tmf->waiting++;
+		if (gw_loop_send(m->lp->loop, isc_tmf_abort_msg, m)) {
+			tmf->waiting--;
+			__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+			free(m);
+		}
+	}
 }
 
 void isc_tmf_rx(struct isc_conn *c, struct isc_pdu *pdu)
@@ -176,7 +234,7 @@ void isc_tmf_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		/* One task set per LU shared by all I_T nexuses: CLEAR TASK SET reaches every
 		 * session, ABORT TASK SET only the requester's tasks (SAM-5 7.2, 7.4). */
 		if (func == ISC_TMF_CLEAR_TASK_SET)
-			isc_tmf_abort_target(target, true, lun, tmf);
+			isc_tmf_abort_target(c, target, true, lun, tmf);
 		else
 			isc_tmf_abort_session(s, true, lun, tmf);
 		break;
@@ -185,14 +243,14 @@ void isc_tmf_rx(struct isc_conn *c, struct isc_pdu *pdu)
 			tmf->response = ISC_TMF_RSP_NO_LUN;
 			break;
 		}
-		isc_tmf_abort_target(target, true, lun, tmf);
+		isc_tmf_abort_target(c, target, true, lun, tmf);
 		/* SAM-5 6.3.3: the reset's unit attention goes to every I_T nexus, the one that
 		 * asked included (libiscsi's MultipathIO.Reset checks all paths). */
 		scsi_lu_reset(target->dev, lun, NULL);
 		break;
 	case ISC_TMF_TARGET_WARM_RESET:
 	case ISC_TMF_TARGET_COLD_RESET:
-		isc_tmf_abort_target(target, false, 0, tmf);
+		isc_tmf_abort_target(c, target, false, 0, tmf);
 		scsi_target_reset(target->dev, func == ISC_TMF_TARGET_COLD_RESET, NULL);
 		tmf->cold_reset = func == ISC_TMF_TARGET_COLD_RESET;
 		break;

@@ -179,7 +179,8 @@ if [ "$(nproc)" -ge 2 ]; then
 	TG_BS=ram
 	TG_SIZE=64M
 	TG_GATEWAY='"loops": 2'
-	if target_start loops2; then
+	# Its own "loops": 2, not ISERGW_LOOPS's as well (a duplicate key).
+	if ISERGW_LOOPS= target_start loops2; then
 		check "two loops: a host writes and reads back verified data" \
 			timeout -k 5 120 "$T_TOOLS/isergw-verify" -q -n 40 -S 16777216 "$T_URL"
 		target_stop

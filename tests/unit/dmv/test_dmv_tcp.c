@@ -663,3 +663,83 @@ Test(dmv_tcp_place, a_connection_that_never_logs_in_is_closed)
 	close(fd);
 	pl_finish(dp);
 }
+
+/* The owner's admit() runs at accept, before the wait for the first PDU: a refusal closes the
+ * connection at once; an admitted connection closed while it waits is given back through
+ * unadmit() (timed out or not), and one handed over reaches accept() marked admitted. */
+static int pl_admit_answer, pl_admits, pl_unadmits, pl_unadmit_timeouts;
+static bool pl_accepted_admitted;
+
+static int pl_admit(struct dmv_portal *p, struct dmv_conn *c)
+{
+	(void)p;
+	(void)c;
+	pl_admits++;
+	return pl_admit_answer;
+}
+
+static void pl_unadmit(struct dmv_portal *p, bool timed_out)
+{
+	(void)p;
+	pl_unadmits++;
+	if (timed_out)
+		pl_unadmit_timeouts++;
+}
+
+static void pl_accept_admitted(struct dmv_portal *p, struct dmv_conn *c)
+{
+	pl_accepted_admitted = c->admitted;
+	pl_accept(p, c);
+}
+
+static bool pl_closed_by_peer(int fd)
+{
+	char c;
+
+	for (int i = 0; i < 300; i++) {
+		gw_loop_run_once(&loop, 10);
+		if (recv(fd, &c, 1, MSG_DONTWAIT) == 0)
+			return true;
+	}
+	return false;
+}
+
+Test(dmv_tcp_place, admit_refuses_at_accept_and_unadmit_gives_back_what_waited)
+{
+	struct dmv_portal *dp;
+	int fd;
+
+	pl_admits = pl_unadmits = pl_unadmit_timeouts = 0;
+	pl_accept_loop = NULL;
+	dp = pl_listen(200);
+	dp->admit = pl_admit;
+	dp->unadmit = pl_unadmit;
+	dp->accept = pl_accept_admitted;
+	/* Refused: closed at once, nothing to give back. */
+	pl_admit_answer = -EBUSY;
+	fd = pl_connect(dp);
+	cr_expect(pl_closed_by_peer(fd), "a refused connection stays open");
+	close(fd);
+	cr_expect_eq(pl_admits, 1);
+	cr_expect_eq(pl_unadmits, 0);
+	/* Admitted, silent: the place timeout closes it and gives it back as timed out. */
+	pl_admit_answer = 0;
+	fd = pl_connect(dp);
+	cr_expect(pl_closed_by_peer(fd), "the silent connection was never closed");
+	close(fd);
+	cr_expect_eq(pl_unadmits, 1);
+	cr_expect_eq(pl_unadmit_timeouts, 1);
+	/* Admitted, logs in: accept() gets it marked admitted, nothing given back. */
+	pl_rx_n = 0;
+	pl_lost = 0;
+	pl_place_answer = 1;
+	fd = pl_connect(dp);
+	pl_send_login_and_nop(fd);
+	cr_assert(pl_wait(&pl_rx_n, 2), "the two PDUs never arrived");
+	cr_expect(pl_accepted_admitted);
+	cr_expect_eq(pl_unadmits, 1);
+	close(fd);
+	cr_assert(pl_wait(&pl_lost, 1), "connection loss never seen");
+	cr_expect_eq(pl_unadmits, 1, "closed after accept(): the owner's to count");
+	pl_finish(dp);
+}

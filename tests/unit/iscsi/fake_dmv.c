@@ -211,12 +211,18 @@ struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct isc_pdu_pool
 
 struct fake_conn *fake_dmv_connect(struct dmv_portal *dp)
 {
+	return fake_dmv_connect_on(dp, dp->loop, dp->pool);
+}
+
+struct fake_conn *fake_dmv_connect_on(struct dmv_portal *dp, struct gw_loop *loop,
+				      struct isc_pdu_pool *pool)
+{
 	struct fake_conn *fc = calloc(1, sizeof(*fc));
 
 	fc->base.tp = &fake_dmv_transport;
 	fc->base.portal = dp;
-	fc->base.loop = dp->loop;
-	fc->base.pool = dp->pool;
+	fc->base.loop = loop;
+	fc->base.pool = pool;
 	fc->base.next_ttt = 0x100;
 	strcpy(fc->base.peer, "127.0.0.1:40000");
 	strcpy(fc->base.local, "127.0.0.1:3260");

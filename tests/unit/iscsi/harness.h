@@ -36,6 +36,7 @@
 
 struct h {
 	struct gw_loop loop;
+	struct gw_loop *loop1;		/* a second loop (issue 13), settled with loop when set */
 	struct isc_gw *gw;
 	struct dmv_portal *dp;
 	uint32_t itt;
@@ -133,6 +134,10 @@ static inline struct isc_pdu *h_login_req(struct h *h, struct fake_conn *c, uint
 	isc_put32(bhs, 28, h->exp_statsn);
 	fake_dmv_rx(c, bhs, text, (uint32_t)len);
 	fake_dmv_settle(&h->loop);
+	for (int i = 0; h->loop1 && i < 2; i++) {
+		fake_dmv_settle(h->loop1);
+		fake_dmv_settle(&h->loop);
+	}
 	return fake_dmv_pop(c);
 }
 

@@ -190,3 +190,58 @@ Test(isc_portal_limits, a_login_not_finished_within_login_timeout_is_closed)
 	cr_expect(!done->closed, "the logged-in connection was closed too");
 	cr_expect_eq(H.gw->login_timeouts, 1);
 }
+
+/* With several loops the TCP portal asks where a new connection goes (issue 13): a login
+ * naming a live session's TSIH goes to that session's loop, any other to the least loaded. */
+Test(isc_conn, place_sends_a_tsih_to_its_session_s_loop)
+{
+	struct h h;
+	struct gw_loop l1;
+	struct gw_loops ls = { .n = 2 };
+	struct isc_pdu_pool *pool;
+	struct isc_session *s;
+	struct isc_pdu *pdu;
+	struct fake_conn *c;
+	uint16_t st, tsih;
+
+	h_setup(&h, H_CONF_DEFAULT);
+	cr_assert_eq(gw_loop_init(&l1), 0);
+	ls.loop[0] = &h.loop;
+	ls.loop[1] = &l1;
+	cr_assert_eq(isc_gw_set_loops(h.gw, &ls), 0);
+	pool = &h.gw->lps[0].pdus;
+	c = fake_dmv_connect_on(h.dp, &l1, &h.gw->lps[1].pdus);
+	h.conns[h.nconns++] = c;
+	tsih = h_login(&h, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	s = gw_list_first_entry(&h.gw->sessions, struct isc_session, node);
+	cr_assert_eq(s->lp->idx, 1);
+
+	pdu = isc_pdu_get(pool);
+	cr_assert_not_null(pdu);
+	memset(pdu->bhs, 0, ISC_BHS_LEN);
+	pdu->bhs[0] = ISC_OP_LOGIN_REQ | ISC_BHS_I;
+	pdu->bhs[8] = 0x80;
+	pdu->bhs[13] = 1;
+	isc_put16(pdu->bhs, 14, tsih);
+	cr_expect_eq(isc_conn_place(h.dp, pdu), 1, "the session's loop");
+	isc_put16(pdu->bhs, 14, 0);
+	cr_expect_eq(isc_conn_place(h.dp, pdu), -1, "a new session: the least loaded");
+	isc_put16(pdu->bhs, 14, (uint16_t)(tsih + 1));
+	cr_expect_eq(isc_conn_place(h.dp, pdu), -1, "no such session");
+	pdu->bhs[13] = 2;
+	isc_put16(pdu->bhs, 14, tsih);
+	cr_expect_eq(isc_conn_place(h.dp, pdu), -1, "a TSIH with another ISID is not its");
+	isc_pdu_put(pdu);
+
+	isc_gw_stop(h.gw);
+	for (int i = 0; i < 3; i++) {
+		fake_dmv_settle(&h.loop);
+		fake_dmv_settle(&l1);
+	}
+	fake_dmv_drain(c);
+	isc_gw_destroy(h.gw);
+	gw_loop_fini(&l1);
+	gw_loop_fini(&h.loop);
+	fake_dmv_conn_free(c);
+}

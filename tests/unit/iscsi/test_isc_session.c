@@ -159,3 +159,220 @@ Test(isc_session_window, the_smallest_limit_wins)
 	cr_expect_eq(isc_session_window(8, 144, 16), 8, "queue_depth below both");
 	cr_expect_eq(isc_session_window(0, 0, 0), 1, "never an empty window");
 }
+
+/* ---- Sessions on two loops (issue 13): the registry, reinstatement and walks across loops.
+ * Both loops run on the test's thread (no loop thread: gw_loop_call runs directly), each
+ * settled in turn, so every message between them is seen to arrive. */
+
+static struct gw_loop L1;
+static struct gw_loops LS;
+
+static void loops_setup(void)
+{
+	h_setup(&H, H_CONF_DEFAULT);
+	cr_assert_eq(gw_loop_init(&L1), 0);
+	LS.n = 2;
+	LS.loop[0] = &H.loop;
+	LS.loop[1] = &L1;
+	cr_assert_eq(isc_gw_set_loops(H.gw, &LS), 0);
+	H.loop1 = &L1;
+}
+
+static void settle_both(void)
+{
+	for (int i = 0; i < 3; i++) {
+		fake_dmv_settle(&H.loop);
+		fake_dmv_settle(&L1);
+	}
+}
+
+static void loops_teardown(void)
+{
+	isc_gw_stop(H.gw);
+	settle_both();
+	for (int i = 0; i < H.nconns; i++)
+		fake_dmv_drain(H.conns[i]);
+	isc_gw_destroy(H.gw);
+	gw_loop_fini(&L1);
+	gw_loop_fini(&H.loop);
+	for (int i = 0; i < H.nconns; i++)
+		fake_dmv_conn_free(H.conns[i]);
+}
+
+TestSuite(isc_session_loops, .init = loops_setup, .fini = loops_teardown);
+
+/* A connection handed to loop 1, logged in there (its loop settled as h_login settles 0). */
+static uint16_t login_on(struct fake_conn **out, int loop, uint8_t isid_last, uint16_t tsih,
+			 uint16_t cid, uint16_t *st)
+{
+	struct fake_conn *c;
+
+	if (loop) {
+		c = fake_dmv_connect_on(H.dp, &L1, &H.gw->lps[1].pdus);
+		cr_assert_lt(H.nconns, 32);
+		H.conns[H.nconns++] = c;
+	} else {
+		c = h_connect(&H);
+	}
+	*out = c;
+	return h_login(&H, c, H_INITIATOR, H_TARGET, isid_last, tsih, cid, st);
+}
+
+static struct isc_session *session_of(uint16_t tsih)
+{
+	struct isc_session *s;
+
+	gw_list_for_each_entry(s, &H.gw->sessions, node)
+		if (s->tsih == tsih && !s->closing)
+			return s;
+	return NULL;
+}
+
+Test(isc_session_loops, each_session_lives_on_its_connection_s_loop)
+{
+	struct fake_conn *a, *b;
+	uint16_t st, ta, tb;
+	json_t *state, *s;
+	size_t i;
+	int seen[2] = { 0, 0 };
+
+	ta = login_on(&a, 0, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	tb = login_on(&b, 1, 2, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	cr_assert_neq(ta, tb, "one TSIH space for both loops");
+	cr_expect_eq(session_of(ta)->lp->idx, 0);
+	cr_expect_eq(session_of(tb)->lp->idx, 1);
+	cr_expect_eq(gw_list_first_entry(&H.gw->lps[1].sessions, struct isc_session, lnode),
+		     session_of(tb), "loop 1's own list has its session");
+	cr_expect_eq(isc_target_nsessions(session_of(ta)->target), 2, "the target counts both");
+	/* The state reports each session and connection with its loop. */
+	state = isc_gw_sessions_state(H.gw);
+	cr_assert_eq(json_array_size(state), 2);
+	json_array_foreach(state, i, s) {
+		json_t *c0 = json_array_get(json_object_get(s, "connections"), 0);
+		int li = (int)json_integer_value(json_object_get(s, "loop"));
+
+		cr_assert(li == 0 || li == 1);
+		seen[li]++;
+		cr_expect_eq(json_integer_value(json_object_get(c0, "loop")), li);
+	}
+	json_decref(state);
+	cr_expect(seen[0] == 1 && seen[1] == 1, "one session on each loop");
+}
+
+Test(isc_session_loops, a_second_connection_on_another_loop_is_refused_service_unavailable)
+{
+	struct fake_conn *a, *b;
+	uint16_t st, ta;
+
+	ta = login_on(&a, 0, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	/* The same session (its TSIH) from a connection that landed on loop 1 (iSER cannot
+	 * move): 0x0301, which initiators retry; the session itself is untouched. */
+	login_on(&b, 1, 1, ta, 1, &st);
+	cr_expect_eq(st, 0x0301);
+	settle_both();
+	cr_expect(b->closed);
+	cr_expect_not(a->closed);
+	cr_expect_not_null(session_of(ta));
+}
+
+Test(isc_session_loops, reinstatement_closes_the_old_session_on_its_own_loop)
+{
+	struct fake_conn *a, *b;
+	uint16_t st, ta, tb;
+
+	ta = login_on(&a, 0, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	/* Same initiator and ISID, TSIH 0, on loop 1: the session on loop 0 is closed by a
+	 * message to loop 0, whose answer lets the login go on: the new one lives on loop 1. */
+	tb = login_on(&b, 1, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	cr_assert_neq(ta, tb);
+	settle_both();
+	cr_expect(a->closed, "the old session's connection was closed on loop 0");
+	cr_expect_null(session_of(ta));
+	cr_expect_eq(session_of(tb)->lp->idx, 1);
+	cr_expect_not(b->closed);
+}
+
+Test(isc_session_loops, drop_and_stop_reach_sessions_on_loop_1)
+{
+	struct fake_conn *a, *b;
+	uint16_t st, tb;
+
+	login_on(&a, 0, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	tb = login_on(&b, 1, 2, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	cr_expect_eq(isc_gw_drop_session(H.gw, tb), 0);
+	cr_expect_eq(isc_gw_drop_session(H.gw, tb), -ENOENT, "already closing");
+	settle_both();
+	cr_expect(b->closed);
+	cr_expect_not(a->closed);
+	isc_gw_stop(H.gw);
+	settle_both();
+	cr_expect(a->closed);
+	cr_expect(isc_gw_idle(H.gw), "no session, connection or message left");
+}
+
+Test(isc_session_loops, target_cold_reset_answers_once_the_other_loop_answered)
+{
+	struct fake_conn *a, *b;
+	uint8_t bhs[ISC_BHS_LEN];
+	struct isc_pdu *rsp;
+	uint16_t st;
+
+	login_on(&a, 0, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	login_on(&b, 1, 2, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | 7), 0x77);
+	isc_put32(bhs, 20, ISC_RSVD_TAG);
+	isc_put32(bhs, 24, H.cmdsn);
+	fake_dmv_rx(a, bhs, NULL, 0);
+	fake_dmv_settle(&H.loop);
+	cr_expect_eq(a->nsent, 0, "no response before loop 1 has aborted its sessions' tasks");
+	fake_dmv_settle(&L1);
+	fake_dmv_settle(&H.loop);
+	rsp = fake_dmv_pop(a);
+	cr_assert_not_null(rsp, "answered after loop 1's answer");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(rsp->bhs[2], 0, "function complete");
+	isc_pdu_put(rsp);
+	settle_both();
+	cr_expect(a->closed, "a cold reset ends the asker's session");
+	cr_expect(b->closed, "and the session on the other loop");
+}
+
+/* The same walks with loop 1 on a thread of its own: the state gather, drop and stop run on
+ * loop 1's thread (gw_loop_call from this thread, loop 0's), and the sessions there end on it. */
+Test(isc_session_loops, walks_run_on_a_loop_thread)
+{
+	struct fake_conn *a, *b;
+	uint16_t st, tb;
+	json_t *state;
+	bool idle = false;
+
+	login_on(&a, 0, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	tb = login_on(&b, 1, 2, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	H.loop1 = NULL;
+	cr_assert_eq(gw_loop_thread_start(&L1, -1, "t-loop1"), 0);
+	state = isc_gw_sessions_state(H.gw);
+	cr_expect_eq(json_array_size(state), 2, "both loops' sessions gathered");
+	json_decref(state);
+	cr_expect_eq(isc_gw_drop_session(H.gw, tb), 0);
+	cr_expect(b->closed, "closed on loop 1 before the call returned");
+	cr_expect_not(a->closed);
+	isc_gw_stop(H.gw);
+	cr_expect(a->closed);
+	for (int i = 0; i < 500 && !idle; i++) {
+		fake_dmv_settle(&H.loop);
+		idle = isc_gw_idle(H.gw);
+	}
+	cr_expect(idle, "loop 1 freed its session on its own thread");
+	gw_loop_thread_stop(&L1);
+}
