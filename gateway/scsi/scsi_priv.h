@@ -76,6 +76,25 @@ struct scsi_tpg {
 	enum scsi_alua_state state;
 };
 
+/* The ALUA groups and ports every loop reads per command (the ALUA check, REPORT TARGET PORT
+ * GROUPS, INQUIRY, COMPARE AND WRITE's owner): a copy of dev->tpgs and dev->ports, immutable
+ * once published (an atomic pointer in the device), replaced whole by the device's loop on
+ * every change and the old one freed after a call to every loop, as the LUN map is. */
+struct scsi_alua_map {
+	size_t ngroups;
+	size_t nports;
+	struct scsi_alua_grp {
+		uint16_t id;
+		bool local;		/* this gateway has a port in it */
+		enum scsi_alua_state state;
+	} *grp;
+	struct scsi_alua_port {
+		uint16_t rel_id;
+		uint16_t tpg_id;
+		bool remote;
+	} *port;
+};
+
 /* The LUN map every loop reads without a lock or a message: immutable once published (an
  * atomic pointer in the device), replaced whole by the device's loop, and the old one freed
  * after a call to every loop has run (no loop still reads it). Sorted by LUN. */
@@ -90,11 +109,12 @@ struct scsi_lun_map {
 struct scsi_dev {
 	struct gw_loop *loop;
 	struct scsi_lun_map *map;	/* atomic; NULL: no LU */
+	struct scsi_alua_map *alua;	/* atomic; NULL: no group, no port */
 	struct gw_loops *loops;		/* NULL: every LU is the device loop's */
 	unsigned lu_count[GW_LOOPS_MAX];	/* LUs owned per loop (index in loops) */
 	char *name;
-	struct gw_list ports;
-	struct gw_list tpgs;
+	struct gw_list ports;		/* the device's loop's; the owners read dev->alua */
+	struct gw_list tpgs;		/* the same */
 	struct gw_list itns;		/* under itn_lock: nexuses come and go on every loop */
 	pthread_mutex_t itn_lock;	/* login and logout only, never per command */
 	struct gw_list lus;		/* sorted by LUN; the device's loop's */
@@ -218,6 +238,12 @@ static inline struct gw_loop *scsi_cmd_home(const struct scsi_cmd *cmd)
 static inline const struct scsi_lun_map *scsi_dev_map(const struct scsi_dev *dev)
 {
 	return __atomic_load_n(&dev->map, __ATOMIC_ACQUIRE);
+}
+
+/* The ALUA groups and ports as published now (any loop; valid until the callback returns). */
+static inline const struct scsi_alua_map *scsi_dev_alua(const struct scsi_dev *dev)
+{
+	return __atomic_load_n(&dev->alua, __ATOMIC_ACQUIRE);
 }
 
 /* scsi_cmd.c */
@@ -367,8 +393,13 @@ int scsi_alua_set_tpgs(struct scsi_cmd *cmd);
 /* True if the port's ALUA state refuses the command (sense set). */
 bool scsi_alua_refuse(struct scsi_cmd *cmd, const struct scsi_op *op);
 struct scsi_tpg *scsi_alua_tpg(struct scsi_dev *dev, uint16_t id);
+/* The device's loop, after any change of dev->tpgs or dev->ports: publishes a new copy. */
+int scsi_alua_publish(struct scsi_dev *dev);
 /* More than one target port (local or another gateway's): INQUIRY's MULTIP. */
 bool scsi_dev_multiport(const struct scsi_dev *dev);
+/* The state of group id for lu in one published copy (fenced: the device's flag). */
+enum scsi_alua_state scsi_alua_state_in(const struct scsi_alua_map *am, bool fenced,
+					const struct scsi_lu *lu, uint16_t id);
 enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_lu *lu,
 					   const struct scsi_port *p);
 /* The state of group id for lu (NULL: the group's own state). */
