@@ -1137,7 +1137,7 @@ static void scsi_lu_reset_fn(struct scsi_lu *lu, int ua, void *p)
 	bool cold = p != NULL;
 
 	scsi_lu_do_reset(lu, NULL, ua);
-	if (cold && !lu->dev->pr_ops) {
+	if (cold && !scsi_dev_pr_cluster(lu->dev)) {
 		/* A cold reset is a power cycle: registrations without APTPL are lost, and we
 		 * persist none (a cluster's state is the cluster's). */
 		scsi_pr_fini(&lu->pr);

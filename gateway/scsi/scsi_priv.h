@@ -121,7 +121,9 @@ struct scsi_dev {
 	uint16_t next_rel_id;
 	uint64_t next_itn_id;
 	bool fenced;			/* its local groups report standby (scsi_dev_set_fenced) */
-	/* Cluster-wide reservations (scsi_dev_set_pr_cluster): NULL ops, each LU's own. */
+	/* Cluster-wide reservations (scsi_dev_set_pr_cluster): NULL ops, each LU's own. The
+	 * device's loop's; the owners only test pr_ops (atomic) and call commit through a
+	 * message to the device's loop (scsi_dev_pr_cluster, scsi_pr_cluster.c). */
 	const struct scsi_pr_cluster_ops *pr_ops;
 	void *pr_arg;
 	void (*event_fn)(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
@@ -244,6 +246,12 @@ static inline const struct scsi_lun_map *scsi_dev_map(const struct scsi_dev *dev
 static inline const struct scsi_alua_map *scsi_dev_alua(const struct scsi_dev *dev)
 {
 	return __atomic_load_n(&dev->alua, __ATOMIC_ACQUIRE);
+}
+
+/* Whether reservations are the cluster's now (any loop). */
+static inline bool scsi_dev_pr_cluster(const struct scsi_dev *dev)
+{
+	return __atomic_load_n(&dev->pr_ops, __ATOMIC_ACQUIRE) != NULL;
 }
 
 /* scsi_cmd.c */
