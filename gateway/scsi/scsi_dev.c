@@ -1118,6 +1118,9 @@ static void scsi_lu_abort_queued(struct scsi_lu *lu, struct scsi_itn *only)
 	gw_list_for_each_entry_safe(cmd, t, &lu->waitq, node)
 		if (!only || cmd->itn == only)
 			scsi_task_abort_queued(cmd);
+	/* PR OUTs waiting for the one whose cluster commit is out have changed nothing yet; that
+	 * one runs on, as a command in the backstore does. */
+	scsi_prc_abort_queued(lu, only);
 }
 
 static void scsi_lu_do_reset(struct scsi_lu *lu, struct scsi_itn *by, int ua)

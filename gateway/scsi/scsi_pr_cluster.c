@@ -520,10 +520,28 @@ static void scsi_prc_kick(struct gw_defer *d)
 
 		gw_list_del(&cmd->node);
 		gw_list_init(&cmd->node);
-		if (!scsi_dev_pr_cluster(lu->dev))
+		if (scsi_cmd_abort_requested(cmd)) {
+			cmd->status = SCSI_TASK_ABORTED;
+			cmd->sense_len = 0;
+		} else if (!scsi_dev_pr_cluster(lu->dev))
 			scsi_pr_out_local(cmd);
 		else if (scsi_prc_decide(cmd) == SCSI_CMD_ASYNC)
 			break;
+		scsi_cmd_finish_later(cmd);
+	}
+}
+
+void scsi_prc_abort_queued(struct scsi_lu *lu, const struct scsi_itn *only)
+{
+	struct scsi_cmd *cmd, *t;
+
+	gw_list_for_each_entry_safe(cmd, t, &lu->prc.queue, node) {
+		if (only && cmd->itn != only)
+			continue;
+		gw_list_del(&cmd->node);
+		gw_list_init(&cmd->node);
+		cmd->status = SCSI_TASK_ABORTED;
+		cmd->sense_len = 0;
 		scsi_cmd_finish_later(cmd);
 	}
 }

@@ -297,6 +297,8 @@ bool scsi_task_is_waiting(const struct scsi_cmd *cmd);
 void scsi_task_mark_waiting(struct scsi_cmd *cmd);
 /* Completes a queued, never-started command with TASK ABORTED. */
 void scsi_task_abort_queued(struct scsi_cmd *cmd);
+/* On the owner: the command's loop asked to abort it (scsi_abort_cmd on another loop's LU). */
+bool scsi_cmd_abort_requested(const struct scsi_cmd *cmd);
 
 /* scsi_dev.c */
 struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu);
@@ -392,6 +394,9 @@ void scsi_prc_init(struct scsi_lu *lu);
 void scsi_prc_fini(struct scsi_lu *lu);
 /* PERSISTENT RESERVE OUT on a device with the cluster hook. */
 int scsi_prc_out(struct scsi_cmd *cmd);
+/* PR OUTs waiting behind a commit (not the one out) end TASK ABORTED: all (only NULL) or
+ * one nexus's. LUN RESET, target resets, nexus loss. */
+void scsi_prc_abort_queued(struct scsi_lu *lu, const struct scsi_itn *only);
 /* While deciding: a registration PREEMPT AND ABORT removed (its tasks go on apply). */
 void scsi_prc_note_aborted(struct scsi_lu *lu, const struct scsi_pr_reg *r);
 
