@@ -172,8 +172,12 @@ void scsi_dev_set_loops(struct scsi_dev *dev, struct gw_loops *loops);
  * fewest LUs; 0 without loops): open its backstore on that loop, as an LU is owned by its
  * backstore's loop (the device's loop if that is not one of its loops). */
 int scsi_dev_pick_lu_loop(struct scsi_dev *dev);
-/* That loop itself (the device's loop without loops). */
+/* That loop itself (the device's loop without loops), counted as picked until an LU is added
+ * on it: LUs whose backstores are opened one after the other before any is added spread over
+ * the loops. */
 struct gw_loop *scsi_dev_next_lu_loop(struct scsi_dev *dev);
+/* Forgets the picks no LU was added for (an apply that failed, before the next one's). */
+void scsi_dev_forget_lu_picks(struct scsi_dev *dev);
 /* The loop that owns lun's LU, or NULL. */
 struct gw_loop *scsi_dev_lu_loop(struct scsi_dev *dev, uint64_t lun);
 /* The transport hears of LU changes here to send iSCSI Asynchronous Messages. */

@@ -101,6 +101,13 @@ void scsi_dev_set_loops(struct scsi_dev *dev, struct gw_loops *loops)
 	dev->loops = loops && loops->n > 1 ? loops : NULL;
 }
 
+/* LUs owned, and picked for an LU not added yet: several LUs of one apply are opened before
+ * any is added, and each must count the ones picked before it. */
+static unsigned scsi_dev_loop_load(const struct scsi_dev *dev, unsigned i)
+{
+	return dev->lu_count[i] + dev->lu_picked[i];
+}
+
 int scsi_dev_pick_lu_loop(struct scsi_dev *dev)
 {
 	unsigned best = 0;
@@ -108,14 +115,25 @@ int scsi_dev_pick_lu_loop(struct scsi_dev *dev)
 	if (!dev->loops)
 		return 0;
 	for (unsigned i = 1; i < dev->loops->n; i++)
-		if (dev->lu_count[i] < dev->lu_count[best])
+		if (scsi_dev_loop_load(dev, i) < scsi_dev_loop_load(dev, best))
 			best = i;
 	return (int)best;
 }
 
 struct gw_loop *scsi_dev_next_lu_loop(struct scsi_dev *dev)
 {
-	return dev->loops ? dev->loops->loop[scsi_dev_pick_lu_loop(dev)] : dev->loop;
+	int i;
+
+	if (!dev->loops)
+		return dev->loop;
+	i = scsi_dev_pick_lu_loop(dev);
+	dev->lu_picked[i]++;
+	return dev->loops->loop[i];
+}
+
+void scsi_dev_forget_lu_picks(struct scsi_dev *dev)
+{
+	memset(dev->lu_picked, 0, sizeof(dev->lu_picked));
 }
 
 struct gw_loop *scsi_dev_lu_loop(struct scsi_dev *dev, uint64_t lun)
@@ -596,6 +614,8 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 		}
 	}
 	dev->lu_count[lu->loop_idx]++;
+	if (dev->lu_picked[lu->loop_idx])
+		dev->lu_picked[lu->loop_idx]--;	/* the pick it was opened for is an LU now */
 	lu->lun = conf->lun;
 	lu->bs = bs;
 	lu->wce = conf->write_cache;
@@ -697,6 +717,40 @@ int scsi_dev_del_lu(struct scsi_dev *dev, uint64_t lun)
 	return 0;
 }
 
+struct scsi_dev_event_msg {
+	struct scsi_dev *dev;
+	uint64_t lun;
+	enum scsi_event ev;
+};
+
+static void scsi_dev_event_fn(void *arg)
+{
+	struct scsi_dev_event_msg *m = arg;
+
+	scsi_dev_event(m->dev, m->ev, m->lun);
+	free(m);
+}
+
+/* From an LU's owner: the event callback is the device's loop's (it walks the target's
+ * sessions), so it runs there, by a message when the owner is another loop. */
+static void scsi_lu_event(struct scsi_lu *lu, enum scsi_event ev)
+{
+	struct scsi_dev_event_msg *m;
+
+	if (lu->loop == lu->dev->loop) {
+		scsi_dev_event(lu->dev, ev, lu->lun);
+		return;
+	}
+	m = malloc(sizeof(*m));
+	if (!m)
+		return;
+	m->dev = lu->dev;
+	m->lun = lu->lun;
+	m->ev = ev;
+	if (gw_loop_send(lu->dev->loop, scsi_dev_event_fn, m) < 0)
+		free(m);	/* shutting down: no session to tell */
+}
+
 void scsi_lu_capacity_changed(struct scsi_lu *lu)
 {
 	uint64_t old = lu->nblocks;
@@ -706,7 +760,7 @@ void scsi_lu_capacity_changed(struct scsi_lu *lu)
 		(unsigned long long)lu->lun, (unsigned long long)old,
 		(unsigned long long)lu->nblocks);
 	scsi_ua_set(lu, NULL, SCSI_UA_CAPACITY);
-	scsi_dev_event(lu->dev, SCSI_EV_CAPACITY_CHANGED, lu->lun);
+	scsi_lu_event(lu, SCSI_EV_CAPACITY_CHANGED);
 }
 
 static int scsi_lu_bs_settled_fn(void *arg)

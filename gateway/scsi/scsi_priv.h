@@ -112,6 +112,7 @@ struct scsi_dev {
 	struct scsi_alua_map *alua;	/* atomic; NULL: no group, no port */
 	struct gw_loops *loops;		/* NULL: every LU is the device loop's */
 	unsigned lu_count[GW_LOOPS_MAX];	/* LUs owned per loop (index in loops) */
+	unsigned lu_picked[GW_LOOPS_MAX];	/* picked (scsi_dev_next_lu_loop), not added yet */
 	char *name;
 	struct gw_list ports;		/* the device's loop's; the owners read dev->alua */
 	struct gw_list tpgs;		/* the same */

@@ -1145,15 +1145,19 @@ struct scsi_lu_state_call {
 static int scsi_lu_state_fn(void *arg)
 {
 	struct scsi_lu_state_call *c = arg;
+	struct scsi_lu *lu = scsi_dev_find_lu(c->dev, c->lun);
 	json_t *st;
 
-	if (!scsi_dev_find_lu(c->dev, c->lun))
+	if (!lu)
 		return -ENOENT;
 	st = bs_status(scsi_dev_lu_bs(c->dev, c->lun));
 	if (!st)
 		st = json_object();
-	if (st)
+	if (st) {
 		json_object_set_new(st, "atomics", scsi_dev_lu_atomics(c->dev, c->lun));
+		/* Its owner's index in the gateway's loops (0 with one loop). */
+		json_object_set_new(st, "owner_loop", json_integer(lu->loop_idx));
+	}
 	c->out = st;
 	return 0;
 }
