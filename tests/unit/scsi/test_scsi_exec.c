@@ -700,3 +700,48 @@ Test(scsi_exec, a_cluster_commit_refused_on_loop_0_fails_the_pr_out_on_its_loop)
 	cr_assert_eq(p.wrong_loop, 0);
 	scsi_dev_set_pr_cluster(e.dev, NULL, NULL);
 }
+
+/* ---- A plain WRITE from the owner's loop against a crossed COMPARE AND WRITE ------------ */
+
+static int caw_posted;				/* atomic */
+
+static void submit_and_note(void *arg)
+{
+	struct xcmd *x = arg;
+
+	scsi_cmd_submit(&x->t.cmd);
+	__atomic_store_n(&caw_posted, 1, __ATOMIC_RELEASE);
+}
+
+Test(scsi_exec, a_write_arriving_during_a_crossed_compare_and_write_lands_after_it)
+{
+	static struct xcmd caw, w, r;
+	uint8_t ccdb[16] = { 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0 };
+	uint8_t wcdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0 };
+	uint8_t rcdb[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0 };
+
+	/* O held: S's COMPARE AND WRITE (zeros -> 0xca) is queued toward O first, then a WRITE
+	 * (0x77) submitted on O itself. The backstore completes each step later, so the WRITE
+	 * reaches the LU between the COMPARE AND WRITE's read and its write: the range lock
+	 * must hold it back, or the COMPARE AND WRITE's write would land last. */
+	__atomic_store_n(&hold_owner, 1, __ATOMIC_RELEASE);
+	cr_assert_eq(gw_loop_send(&lo, hold_fn, NULL), 0);
+	caw.next = w.next = NULL;
+	xcmd_prep(&caw, &ls, e.a, ccdb, 16, 1024, SCSI_DIR_WRITE);
+	memset(caw.buf, 0, 512);
+	memset(caw.buf + 512, 0xca, 512);
+	xcmd_prep(&w, &lo, e.b, wcdb, 16, 512, SCSI_DIR_WRITE);
+	memset(w.buf, 0x77, 512);
+	caw.fired = w.fired = 0;
+	caw_posted = 0;
+	cr_assert_eq(gw_loop_send(&ls, submit_and_note, &caw), 0);
+	cr_assert(wait_until(&caw_posted, 1));
+	xcmd_post(&w);
+	__atomic_store_n(&hold_owner, 0, __ATOMIC_RELEASE);
+	cr_assert(wait_until(&caw.fired, 1) && wait_until(&w.fired, 1));
+	cr_assert_eq(caw.t.cmd.status, SCSI_GOOD, "the block was zeros when it compared");
+	cr_assert_eq(w.t.cmd.status, SCSI_GOOD);
+	cr_assert_eq(xrun(&r, &ls, e.a, rcdb, 16, 512, SCSI_DIR_READ), SCSI_GOOD);
+	for (int i = 0; i < 512; i++)
+		cr_assert_eq(r.buf[i], 0x77, "byte %d: the WRITE, which arrived later, is last", i);
+}
