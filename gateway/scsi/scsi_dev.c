@@ -108,6 +108,8 @@ static unsigned scsi_dev_loop_load(const struct scsi_dev *dev, unsigned i)
 	return dev->lu_count[i] + dev->lu_picked[i];
 }
 
+/* Among the least loaded, the last: loop 0 also runs the control socket, apply and the
+ * acceptor, so it gets an LU only when every other loop has as many. */
 int scsi_dev_pick_lu_loop(struct scsi_dev *dev)
 {
 	unsigned best = 0;
@@ -115,7 +117,7 @@ int scsi_dev_pick_lu_loop(struct scsi_dev *dev)
 	if (!dev->loops)
 		return 0;
 	for (unsigned i = 1; i < dev->loops->n; i++)
-		if (scsi_dev_loop_load(dev, i) < scsi_dev_loop_load(dev, best))
+		if (scsi_dev_loop_load(dev, i) <= scsi_dev_loop_load(dev, best))
 			best = i;
 	return (int)best;
 }

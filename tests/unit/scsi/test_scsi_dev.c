@@ -214,9 +214,10 @@ Test(scsi_dev, lus_opened_before_any_is_added_spread_over_the_loops)
 		got[i] = scsi_dev_next_lu_loop(dev);
 	cr_assert(got[0] != got[1] && got[1] != got[2] && got[0] != got[2],
 		  "three LUs of one apply on three loops");
-	/* A failed apply's picks are forgotten: the next one starts from loop 0 again. */
+	cr_assert_eq(got[2], &e.loop, "loop 0, which has the control work, last");
+	/* A failed apply's picks are forgotten: the next one starts from the last loop again. */
 	scsi_dev_forget_lu_picks(dev);
-	cr_assert_eq(scsi_dev_next_lu_loop(dev), &e.loop);
+	cr_assert_eq(scsi_dev_next_lu_loop(dev), &l2);
 	scsi_dev_destroy(dev);
 	gw_loop_fini(&l1);
 	gw_loop_fini(&l2);

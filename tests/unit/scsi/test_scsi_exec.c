@@ -155,8 +155,9 @@ TestSuite(scsi_exec, .init = setup, .fini = teardown);
 
 Test(scsi_exec, the_next_lu_goes_to_the_loop_owning_fewest)
 {
-	/* Loop 0 and S own none, O owns one: loop 0 is the lowest of the least loaded. */
-	cr_assert_eq(scsi_dev_pick_lu_loop(e.dev), 0);
+	/* Loop 0 and S own none, O owns one: S, the last of the least loaded (loop 0 has the
+	 * control work). */
+	cr_assert_eq(scsi_dev_pick_lu_loop(e.dev), 1);
 }
 
 static void put_lba(uint8_t *cdb, uint64_t lba)
@@ -375,7 +376,7 @@ Test(scsi_exec, a_lun_added_and_removed_on_its_owner_is_seen_by_every_loop)
 	static struct xcmd x;
 	uint64_t luns[4];
 
-	cr_assert_eq(oa.loop, &e.loop, "loop 0 owns fewest LUs");
+	cr_assert_eq(oa.loop, &ls, "S is the last of the loops owning fewest LUs");
 	oa.loop = &lo;
 	cr_assert_eq(gw_loop_call(&lo, open_on_owner, &oa), 0);
 	cr_assert_eq(scsi_dev_add_lu(e.dev, &lc, oa.bs, &e.errs), 0);
