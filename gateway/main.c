@@ -224,7 +224,7 @@ int main(int argc, char **argv)
 		ctl_config_free(&cfg);
 		goto out_loop;
 	}
-	r = ctl_gw_create(&loop, cfg.isc, &gw, &errs);
+	r = ctl_gw_create_loops(&loop, &loops->set, cfg.isc, &gw, &errs);
 	cfg.isc = NULL;		/* the gw owns it now, on success and failure */
 	/* The control socket starts once the gateway serves; keep what it needs. */
 	if (!r) {

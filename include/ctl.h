@@ -23,6 +23,10 @@
  * Does not listen yet. errs gets what failed, by key path. */
 int ctl_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw **out,
 		  struct gw_errlist *errs);
+/* The same with the gateway's loops (loops->loop[0] is loop) set before the targets are
+ * built, so their LUs spread over the loops from the start. */
+int ctl_gw_create_loops(struct gw_loop *loop, struct gw_loops *loops, struct isc_gw_conf *conf,
+			struct isc_gw **out, struct gw_errlist *errs);
 /* Opens every portal; logs "listening on ADDR (tcp)" per portal. 0 or the first -errno. */
 int ctl_gw_listen(struct isc_gw *gw);
 /* Start-up: every remote backstore has a path or spent its initial login budget (its first

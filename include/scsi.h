@@ -137,6 +137,9 @@ struct scsi_cmd {
 	struct gw_list range_node;	/* in the LU's writer list while it writes */
 	uint32_t flags;
 	uint32_t step;			/* multi-step commands (COMPARE AND WRITE, VERIFY...) */
+	/* Atomic: set by scsi_abort_cmd on the command's loop when the LU is another loop's;
+	 * the owner ends the command TASK ABORTED if it has not started it yet. */
+	bool abort_req;
 	/* Crossing to the LU's owner loop and back (no allocation per command). */
 	struct gw_msg msg_submit;
 	struct gw_msg msg_done;
@@ -169,8 +172,12 @@ void scsi_dev_set_loops(struct scsi_dev *dev, struct gw_loops *loops);
  * fewest LUs; 0 without loops): open its backstore on that loop, as an LU is owned by its
  * backstore's loop (the device's loop if that is not one of its loops). */
 int scsi_dev_pick_lu_loop(struct scsi_dev *dev);
-/* That loop itself (the device's loop without loops). */
+/* That loop itself (the device's loop without loops), counted as picked until an LU is added
+ * on it: LUs whose backstores are opened one after the other before any is added spread over
+ * the loops. */
 struct gw_loop *scsi_dev_next_lu_loop(struct scsi_dev *dev);
+/* Forgets the picks no LU was added for (an apply that failed, before the next one's). */
+void scsi_dev_forget_lu_picks(struct scsi_dev *dev);
 /* The loop that owns lun's LU, or NULL. */
 struct gw_loop *scsi_dev_lu_loop(struct scsi_dev *dev, uint64_t lun);
 /* The transport hears of LU changes here to send iSCSI Asynchronous Messages. */
@@ -230,8 +237,10 @@ void scsi_itn_destroy(struct scsi_itn *itn);
 /* Accepts the command; done fires later with status and sense filled in. */
 void scsi_cmd_submit(struct scsi_cmd *cmd);
 /* Task management. Commands in the backstore still complete through their done callbacks. */
-/* 0 removed before it ran (done: TASK ABORTED), -EBUSY running (or on another loop's LU: it
- * ends through its done). From the command's loop. */
+/* 0 removed before it ran (done: TASK ABORTED), -EBUSY running (it ends through its done).
+ * From the command's loop. On another loop's LU always -EBUSY: the owner, if it has not
+ * started the command yet (still in the message toward it, or waiting in the task set or for
+ * a cluster reservation commit), ends it TASK ABORTED through its done. */
 int scsi_abort_cmd(struct scsi_cmd *cmd);
 void scsi_lu_reset(struct scsi_dev *dev, uint64_t lun, struct scsi_itn *by);
 void scsi_target_reset(struct scsi_dev *dev, bool cold, struct scsi_itn *by);

@@ -239,6 +239,8 @@ static int ctl_apply_open_luns(struct isc_target *ot,
 	size_t j;
 	int r;
 
+	/* A failed apply's picks are not LUs: each LU of this one counts those before it. */
+	scsi_dev_forget_lu_picks(ot->dev);
 	for (j = 0; j < tc->nluns; j++) {
 		const struct isc_lun_conf *nl = &tc->luns[j];
 		const struct isc_lun_conf *ol = ctl_find_lun(ot->conf, nl->lu.lun);

@@ -126,10 +126,9 @@ int ctl_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
 		return -ENOMEM;
 	}
 	scsi_dev_set_event_cb(t->dev, isc_target_scsi_event, t);
-	/* Issue 13, not yet: scsi_dev_set_loops(t->dev, gw->loops) belongs here, before the first
-	 * LU is added, once sessions run on every loop and the ALUA groups and the cluster's PR
-	 * commit are safe across loops (docs/ARCHITECTURE.md, "What comes next"). Until then
-	 * every LU is owned by loop 0, which is right while every session is on loop 0. */
+	/* The LUs spread over the loops (each opened on the loop owning fewest); with one loop
+	 * every LU is loop 0's, as before. */
+	scsi_dev_set_loops(t->dev, gw->loops);
 	for (i = 0; i < tc->nluns; i++) {
 		struct bs *bs;
 
@@ -171,6 +170,12 @@ int ctl_target_set_groups(struct isc_target *t, const struct isc_gw_conf *c)
 int ctl_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw **out,
 		  struct gw_errlist *errs)
 {
+	return ctl_gw_create_loops(loop, NULL, conf, out, errs);
+}
+
+int ctl_gw_create_loops(struct gw_loop *loop, struct gw_loops *loops, struct isc_gw_conf *conf,
+			struct isc_gw **out, struct gw_errlist *errs)
+{
 	struct isc_gw *gw = isc_gw_alloc(loop, conf);
 	size_t i;
 	int r;
@@ -179,6 +184,11 @@ int ctl_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw 
 		isc_gw_conf_free(conf);
 		free(conf);
 		return -ENOMEM;
+	}
+	r = isc_gw_set_loops(gw, loops);
+	if (r) {
+		gw_errlist_add(errs, "gateway.loops", "the loops do not start with the main loop");
+		goto fail;
 	}
 	for (i = 0; i < conf->nportals; i++) {
 		struct isc_portal *p = isc_portal_new(gw, &conf->portals[i]);

@@ -11,26 +11,16 @@
 #include "gw_log.h"
 #include "scsi_priv.h"
 
-/* A group this gateway has a port in (the others are other gateways'). */
-static bool scsi_alua_local(const struct scsi_dev *dev, uint16_t id)
-{
-	const struct scsi_port *p;
-
-	gw_list_for_each_entry(p, &dev->ports, node)
-		if (!p->remote && p->tpg_id == id)
-			return true;
-	return false;
-}
-
-enum scsi_alua_state scsi_alua_lu_state(const struct scsi_dev *dev, const struct scsi_lu *lu,
-				       uint16_t id)
+enum scsi_alua_state scsi_alua_state_in(const struct scsi_alua_map *am, bool fenced,
+					const struct scsi_lu *lu, uint16_t id)
 {
 	enum scsi_alua_state st = SCSI_ALUA_AO;
-	const struct scsi_tpg *g;
+	bool local = false;
 
-	gw_list_for_each_entry(g, &dev->tpgs, node)
-		if (g->id == id) {
-			st = g->state;
+	for (size_t i = 0; am && i < am->ngroups; i++)
+		if (am->grp[i].id == id) {
+			st = am->grp[i].state;
+			local = am->grp[i].local;
 			break;
 		}
 	if (lu && lu->conf.alua_group && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO)) {
@@ -42,9 +32,17 @@ enum scsi_alua_state scsi_alua_lu_state(const struct scsi_dev *dev, const struct
 		else
 			st = SCSI_ALUA_AO;
 	}
-	if (__atomic_load_n(&dev->fenced, __ATOMIC_RELAXED) && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO) && scsi_alua_local(dev, id))
+	if (fenced && (st == SCSI_ALUA_AO || st == SCSI_ALUA_ANO) && local)
 		st = SCSI_ALUA_STANDBY;
 	return st;
+}
+
+/* Any loop: the groups as published now. */
+enum scsi_alua_state scsi_alua_lu_state(const struct scsi_dev *dev, const struct scsi_lu *lu,
+				       uint16_t id)
+{
+	return scsi_alua_state_in(scsi_dev_alua(dev), __atomic_load_n(&dev->fenced,
+				  __ATOMIC_ACQUIRE), lu, id);
 }
 
 void scsi_dev_set_fenced(struct scsi_dev *dev, bool fenced)
@@ -53,7 +51,7 @@ void scsi_dev_set_fenced(struct scsi_dev *dev, bool fenced)
 
 	if (dev->fenced == fenced)
 		return;
-	__atomic_store_n(&dev->fenced, fenced, __ATOMIC_RELAXED);	/* owners read it per command */
+	__atomic_store_n(&dev->fenced, fenced, __ATOMIC_RELEASE);	/* owners read it per command */
 	/* Every nexus learns of it: multipath re-reads the groups on 2A/06. */
 	gw_list_for_each_entry(lu, &dev->lus, node)
 		scsi_ua_set_all(lu, SCSI_UA_ALUA_CHANGED);
@@ -101,10 +99,10 @@ int scsi_alua_report_tpgs(struct scsi_cmd *cmd)
 {
 	const uint8_t *c = cmd->cdb;
 	struct scsi_dev *dev = cmd->dev;
+	const struct scsi_alua_map *am = scsi_dev_alua(dev);
+	bool fenced = __atomic_load_n(&dev->fenced, __ATOMIC_ACQUIRE);
 	uint32_t alloc = scsi_get32(&c[6]);
 	bool ext = (c[1] >> 5) == 1;
-	struct scsi_tpg *g;
-	struct scsi_port *p;
 	uint8_t b[4096];
 	uint32_t n, hdr;
 
@@ -115,21 +113,22 @@ int scsi_alua_report_tpgs(struct scsi_cmd *cmd)
 	hdr = ext ? 8 : 4;
 	memset(b, 0, sizeof(b));
 	n = hdr;
-	gw_list_for_each_entry(g, &dev->tpgs, node) {
+	for (size_t i = 0; am && i < am->ngroups; i++) {
+		const struct scsi_alua_grp *g = &am->grp[i];
 		uint8_t *d = &b[n];
 		uint32_t ports = 0;
 
 		if (n + 8 > sizeof(b))
 			break;
-		d[0] = (uint8_t)(scsi_alua_lu_state(dev, cmd->lu, g->id) & 0x0f);
+		d[0] = (uint8_t)(scsi_alua_state_in(am, fenced, cmd->lu, g->id) & 0x0f);
 		d[1] = 0x80 | 0x08 | 0x04 | 0x02 | 0x01;	/* T, U, S, AN, AO supported */
 		scsi_put16(&d[2], g->id);
 		n += 8;
-		gw_list_for_each_entry(p, &dev->ports, node) {
-			if (p->tpg_id != g->id || n + 4 > sizeof(b))
+		for (size_t j = 0; j < am->nports; j++) {
+			if (am->port[j].tpg_id != g->id || n + 4 > sizeof(b))
 				continue;
 			memset(&b[n], 0, 4);
-			scsi_put16(&b[n + 2], p->rel_id);
+			scsi_put16(&b[n + 2], am->port[j].rel_id);
 			n += 4;
 			ports++;
 		}

@@ -248,6 +248,11 @@ static void scsi_cmd_submit_owner(struct scsi_cmd *cmd)
 	cmd->cdb_xfer_len = scsi_cdb_xfer_len(cmd, lu);
 	lu->nr_cmds++;
 
+	/* Aborted on its loop while the message was on its way: never started, no UA taken. */
+	if (scsi_cmd_abort_requested(cmd)) {
+		cmd->status = SCSI_TASK_ABORTED;
+		goto done;
+	}
 	if (scsi_cmd_check_ua(cmd, op))
 		goto done;
 	if (!op) {
@@ -299,6 +304,7 @@ void scsi_cmd_submit(struct scsi_cmd *cmd)
 	cmd->core_priv = NULL;
 	cmd->flags = 0;
 	cmd->step = 0;
+	cmd->abort_req = false;		/* published to the owner by the post below */
 	cmd->lba = 0;
 	cmd->nblocks = 0;
 	cmd->state = SCSI_CMD_ST_NEW;

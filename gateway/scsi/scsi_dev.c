@@ -74,6 +74,7 @@ void scsi_dev_destroy(struct scsi_dev *dev)
 		scsi_itn_free(itn);
 	}
 	free(__atomic_exchange_n(&dev->map, NULL, __ATOMIC_ACQ_REL));
+	free(__atomic_exchange_n(&dev->alua, NULL, __ATOMIC_ACQ_REL));
 	gw_list_for_each_entry_safe(lu, lt, &dev->lus, node) {
 		if (lu->nr_cmds)
 			gw_warn(SCSI_LOG, "%s: LUN %llu destroyed with %u commands in flight",
@@ -100,6 +101,15 @@ void scsi_dev_set_loops(struct scsi_dev *dev, struct gw_loops *loops)
 	dev->loops = loops && loops->n > 1 ? loops : NULL;
 }
 
+/* LUs owned, and picked for an LU not added yet: several LUs of one apply are opened before
+ * any is added, and each must count the ones picked before it. */
+static unsigned scsi_dev_loop_load(const struct scsi_dev *dev, unsigned i)
+{
+	return dev->lu_count[i] + dev->lu_picked[i];
+}
+
+/* Among the least loaded, the last: loop 0 also runs the control socket, apply and the
+ * acceptor, so it gets an LU only when every other loop has as many. */
 int scsi_dev_pick_lu_loop(struct scsi_dev *dev)
 {
 	unsigned best = 0;
@@ -107,14 +117,25 @@ int scsi_dev_pick_lu_loop(struct scsi_dev *dev)
 	if (!dev->loops)
 		return 0;
 	for (unsigned i = 1; i < dev->loops->n; i++)
-		if (dev->lu_count[i] < dev->lu_count[best])
+		if (scsi_dev_loop_load(dev, i) <= scsi_dev_loop_load(dev, best))
 			best = i;
 	return (int)best;
 }
 
 struct gw_loop *scsi_dev_next_lu_loop(struct scsi_dev *dev)
 {
-	return dev->loops ? dev->loops->loop[scsi_dev_pick_lu_loop(dev)] : dev->loop;
+	int i;
+
+	if (!dev->loops)
+		return dev->loop;
+	i = scsi_dev_pick_lu_loop(dev);
+	dev->lu_picked[i]++;
+	return dev->loops->loop[i];
+}
+
+void scsi_dev_forget_lu_picks(struct scsi_dev *dev)
+{
+	memset(dev->lu_picked, 0, sizeof(dev->lu_picked));
 }
 
 struct gw_loop *scsi_dev_lu_loop(struct scsi_dev *dev, uint64_t lun)
@@ -170,6 +191,12 @@ struct scsi_port *scsi_dev_add_port(struct scsi_dev *dev, const char *name, uint
 	p->rel_id = dev->next_rel_id++;
 	p->tpg_id = tpg_id;
 	gw_list_add_tail(&dev->ports, &p->node);
+	if (scsi_alua_publish(dev)) {
+		gw_list_del(&p->node);
+		free(p->name);
+		free(p);
+		return NULL;
+	}
 	return p;
 }
 
@@ -183,6 +210,9 @@ void scsi_dev_set_alua(struct scsi_dev *dev, uint16_t tpg_id, enum scsi_alua_sta
 	gw_info(SCSI_LOG, "%s: target port group %u: ALUA state %#x -> %#x", dev->name, tpg_id,
 		g->state, state);
 	g->state = state;
+	if (scsi_alua_publish(dev))
+		gw_err(SCSI_LOG, "%s: target port group %u: state not published: out of memory",
+		       dev->name, tpg_id);
 	/* Every nexus learns of it: multipath re-reads the groups on 2A/06. */
 	gw_list_for_each_entry(lu, &dev->lus, node)
 		scsi_ua_set_all(lu, SCSI_UA_ALUA_CHANGED);
@@ -191,7 +221,9 @@ void scsi_dev_set_alua(struct scsi_dev *dev, uint16_t tpg_id, enum scsi_alua_sta
 
 bool scsi_dev_multiport(const struct scsi_dev *dev)
 {
-	return dev->ports.next != &dev->ports && dev->ports.next->next != &dev->ports;
+	const struct scsi_alua_map *am = scsi_dev_alua(dev);
+
+	return am && am->nports > 1;
 }
 
 static void scsi_dev_alua_changed(struct scsi_dev *dev)
@@ -243,8 +275,10 @@ int scsi_dev_set_groups(struct scsi_dev *dev, const struct scsi_tpg_conf *groups
 		bool has_port = false;
 
 		g = scsi_alua_tpg(dev, groups[i].id);
-		if (!g)
+		if (!g) {
+			scsi_alua_publish(dev);
 			return -ENOMEM;
+		}
 		if (g->state != groups[i].state) {
 			gw_info(SCSI_LOG, "%s: target port group %u: ALUA state %#x -> %#x",
 				dev->name, g->id, g->state, groups[i].state);
@@ -255,13 +289,15 @@ int scsi_dev_set_groups(struct scsi_dev *dev, const struct scsi_tpg_conf *groups
 			if (p->tpg_id != g->id)
 				continue;
 			has_port = true;
-			p->rel_id = g->id;
+			/* The owners read a local port's rel_id through its nexus. */
+			__atomic_store_n(&p->rel_id, g->id, __ATOMIC_RELAXED);
 		}
 		if (has_port)
 			continue;
 		p = calloc(1, sizeof(*p));
 		if (!p || asprintf(&p->name, "%s,t,0x%04x", dev->name, g->id) < 0) {
 			free(p);
+			scsi_alua_publish(dev);
 			return -ENOMEM;
 		}
 		p->rel_id = g->id;
@@ -270,6 +306,8 @@ int scsi_dev_set_groups(struct scsi_dev *dev, const struct scsi_tpg_conf *groups
 		gw_list_add_tail(&dev->ports, &p->node);
 		changed = true;
 	}
+	if (scsi_alua_publish(dev))
+		return -ENOMEM;
 	if (changed)
 		scsi_dev_alua_changed(dev);
 	return 0;
@@ -284,7 +322,7 @@ enum scsi_alua_state scsi_dev_alua_state(struct scsi_dev *dev, uint64_t lun, uin
 static int scsi_lu_set_alua_here(struct scsi_dev *dev, struct scsi_lu *lu, uint64_t lun,
 				 uint32_t alua_group, bool pending, const char *owner)
 {
-	struct scsi_tpg *g;
+	const struct scsi_alua_map *am = scsi_dev_alua(dev);
 	bool changed = false;
 	char *o;
 
@@ -295,14 +333,15 @@ static int scsi_lu_set_alua_here(struct scsi_dev *dev, struct scsi_lu *lu, uint6
 	lu->conf.owner = o;
 	if (lu->conf.alua_group == alua_group && lu->conf.alua_pending == pending)
 		return 0;
-	gw_list_for_each_entry(g, &dev->tpgs, node) {
-		enum scsi_alua_state before = scsi_alua_lu_state(dev, lu, g->id);
+	for (size_t i = 0; am && i < am->ngroups; i++) {
+		uint16_t id = am->grp[i].id;
+		enum scsi_alua_state before = scsi_alua_lu_state(dev, lu, id);
 		uint32_t keep = lu->conf.alua_group;
 		bool keep_p = lu->conf.alua_pending;
 
 		lu->conf.alua_group = alua_group;
 		lu->conf.alua_pending = pending;
-		if (scsi_alua_lu_state(dev, lu, g->id) != before)
+		if (scsi_alua_lu_state(dev, lu, id) != before)
 			changed = true;
 		lu->conf.alua_group = keep;
 		lu->conf.alua_pending = keep_p;
@@ -411,6 +450,48 @@ static int scsi_dev_publish(struct scsi_dev *dev)
 	}
 	old = __atomic_exchange_n(&dev->map, map, __ATOMIC_ACQ_REL);
 	if (dev->loops)
+		for (unsigned i = 0; i < dev->loops->n; i++)
+			gw_loop_call(dev->loops->loop[i], scsi_loop_barrier_fn, NULL);
+	free(old);
+	return 0;
+}
+
+/* The device's loop: the groups and ports as the owners will read them, the old copy freed
+ * after every loop has run a call (a loop reads a copy only inside one callback). */
+int scsi_alua_publish(struct scsi_dev *dev)
+{
+	struct scsi_alua_map *am, *old;
+	const struct scsi_port *p;
+	const struct scsi_tpg *g;
+	size_t ng = 0, np = 0;
+
+	gw_list_for_each_entry(g, &dev->tpgs, node)
+		ng++;
+	gw_list_for_each_entry(p, &dev->ports, node)
+		np++;
+	am = calloc(1, sizeof(*am) + ng * sizeof(am->grp[0]) + np * sizeof(am->port[0]));
+	if (!am)
+		return -ENOMEM;
+	am->grp = (struct scsi_alua_grp *)(am + 1);
+	am->port = (struct scsi_alua_port *)(am->grp + ng);
+	gw_list_for_each_entry(g, &dev->tpgs, node) {
+		struct scsi_alua_grp *e = &am->grp[am->ngroups++];
+
+		e->id = g->id;
+		e->state = g->state;
+		gw_list_for_each_entry(p, &dev->ports, node)
+			if (!p->remote && p->tpg_id == g->id)
+				e->local = true;
+	}
+	gw_list_for_each_entry(p, &dev->ports, node) {
+		struct scsi_alua_port *e = &am->port[am->nports++];
+
+		e->rel_id = p->rel_id;
+		e->tpg_id = p->tpg_id;
+		e->remote = p->remote;
+	}
+	old = __atomic_exchange_n(&dev->alua, am, __ATOMIC_ACQ_REL);
+	if (old && dev->loops)
 		for (unsigned i = 0; i < dev->loops->n; i++)
 			gw_loop_call(dev->loops->loop[i], scsi_loop_barrier_fn, NULL);
 	free(old);
@@ -535,6 +616,8 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 		}
 	}
 	dev->lu_count[lu->loop_idx]++;
+	if (dev->lu_picked[lu->loop_idx])
+		dev->lu_picked[lu->loop_idx]--;	/* the pick it was opened for is an LU now */
 	lu->lun = conf->lun;
 	lu->bs = bs;
 	lu->wce = conf->write_cache;
@@ -636,6 +719,40 @@ int scsi_dev_del_lu(struct scsi_dev *dev, uint64_t lun)
 	return 0;
 }
 
+struct scsi_dev_event_msg {
+	struct scsi_dev *dev;
+	uint64_t lun;
+	enum scsi_event ev;
+};
+
+static void scsi_dev_event_fn(void *arg)
+{
+	struct scsi_dev_event_msg *m = arg;
+
+	scsi_dev_event(m->dev, m->ev, m->lun);
+	free(m);
+}
+
+/* From an LU's owner: the event callback is the device's loop's (it walks the target's
+ * sessions), so it runs there, by a message when the owner is another loop. */
+static void scsi_lu_event(struct scsi_lu *lu, enum scsi_event ev)
+{
+	struct scsi_dev_event_msg *m;
+
+	if (lu->loop == lu->dev->loop) {
+		scsi_dev_event(lu->dev, ev, lu->lun);
+		return;
+	}
+	m = malloc(sizeof(*m));
+	if (!m)
+		return;
+	m->dev = lu->dev;
+	m->lun = lu->lun;
+	m->ev = ev;
+	if (gw_loop_send(lu->dev->loop, scsi_dev_event_fn, m) < 0)
+		free(m);	/* shutting down: no session to tell */
+}
+
 void scsi_lu_capacity_changed(struct scsi_lu *lu)
 {
 	uint64_t old = lu->nblocks;
@@ -645,7 +762,7 @@ void scsi_lu_capacity_changed(struct scsi_lu *lu)
 		(unsigned long long)lu->lun, (unsigned long long)old,
 		(unsigned long long)lu->nblocks);
 	scsi_ua_set(lu, NULL, SCSI_UA_CAPACITY);
-	scsi_dev_event(lu->dev, SCSI_EV_CAPACITY_CHANGED, lu->lun);
+	scsi_lu_event(lu, SCSI_EV_CAPACITY_CHANGED);
 }
 
 static int scsi_lu_bs_settled_fn(void *arg)
@@ -798,7 +915,8 @@ void scsi_itn_destroy(struct scsi_itn *itn)
 
 uint16_t scsi_itn_rel_id(const struct scsi_itn *itn)
 {
-	return itn && itn->port ? itn->port->rel_id : 0;
+	/* Changed by the device's loop when a cluster's groups renumber its ports. */
+	return itn && itn->port ? __atomic_load_n(&itn->port->rel_id, __ATOMIC_RELAXED) : 0;
 }
 
 struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu)
@@ -1056,6 +1174,9 @@ static void scsi_lu_abort_queued(struct scsi_lu *lu, struct scsi_itn *only)
 	gw_list_for_each_entry_safe(cmd, t, &lu->waitq, node)
 		if (!only || cmd->itn == only)
 			scsi_task_abort_queued(cmd);
+	/* PR OUTs waiting for the one whose cluster commit is out have changed nothing yet; that
+	 * one runs on, as a command in the backstore does. */
+	scsi_prc_abort_queued(lu, only);
 }
 
 static void scsi_lu_do_reset(struct scsi_lu *lu, struct scsi_itn *by, int ua)
@@ -1075,7 +1196,7 @@ static void scsi_lu_reset_fn(struct scsi_lu *lu, int ua, void *p)
 	bool cold = p != NULL;
 
 	scsi_lu_do_reset(lu, NULL, ua);
-	if (cold && !lu->dev->pr_ops) {
+	if (cold && !scsi_dev_pr_cluster(lu->dev)) {
 		/* A cold reset is a power cycle: registrations without APTPL are lost, and we
 		 * persist none (a cluster's state is the cluster's). */
 		scsi_pr_fini(&lu->pr);

@@ -87,10 +87,23 @@ void scsi_cmd_rerun(struct scsi_cmd *cmd)
 	scsi_cmd_run(cmd);
 }
 
+bool scsi_cmd_abort_requested(const struct scsi_cmd *cmd)
+{
+	return __atomic_load_n(&cmd->abort_req, __ATOMIC_ACQUIRE);
+}
+
 /* Called by the task set when the command may start. */
 void scsi_task_run(struct scsi_cmd *cmd)
 {
 	cmd->state = SCSI_CMD_ST_RUNNING;
+	if (scsi_cmd_abort_requested(cmd)) {
+		/* Aborted from its own loop while it waited here: it ends as it would have had
+		 * the abort found it queued (the task set's count ends at completion). */
+		cmd->status = SCSI_TASK_ABORTED;
+		cmd->sense_len = 0;
+		scsi_cmd_complete_later(cmd);
+		return;
+	}
 	scsi_cmd_run(cmd);
 }
 
@@ -116,10 +129,14 @@ void scsi_task_abort_queued(struct scsi_cmd *cmd)
 
 int scsi_abort_cmd(struct scsi_cmd *cmd)
 {
-	/* Another loop's LU: its state is the owner's to read; the command ends through its done
-	 * as a running one does. */
-	if (cmd->lu && cmd->lu->loop != scsi_cmd_loop(cmd))
+	/* Another loop's LU: its state is the owner's to read. The owner sees the request when
+	 * it starts the command (scsi_cmd_submit_owner, scsi_task_run, a waiting PR OUT) and
+	 * ends it TASK ABORTED; a running one ends as it would have. Either way through its
+	 * done, once, on this loop. */
+	if (cmd->lu && cmd->lu->loop != scsi_cmd_loop(cmd)) {
+		__atomic_store_n(&cmd->abort_req, true, __ATOMIC_RELEASE);
 		return -EBUSY;
+	}
 	if (cmd->state != SCSI_CMD_ST_WAITING)
 		return -EBUSY;
 	scsi_task_abort_queued(cmd);

@@ -91,9 +91,12 @@ static void scsi_pr_reg_ua(struct scsi_lu *lu, const struct scsi_pr_reg *r, int 
 
 	if (lu->prc.deciding)
 		return;
+	/* Nexuses log in and out on every loop: the list is walked under its lock. */
+	pthread_mutex_lock(&lu->dev->itn_lock);
 	gw_list_for_each_entry(itn, &lu->dev->itns, node)
 		if (scsi_pr_reg_matches(r, itn))
 			scsi_ua_set_itn(itn, lu, ua);
+	pthread_mutex_unlock(&lu->dev->itn_lock);
 }
 
 void scsi_pr_abort_reg(struct scsi_lu *lu, const struct scsi_pr_reg *r)
@@ -352,7 +355,7 @@ static int scsi_pr_register(struct scsi_cmd *cmd, struct scsi_pr_params *p, bool
 	}
 	if (!ignore && (r ? r->key != p->key : p->key != 0))
 		return scsi_pr_conflict_status(cmd);
-	if (p->flags & 0x01 && !lu->dev->pr_ops) {
+	if (p->flags & 0x01 && !scsi_dev_pr_cluster(lu->dev)) {
 		if (!lu->pr.aptpl)
 			gw_warn(SCSI_LOG, "%s: LUN %llu: APTPL accepted, but reservations are not "
 				"persisted across a gateway restart", lu->dev->name,
@@ -564,7 +567,7 @@ static int scsi_pr_register_move(struct scsi_cmd *cmd, struct scsi_pr_params *p,
 
 int scsi_pr_out(struct scsi_cmd *cmd)
 {
-	if (cmd->lu->dev->pr_ops)
+	if (scsi_dev_pr_cluster(cmd->lu->dev))
 		return scsi_prc_out(cmd);
 	return scsi_pr_out_local(cmd);
 }

@@ -267,9 +267,12 @@ static void scsi_prc_ua(struct scsi_lu *lu, const struct scsi_pr_reg *r, int ua,
 {
 	struct scsi_itn *itn;
 
+	/* Nexuses log in and out on every loop: the list is walked under its lock. */
+	pthread_mutex_lock(&lu->dev->itn_lock);
 	gw_list_for_each_entry(itn, &lu->dev->itns, node)
 		if (itn != except && scsi_pr_reg_matches(r, itn))
 			scsi_ua_set_itn(itn, lu, ua);
+	pthread_mutex_unlock(&lu->dev->itn_lock);
 }
 
 static void scsi_prc_effects(struct scsi_lu *lu, struct scsi_pr *old, struct scsi_pr *nw,
@@ -358,6 +361,90 @@ static void scsi_prc_fail(struct scsi_cmd *cmd)
 }
 
 /*
+ * The commit goes out on the device's loop, whose objects the cluster hook (the control
+ * socket, its watchers and timers) are. From another owner it is a message carrying a copy of
+ * the proposal (jansson's reference counts are not for two threads); a refusal there comes
+ * back to the owner as an UNAVAILABLE answer, which fails the command as a refusal here does.
+ */
+static int scsi_prc_commit(struct scsi_dev *dev, uint64_t lun, uint64_t rev, const json_t *state)
+{
+	const struct scsi_pr_cluster_ops *ops = dev->pr_ops;
+	int rc = ops ? ops->commit(dev->pr_arg, dev, lun, rev, state) : -ENOTCONN;
+
+	if (rc < 0)
+		gw_warn_rl(SCSI_LOG, "%s: LUN %llu: PERSISTENT RESERVE OUT not committed (%s): NOT "
+			   "READY", dev->name, (unsigned long long)lun, strerror(-rc));
+	return rc;
+}
+
+struct scsi_prc_msg {
+	struct scsi_dev *dev;
+	uint64_t lun;
+	uint64_t rev;
+	json_t *state;
+};
+
+static void scsi_prc_commit_done_here(struct scsi_dev *dev, uint64_t lun,
+				      enum scsi_pr_commit_result res, uint64_t rev,
+				      const json_t *state);
+
+/* On the owner: the device's loop could not send the commit. */
+static void scsi_prc_refused_fn(void *arg)
+{
+	struct scsi_prc_msg *m = arg;
+
+	scsi_prc_commit_done_here(m->dev, m->lun, SCSI_PR_COMMIT_UNAVAILABLE, 0, NULL);
+	free(m);
+}
+
+/* On the device's loop. The PR OUT is in flight on its owner, so the device and LU stay. */
+static void scsi_prc_commit_fn(void *arg)
+{
+	struct scsi_prc_msg *m = arg;
+	struct gw_loop *owner = scsi_dev_lu_loop(m->dev, m->lun);
+
+	if (scsi_prc_commit(m->dev, m->lun, m->rev, m->state) == 0) {
+		json_decref(m->state);
+		free(m);
+		return;
+	}
+	json_decref(m->state);
+	m->state = NULL;
+	if (!owner || gw_loop_send(owner, scsi_prc_refused_fn, m) < 0) {
+		gw_err(SCSI_LOG, "%s: LUN %llu: a refused commit not answered: its owner is gone",
+		       m->dev->name, (unsigned long long)m->lun);
+		free(m);
+	}
+}
+
+/* On the owner (not the device's loop): the commit posted to the device's loop. */
+static int scsi_prc_commit_post(struct scsi_dev *dev, uint64_t lun, uint64_t rev,
+				const json_t *state)
+{
+	struct scsi_prc_msg *m = calloc(1, sizeof(*m));
+	int rc;
+
+	if (!m)
+		return -ENOMEM;
+	m->dev = dev;
+	m->lun = lun;
+	m->rev = rev;
+	m->state = json_deep_copy(state);
+	if (!m->state) {
+		free(m);
+		return -ENOMEM;
+	}
+	rc = gw_loop_send(dev->loop, scsi_prc_commit_fn, m);
+	if (rc < 0) {
+		gw_warn_rl(SCSI_LOG, "%s: LUN %llu: PERSISTENT RESERVE OUT not committed (%s): NOT "
+			   "READY", dev->name, (unsigned long long)lun, strerror(-rc));
+		json_decref(m->state);
+		free(m);
+	}
+	return rc;
+}
+
+/*
  * Decides cmd on the state applied last: scsi_pr.c's rules run on a copy, held back from unit
  * attentions and aborts. DONE: the command is finished (refused, or nothing changes, or the
  * commit could not go out); ASYNC: its commit is out.
@@ -409,10 +496,11 @@ static int scsi_prc_decide(struct scsi_cmd *cmd)
 	else
 		json_decref(lu->prc.aborted);
 	lu->prc.aborted = NULL;
-	rc = dev->pr_ops->commit(dev->pr_arg, dev, lu->lun, lu->prc.rev, after);
+	if (lu->loop == dev->loop)
+		rc = scsi_prc_commit(dev, lu->lun, lu->prc.rev, after);
+	else
+		rc = scsi_prc_commit_post(dev, lu->lun, lu->prc.rev, after);
 	if (rc < 0) {
-		gw_warn_rl(SCSI_LOG, "%s: LUN %llu: PERSISTENT RESERVE OUT not committed (%s): NOT "
-			"READY", dev->name, (unsigned long long)lu->lun, strerror(-rc));
 		json_decref(after);
 		scsi_prc_fail(cmd);
 		return SCSI_CMD_DONE;
@@ -432,10 +520,28 @@ static void scsi_prc_kick(struct gw_defer *d)
 
 		gw_list_del(&cmd->node);
 		gw_list_init(&cmd->node);
-		if (!lu->dev->pr_ops)
+		if (scsi_cmd_abort_requested(cmd)) {
+			cmd->status = SCSI_TASK_ABORTED;
+			cmd->sense_len = 0;
+		} else if (!scsi_dev_pr_cluster(lu->dev))
 			scsi_pr_out_local(cmd);
 		else if (scsi_prc_decide(cmd) == SCSI_CMD_ASYNC)
 			break;
+		scsi_cmd_finish_later(cmd);
+	}
+}
+
+void scsi_prc_abort_queued(struct scsi_lu *lu, const struct scsi_itn *only)
+{
+	struct scsi_cmd *cmd, *t;
+
+	gw_list_for_each_entry_safe(cmd, t, &lu->prc.queue, node) {
+		if (only && cmd->itn != only)
+			continue;
+		gw_list_del(&cmd->node);
+		gw_list_init(&cmd->node);
+		cmd->status = SCSI_TASK_ABORTED;
+		cmd->sense_len = 0;
 		scsi_cmd_finish_later(cmd);
 	}
 }
@@ -511,6 +617,16 @@ static void scsi_prc_commit_done_here(struct scsi_dev *dev, uint64_t lun,
 		gw_defer_queue(lu->loop, &lu->prc.kick);
 }
 
+/* On the LU's owner: the PR OUTs that waited go on under the new mode. */
+static int scsi_prc_kick_fn(void *arg)
+{
+	struct scsi_lu *lu = arg;
+
+	if (!gw_list_empty(&lu->prc.queue))
+		gw_defer_queue(lu->loop, &lu->prc.kick);
+	return 0;
+}
+
 void scsi_dev_set_pr_cluster(struct scsi_dev *dev, const struct scsi_pr_cluster_ops *ops,
 			     void *arg)
 {
@@ -519,12 +635,11 @@ void scsi_dev_set_pr_cluster(struct scsi_dev *dev, const struct scsi_pr_cluster_
 	if (!!dev->pr_ops != !!ops)
 		gw_info(SCSI_LOG, "%s: persistent reservations %s", dev->name,
 			ops ? "are the cluster's" : "are this gateway's own");
-	dev->pr_ops = ops;
 	dev->pr_arg = arg;
-	/* Waiting PR OUTs go on under the new mode. */
+	__atomic_store_n(&dev->pr_ops, ops, __ATOMIC_RELEASE);
+	/* Each queue is its owner's: the kick runs there. */
 	gw_list_for_each_entry(lu, &dev->lus, node)
-		if (!gw_list_empty(&lu->prc.queue))
-			gw_defer_queue(lu->loop, &lu->prc.kick);
+		gw_loop_call(lu->loop, scsi_prc_kick_fn, lu);
 }
 
 void scsi_prc_init(struct scsi_lu *lu)

@@ -76,6 +76,25 @@ struct scsi_tpg {
 	enum scsi_alua_state state;
 };
 
+/* The ALUA groups and ports every loop reads per command (the ALUA check, REPORT TARGET PORT
+ * GROUPS, INQUIRY, COMPARE AND WRITE's owner): a copy of dev->tpgs and dev->ports, immutable
+ * once published (an atomic pointer in the device), replaced whole by the device's loop on
+ * every change and the old one freed after a call to every loop, as the LUN map is. */
+struct scsi_alua_map {
+	size_t ngroups;
+	size_t nports;
+	struct scsi_alua_grp {
+		uint16_t id;
+		bool local;		/* this gateway has a port in it */
+		enum scsi_alua_state state;
+	} *grp;
+	struct scsi_alua_port {
+		uint16_t rel_id;
+		uint16_t tpg_id;
+		bool remote;
+	} *port;
+};
+
 /* The LUN map every loop reads without a lock or a message: immutable once published (an
  * atomic pointer in the device), replaced whole by the device's loop, and the old one freed
  * after a call to every loop has run (no loop still reads it). Sorted by LUN. */
@@ -90,18 +109,22 @@ struct scsi_lun_map {
 struct scsi_dev {
 	struct gw_loop *loop;
 	struct scsi_lun_map *map;	/* atomic; NULL: no LU */
+	struct scsi_alua_map *alua;	/* atomic; NULL: no group, no port */
 	struct gw_loops *loops;		/* NULL: every LU is the device loop's */
 	unsigned lu_count[GW_LOOPS_MAX];	/* LUs owned per loop (index in loops) */
+	unsigned lu_picked[GW_LOOPS_MAX];	/* picked (scsi_dev_next_lu_loop), not added yet */
 	char *name;
-	struct gw_list ports;
-	struct gw_list tpgs;
+	struct gw_list ports;		/* the device's loop's; the owners read dev->alua */
+	struct gw_list tpgs;		/* the same */
 	struct gw_list itns;		/* under itn_lock: nexuses come and go on every loop */
 	pthread_mutex_t itn_lock;	/* login and logout only, never per command */
 	struct gw_list lus;		/* sorted by LUN; the device's loop's */
 	uint16_t next_rel_id;
 	uint64_t next_itn_id;
 	bool fenced;			/* its local groups report standby (scsi_dev_set_fenced) */
-	/* Cluster-wide reservations (scsi_dev_set_pr_cluster): NULL ops, each LU's own. */
+	/* Cluster-wide reservations (scsi_dev_set_pr_cluster): NULL ops, each LU's own. The
+	 * device's loop's; the owners only test pr_ops (atomic) and call commit through a
+	 * message to the device's loop (scsi_dev_pr_cluster, scsi_pr_cluster.c). */
 	const struct scsi_pr_cluster_ops *pr_ops;
 	void *pr_arg;
 	void (*event_fn)(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
@@ -220,6 +243,18 @@ static inline const struct scsi_lun_map *scsi_dev_map(const struct scsi_dev *dev
 	return __atomic_load_n(&dev->map, __ATOMIC_ACQUIRE);
 }
 
+/* The ALUA groups and ports as published now (any loop; valid until the callback returns). */
+static inline const struct scsi_alua_map *scsi_dev_alua(const struct scsi_dev *dev)
+{
+	return __atomic_load_n(&dev->alua, __ATOMIC_ACQUIRE);
+}
+
+/* Whether reservations are the cluster's now (any loop). */
+static inline bool scsi_dev_pr_cluster(const struct scsi_dev *dev)
+{
+	return __atomic_load_n(&dev->pr_ops, __ATOMIC_ACQUIRE) != NULL;
+}
+
 /* scsi_cmd.c */
 const struct scsi_op *scsi_op_find(uint8_t opcode, uint8_t sa, bool *sa_valid_op);
 const struct scsi_op *scsi_op_next(const struct scsi_op *prev);	/* NULL: first */
@@ -263,6 +298,8 @@ bool scsi_task_is_waiting(const struct scsi_cmd *cmd);
 void scsi_task_mark_waiting(struct scsi_cmd *cmd);
 /* Completes a queued, never-started command with TASK ABORTED. */
 void scsi_task_abort_queued(struct scsi_cmd *cmd);
+/* On the owner: the command's loop asked to abort it (scsi_abort_cmd on another loop's LU). */
+bool scsi_cmd_abort_requested(const struct scsi_cmd *cmd);
 
 /* scsi_dev.c */
 struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu);
@@ -358,6 +395,9 @@ void scsi_prc_init(struct scsi_lu *lu);
 void scsi_prc_fini(struct scsi_lu *lu);
 /* PERSISTENT RESERVE OUT on a device with the cluster hook. */
 int scsi_prc_out(struct scsi_cmd *cmd);
+/* PR OUTs waiting behind a commit (not the one out) end TASK ABORTED: all (only NULL) or
+ * one nexus's. LUN RESET, target resets, nexus loss. */
+void scsi_prc_abort_queued(struct scsi_lu *lu, const struct scsi_itn *only);
 /* While deciding: a registration PREEMPT AND ABORT removed (its tasks go on apply). */
 void scsi_prc_note_aborted(struct scsi_lu *lu, const struct scsi_pr_reg *r);
 
@@ -367,8 +407,13 @@ int scsi_alua_set_tpgs(struct scsi_cmd *cmd);
 /* True if the port's ALUA state refuses the command (sense set). */
 bool scsi_alua_refuse(struct scsi_cmd *cmd, const struct scsi_op *op);
 struct scsi_tpg *scsi_alua_tpg(struct scsi_dev *dev, uint16_t id);
+/* The device's loop, after any change of dev->tpgs or dev->ports: publishes a new copy. */
+int scsi_alua_publish(struct scsi_dev *dev);
 /* More than one target port (local or another gateway's): INQUIRY's MULTIP. */
 bool scsi_dev_multiport(const struct scsi_dev *dev);
+/* The state of group id for lu in one published copy (fenced: the device's flag). */
+enum scsi_alua_state scsi_alua_state_in(const struct scsi_alua_map *am, bool fenced,
+					const struct scsi_lu *lu, uint16_t id);
 enum scsi_alua_state scsi_alua_port_state(const struct scsi_dev *dev, const struct scsi_lu *lu,
 					   const struct scsi_port *p);
 /* The state of group id for lu (NULL: the group's own state). */

@@ -701,50 +701,56 @@ int scsi_sbc_get_lba_status(struct scsi_cmd *cmd)
 /* Atomics across gateways (docs/CLUSTER.md, "Atomics") */
 
 /* Another gateway's port is listed: the LU's blocks are reached by other gateways too. */
-static bool scsi_dev_shared(const struct scsi_dev *dev)
+static bool scsi_alua_shared(const struct scsi_alua_map *am)
 {
-	const struct scsi_port *p;
-
-	gw_list_for_each_entry(p, &dev->ports, node)
-		if (p->remote)
+	for (size_t i = 0; am && i < am->nports; i++)
+		if (am->port[i].remote)
 			return true;
 	return false;
 }
 
-static const struct scsi_port *scsi_local_port(const struct scsi_dev *dev)
+/* This gateway's first port's group: false without a port. */
+static bool scsi_alua_local_tpg(const struct scsi_alua_map *am, uint16_t *tpg)
 {
-	const struct scsi_port *p;
-
-	gw_list_for_each_entry(p, &dev->ports, node)
-		if (!p->remote)
-			return p;
-	return NULL;
+	for (size_t i = 0; am && i < am->nports; i++)
+		if (!am->port[i].remote) {
+			*tpg = am->port[i].tpg_id;
+			return true;
+		}
+	return false;
 }
 
 enum scsi_atom scsi_sbc_atom(const struct scsi_dev *dev, const struct scsi_lu *lu,
 			     const struct scsi_port *port, bool backend, uint16_t *owner)
 {
-	const struct scsi_tpg *g;
+	const struct scsi_alua_map *am = scsi_dev_alua(dev);
+	bool fenced = __atomic_load_n(&dev->fenced, __ATOMIC_ACQUIRE);
 	unsigned int ao = 0;
+	uint16_t tpg = 0;
+	bool has_port;
 
 	*owner = 0;
 	if (backend && lu->bs->caw_blocks)
 		return SCSI_ATOM_BACKEND;
-	if (!scsi_dev_shared(dev))
+	if (!scsi_alua_shared(am))
 		return SCSI_ATOM_LOCAL;
 	/* Fencing guarantees at most one gateway reports a/o for the LU at any instant
 	 * (docs/CLUSTER.md, "Fencing"): running only there serialises every COMPARE AND WRITE
 	 * of the cluster under that gateway's range lock. */
-	gw_list_for_each_entry(g, &dev->tpgs, node)
-		if (scsi_alua_lu_state(dev, lu, g->id) == SCSI_ALUA_AO) {
+	for (size_t i = 0; i < am->ngroups; i++)
+		if (scsi_alua_state_in(am, fenced, lu, am->grp[i].id) == SCSI_ALUA_AO) {
 			ao++;
-			*owner = g->id;
+			*owner = am->grp[i].id;
 		}
 	if (ao > 1)
 		return SCSI_ATOM_NONE;
-	if (!port)
-		port = scsi_local_port(dev);
-	if (ao == 1 && port && port->tpg_id == *owner)
+	if (port) {
+		tpg = port->tpg_id;
+		has_port = true;
+	} else {
+		has_port = scsi_alua_local_tpg(am, &tpg);
+	}
+	if (ao == 1 && has_port && tpg == *owner)
 		return SCSI_ATOM_OWNER;
 	return SCSI_ATOM_ELSEWHERE;
 }
@@ -1139,15 +1145,19 @@ struct scsi_lu_state_call {
 static int scsi_lu_state_fn(void *arg)
 {
 	struct scsi_lu_state_call *c = arg;
+	struct scsi_lu *lu = scsi_dev_find_lu(c->dev, c->lun);
 	json_t *st;
 
-	if (!scsi_dev_find_lu(c->dev, c->lun))
+	if (!lu)
 		return -ENOENT;
 	st = bs_status(scsi_dev_lu_bs(c->dev, c->lun));
 	if (!st)
 		st = json_object();
-	if (st)
+	if (st) {
 		json_object_set_new(st, "atomics", scsi_dev_lu_atomics(c->dev, c->lun));
+		/* Its owner's index in the gateway's loops (0 with one loop). */
+		json_object_set_new(st, "owner_loop", json_integer(lu->loop_idx));
+	}
 	c->out = st;
 	return 0;
 }

@@ -100,8 +100,6 @@ static uint32_t scsi_vpd_devid(struct scsi_cmd *cmd, uint8_t *b, uint32_t room)
 	memcpy(&d[12], lu->serial, strlen(lu->serial));
 	n += 4 + d[3];
 	if (port) {
-		struct scsi_tpg *g = scsi_alua_tpg(cmd->dev, port->tpg_id);
-
 		n += scsi_desig_name(&b[n], 1, port->name, room - n);
 		/* Relative target port (association 1, type 4). */
 		d = &b[n];
@@ -109,7 +107,7 @@ static uint32_t scsi_vpd_devid(struct scsi_cmd *cmd, uint8_t *b, uint32_t room)
 		d[0] = 0x51;
 		d[1] = 0x94;
 		d[3] = 4;
-		scsi_put16(&d[6], port->rel_id);
+		scsi_put16(&d[6], scsi_itn_rel_id(cmd->itn));
 		n += 8;
 		/* Target port group (type 5). */
 		d = &b[n];
@@ -117,7 +115,7 @@ static uint32_t scsi_vpd_devid(struct scsi_cmd *cmd, uint8_t *b, uint32_t room)
 		d[0] = 0x51;
 		d[1] = 0x95;
 		d[3] = 4;
-		scsi_put16(&d[6], g ? g->id : port->tpg_id);
+		scsi_put16(&d[6], port->tpg_id);	/* a local port's, fixed */
 		n += 8;
 	}
 	/* The target device's name (association 2). */

@@ -274,9 +274,15 @@ static struct sess churn_s;
 static int churn_fired;
 static struct scsi_port *port;
 
+static int churn_abort;		/* set by the main thread before the round's churn */
+
 static void churn_done(struct scsi_cmd *cmd)
 {
 	struct scsi_itn *itn = cmd->itn;
+
+	/* Aborted before the owner started it, or run; a second done would free the nexus twice. */
+	if (cmd->status != 0 && cmd->status != 0x40 && !is_ua(cmd))
+		fail("the churn's command failed");
 
 	scsi_itn_nexus_loss(itn);
 	scsi_itn_destroy(itn);
@@ -299,6 +305,9 @@ static void churn_on_s(void *arg)
 	}
 	io_prep(&churn_s, &churn_io, cdb, 0, SCSI_DIR_NONE, churn_done);
 	scsi_cmd_submit(&churn_io.cmd);
+	/* The LU is O's: an abort at once finds it in the message toward O, or already there. */
+	if (churn_abort && scsi_abort_cmd(&churn_io.cmd) != -EBUSY)
+		fail("a crossed command's abort did not answer -EBUSY");
 }
 
 static int add_lun(uint64_t lun)
@@ -331,7 +340,9 @@ int main(int argc, char **argv)
 	set.loop[2] = &lo;
 	dev = scsi_dev_create(&l0, "iqn.2026-11.org.isergw:tsan");
 	port = dev ? scsi_dev_add_port(dev, "iqn.2026-11.org.isergw:tsan,t,0x0001", 1) : NULL;
-	if (!port)
+	/* A second group, no session's: its state changes every round, so the owners read ALUA
+	 * copies loop 0 publishes and frees while they work. */
+	if (!port || !scsi_dev_add_port(dev, "iqn.2026-11.org.isergw:tsan,t,0x0002", 2))
 		return 1;
 	scsi_dev_set_loops(dev, &set);
 	ss.itn = scsi_itn_create(dev, port, "iqn.2026-11.org.test:s,i,0x1", "iqn.2026-11.org.test:s");
@@ -383,6 +394,8 @@ int main(int argc, char **argv)
 		}
 		if (scsi_dev_set_lu_alua(dev, 0, 1, r % 2 == 0, "gw") != 0)
 			fail("the ALUA change failed");
+		scsi_dev_set_alua(dev, 2, r % 2 ? SCSI_ALUA_AO : SCSI_ALUA_STANDBY);
+		churn_abort = r % 2;
 		__atomic_store_n(&churn_fired, 0, __ATOMIC_RELEASE);
 		if (gw_loop_send(&ls, churn_on_s, r % 10 == 0 ? &ls : NULL) < 0 ||
 		    !wait_for(&churn_fired, 1))
@@ -418,7 +431,8 @@ int main(int argc, char **argv)
 	gw_errlist_fini(&errs);
 	errors += (int)__atomic_load_n(&bad, __ATOMIC_RELAXED);
 	printf("tsan_scsi_loops: %d I/Os per session from two loops, counter %llu by COMPARE AND "
-	       "WRITE, LUN 1 added and removed %d times: %s\n", IOS, (unsigned long long)v, ROUNDS,
+	       "WRITE, LUN 1 added and removed, a group's ALUA state changed and a crossed "
+	       "command aborted %d times: %s\n", IOS, (unsigned long long)v, ROUNDS,
 	       errors ? "FAILED" : "ok");
 	return errors ? 1 : 0;
 }

@@ -182,9 +182,12 @@ Test(ctl_sock, a_remote_lun_shows_its_paths_in_config_and_status)
 	r = ask("{\"op\": \"state\"}");
 	luns = json_object_get(json_array_get(json_object_get(r, "targets"), 0), "luns");
 	cr_assert_eq(json_array_size(luns), 2);
-	/* Every LU says how it does its atomics; a ram LU has nothing else to say. */
+	/* Every LU says how it does its atomics and which loop owns it; a ram LU has nothing
+	 * else to say. */
 	st = json_object_get(json_array_get(luns, 0), "status");
-	cr_assert_eq(json_object_size(st), 1, "ram: only its atomics");
+	cr_assert_eq(json_object_size(st), 2, "ram: only its atomics and its owner loop");
+	cr_assert_eq(json_integer_value(json_object_get(st, "owner_loop")), 0,
+		     "one loop: every LU is loop 0's");
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(json_object_get(
 		st, "atomics"), "compare_and_write"), "mode")), "local");
 	st = json_object_get(json_array_get(luns, 1), "status");

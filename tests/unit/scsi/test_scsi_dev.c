@@ -195,3 +195,30 @@ Test(scsi_dev, lu_conf_table_defaults)
 	cr_assert(c.thin);
 	gw_conf_free(scsi_lu_conf_keys, &c);
 }
+
+Test(scsi_dev, lus_opened_before_any_is_added_spread_over_the_loops)
+{
+	struct scsi_dev *dev = scsi_dev_create(&e.loop, "iqn.2026-01.org.isergw:spread");
+	struct gw_loop l1, l2;
+	struct gw_loops set = { .n = 3 };
+	struct gw_loop *got[3];
+
+	cr_assert_eq(gw_loop_init(&l1), 0);
+	cr_assert_eq(gw_loop_init(&l2), 0);
+	set.loop[0] = &e.loop;
+	set.loop[1] = &l1;
+	set.loop[2] = &l2;
+	scsi_dev_set_loops(dev, &set);
+	/* An apply opens every new LU's backstore first: each pick counts those before it. */
+	for (int i = 0; i < 3; i++)
+		got[i] = scsi_dev_next_lu_loop(dev);
+	cr_assert(got[0] != got[1] && got[1] != got[2] && got[0] != got[2],
+		  "three LUs of one apply on three loops");
+	cr_assert_eq(got[2], &e.loop, "loop 0, which has the control work, last");
+	/* A failed apply's picks are forgotten: the next one starts from the last loop again. */
+	scsi_dev_forget_lu_picks(dev);
+	cr_assert_eq(scsi_dev_next_lu_loop(dev), &l2);
+	scsi_dev_destroy(dev);
+	gw_loop_fini(&l1);
+	gw_loop_fini(&l2);
+}

@@ -155,8 +155,9 @@ TestSuite(scsi_exec, .init = setup, .fini = teardown);
 
 Test(scsi_exec, the_next_lu_goes_to_the_loop_owning_fewest)
 {
-	/* Loop 0 and S own none, O owns one: loop 0 is the lowest of the least loaded. */
-	cr_assert_eq(scsi_dev_pick_lu_loop(e.dev), 0);
+	/* Loop 0 and S own none, O owns one: S, the last of the least loaded (loop 0 has the
+	 * control work). */
+	cr_assert_eq(scsi_dev_pick_lu_loop(e.dev), 1);
 }
 
 static void put_lba(uint8_t *cdb, uint64_t lba)
@@ -375,7 +376,7 @@ Test(scsi_exec, a_lun_added_and_removed_on_its_owner_is_seen_by_every_loop)
 	static struct xcmd x;
 	uint64_t luns[4];
 
-	cr_assert_eq(oa.loop, &e.loop, "loop 0 owns fewest LUs");
+	cr_assert_eq(oa.loop, &ls, "S is the last of the loops owning fewest LUs");
 	oa.loop = &lo;
 	cr_assert_eq(gw_loop_call(&lo, open_on_owner, &oa), 0);
 	cr_assert_eq(scsi_dev_add_lu(e.dev, &lc, oa.bs, &e.errs), 0);
@@ -478,4 +479,270 @@ Test(scsi_exec, an_lu_alua_change_from_loop_0_is_made_and_heard_on_the_owner)
 	cr_assert_eq(x.t.cmd.sense[12], 0x2a, "asc %#x", x.t.cmd.sense[12]);
 	cr_assert_eq(x.t.cmd.sense[13], 0x06, "ASYMMETRIC ACCESS STATE CHANGED");
 	cr_assert_eq(scsi_dev_set_lu_alua(e.dev, 7, 2, false, "gw-b"), -ENOENT);
+}
+
+/* ---- The abort of a command still in the message toward its owner ---------------------- */
+
+static int hold_owner;				/* atomic: O is held while 1 */
+
+static void hold_fn(void *arg)
+{
+	(void)arg;
+	while (__atomic_load_n(&hold_owner, __ATOMIC_ACQUIRE))
+		usleep(1000);
+}
+
+static int submitted_and_aborted;		/* atomic */
+
+static void submit_then_abort_on_s(void *arg)
+{
+	struct xcmd *x = arg;
+
+	scsi_cmd_submit(&x->t.cmd);		/* a message to O, which is held */
+	cr_assert_eq(scsi_abort_cmd(&x->t.cmd), -EBUSY, "it ends through its done");
+	__atomic_store_n(&submitted_and_aborted, 1, __ATOMIC_RELEASE);
+}
+
+Test(scsi_exec, a_command_aborted_before_its_owner_saw_it_ends_task_aborted_once)
+{
+	static struct xcmd w, r;
+	uint8_t wcdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0 };
+	uint8_t rcdb[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0 };
+
+	__atomic_store_n(&hold_owner, 1, __ATOMIC_RELEASE);
+	cr_assert_eq(gw_loop_send(&lo, hold_fn, NULL), 0);
+	w.next = NULL;
+	xcmd_prep(&w, &ls, e.a, wcdb, 16, 512, SCSI_DIR_WRITE);
+	memset(w.buf, 0x5a, 512);
+	w.fired = 0;
+	submitted_and_aborted = 0;
+	cr_assert_eq(gw_loop_send(&ls, submit_then_abort_on_s, &w), 0);
+	cr_assert(wait_until(&submitted_and_aborted, 1));
+	cr_assert_eq(__atomic_load_n(&w.fired, __ATOMIC_ACQUIRE), 0, "O has not run it");
+	__atomic_store_n(&hold_owner, 0, __ATOMIC_RELEASE);
+	cr_assert(wait_until(&w.fired, 1), "no done");
+	usleep(50000);				/* a second done would come now */
+	cr_assert_eq(__atomic_load_n(&w.fired, __ATOMIC_ACQUIRE), 1, "done exactly once");
+	cr_assert_eq(w.wrong_loop, 0, "done on the command's loop");
+	cr_assert_eq(w.t.cmd.status, SCSI_TASK_ABORTED);
+	cr_assert_eq(xrun(&r, &ls, e.a, rcdb, 16, 512, SCSI_DIR_READ), SCSI_GOOD);
+	for (int i = 0; i < 512; i++)
+		cr_assert_eq(r.buf[i], 0, "the aborted write never reached the medium");
+}
+
+Test(scsi_exec, a_crossed_command_waiting_in_the_task_set_is_aborted_there)
+{
+	static struct xcmd o, w;
+	uint8_t ocdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 11, 0, 0, 0, 1, 0, 0 };
+	uint8_t wcdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0, 0, 1, 0, 0 };
+
+	/* O held; an ORDERED write then a SIMPLE one queue on O behind it... */
+	__atomic_store_n(&hold_owner, 1, __ATOMIC_RELEASE);
+	cr_assert_eq(gw_loop_send(&lo, hold_fn, NULL), 0);
+	o.next = w.next = NULL;
+	xcmd_prep(&o, &ls, e.a, ocdb, 16, 512, SCSI_DIR_WRITE);
+	xcmd_prep(&w, &ls, e.a, wcdb, 16, 512, SCSI_DIR_WRITE);
+	o.t.cmd.attr = SCSI_ATTR_ORDERED;
+	o.fired = w.fired = 0;
+	xcmd_post(&o);
+	submitted_and_aborted = 0;
+	cr_assert_eq(gw_loop_send(&ls, submit_then_abort_on_s, &w), 0);
+	cr_assert(wait_until(&submitted_and_aborted, 1));
+	__atomic_store_n(&hold_owner, 0, __ATOMIC_RELEASE);
+	cr_assert(wait_until(&o.fired, 1) && wait_until(&w.fired, 1));
+	cr_assert_eq(o.t.cmd.status, SCSI_GOOD, "the one not aborted runs");
+	cr_assert_eq(w.t.cmd.status, SCSI_TASK_ABORTED);
+	cr_assert_eq(o.wrong_loop + w.wrong_loop, 0);
+}
+
+/* ---- ALUA group states changed by loop 0 while another loop submits -------------------- */
+
+static int alua_stop, alua_runs, alua_bad, alua_idle;	/* atomic */
+static struct xcmd alua_x;
+
+static void alua_tur_next(struct xcmd *x)
+{
+	const struct scsi_cmd *c = &x->t.cmd;
+	bool ok = c->status == SCSI_GOOD ||
+		  (c->status == SCSI_CHECK_CONDITION &&
+		   ((c->sense[12] == 0x04 && c->sense[13] == 0x0b) ||	/* standby */
+		    (c->sense[12] == 0x2a && c->sense[13] == 0x06)));	/* state changed */
+
+	if (!ok)
+		__atomic_add_fetch(&alua_bad, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&alua_runs, 1, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&alua_stop, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&alua_idle, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	xcmd_prep(x, &ls, e.a, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE);
+	scsi_cmd_submit(&x->t.cmd);
+}
+
+Test(scsi_exec, alua_states_changed_by_loop_0_while_a_loop_submits)
+{
+	static struct xcmd x;
+	int runs;
+
+	alua_x.next = alua_tur_next;
+	xcmd_prep(&alua_x, &ls, e.a, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE);
+	xcmd_post(&alua_x);
+	/* Each change publishes a new copy of the groups and frees the old one. */
+	for (int i = 0; i < 200; i++) {
+		scsi_dev_set_alua(e.dev, 1, i & 1 ? SCSI_ALUA_AO : SCSI_ALUA_STANDBY);
+		if (i % 50 == 0) {
+			struct scsi_tpg_conf g[] = { { 1, SCSI_ALUA_STANDBY }, { 7, SCSI_ALUA_AO } };
+
+			cr_assert_eq(scsi_dev_set_groups(e.dev, g, 2), 0);
+		}
+	}
+	runs = __atomic_load_n(&alua_runs, __ATOMIC_ACQUIRE);
+	cr_assert(wait_until(&alua_runs, runs + 2), "the submitting loop stopped");
+	__atomic_store_n(&alua_stop, 1, __ATOMIC_RELEASE);
+	cr_assert(wait_until(&alua_idle, 1), "the last command never ended");
+	cr_assert_eq(__atomic_load_n(&alua_bad, __ATOMIC_ACQUIRE), 0,
+		     "an answer neither GOOD, standby nor 2A/06");
+	/* The last state holds: standby refuses a write, and REPORT TARGET PORT GROUPS lists
+	 * the other gateway's group 7 a/o. */
+	scsi_dev_set_alua(e.dev, 1, SCSI_ALUA_STANDBY);
+	clear_ua(&ls, e.a);
+	cr_assert_eq(xrun(&x, &ls, e.a, CDB(0x00, 0, 0, 0, 0, 0), 0, SCSI_DIR_NONE),
+		     SCSI_CHECK_CONDITION);
+	cr_assert_eq(x.t.cmd.sense[12], 0x04);
+	cr_assert_eq(x.t.cmd.sense[13], 0x0b, "standby, from the copy O read");
+	cr_assert_eq(xrun(&x, &ls, e.a, CDB(0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0x04, 0, 0, 0), 1024,
+			  SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(x.buf[4] & 0x0f, SCSI_ALUA_STANDBY, "group 1 first");
+	cr_assert_eq(be16(x.buf + 4 + 2), 1);
+	cr_assert(x.t.cmd.xfer_len >= 4 + 8 + 4 + 8 + 4, "two groups with a port each");
+}
+
+/* ---- A cluster PR OUT through an owner that is not loop 0 -------------------------------- */
+
+static struct {
+	int calls;				/* atomic */
+	int ret;
+	struct gw_loop *ran_on;
+	uint64_t rev;
+} ph;
+
+static int prc_commit(void *arg, struct scsi_dev *dev, uint64_t lun, uint64_t rev,
+		      const json_t *state)
+{
+	(void)arg;
+	(void)dev;
+	(void)lun;
+	(void)state;
+	ph.ran_on = gw_loop_current();
+	ph.rev = rev;
+	__atomic_add_fetch(&ph.calls, 1, __ATOMIC_RELEASE);
+	return ph.ret;
+}
+
+static const struct scsi_pr_cluster_ops prc_ops = { .commit = prc_commit };
+
+/* Loop 0 is the test's thread: its messages run when it runs. */
+static bool pump_loop0_until(int *counter, int want)
+{
+	for (int i = 0; i < 3000; i++) {
+		gw_loop_run_once(&e.loop, 10);
+		if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= want)
+			return true;
+	}
+	return false;
+}
+
+static void prout_register(struct xcmd *x, uint8_t key)
+{
+	uint8_t cdb[10] = { 0x5f, 0x00, 0, 0, 0, 0, 0, 0, 24, 0 };
+
+	x->next = NULL;
+	xcmd_prep(x, &ls, e.a, cdb, 10, 24, SCSI_DIR_WRITE);
+	memset(x->buf, 0, 24);
+	x->buf[15] = key;
+	x->fired = 0;
+	xcmd_post(x);
+}
+
+Test(scsi_exec, a_cluster_pr_out_commits_on_loop_0_and_completes_on_its_loop)
+{
+	static struct xcmd p, in;
+
+	memset(&ph, 0, sizeof(ph));
+	scsi_dev_set_pr_cluster(e.dev, &prc_ops, &ph);
+	prout_register(&p, 0xaa);
+	cr_assert(pump_loop0_until(&ph.calls, 1), "no commit");
+	cr_assert_eq(ph.ran_on, &e.loop, "the commit went out on loop 0, not on the owner");
+	cr_assert_eq(__atomic_load_n(&p.fired, __ATOMIC_ACQUIRE), 0, "not before the answer");
+	scsi_dev_pr_commit_done(e.dev, 0, SCSI_PR_COMMIT_OK, 3, NULL);
+	cr_assert(wait_until(&p.fired, 1));
+	cr_assert_eq(p.t.cmd.status, SCSI_GOOD);
+	cr_assert_eq(p.wrong_loop, 0);
+	cr_assert_eq(xrun(&in, &ls, e.a, CDB(0x5e, 0x00, 0, 0, 0, 0, 0, 0, 64, 0), 64,
+			  SCSI_DIR_READ), SCSI_GOOD);
+	cr_assert_eq(be32(in.buf + 4), 8, "one key");
+	cr_assert_eq(be64(in.buf + 8), 0xaa);
+	scsi_dev_set_pr_cluster(e.dev, NULL, NULL);
+}
+
+Test(scsi_exec, a_cluster_commit_refused_on_loop_0_fails_the_pr_out_on_its_loop)
+{
+	static struct xcmd p;
+
+	memset(&ph, 0, sizeof(ph));
+	ph.ret = -ENOTCONN;
+	scsi_dev_set_pr_cluster(e.dev, &prc_ops, &ph);
+	prout_register(&p, 0xbb);
+	cr_assert(pump_loop0_until(&ph.calls, 1), "no commit");
+	cr_assert(wait_until(&p.fired, 1), "the refusal never came back");
+	cr_assert_eq(p.t.cmd.status, SCSI_CHECK_CONDITION);
+	cr_assert_eq(p.t.cmd.sense[12], 0x04);
+	cr_assert_eq(p.t.cmd.sense[13], 0x0a, "NOT READY, asymmetric access state transition");
+	cr_assert_eq(p.wrong_loop, 0);
+	scsi_dev_set_pr_cluster(e.dev, NULL, NULL);
+}
+
+/* ---- A plain WRITE from the owner's loop against a crossed COMPARE AND WRITE ------------ */
+
+static int caw_posted;				/* atomic */
+
+static void submit_and_note(void *arg)
+{
+	struct xcmd *x = arg;
+
+	scsi_cmd_submit(&x->t.cmd);
+	__atomic_store_n(&caw_posted, 1, __ATOMIC_RELEASE);
+}
+
+Test(scsi_exec, a_write_arriving_during_a_crossed_compare_and_write_lands_after_it)
+{
+	static struct xcmd caw, w, r;
+	uint8_t ccdb[16] = { 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0 };
+	uint8_t wcdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0 };
+	uint8_t rcdb[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0 };
+
+	/* O held: S's COMPARE AND WRITE (zeros -> 0xca) is queued toward O first, then a WRITE
+	 * (0x77) submitted on O itself. The backstore completes each step later, so the WRITE
+	 * reaches the LU between the COMPARE AND WRITE's read and its write: the range lock
+	 * must hold it back, or the COMPARE AND WRITE's write would land last. */
+	__atomic_store_n(&hold_owner, 1, __ATOMIC_RELEASE);
+	cr_assert_eq(gw_loop_send(&lo, hold_fn, NULL), 0);
+	caw.next = w.next = NULL;
+	xcmd_prep(&caw, &ls, e.a, ccdb, 16, 1024, SCSI_DIR_WRITE);
+	memset(caw.buf, 0, 512);
+	memset(caw.buf + 512, 0xca, 512);
+	xcmd_prep(&w, &lo, e.b, wcdb, 16, 512, SCSI_DIR_WRITE);
+	memset(w.buf, 0x77, 512);
+	caw.fired = w.fired = 0;
+	caw_posted = 0;
+	cr_assert_eq(gw_loop_send(&ls, submit_and_note, &caw), 0);
+	cr_assert(wait_until(&caw_posted, 1));
+	xcmd_post(&w);
+	__atomic_store_n(&hold_owner, 0, __ATOMIC_RELEASE);
+	cr_assert(wait_until(&caw.fired, 1) && wait_until(&w.fired, 1));
+	cr_assert_eq(caw.t.cmd.status, SCSI_GOOD, "the block was zeros when it compared");
+	cr_assert_eq(w.t.cmd.status, SCSI_GOOD);
+	cr_assert_eq(xrun(&r, &ls, e.a, rcdb, 16, 512, SCSI_DIR_READ), SCSI_GOOD);
+	for (int i = 0; i < 512; i++)
+		cr_assert_eq(r.buf[i], 0x77, "byte %d: the WRITE, which arrived later, is last", i);
 }

@@ -491,3 +491,21 @@ Test(scsi_pr_cluster, a_registrants_only_reservation_released_elsewhere_tells_th
 	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x2a, 0x04);
 	cr_assert_eq(wr(e.b, &t), SCSI_GOOD, "released: B writes");
 }
+
+Test(scsi_pr_cluster, a_lun_reset_aborts_the_pr_outs_waiting_for_a_commit_not_the_one_out)
+{
+	uint8_t p1[24], p2[24];
+	struct tcmd t1, t2;
+
+	start_prout(&t1, e.a, 0x00, 0, 0, 0xaa, p1);
+	start_prout(&t2, e.b, 0x00, 0, 0, 0xbb, p2);
+	cr_assert_eq(hook.calls, 1, "the second waits behind the first's commit");
+	scsi_lu_reset(e.dev, 0, e.a);
+	tcmd_wait(&e, &t2);
+	cr_assert_eq(t2.cmd.status, SCSI_TASK_ABORTED, "the waiting one is aborted");
+	cr_assert_eq(t1.fired, 0, "the one out still waits for its answer");
+	scsi_dev_pr_commit_done(e.dev, 0, SCSI_PR_COMMIT_OK, 2, NULL);
+	tcmd_wait(&e, &t1);
+	cr_assert_eq(t1.cmd.status, SCSI_GOOD, "its commit went through: it completes");
+	cr_assert_eq(hook.calls, 1, "the aborted one never committed");
+}
