@@ -52,6 +52,7 @@ struct isc_task {
 	bool immediate;
 	bool counted;			/* occupies a CmdSN window slot */
 	bool aborted;
+	bool tas;			/* aborted by another I_T nexus: answered TASK ABORTED */
 	bool read, write;
 	bool bad_cdb;			/* answered CHECK CONDITION without the SCSI core */
 	bool busy;			/* answered TASK SET FULL: no data memory for it */
@@ -275,6 +276,12 @@ struct isc_task *isc_conn_find_task(struct isc_conn *c, uint32_t itt);
 /* Ends a task without a response (abort, connection loss): stops transfers, lets the SCSI
  * core finish if it runs, frees it when nothing refers to it any more. */
 void isc_task_abort(struct isc_task *t, struct isc_tmf *tmf);
+/* Ends a task of another session than the TMF's (CLEAR TASK SET, LUN RESET, target resets)
+ * the way the control mode page's TAS bit promises (scsi_spc.c; SAM-5 5.3.1): its initiator
+ * gets TASK ABORTED status, or the command's own status if it already ran, never silence.
+ * Tasks still waiting for their CmdSN turn are not in the task set yet and are left alone.
+ * tmf (on the task's loop, or NULL): answered only once the task has been. */
+void isc_task_abort_other(struct isc_task *t, struct isc_tmf *tmf);
 /* Connection gone: its tasks are orphaned (freed as they end). */
 void isc_conn_orphan_tasks(struct isc_conn *c);
 

@@ -39,6 +39,7 @@ static enum scsi_task_attr isc_task_attr(uint8_t flags)
 	}
 }
 static void isc_scsi_fail(struct isc_task *t, uint8_t key, uint8_t asc, uint8_t ascq);
+static void isc_scsi_task_aborted(struct isc_task *t);
 
 struct isc_task *isc_task_alloc(struct isc_conn *c)
 {
@@ -389,6 +390,11 @@ static void isc_task_xfer_done(struct dmv_task *dt, int status)
 			isc_task_free(t);
 			return;
 		}
+		if (t->tas) {
+			/* Another I_T nexus aborted it while its data came in: TASK ABORTED. */
+			isc_scsi_task_aborted(t);
+			return;
+		}
 		isc_scsi_submit(t);
 		return;
 	}
@@ -490,6 +496,19 @@ static void isc_task_scsi_done(struct scsi_cmd *cmd)
 	}
 	isc_conn_send(t->conn, rsp);
 	isc_task_free(t);
+}
+
+/* A command another I_T nexus aborted before it reached the SCSI core: TASK ABORTED status,
+ * no data, no sense. */
+static void isc_scsi_task_aborted(struct isc_task *t)
+{
+	t->state = ISC_TS_SCSI;
+	t->cmd.priv = t;
+	t->cmd.cdb_xfer_len = t->edtl;
+	t->cmd.status = SCSI_TASK_ABORTED;
+	t->cmd.sense_len = 0;
+	t->cmd.xfer_len = 0;
+	isc_task_scsi_done(&t->cmd);
 }
 
 /* A command the target answers itself (CHECK CONDITION) without the SCSI core. */
@@ -651,6 +670,37 @@ void isc_task_abort(struct isc_task *t, struct isc_tmf *tmf)
 		/* The data is on its way; the task ends when Put_Data completes. */
 		break;
 	case ISC_TS_DONE:
+		break;
+	}
+}
+
+void isc_task_abort_other(struct isc_task *t, struct isc_tmf *tmf)
+{
+	if (t->aborted || t->tas || t->kind != ISC_TASK_SCSI)
+		return;
+	if (tmf && !t->tmf && (t->state == ISC_TS_DATA_OUT || t->state == ISC_TS_SCSI)) {
+		/* The TMF is answered once this task has been (isc_task_free). */
+		t->tmf = tmf;
+		tmf->waiting++;
+	}
+	switch (t->state) {
+	case ISC_TS_NEW:
+		/* Not in the task set yet (its CmdSN turn has not come): it enters it after the
+		 * reset, and meets the reset's unit attention there. */
+		break;
+	case ISC_TS_DATA_OUT:
+		/* Its data keeps coming (the initiator sends it anyway); it is answered TASK
+		 * ABORTED once the data is in, and never reaches the SCSI core. */
+		t->tas = true;
+		break;
+	case ISC_TS_SCSI:
+		/* Waiting in the task set: the core ends it with TASK ABORTED through done, which
+		 * answers it. Already running: it completes and is answered with its status. */
+		scsi_abort_cmd(&t->cmd);
+		break;
+	case ISC_TS_DATA_IN:
+	case ISC_TS_DONE:
+		/* Completed: its data and status are on their way. */
 		break;
 	}
 }

@@ -92,8 +92,10 @@ static struct isc_task *isc_tmf_find_task(struct isc_session *s, uint32_t itt)
 	return NULL;
 }
 
-/* Aborts the tasks of one session (lun_only: on that LUN). */
-static void isc_tmf_abort_session(struct isc_session *s, bool lun_only, uint64_t lun,
+/* Aborts the tasks of one session (lun_only: on that LUN). The TMF's own session's (own)
+ * end silently; another session's are answered TASK ABORTED (isc_task_abort_other). The TMF,
+ * if given (it is on this loop), waits for both. */
+static void isc_tmf_abort_session(struct isc_session *s, bool own, bool lun_only, uint64_t lun,
 				  struct isc_tmf *tmf)
 {
 	struct isc_conn *c;
@@ -103,20 +105,25 @@ static void isc_tmf_abort_session(struct isc_session *s, bool lun_only, uint64_t
 		gw_list_for_each_entry_safe(t, tmp, &c->tasks, cnode) {
 			if (t->kind != ISC_TASK_SCSI || (lun_only && t->lun != lun))
 				continue;
-			isc_task_abort(t, tmf);
+			if (own)
+				isc_task_abort(t, tmf);
+			else
+				isc_task_abort_other(t, tmf);
 		}
 	}
 }
 
-/* The target's sessions on loop lp (its thread). */
+/* The target's sessions on loop lp (its thread); asker: the TMF's session, or NULL when it
+ * is on another loop. */
 static void isc_tmf_abort_loop(struct isc_loop *lp, const struct isc_target *target,
-			       bool lun_only, uint64_t lun, struct isc_tmf *tmf)
+			       const struct isc_session *asker, bool lun_only, uint64_t lun,
+			       struct isc_tmf *tmf)
 {
 	struct isc_session *s;
 
 	gw_list_for_each_entry(s, &lp->sessions, lnode)
 		if (s->target == target)
-			isc_tmf_abort_session(s, lun_only, lun, tmf);
+			isc_tmf_abort_session(s, s == asker, lun_only, lun, tmf);
 }
 
 /* A TMF's abort of the target's sessions on another loop: run there, then answered back on
@@ -146,7 +153,7 @@ static void isc_tmf_abort_msg(void *arg)
 
 	/* Other sessions' tasks end through their own loops; the asker waits for this loop's
 	 * walk, not for them (their connections get no TMF response). */
-	isc_tmf_abort_loop(m->lp, m->target, m->lun_only, m->lun, NULL);
+	isc_tmf_abort_loop(m->lp, m->target, NULL, m->lun_only, m->lun, NULL);
 	if (gw_loop_send(m->from->loop, isc_tmf_answer_msg, m))
 		isc_tmf_answer_msg(m);	/* shutting down: nobody to answer */
 }
@@ -156,7 +163,7 @@ static void isc_tmf_abort_target(struct isc_conn *c, struct isc_target *target, 
 {
 	struct isc_gw *gw = c->gw;
 
-	isc_tmf_abort_loop(c->lp, target, lun_only, lun, tmf);
+	isc_tmf_abort_loop(c->lp, target, c->sess, lun_only, lun, tmf);
 	for (unsigned i = 0; gw->loops && i < isc_gw_nloops(gw); i++) {
 		struct isc_tmf_msg *m;
 
@@ -236,7 +243,7 @@ void isc_tmf_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		if (func == ISC_TMF_CLEAR_TASK_SET)
 			isc_tmf_abort_target(c, target, true, lun, tmf);
 		else
-			isc_tmf_abort_session(s, true, lun, tmf);
+			isc_tmf_abort_session(s, true, true, lun, tmf);
 		break;
 	case ISC_TMF_LUN_RESET:
 		if (!scsi_dev_find_lu(target->dev, lun)) {
