@@ -116,3 +116,53 @@ Test(isc_tmf, target_cold_reset_answers_then_drops_the_session)
 	isc_pdu_put(rsp);
 	cr_expect(C->closed);
 }
+
+/* A LUN RESET from one session ends another session's write that waits for its data the way
+ * the control mode page's TAS bit promises: once the data is in, TASK ABORTED status, not
+ * silence (its initiator would wait for ever); and the reset is answered after it. */
+Test(isc_tmf, lun_reset_answers_another_sessions_write_task_aborted)
+{
+	uint8_t cdb[16], bhs[ISC_BHS_LEN], data[8192];
+	struct fake_conn *c2 = h_connect(&H);
+	struct isc_pdu *r2t, *rsp;
+	uint32_t cmdsn1 = H.cmdsn, cmdsn2;
+	uint16_t st;
+
+	memset(data, 0xa5, sizeof(data));
+	cr_assert_neq(h_login(&H, c2, H_INITIATOR, H_TARGET, 2, 0, 0, &st), 0);
+	cr_assert_eq(st, 0);
+	h_clear_ua(&H, c2);
+	h_cdb_rw10(cdb, 0x2a, 0, 16);
+	h_scsi_cmd(&H, c2, 0x70, ISC_FL_F | ISC_FL_W, cdb, 10, sizeof(data), NULL, 0);
+	cmdsn2 = H.cmdsn;
+	fake_dmv_settle(&H.loop);
+	r2t = fake_dmv_pop(c2);
+	cr_assert_not_null(r2t);
+	cr_assert_eq(isc_bhs_opcode(r2t->bhs), ISC_OP_R2T);
+
+	H.cmdsn = cmdsn1;
+	rsp = tmf(5, 0x71, ISC_RSVD_TAG, 0, 0);
+	cr_expect_null(rsp, "the reset waits for the other session's write");
+	if (rsp)
+		isc_pdu_put(rsp);
+	cr_expect_eq(c2->aborts, 0, "the other session's data transfer goes on");
+
+	H.cmdsn = cmdsn2;
+	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, 0x70);
+	memcpy(bhs + 20, r2t->bhs + 20, 4);
+	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
+	fake_dmv_rx(c2, bhs, data, sizeof(data));
+	fake_dmv_settle(&H.loop);
+	rsp = fake_dmv_pop(c2);
+	cr_assert_not_null(rsp, "the other session's write is answered");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
+	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x70);
+	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
+	isc_pdu_put(rsp);
+	rsp = fake_dmv_pop(C);
+	cr_assert_not_null(rsp, "the reset is answered once the other write was");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(rsp->bhs[2], 0, "function complete");
+	isc_pdu_put(rsp);
+	isc_pdu_put(r2t);
+}
