@@ -178,6 +178,8 @@ int scsi_dev_pick_lu_loop(struct scsi_dev *dev);
 struct gw_loop *scsi_dev_next_lu_loop(struct scsi_dev *dev);
 /* Forgets the picks no LU was added for (an apply that failed, before the next one's). */
 void scsi_dev_forget_lu_picks(struct scsi_dev *dev);
+/* How many LUs the loop of index i in the device's loops owns (the device's loop only). */
+unsigned scsi_dev_lus_on_loop(const struct scsi_dev *dev, unsigned i);
 /* The loop that owns lun's LU, or NULL. */
 struct gw_loop *scsi_dev_lu_loop(struct scsi_dev *dev, uint64_t lun);
 /* The transport hears of LU changes here to send iSCSI Asynchronous Messages. */

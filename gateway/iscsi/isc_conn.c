@@ -6,6 +6,7 @@
  * logs out or breaks the protocol. Building and sending PDUs is isc_xmit.c's.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -293,6 +294,47 @@ static void isc_conn_do_close(struct isc_conn *c, const char *why)
 	gw_loop_close(c->lp->loop, &c->cl, isc_conn_free);
 }
 
+/*
+ * A new session's loop: the least loaded (fewest connections), and among those equally
+ * loaded the one owning most of the target's LUs, so a session alone on its target does not
+ * send every command across to another loop (docs/PERFORMANCE.md, "Messages between loops").
+ * -1 (the datamover's own least-loaded pick) when the first PDU names no target this gateway
+ * has (discovery, a Login split over several PDUs).
+ */
+static int isc_conn_place_new(struct isc_gw *gw, const struct isc_pdu *first)
+{
+	const struct gw_loops *set = gw->loops;
+	struct isc_kvlist keys;
+	const struct isc_target *t = NULL;
+	const char *name;
+	unsigned min = UINT_MAX, lus = 0;
+	int best = -1;
+
+	if (!set || set->n < 2 || !first->data_len)
+		return -1;
+	isc_kvlist_init(&keys);
+	if (!isc_kvlist_parse(&keys, first->data, first->data_len)) {
+		name = isc_kvlist_get(&keys, "TargetName");
+		/* Targets come and go on this loop (apply), where place runs: t stays valid. */
+		if (name)
+			t = isc_gw_find_target(gw, name);
+	}
+	isc_kvlist_fini(&keys);
+	if (!t || !t->dev)
+		return -1;
+	for (unsigned i = 0; i < set->n; i++) {
+		unsigned load = __atomic_load_n(&set->load[i], __ATOMIC_RELAXED);
+		unsigned n = scsi_dev_lus_on_loop(t->dev, i);
+
+		if (load < min || (load == min && n > lus)) {
+			min = load;
+			lus = n;
+			best = (int)i;
+		}
+	}
+	return best;
+}
+
 int isc_conn_place(struct dmv_portal *dp, const struct isc_pdu *first)
 {
 	struct isc_portal *p = dp->priv;
@@ -305,7 +347,7 @@ int isc_conn_place(struct dmv_portal *dp, const struct isc_pdu *first)
 		return -1;
 	tsih = isc_get16(first->bhs, 14);
 	if (!tsih)
-		return -1;
+		return isc_conn_place_new(gw, first);
 	/* A later connection of a session: on the session's loop, where its login looks the
 	 * session up (the registry says which). */
 	pthread_mutex_lock(&gw->reg_lock);

@@ -122,6 +122,13 @@ int scsi_dev_pick_lu_loop(struct scsi_dev *dev)
 	return (int)best;
 }
 
+unsigned scsi_dev_lus_on_loop(const struct scsi_dev *dev, unsigned i)
+{
+	if (!dev->loops)
+		return i == 0 ? dev->lu_count[0] : 0;
+	return i < dev->loops->n ? dev->lu_count[i] : 0;
+}
+
 struct gw_loop *scsi_dev_next_lu_loop(struct scsi_dev *dev)
 {
 	int i;

@@ -18,7 +18,9 @@
 #    other: the writer's commands end (TASK ABORTED or a unit attention) and it exits by itself
 #    well before its own end, nothing hangs; then verified writes on LUN 2 after the resets;
 #  - throughout, isergw-verify back to back on LUN 3 (file): every run verifies;
-#  - after every host logged out, no session is left and every loop's counts are back to 0.
+#  - after every host logged out, no session is left and every loop's counts are back to 0;
+#  - a session alone on a second target with a single LU lands on that LU's owner loop (the
+#    placement's tie-break), so none of its commands crosses to another loop.
 # Until sessions are placed on every loop (s9-sess) and LUs spread (s9-scsi), the placement
 # checks fail and name what is missing; everything else runs and must pass on one loop too.
 #
@@ -49,6 +51,8 @@ IQN=iqn.2026-11.org.isergw:loops
 CTL=$T_DIR/ctl.sock
 PORT=$(t_free_port)
 URL=iscsi://$T_HOST:$PORT/$IQN
+IQN1=iqn.2026-11.org.isergw:loops-one
+URL1=iscsi://$T_HOST:$PORT/$IQN1
 INI_W=iqn.2026-11.org.isergw:loops-writer
 INI_V=iqn.2026-11.org.isergw:loops-verify
 CAW_ROUNDS=${LOOPS_CAW_ROUNDS:-40}
@@ -75,6 +79,12 @@ cat >"$T_DIR/gw.json" <<EOF
         { "lun": 3, "backstore": { "type": "file", "path": "$T_SHM/lun3.img", "size": "256M",
                                    "block_size": 512 } }
       ]
+    },
+    {
+      "name": "$IQN1", "alias": "loops-one", "tpgt": 1, "portals": ["tcp0"],
+      "allow_any_initiator": true,
+      "params": { "nop_interval": 0 },
+      "luns": [ { "lun": 0, "backstore": { "type": "ram", "size": "16M", "block_size": 512 } } ]
     }
   ]
 }
@@ -99,7 +109,7 @@ def lidx(l):
     return l.get("index", l.get("loop"))
 def sess(ini):
     return [x for x in s.get("sessions", []) if x.get("initiator") == ini and x.get("type") == "normal"]
-def owners():
+def owners(name=None):
     out = []
     def walk(o):
         if isinstance(o, dict):
@@ -110,7 +120,7 @@ def owners():
         elif isinstance(o, list):
             for v in o:
                 walk(v)
-    walk(s.get("targets", []))
+    walk([t for t in s.get("targets", []) if name is None or t.get("name") == name])
     return out
 r = eval(sys.argv[2])
 if r is False or r is None:
@@ -142,13 +152,14 @@ loop_of() {
 # ---- hosts: isergw-pr sessions driven line by line ----------------------------------------
 
 declare -A HOST_FD=()
-# host_start NAME INITIATOR ISID: a session to LUN 0 kept logged in; commands go in by FIFO.
+# host_start NAME INITIATOR ISID [TARGET-URL]: a session to LUN 0 (of the four-LUN target by
+# default) kept logged in; commands go in by FIFO.
 host_start() {
 	local name=$1 fifo=$T_DIR/$1.in fd
 	rm -f "$fifo" && mkfifo "$fifo" || return 1
 	: >"$T_DIR/$name.out"
 	t_daemon_start "host-$name" client "$T_DIR/$name.out" \
-		bash -c 'exec "$@" <"$0"' "$fifo" "$PR" -i "$2" -s "$3" "$URL/0" -
+		bash -c 'exec "$@" <"$0"' "$fifo" "$PR" -i "$2" -s "$3" "${4:-$URL}/0" -
 	# Read-write opens a FIFO without waiting for the reader (Linux).
 	exec {fd}<>"$fifo"
 	HOST_FD[$name]=$fd
@@ -243,7 +254,7 @@ check "placement: hosts A and B logged in one after the other are on two loops" 
 check "placement: the \"loops\" array counts a connection on each loop" \
 	wait_for 5 st_is 'all(l.get("connections", 0) >= 1 for l in loops) and len(loops) == 2'
 check "placement: the target's four LUs are owned by both loops (\"owner_loop\")" \
-	st_is 'sorted(set(owners())) == [0, 1] and len(owners()) == 4'
+	st_is "sorted(set(owners('$IQN'))) == [0, 1] and len(owners('$IQN')) == 4"
 
 # ---- persistent reservations on LUN 0 between the loops ------------------------------------
 
@@ -422,5 +433,19 @@ t_log "  verifier: $(wc -l <"$T_DIR/verify.runs") runs"
 check "host A logs out" host_stop A
 check "state: no session left, every loop's connections (and sessions) back to 0" wait_for 15 st_is \
 	'len([x for x in s.get("sessions", []) if x.get("type") == "normal"]) == 0 and len(loops) == 2 and all(l.get("connections", 0) == 0 and l.get("sessions", 0) == 0 for l in loops)'
+
+# ---- a session alone on a one-LU target: on its LU's owner loop ----------------------------
+
+# one_lu_placed: with both loops idle, the session goes where the target's only LU is owned.
+one_lu_placed() {
+	local owner loop
+	owner=$(st "owners('$IQN1')[0] if len(owners('$IQN1')) == 1 else 'none'")
+	host_start C "$T_INI1" 3 "$URL1" || return 1
+	loop=$(loop_of "$T_INI1")
+	echo "the LU's owner loop: $owner, the session's loop: $loop"
+	host_stop C || return 1
+	[ -n "$owner" ] && [ "$owner" != none ] && [ "$loop" = "$owner" ]
+}
+check "placement: a session alone on a one-LU target is on its LU's owner loop" one_lu_placed
 check "gateway alive" t_alive "$GW"
 t_end
