@@ -274,6 +274,20 @@ static void ini_queue(struct mp_ini *ini, struct ini_pdu *pdu, uint32_t data_len
 	gw_defer_queue(ini->loop, &ini->flush);
 }
 
+/* An immediate request's header (NOP-Out, Task Management, Logout): it neither waits for the
+ * command window nor advances CmdSN. f20 is bytes 20..23 (Referenced Task Tag, Target
+ * Transfer Tag, or the reserved tag). */
+static void ini_imm_hdr(const struct mp_ini *ini, struct ini_pdu *pdu, uint8_t op, uint8_t flags,
+			uint32_t itt, uint32_t f20)
+{
+	pdu->hdr[0] = (uint8_t)(op | 0x40);
+	pdu->hdr[1] = flags;
+	put32(pdu->hdr, 16, itt);
+	put32(pdu->hdr, 20, f20);
+	put32(pdu->hdr, 24, ini->cmdsn);
+	put32(pdu->hdr, 28, ini->exp_statsn);
+}
+
 static void ini_flush(struct mp_ini *ini)
 {
 	while (!gw_list_empty(&ini->txq) && ini->state != INI_FAILED) {
@@ -539,13 +553,7 @@ int mp_ini_nop(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg)
 	t->fn = fn;
 	t->arg = arg;
 	ini_slot_take(ini, t);
-	/* Immediate: it neither waits for the window nor advances CmdSN. */
-	pdu->hdr[0] = OP_NOP_OUT | 0x40;
-	pdu->hdr[1] = FL_F;
-	put32(pdu->hdr, 16, t->itt);
-	put32(pdu->hdr, 20, INI_TAG_NONE);
-	put32(pdu->hdr, 24, ini->cmdsn);
-	put32(pdu->hdr, 28, ini->exp_statsn);
+	ini_imm_hdr(ini, pdu, OP_NOP_OUT, FL_F, t->itt, INI_TAG_NONE);
 	ini_queue(ini, pdu, 0);
 	return 0;
 }
@@ -649,13 +657,9 @@ int mp_ini_tmf(struct mp_ini *ini, enum mp_ini_tmf fn_code, int lun, const void 
 	if (!t)
 		return -errno;
 	t->lun = lun;
-	pdu->hdr[0] = OP_TMF_REQ | 0x40;
-	pdu->hdr[1] = (uint8_t)(FL_F | fn_code);
+	ini_imm_hdr(ini, pdu, OP_TMF_REQ, (uint8_t)(FL_F | fn_code), t->itt,
+		    ref ? ref->itt : INI_TAG_NONE);
 	put_lun(pdu->hdr, lun);
-	put32(pdu->hdr, 16, t->itt);
-	put32(pdu->hdr, 20, ref ? ref->itt : INI_TAG_NONE);
-	put32(pdu->hdr, 24, ini->cmdsn);
-	put32(pdu->hdr, 28, ini->exp_statsn);
 	if (ref) {
 		t->ref_itt = ref->itt;
 		put32(pdu->hdr, 32, ref->cmdsn);	/* RefCmdSN */
@@ -672,12 +676,8 @@ int mp_ini_logout(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg)
 	t = ini_immediate(ini, INI_K_LOGOUT, fn, arg, &pdu);
 	if (!t)
 		return -errno;
-	pdu->hdr[0] = OP_LOGOUT_REQ | 0x40;
-	pdu->hdr[1] = FL_F | 0;		/* close the session */
-	put32(pdu->hdr, 16, t->itt);
-	put32(pdu->hdr, 20, INI_TAG_NONE);
-	put32(pdu->hdr, 24, ini->cmdsn);
-	put32(pdu->hdr, 28, ini->exp_statsn);
+	/* Reason 0: close the session. */
+	ini_imm_hdr(ini, pdu, OP_LOGOUT_REQ, FL_F | 0, t->itt, INI_TAG_NONE);
 	ini_queue(ini, pdu, 0);
 	return 0;
 }
@@ -1081,13 +1081,8 @@ static void ini_pdu_in(struct mp_ini *ini, const uint8_t *h, const uint8_t *data
 				ini_fail(ini, "out of memory answering a NOP-In");
 				return;
 			}
-			pdu->hdr[0] = OP_NOP_OUT | 0x40;
-			pdu->hdr[1] = FL_F;
+			ini_imm_hdr(ini, pdu, OP_NOP_OUT, FL_F, INI_TAG_NONE, ttt);
 			memcpy(pdu->hdr + 8, h + 8, 8);
-			put32(pdu->hdr, 16, INI_TAG_NONE);
-			put32(pdu->hdr, 20, ttt);
-			put32(pdu->hdr, 24, ini->cmdsn);
-			put32(pdu->hdr, 28, ini->exp_statsn);
 			if (dsl) {
 				memcpy(pdu->own, data, dsl);
 				pdu->iov[0].iov_base = pdu->own;
