@@ -313,6 +313,9 @@ out_gw:
 	/* The other loops' threads stop (each runs what was posted to it first), so the main
 	 * thread may free what they owned. */
 	ctl_loops_stop(loops);
+	/* Their last messages (a nexus every LU owner forgets) name the targets: run them while
+	 * those still exist. */
+	ctl_loops_drain(loops);
 	isc_gw_destroy(gw);
 out_loop:
 	ctl_loops_destroy(loops);

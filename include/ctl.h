@@ -77,6 +77,9 @@ int ctl_loops_start(struct gw_loop *loop0, unsigned n, struct ctl_loops **out,
 /* Stops the threads of loops 1..n-1 (each runs what was posted to it first) and joins them;
  * from then on the caller may touch what they owned. Idempotent. */
 void ctl_loops_stop(struct ctl_loops *ls);
+/* After ctl_loops_stop, on the main thread: runs what the loops (loop 0 included) still have
+ * posted to each other, until none has anything left, before what it names is freed. */
+void ctl_loops_drain(struct ctl_loops *ls);
 /* Stops, finishes loops 1..n-1, unpins the calling thread and frees; NULL is fine. */
 void ctl_loops_destroy(struct ctl_loops *ls);
 /* [{loop, cpu, connections}] (new reference). */

@@ -79,6 +79,11 @@ struct gw_loop {
 };
 
 int gw_loop_init(struct gw_loop *loop);
+/* Runs what is posted, deferred or closing until nothing is (at most 1000 rounds), on the
+ * calling thread, which must own the loop (its own thread, or any once the loop's thread has
+ * stopped); the loop stays open. True if anything ran. For shutdown: the loops' last
+ * messages to each other run before the objects they name are freed. */
+bool gw_loop_drain(struct gw_loop *loop);
 /* Runs what is still posted, deferred or closing (on the calling thread, which owns the loop
  * from then on: never while the loop's thread runs), then closes the epoll fd; a post that
  * begins after it fails with -ESHUTDOWN. Posts still under way in other threads when it is

@@ -296,6 +296,27 @@ static void gw_loop_free_closed(struct gw_loop *loop)
 	}
 }
 
+bool gw_loop_drain(struct gw_loop *loop)
+{
+	struct gw_loop *outer = gw_loop_cur;
+	bool ran = false;
+	int rounds = 0;
+
+	if (loop->epfd < 0)
+		return false;
+	gw_loop_cur = loop;
+	while ((__atomic_load_n(&loop->msg_head, __ATOMIC_ACQUIRE) ||
+		!gw_list_empty(&loop->deferred) || !gw_list_empty(&loop->closing)) &&
+	       rounds++ < 1000) {
+		gw_loop_run_msgs(loop);
+		gw_loop_run_deferred(loop);
+		gw_loop_free_closed(loop);
+		ran = true;
+	}
+	gw_loop_cur = outer;
+	return ran;
+}
+
 void gw_loop_fini(struct gw_loop *loop)
 {
 	struct gw_loop *outer = gw_loop_cur;

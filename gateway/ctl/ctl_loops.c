@@ -121,6 +121,22 @@ void ctl_loops_stop(struct ctl_loops *ls)
 	}
 }
 
+void ctl_loops_drain(struct ctl_loops *ls)
+{
+	bool ran;
+	int rounds = 0;
+
+	if (!ls)
+		return;
+	/* Each loop's leftovers may post to another (a nexus forgotten by every LU owner): round
+	 * until no loop has anything left. */
+	do {
+		ran = false;
+		for (unsigned i = 0; i < ls->set.n; i++)
+			ran |= gw_loop_drain(ls->set.loop[i]);
+	} while (ran && ++rounds < 100);
+}
+
 void ctl_loops_destroy(struct ctl_loops *ls)
 {
 	unsigned i;

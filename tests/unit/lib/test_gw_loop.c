@@ -776,3 +776,45 @@ Test(loop, the_set_picks_the_least_loaded_loop)
 	struct gw_loops one = { .n = 1, .loop = { &loop } };
 	cr_expect_eq(gw_loops_pick(&one), 0);
 }
+
+/* Shutdown: the loops' last messages to each other run (on the calling thread, each as its own
+ * loop) before what they name is freed, and the loop stays open for more (gw_loop_drain). */
+static struct gw_loop other;
+static int drained_here, drained_other;
+
+static void drain_other_fn(void *arg)
+{
+	(void)arg;
+	if (gw_loop_current() == &other)
+		drained_other++;
+}
+
+static void drain_here_fn(void *arg)
+{
+	(void)arg;
+	if (gw_loop_current() == &loop)
+		drained_here++;
+	/* As a nexus forgotten by every owner does: a message to the other loop. */
+	cr_expect_eq(gw_loop_send(&other, drain_other_fn, NULL), 0);
+}
+
+Test(loop, drain_runs_what_is_posted_as_the_loop_and_keeps_it_open)
+{
+	drained_here = drained_other = 0;
+	cr_assert_eq(gw_loop_init(&other), 0);
+	cr_assert_eq(gw_loop_thread_start(&other, -1, NULL), 0);
+	cr_expect_eq(gw_loop_thread_stop(&other), 0);
+	cr_expect_not(gw_loop_drain(&loop), "nothing posted, nothing ran");
+	cr_assert_eq(gw_loop_send(&loop, drain_here_fn, NULL), 0);
+	cr_assert_eq(gw_loop_send(&loop, drain_here_fn, NULL), 0);
+	cr_expect(gw_loop_drain(&loop));
+	cr_expect_eq(drained_here, 2, "ran %d of 2 on the loop", drained_here);
+	cr_expect_eq(drained_other, 0, "the other loop's messages wait for its drain");
+	cr_expect(gw_loop_drain(&other), "the stopped loop drained from this thread");
+	cr_expect_eq(drained_other, 2);
+	cr_expect_not(gw_loop_drain(&other));
+	cr_expect_eq(gw_loop_send(&loop, drain_here_fn, NULL), 0, "the drained loop is still open");
+	cr_expect(gw_loop_drain(&loop));
+	gw_loop_fini(&other);
+	cr_expect_eq(drained_other, 3, "gw_loop_fini ran the last one");
+}
