@@ -60,10 +60,11 @@ test-build: all $(UNIT_BIN) $(TOOL_BIN)
 # event loop and with two. Running everything twice does not fit CI's 90 minutes, so each pass
 # takes one count (docs/TESTING.md, "Several event loops"): TEST_LOOPS=1 runs the release
 # integration pass, the ThreadSanitizer suites and the VM rig with ISERGW_LOOPS=2 and the
-# sanitized (ASan+UBSan) pass with ISERGW_LOOPS=1. Off by default (TEST_LOOPS=0: no
-# ISERGW_LOOPS, each gateway's configuration decides, today's behaviour). Each count can be
-# set alone: TEST_LOOPS_RELEASE, TEST_LOOPS_SAN, TEST_LOOPS_TSAN, TEST_LOOPS_VM (empty: none).
-TEST_LOOPS ?= 0
+# sanitized (ASan+UBSan) pass with ISERGW_LOOPS=1. On by default; TEST_LOOPS=0: no
+# ISERGW_LOOPS, each gateway's configuration decides (its default: one loop per CPU). Each
+# count can be set alone: TEST_LOOPS_RELEASE, TEST_LOOPS_SAN, TEST_LOOPS_TSAN, TEST_LOOPS_VM
+# (empty: none).
+TEST_LOOPS ?= 1
 ifeq ($(TEST_LOOPS),1)
 TEST_LOOPS_RELEASE ?= 2
 TEST_LOOPS_SAN ?= 1

@@ -43,11 +43,13 @@ const struct gw_conf_key ctl_gateway_conf_keys[] = {
 		  "waits the lease TTL plus this before it reports active/optimized "
 		  "(docs/CLUSTER.md). A gateway never given a lease is not affected." },
 	{ .name = "loops", .type = GW_CONF_U32,
-	  .offset = offsetof(struct ctl_gateway_conf, loops), .min = 1, .max = GW_LOOPS_MAX,
-	  .def = "1",
+	  .offset = offsetof(struct ctl_gateway_conf, loops), .min = 0, .max = GW_LOOPS_MAX,
+	  .def = "0",
 	  .help = "Event loops, each on a thread of its own pinned to one CPU of the process's "
-		  "affinity mask, in order (loop 0 is the main thread). More loops than the CPUs "
-		  "the process may run on is refused at start-up. Each new session goes to the "
+		  "affinity mask, in order (loop 0 is the main thread). 0, the default: one per "
+		  "CPU of that mask, at most 16; 1: no extra thread, nothing pinned. More loops "
+		  "than the CPUs the process may run on is refused at start-up. Each new "
+		  "session goes to the "
 		  "least-loaded loop with all its connections (docs/ARCHITECTURE.md, \"Several "
 		  "event loops\"). Read at start-up." },
 	GW_CONF_END,

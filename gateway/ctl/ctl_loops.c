@@ -16,7 +16,8 @@
 #include "ctl.h"
 #include "gw_log.h"
 
-/* The CPUs of mask in order, at most max of them; returns how many there are in all. */
+/* The CPUs of mask in order, at most max of them (cpus NULL: none); returns how many there are
+ * in all. */
 static unsigned ctl_loops_cpus(const cpu_set_t *mask, int *cpus, unsigned max)
 {
 	unsigned n = 0;
@@ -25,7 +26,7 @@ static unsigned ctl_loops_cpus(const cpu_set_t *mask, int *cpus, unsigned max)
 	for (c = 0; c < CPU_SETSIZE; c++) {
 		if (!CPU_ISSET(c, mask))
 			continue;
-		if (n < max)
+		if (cpus && n < max)
 			cpus[n] = c;
 		n++;
 	}
@@ -42,9 +43,21 @@ int ctl_loops_start(struct gw_loop *loop0, unsigned n, struct ctl_loops **out,
 	int r;
 
 	*out = NULL;
-	if (n < 1 || n > GW_LOOPS_MAX) {
-		gw_errlist_add(errs, "gateway.loops", "must be 1..%d", GW_LOOPS_MAX);
+	if (n > GW_LOOPS_MAX) {
+		gw_errlist_add(errs, "gateway.loops", "must be 0 (one per CPU) or 1..%d",
+			       GW_LOOPS_MAX);
 		return -EINVAL;
+	}
+	if (n == 0) {
+		/* One per CPU this process may run on, at most GW_LOOPS_MAX; one if the mask
+		 * cannot be read. */
+		n = 1;
+		if (!sched_getaffinity(0, sizeof(mask), &mask))
+			n = ctl_loops_cpus(&mask, NULL, 0);
+		if (n < 1)
+			n = 1;
+		if (n > GW_LOOPS_MAX)
+			n = GW_LOOPS_MAX;
 	}
 	ls = calloc(1, sizeof(*ls));
 	if (!ls)

@@ -196,4 +196,35 @@ if [ "$(nproc)" -ge 2 ]; then
 	tg_defaults
 fi
 
+# The default (no "loops"): one loop per CPU of the affinity mask, at most 16; confined to one
+# CPU, one loop, nothing pinned. ISERGW_LOOPS is emptied so no count is inserted.
+printf '{ "portals": [ { "name": "p", "address": "127.0.0.1", "port": %s } ], "targets": [] }\n' \
+	"$(t_free_port)" >"$T_DIR/loops-default.json"
+want=$(nproc)
+[ "$want" -gt 16 ] && want=16
+loops_default() {
+	local cpus=$1 want=$2 log=$T_DIR/loops-default.$1.log pid
+	if [ "$cpus" = all ]; then
+		ISERGW_LOOPS= "$GW" --config "$T_DIR/loops-default.json" >"$log" 2>&1 &
+	else
+		ISERGW_LOOPS= taskset -c "$cpus" "$GW" --config "$T_DIR/loops-default.json" >"$log" 2>&1 &
+	fi
+	pid=$!
+	for _ in $(seq 1 100); do
+		grep -q 'main: ready' "$log" && break
+		sleep 0.1
+	done
+	kill -TERM "$pid" 2>/dev/null
+	wait "$pid"
+	echo "$(grep -c 'loop [0-9]* on CPU' "$log") loops pinned; log: $(grep -m1 'loop' "$log")"
+	if [ "$want" = 1 ]; then
+		! grep -q 'loop [0-9]* on CPU' "$log" && grep -q 'main: ready' "$log"
+	else
+		[ "$(grep -c 'loop [0-9]* on CPU' "$log")" = "$want" ]
+	fi
+}
+check "the default runs one loop per CPU ($want here), each pinned" loops_default all "$want"
+check "the default confined to one CPU (taskset) runs one loop, pinned to nothing" \
+	loops_default 0 1
+
 t_end

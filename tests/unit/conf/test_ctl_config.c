@@ -268,23 +268,23 @@ Test(ctl_config, boot_wait_defaults_to_2_s_and_is_range_checked)
 	gw_errlist_fini(&errs);
 }
 
-Test(ctl_config, loops_defaults_to_1_and_is_range_checked)
+Test(ctl_config, loops_defaults_to_0_one_per_cpu_and_is_range_checked)
 {
 	static const char base[] =
 		"{ \"portals\": [ { \"name\": \"p\" } ],"
 		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"] } ] }";
 	static const struct { const char *v; int ok; } cases[] = {
-		{ "1", 1 }, { "2", 1 }, { "16", 1 }, { "0", 0 }, { "17", 0 }, { "-1", 0 },
+		{ "0", 1 }, { "1", 1 }, { "2", 1 }, { "16", 1 }, { "17", 0 }, { "-1", 0 },
 		{ "\"2\"", 0 },
 	};
 	struct ctl_config cfg;
 	struct gw_errlist errs;
 	char text[512];
 
-	/* This session's default: one loop, today's gateway. */
+	/* The default: 0, resolved at start-up to one loop per CPU (ctl_loops_start). */
 	gw_errlist_init(&errs);
 	cr_assert_eq(parse(base, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
-	cr_expect_eq(cfg.gateway.loops, 1);
+	cr_expect_eq(cfg.gateway.loops, 0);
 	ctl_config_free(&cfg);
 	gw_errlist_fini(&errs);
 

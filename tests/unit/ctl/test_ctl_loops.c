@@ -115,6 +115,27 @@ out:
 	gw_loop_fini(&l0);
 }
 
+/* 0, the default: one loop per CPU of the affinity mask (at most GW_LOOPS_MAX). */
+Test(ctl_loops, zero_starts_one_loop_per_cpu_of_the_mask)
+{
+	struct gw_loop l0;
+	struct ctl_loops *ls;
+	struct gw_errlist errs;
+	cpu_set_t before;
+	unsigned ncpus = mask_cpus(&before);
+	unsigned want = ncpus < GW_LOOPS_MAX ? ncpus : GW_LOOPS_MAX;
+
+	cr_assert_eq(gw_loop_init(&l0), 0);
+	gw_errlist_init(&errs);
+	cr_assert_eq(ctl_loops_start(&l0, 0, &ls, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_expect_eq(ls->set.n, want, "%u loops for %u CPUs", ls->set.n, ncpus);
+	for (unsigned i = 1; i < ls->set.n; i++)
+		cr_expect(ls->set.loop[i]->has_thread, "loop %u has no thread", i);
+	ctl_loops_destroy(ls);
+	gw_errlist_fini(&errs);
+	gw_loop_fini(&l0);
+}
+
 Test(ctl_loops, more_loops_than_cpus_is_refused_by_name)
 {
 	struct gw_loop l0;
