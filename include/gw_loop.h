@@ -133,6 +133,10 @@ struct gw_loops {
 	unsigned n;
 	struct gw_loop *loop[GW_LOOPS_MAX];
 	unsigned load[GW_LOOPS_MAX];	/* atomic */
+	/* Logical units owned, and picked for an LU not added yet, across every device (the
+	 * SCSI core's, on loop 0 only): the LUs of many targets spread as one set. */
+	unsigned lus[GW_LOOPS_MAX];
+	unsigned lus_picked[GW_LOOPS_MAX];
 };
 
 /* The least loaded loop's index (the lowest among equals); 0 for a set of one. */

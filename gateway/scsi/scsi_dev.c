@@ -91,6 +91,7 @@ void scsi_dev_destroy(struct scsi_dev *dev)
 		gw_list_del(&g->node);
 		free(g);
 	}
+	scsi_dev_forget_lu_picks(dev);	/* the loops' counts outlive the device */
 	pthread_mutex_destroy(&dev->itn_lock);
 	free(dev->name);
 	free(dev);
@@ -101,11 +102,13 @@ void scsi_dev_set_loops(struct scsi_dev *dev, struct gw_loops *loops)
 	dev->loops = loops && loops->n > 1 ? loops : NULL;
 }
 
-/* LUs owned, and picked for an LU not added yet: several LUs of one apply are opened before
- * any is added, and each must count the ones picked before it. */
+/* LUs owned, and picked for an LU not added yet, by every device sharing the loops: several
+ * LUs of one apply are opened before any is added, and each must count the ones picked before
+ * it; and a gateway of many one-LU targets spreads them too (each device's own count would
+ * put every target's only LU on the same loop). */
 static unsigned scsi_dev_loop_load(const struct scsi_dev *dev, unsigned i)
 {
-	return dev->lu_count[i] + dev->lu_picked[i];
+	return dev->loops->lus[i] + dev->loops->lus_picked[i];
 }
 
 /* Among the least loaded, the last: loop 0 also runs the control socket, apply and the
@@ -137,11 +140,14 @@ struct gw_loop *scsi_dev_next_lu_loop(struct scsi_dev *dev)
 		return dev->loop;
 	i = scsi_dev_pick_lu_loop(dev);
 	dev->lu_picked[i]++;
+	dev->loops->lus_picked[i]++;
 	return dev->loops->loop[i];
 }
 
 void scsi_dev_forget_lu_picks(struct scsi_dev *dev)
 {
+	for (unsigned i = 0; dev->loops && i < dev->loops->n; i++)
+		dev->loops->lus_picked[i] -= dev->lu_picked[i];
 	memset(dev->lu_picked, 0, sizeof(dev->lu_picked));
 }
 
@@ -623,8 +629,14 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 		}
 	}
 	dev->lu_count[lu->loop_idx]++;
-	if (dev->lu_picked[lu->loop_idx])
-		dev->lu_picked[lu->loop_idx]--;	/* the pick it was opened for is an LU now */
+	if (dev->loops)
+		dev->loops->lus[lu->loop_idx]++;
+	if (dev->lu_picked[lu->loop_idx]) {
+		/* the pick it was opened for is an LU now */
+		dev->lu_picked[lu->loop_idx]--;
+		if (dev->loops)
+			dev->loops->lus_picked[lu->loop_idx]--;
+	}
 	lu->lun = conf->lun;
 	lu->bs = bs;
 	lu->wce = conf->write_cache;
@@ -682,6 +694,8 @@ static int scsi_lu_free_fn(void *arg)
 static void scsi_lu_free(struct scsi_lu *lu)
 {
 	lu->dev->lu_count[lu->loop_idx]--;
+	if (lu->dev->loops)
+		lu->dev->loops->lus[lu->loop_idx]--;
 	gw_loop_call(lu->loop, scsi_lu_free_fn, lu);
 }
 

@@ -222,3 +222,31 @@ Test(scsi_dev, lus_opened_before_any_is_added_spread_over_the_loops)
 	gw_loop_fini(&l1);
 	gw_loop_fini(&l2);
 }
+
+/* Many one-LU targets (one device each) spread their LUs as one set, not each on the last
+ * loop; a device destroyed with picks still open gives them back. */
+Test(scsi_dev, one_lu_targets_spread_over_the_loops_as_one_set)
+{
+	struct scsi_dev *a = scsi_dev_create(&e.loop, "iqn.2026-01.org.isergw:one-a");
+	struct scsi_dev *b = scsi_dev_create(&e.loop, "iqn.2026-01.org.isergw:one-b");
+	struct gw_loop l1;
+	struct gw_loops set = { .n = 2 };
+	struct gw_loop *ga, *gb;
+
+	cr_assert_eq(gw_loop_init(&l1), 0);
+	set.loop[0] = &e.loop;
+	set.loop[1] = &l1;
+	scsi_dev_set_loops(a, &set);
+	scsi_dev_set_loops(b, &set);
+	ga = scsi_dev_next_lu_loop(a);
+	gb = scsi_dev_next_lu_loop(b);
+	cr_expect_eq(ga, &l1, "the first target's LU on the last loop");
+	cr_expect_eq(gb, &e.loop, "the second target's LU on the other loop, not the same");
+	scsi_dev_destroy(a);
+	cr_expect_eq(set.lus_picked[1], 0, "the destroyed device's pick given back");
+	cr_expect_eq(set.lus_picked[0], 1);
+	cr_expect_eq(scsi_dev_next_lu_loop(b), &l1, "the free loop again");
+	scsi_dev_destroy(b);
+	cr_expect_eq(set.lus_picked[0] + set.lus_picked[1], 0);
+	gw_loop_fini(&l1);
+}
