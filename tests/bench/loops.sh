@@ -1,8 +1,11 @@
 #!/bin/bash
 # The loop rows of `make bench` (issue 13): one gateway with `gateway.loops: 1` against one with
-# `gateway.loops: 2`, both running in the same run on a `null` backstore (no data kept: what is
+# `gateway.loops: 2`, both running in the same run on `null` backstores (no data kept: what is
 # measured is the gateway's own path), each driven by two isergw-bench processes at once (one
-# session each, 4 KiB random READ(16) or WRITE(16) at QD 32 per process). Reported per
+# session each, 4 KiB random READ(16) or WRITE(16) at QD 32 per process), each on a target of
+# its own with one LU: with two loops the LUs are owned one per loop and each session is placed
+# on its LU's owner, so no command crosses (the crossing's cost is measured apart,
+# docs/PERFORMANCE.md "Messages between loops"). Reported per
 # configuration: the sum of both clients' IOPS and the gateway's CPU per I/O (its utime+stime
 # over the run, /proc/PID/stat, all threads, divided by the I/Os both clients completed), and
 # the ratios loops 2 / loops 1. Goal of the issue: the CPU per I/O must not grow with the loops.
@@ -34,7 +37,7 @@ fi
 NCPU=$(nproc)
 [ "$NCPU" -lt 2 ] && t_log "bench-loops: only $NCPU CPU: loops: 2 shares it (the rows say little)"
 
-declare -A URL=() PID=() CTL=()
+declare -A URL1=() URL2=() PID=() CTL=()
 # start_gw N: a gateway with `loops: N`, a null LUN of 1 GiB.
 start_gw() {
 	local n=$1 port iqn=iqn.2026-11.org.isergw:bench-loops$1
@@ -44,13 +47,17 @@ start_gw() {
 {
   "gateway": { "loops": $n, "control_socket": "${CTL[$n]}" },
   "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $port } ],
-  "targets": [ { "name": "$iqn", "tpgt": 1, "portals": ["tcp0"], "allow_any_initiator": true,
-    "luns": [ { "lun": 0, "backstore": { "type": "null", "size": "1G", "block_size": 512 } } ] } ]
+  "targets": [
+    { "name": "$iqn-a", "tpgt": 1, "portals": ["tcp0"], "allow_any_initiator": true,
+      "luns": [ { "lun": 0, "backstore": { "type": "null", "size": "1G", "block_size": 512 } } ] },
+    { "name": "$iqn-b", "tpgt": 1, "portals": ["tcp0"], "allow_any_initiator": true,
+      "luns": [ { "lun": 0, "backstore": { "type": "null", "size": "1G", "block_size": 512 } } ] } ]
 }
 EOF
 	gw_start "$T_DIR/gw$n.json" "$T_DIR/gw$n.log" "$port" || return 1
 	PID[$n]=$T_GW_PID
-	URL[$n]=iscsi://$T_HOST:$port/$iqn/0
+	URL1[$n]=iscsi://$T_HOST:$port/$iqn-a/0
+	URL2[$n]=iscsi://$T_HOST:$port/$iqn-b/0
 }
 for n in 1 2; do
 	if ! start_gw "$n"; then
@@ -71,16 +78,19 @@ print(",".join(l) or "-")' 2>/dev/null || echo "?"
 # one_run N OP: two clients at once against the loops: N gateway; prints
 # "iops cpu_us_per_io loops", or "- - -" when a client failed.
 one_run() {
-	local n=$1 op=$2 c0 c1 t0 t1 i pids=() ios=0 iops=0 v bad=0 where args
+	local n=$1 op=$2 c0 c1 t0 t1 i pids=() ios=0 iops=0 v bad=0 where args url
 	args=(-t "$BENCH_SECS" -q 32 -b 4096)
 	[ "$op" = write ] && args+=(-w)
 	c0=$(t_cpu_ticks "${PID[$n]}")
 	t0=$(date +%s.%N)
 	for i in 1 2; do
+		url=URL$i[$n]
 		timeout -k 5 $((BENCH_SECS + 40)) "$BENCH" "${args[@]}" \
-			-i "iqn.2026-11.org.isergw:bench-loops-client$i" "${URL[$n]}" \
+			-i "iqn.2026-11.org.isergw:bench-loops-client$i" "${!url}" \
 			>"$T_DIR/run.$n.$op.$i.out" 2>&1 &
 		pids+=($!)
+		# The first login is placed before the second: each on its target's LU owner.
+		sleep 0.3
 	done
 	sleep $((BENCH_SECS / 2))
 	where=$(sessions_loops "$n")
@@ -156,7 +166,7 @@ mkdir -p "$(dirname "$BENCH_OUT")"
 {
 	echo
 	echo "Loop rows, measured $(date -u +%Y-%m-%d) on $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $NCPU CPUs,"
-	echo "load average $LOAD0 before and $LOAD1 after. Null LUN of 1 GiB; two isergw-bench"
+	echo "load average $LOAD0 before and $LOAD1 after. Two targets of a null LUN each; two isergw-bench"
 	echo "processes at once (one session each, QD 32, 4 KiB); $BENCH_RUNS runs of ${BENCH_SECS} s per"
 	echo "row and configuration, alternating order, mean shown; CPU µs/IO = gateway utime+stime / I/Os."
 	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_RUNS=$BENCH_RUNS tests/bench/loops.sh\` (part of \`make bench\`)"
