@@ -75,15 +75,16 @@ l = sorted(str(x.get("loop", "-")) for x in s.get("sessions", []) if x.get("type
 print(",".join(l) or "-")' 2>/dev/null || echo "?"
 }
 
-# one_run N OP: two clients at once against the loops: N gateway; prints
+# one_run N OP [CLIENTS]: CLIENTS (2) clients at once against the loops: N gateway; prints
 # "iops cpu_us_per_io loops", or "- - -" when a client failed.
 one_run() {
-	local n=$1 op=$2 c0 c1 t0 t1 i pids=() ios=0 iops=0 v bad=0 where args url
+	local n=$1 op=$2 nc=${3:-2} c0 c1 t0 t1 i pids=() ios=0 iops=0 v bad=0 where args url
 	args=(-t "$BENCH_SECS" -q 32 -b 4096)
 	[ "$op" = write ] && args+=(-w)
 	c0=$(t_cpu_ticks "${PID[$n]}")
 	t0=$(date +%s.%N)
-	for i in 1 2; do
+	rm -f "$T_DIR"/run.$n.$op.*.out
+	for i in $(seq 1 "$nc"); do
 		url=URL$i[$n]
 		timeout -k 5 $((BENCH_SECS + 40)) "$BENCH" "${args[@]}" \
 			-i "iqn.2026-11.org.isergw:bench-loops-client$i" "${!url}" \
@@ -99,7 +100,7 @@ one_run() {
 	done
 	t1=$(date +%s.%N)
 	c1=$(t_cpu_ticks "${PID[$n]}")
-	for i in 1 2; do
+	for i in $(seq 1 "$nc"); do
 		v=$(sed -n 's/^bench: .* ios=\([0-9]*\) iops=\([0-9]*\) .* errors=0 .*/\1 \2/p' \
 			"$T_DIR/run.$n.$op.$i.out")
 		[ -z "$v" ] && bad=1 && continue
@@ -124,8 +125,8 @@ mean() {
 
 TABLE=$T_DIR/loops.md
 {
-	echo "| workload (2 clients) | loops: 1 IOPS | loops: 1 CPU µs/IO | loops: 2 IOPS | loops: 2 CPU µs/IO | IOPS 2/1 | CPU/IO 2/1 | sessions' loops (loops: 2) |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+	echo "| workload (2 clients) | loops: 1 IOPS | loops: 1 CPU µs/IO | loops: 2 IOPS | loops: 2 CPU µs/IO | IOPS 2/1 | CPU/IO 2/1 | loops: 1, one client: CPU µs/IO | CPU/IO 2 / (1, one client) | sessions' loops (loops: 2) |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 } >"$TABLE"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for row in $BENCH_LOOPS_ROWS; do
@@ -145,12 +146,19 @@ for row in $BENCH_LOOPS_ROWS; do
 			CPU[$n]="${CPU[$n]:-} $c"
 			[ "$n" = 2 ] && WHERE="$WHERE $w"
 		done
+		# The same load per loop as two clients on two loops: one client on one loop.
+		read -r i c w <<<"$(one_run 1 "$op" 1)"
+		IO[s]="${IO[s]:-} $i"
+		CPU[s]="${CPU[s]:-} $c"
 	done
 	# shellcheck disable=SC2086
 	i1=$(mean ${IO[1]}) c1=$(mean ${CPU[1]}) i2=$(mean ${IO[2]}) c2=$(mean ${CPU[2]})
-	ratios=$(awk -v i1="$i1" -v i2="$i2" -v c1="$c1" -v c2="$c2" 'BEGIN {
-		if (i1 == "-" || i2 == "-" || i1 == 0 || c1 == 0) { print "- | -"; exit }
-		printf "%.2f | %.2f\n", i2 / i1, c2 / c1 }')
+	# shellcheck disable=SC2086
+	cs=$(mean ${CPU[s]})
+	ratios=$(awk -v i1="$i1" -v i2="$i2" -v c1="$c1" -v c2="$c2" -v cs="$cs" 'BEGIN {
+		if (i1 == "-" || i2 == "-" || i1 == 0 || c1 == 0) { print "- | - | - | -"; exit }
+		printf "%.2f | %.2f | %s | %s\n", i2 / i1, c2 / c1, cs,
+			(cs == "-" || cs == 0) ? "-" : sprintf("%.2f", c2 / cs) }')
 	printf '| %s | %.0f | %s | %.0f | %s | %s |%s |\n' "$row" "${i1/-/0}" "$c1" "${i2/-/0}" \
 		"$c2" "$ratios" "$WHERE" >>"$TABLE"
 	if [ "$i1" = - ] || [ "$i2" = - ]; then
@@ -169,6 +177,8 @@ mkdir -p "$(dirname "$BENCH_OUT")"
 	echo "load average $LOAD0 before and $LOAD1 after. Two targets of a null LUN each; two isergw-bench"
 	echo "processes at once (one session each, QD 32, 4 KiB); $BENCH_RUNS runs of ${BENCH_SECS} s per"
 	echo "row and configuration, alternating order, mean shown; CPU µs/IO = gateway utime+stime / I/Os."
+	echo "\"loops: 1, one client\" has the load per loop of two clients on two loops: a loop serving"
+	echo "two sessions handles both in one round, so two clients on one loop cost less per I/O."
 	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_RUNS=$BENCH_RUNS tests/bench/loops.sh\` (part of \`make bench\`)"
 	echo
 	cat "$TABLE"
