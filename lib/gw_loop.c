@@ -296,25 +296,32 @@ static void gw_loop_free_closed(struct gw_loop *loop)
 	}
 }
 
-bool gw_loop_drain(struct gw_loop *loop)
+/* Runs what is posted, deferred or closing until nothing is, counting rounds on from `rounds`
+ * up to 1000 (past it: returns more than 1000 with work left); returns the count. The caller
+ * owns the loop and has set gw_loop_cur. */
+static int gw_loop_run_pending(struct gw_loop *loop, int rounds)
 {
-	struct gw_loop *outer = gw_loop_cur;
-	bool ran = false;
-	int rounds = 0;
-
-	if (loop->epfd < 0)
-		return false;
-	gw_loop_cur = loop;
 	while ((__atomic_load_n(&loop->msg_head, __ATOMIC_ACQUIRE) ||
 		!gw_list_empty(&loop->deferred) || !gw_list_empty(&loop->closing)) &&
 	       rounds++ < 1000) {
 		gw_loop_run_msgs(loop);
 		gw_loop_run_deferred(loop);
 		gw_loop_free_closed(loop);
-		ran = true;
 	}
+	return rounds;
+}
+
+bool gw_loop_drain(struct gw_loop *loop)
+{
+	struct gw_loop *outer = gw_loop_cur;
+	int rounds;
+
+	if (loop->epfd < 0)
+		return false;
+	gw_loop_cur = loop;
+	rounds = gw_loop_run_pending(loop, 0);
 	gw_loop_cur = outer;
-	return ran;
+	return rounds > 0;
 }
 
 void gw_loop_fini(struct gw_loop *loop)
@@ -329,13 +336,7 @@ void gw_loop_fini(struct gw_loop *loop)
 	 * is closed, unless something was posted meanwhile (run that too). */
 	gw_loop_cur = loop;
 	for (;;) {
-		while ((__atomic_load_n(&loop->msg_head, __ATOMIC_ACQUIRE) ||
-			!gw_list_empty(&loop->deferred) || !gw_list_empty(&loop->closing)) &&
-		       rounds++ < 1000) {
-			gw_loop_run_msgs(loop);
-			gw_loop_run_deferred(loop);
-			gw_loop_free_closed(loop);
-		}
+		rounds = gw_loop_run_pending(loop, rounds);
 		none = NULL;
 		if (__atomic_compare_exchange_n(&loop->msg_head, &none, GW_MSG_CLOSED, false,
 						__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
