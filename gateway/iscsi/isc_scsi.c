@@ -642,7 +642,9 @@ void isc_task_abort(struct isc_task *t, struct isc_tmf *tmf)
 	if (t->aborted || t->kind != ISC_TASK_SCSI)
 		return;
 	t->aborted = true;
-	if (tmf) {
+	/* A task another session's TMF already waits for (isc_task_abort_other) keeps it: a task
+	 * answers one TMF, and this one is answered without waiting for it. */
+	if (tmf && !t->tmf) {
 		t->tmf = tmf;
 		tmf->waiting++;
 	}
@@ -653,9 +655,10 @@ void isc_task_abort(struct isc_task *t, struct isc_tmf *tmf)
 		if (t->conn)
 			t->conn->ntasks--;
 		gw_list_del(&t->cnode);
-		t->tmf = NULL;
-		if (tmf)
-			tmf->waiting--;
+		if (t->tmf) {
+			t->tmf->waiting--;
+			t->tmf = NULL;
+		}
 		break;
 	case ISC_TS_DATA_OUT:
 		if (t->conn)

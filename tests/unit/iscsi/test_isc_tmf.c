@@ -166,3 +166,49 @@ Test(isc_tmf, lun_reset_answers_another_sessions_write_task_aborted)
 	isc_pdu_put(rsp);
 	isc_pdu_put(r2t);
 }
+
+/* The same write, aborted by its own session's ABORT TASK while the other session's LUN RESET
+ * waits for it: both TMFs are answered (a task answers one TMF; the other does not wait). */
+Test(isc_tmf, abort_task_of_a_write_another_sessions_reset_waits_for)
+{
+	uint8_t cdb[16], bhs[ISC_BHS_LEN];
+	struct fake_conn *c2 = h_connect(&H);
+	struct isc_pdu *r2t, *rsp;
+	uint32_t cmdsn1 = H.cmdsn, cmdsn2, wcmdsn;
+	uint16_t st;
+
+	cr_assert_neq(h_login(&H, c2, H_INITIATOR, H_TARGET, 2, 0, 0, &st), 0);
+	h_clear_ua(&H, c2);
+	h_cdb_rw10(cdb, 0x2a, 0, 16);
+	wcmdsn = H.cmdsn;
+	h_scsi_cmd(&H, c2, 0x70, ISC_FL_F | ISC_FL_W, cdb, 10, 8192, NULL, 0);
+	cmdsn2 = H.cmdsn;
+	fake_dmv_settle(&H.loop);
+	r2t = fake_dmv_pop(c2);
+	cr_assert_not_null(r2t);
+
+	H.cmdsn = cmdsn1;
+	rsp = tmf(5, 0x71, ISC_RSVD_TAG, 0, 0);
+	cr_expect_null(rsp, "the reset waits for the other session's write");
+	if (rsp)
+		isc_pdu_put(rsp);
+
+	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | 1), 0x72);
+	isc_put32(bhs, 20, 0x70);
+	isc_put32(bhs, 24, cmdsn2);
+	isc_put32(bhs, 32, wcmdsn);
+	fake_dmv_rx(c2, bhs, NULL, 0);
+	fake_dmv_settle(&H.loop);
+	rsp = fake_dmv_pop(c2);
+	cr_assert_not_null(rsp, "ABORT TASK answered");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(rsp->bhs[2], 0, "function complete");
+	isc_pdu_put(rsp);
+	cr_expect_null(fake_dmv_pop(c2), "no SCSI Response for the task its own session aborted");
+	rsp = fake_dmv_pop(C);
+	cr_assert_not_null(rsp, "the reset is answered once the write ended");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(rsp->bhs[2], 0);
+	isc_pdu_put(rsp);
+	isc_pdu_put(r2t);
+}
