@@ -53,7 +53,9 @@ static void isc_nop_tick(struct gw_timer *tm)
 {
 	struct isc_conn *c = gw_container_of(tm, struct isc_conn, nop_timer);
 	const struct isc_param_conf *pc;
-	uint64_t now = c->gw->loop->now_ms;
+	/* The connection's loop's clock, which last_rx_ms and ping_sent_ms come from: loop 0's
+	 * lags behind while it sleeps (a session on loop 1 was pinged every second under I/O). */
+	uint64_t now = c->lp->loop->now_ms;
 	struct isc_pdu *ping;
 
 	if (c->state != ISC_CONN_FFP || !c->sess || !c->sess->target)
