@@ -173,9 +173,11 @@ struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf);
  * readies each one's pools. 0 or -EINVAL (loop 0 is not the gateway's loop). */
 int isc_gw_set_loops(struct isc_gw *gw, struct gw_loops *loops);
 /* The per-loop counters added up (tasks, cached tasks, PDUs in use, data memory used,
- * TASK SET FULL answers). Each loop's part is read on its loop. */
+ * TASK SET FULL answers, the PDU pools' free PDUs and the bytes they keep with their buffers).
+ * Each loop's part is read on its loop. */
 struct isc_gw_totals {
 	uint64_t tasks, tasks_cached, pdus_in_use, data_mem, task_set_full;
+	uint64_t pdus_cached, pdu_cache_bytes;
 };
 void isc_gw_totals(struct isc_gw *gw, struct isc_gw_totals *out);
 /* Stops accepting and closes every connection, each on its loop; sessions go away as their

@@ -194,12 +194,20 @@ struct isc_pdu {
 
 /* Own buffers above this size are freed rather than kept when a PDU is recycled. */
 #define ISC_PDU_KEEP_MAX (256u * 1024)
+/* What a pool's free PDUs keep in own buffers at most (bytes): a PDU recycled beyond it gives
+ * its buffer back. Without it a burst of writes with large immediate data left up to 1024 x
+ * 256 KiB per loop cached for good. */
+#define ISC_PDU_KEPT_MAX (8u << 20)
 
 struct isc_pdu_pool {
 	struct gw_list free;
 	size_t nfree, max_free;
 	size_t live;			/* PDUs handed out and not yet put */
+	size_t kept;			/* bytes of own buffers on the free list */
 };
+
+/* What a pool keeps for reuse (bytes): its free PDUs and their buffers. */
+size_t isc_pdu_pool_cached_bytes(const struct isc_pdu_pool *pp);
 
 /* max: PDUs kept on the free list (0: 1024); beyond it, put frees. */
 void isc_pdu_pool_init(struct isc_pdu_pool *pp, size_t max);

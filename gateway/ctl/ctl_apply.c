@@ -532,12 +532,16 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 	sessions = isc_gw_sessions_state(gw);
 	isc_gw_totals(gw, &tot);
 	/* tasks and pdus_in_use fall back to 0 once every initiator is gone; data_memory.used to
-	 * what the task cache keeps (cached tasks x their buffers): the soak checks both. */
-	return json_pack("{s:o, s:o, s:o, s:i, s:o, s:{s:I, s:I, s:I}, s:I, s:I, s:I, s:o}",
+	 * what the task cache keeps (cached tasks x their buffers), pdu_cache to what the PDU
+	 * pools keep: the soak checks the first two and counts the last two as kept for reuse. */
+	return json_pack("{s:o, s:o, s:o, s:i, s:o, s:{s:I, s:I, s:I}, s:I, s:I, s:I, "
+			 "s:{s:I, s:I}, s:o}",
 			 "portals", portals, "targets", targets, "sessions", sessions,
 			 "connections", (int)isc_gw_nconns(gw), "login", isc_gw_login_state(gw),
 			 "data_memory", "used", (json_int_t)tot.data_mem, "limit",
 			 (json_int_t)gw->data_mem_max, "task_set_full", (json_int_t)tot.task_set_full,
 			 "tasks", (json_int_t)tot.tasks, "tasks_cached", (json_int_t)tot.tasks_cached,
-			 "pdus_in_use", (json_int_t)tot.pdus_in_use, "heap", ctl_state_heap());
+			 "pdus_in_use", (json_int_t)tot.pdus_in_use,
+			 "pdu_cache", "pdus", (json_int_t)tot.pdus_cached, "bytes",
+			 (json_int_t)tot.pdu_cache_bytes, "heap", ctl_state_heap());
 }

@@ -355,6 +355,8 @@ static int isc_loop_totals(void *arg)
 	c->out->pdus_in_use += c->lp->pdus.live;
 	c->out->data_mem += c->lp->data_mem;
 	c->out->task_set_full += c->lp->task_set_full;
+	c->out->pdus_cached += c->lp->pdus.nfree;
+	c->out->pdu_cache_bytes += isc_pdu_pool_cached_bytes(&c->lp->pdus);
 	return 0;
 }
 

@@ -16,6 +16,12 @@ void isc_pdu_pool_init(struct isc_pdu_pool *pp, size_t max)
 	pp->nfree = 0;
 	pp->max_free = max ? max : 1024;
 	pp->live = 0;
+	pp->kept = 0;
+}
+
+size_t isc_pdu_pool_cached_bytes(const struct isc_pdu_pool *pp)
+{
+	return pp->nfree * sizeof(struct isc_pdu) + pp->kept;
 }
 
 static void isc_pdu_free(struct isc_pdu *pdu)
@@ -36,6 +42,7 @@ void isc_pdu_pool_fini(struct isc_pdu_pool *pp)
 		isc_pdu_free(pdu);
 	}
 	pp->nfree = 0;
+	pp->kept = 0;
 }
 
 /* The pool is a free list of whole PDU objects rather than a gw_pool: a recycled PDU must keep
@@ -52,6 +59,8 @@ struct isc_pdu *isc_pdu_get(struct isc_pdu_pool *pp)
 		pp->nfree--;
 		own = pdu->own;
 		cap = pdu->data_cap;
+		if (own)
+			pp->kept -= cap;
 	} else {
 		pdu = malloc(sizeof(*pdu));
 		if (!pdu)
@@ -86,11 +95,14 @@ void isc_pdu_put(struct isc_pdu *pdu)
 		isc_pdu_free(pdu);
 		return;
 	}
-	if (pdu->own && pdu->data_cap > ISC_PDU_KEEP_MAX) {
+	if (pdu->own && (pdu->data_cap > ISC_PDU_KEEP_MAX ||
+			 pp->kept + pdu->data_cap > ISC_PDU_KEPT_MAX)) {
 		free(pdu->own);
 		pdu->own = NULL;
 		pdu->data_cap = 0;
 	}
+	if (pdu->own)
+		pp->kept += pdu->data_cap;
 	gw_list_add(&pp->free, &pdu->node);
 	pp->nfree++;
 }

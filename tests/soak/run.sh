@@ -24,8 +24,8 @@
 # the RSS of the gateway and the agent and their open file descriptors flat after warm-up
 # (measured at the end of each round with no client left; bounds below); the gateway's heap
 # outside data buffers flat too (its control socket's heap.in_use, glibc's mallinfo2, less
-# data_memory.used, the task cache's buffers: what a leak of sessions, tasks, PDUs or config
-# objects would grow); at the end, with the clients gone, the gateway's own counters back to
+# data_memory.used, the task cache's buffers, and pdu_cache.bytes, what the PDU pools keep:
+# what a leak of sessions, tasks, PDUs or config objects would grow); at the end, with the clients gone, the gateway's own counters back to
 # rest: no session, no connection, no task, no PDU in use, data memory no more than the task
 # cache holds, in its control-socket state and in the agent's /metrics. A sanitizer report
 # (BUILD=build/san) fails it too. Each round logs where the memory is: RSS split into anonymous,
@@ -91,6 +91,12 @@ case "${BUILD:-build}" in
 	HEAP_FIGURES=1
 	;;
 esac
+# glibc's per-thread caches (tcache: up to 7 freed chunks per size up to 1 KiB, about 240 KiB a
+# thread) count as in use in mallinfo2, and fill over minutes as each loop and worker thread
+# frees chunks of rarer sizes: with two loops the heap outside data buffers grew some 30 kB a
+# round from that alone, flat with them off. The soak's gateway runs without them, so that
+# figure is what the gateway holds.
+GW_TUNABLES=glibc.malloc.tcache_count=0${GLIBC_TUNABLES:+:$GLIBC_TUNABLES}
 SOAK_FD_SLACK=${SOAK_FD_SLACK:-2}
 SOAK_TRANSPORT=${SOAK_TRANSPORT:-tcp}
 
@@ -219,7 +225,7 @@ cat >"$T_DIR/gw.json" <<EOF
 EOF
 ASAN_OPTIONS="log_path=$T_DIR/san/asan:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 	UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
-	t_daemon_start isergwd isergwd "$T_DIR/gw.log" \
+	GLIBC_TUNABLES=$GW_TUNABLES t_daemon_start isergwd isergwd "$T_DIR/gw.log" \
 	"${IN_GW[@]}" "$T_BUILD/isergwd" --config "$T_DIR/gw.json"
 GW=$T_LAST_PID
 for i in $(seq 1 300); do
@@ -292,24 +298,28 @@ mem_of() {
 }
 # heap_of: the gateway's heap (kB), from its state: arena (what malloc has from the kernel),
 # mmapped (its blocks mapped on their own), in_use, free (kept by malloc for reuse), data (the
-# task cache's buffers, part of in_use) and other (in_use less data: the figure a leak grows).
+# task cache's buffers), pdus (the PDU pools' free PDUs and their buffers; data and pdus are part
+# of in_use) and other (in_use less data and pdus: the figure a leak grows).
 # Empty without mallinfo2, or in a sanitized build (its allocator is not glibc's).
 heap_of() {
 	[ "$HEAP_FIGURES" = 1 ] && state &&
-		sq "'arena %d mmapped %d in_use %d free %d data %d other %d' % (
+		sq "'arena %d mmapped %d in_use %d free %d data %d pdus %d other %d' % (
 		s['heap']['arena'] // 1024, s['heap']['mmapped'] // 1024,
 		s['heap']['in_use'] // 1024, s['heap']['free'] // 1024,
-		s['data_memory']['used'] // 1024, (s['heap']['in_use'] - s['data_memory']['used']) // 1024)
+		s['data_memory']['used'] // 1024, s['pdu_cache']['bytes'] // 1024,
+		(s['heap']['in_use'] - s['data_memory']['used'] - s['pdu_cache']['bytes']) // 1024)
 		if s['heap'].get('arena') else ''"
 }
 # heap_field NAME: one of heap_of's figures (kB), or nothing.
 heap_field() {
 	heap_of | awk -v n="$1" '{ for (i = 1; i < NF; i += 2) if ($i == n) print $(i + 1) }'
 }
-# heap_kept: what the gateway keeps for reuse (kB): malloc's free heap and the task cache's data
-# buffers (each bounded by the peak of data in flight); nothing without heap figures.
+# heap_kept: what the gateway keeps for reuse (kB): malloc's free heap, the task cache's data
+# buffers and the PDU pools (each bounded: by the peak of data in flight, ISC_PDU_KEPT_MAX per
+# loop); nothing without heap figures.
 heap_kept() {
-	heap_of | awk '{ for (i = 1; i < NF; i += 2) if ($i == "free" || $i == "data") k += $(i + 1) }
+	heap_of | awk '{ for (i = 1; i < NF; i += 2)
+			if ($i == "free" || $i == "data" || $i == "pdus") k += $(i + 1) }
 		NF { print k }'
 }
 
@@ -571,7 +581,7 @@ bounded() {
 	lim=$((r0 * SOAK_RSS_GROWTH_PCT / 100))
 	[ "$lim" -lt "$SOAK_RSS_SLACK_KB" ] && lim=$SOAK_RSS_SLACK_KB
 	if [ -n "${6:-}" ] && [ -n "${7:-}" ] && [ "$7" -gt "$6" ]; then
-		kept=$(($7 - $6)) note=", +$kept kB of it kept for reuse (malloc's free heap, task cache)"
+		kept=$(($7 - $6)) note=", +$kept kB of it kept for reuse (malloc's free heap, task cache, PDU pools)"
 	fi
 	if [ -n "$r0" ] && [ -n "$r1" ] && [ $((r1 - r0 - kept)) -le "$lim" ]; then
 		pass "$name RSS flat: $r0 kB after warm-up, $r1 kB at the end$note (bound +$lim kB)"

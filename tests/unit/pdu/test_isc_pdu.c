@@ -48,6 +48,42 @@ Test(isc_pdu, references_delay_recycling)
 	isc_pdu_pool_fini(&pool);
 }
 
+Test(isc_pdu, free_pdus_keep_buffers_up_to_a_byte_bound)
+{
+	/* A burst of writes with 256 KiB immediate data each: once the burst is over, the pool
+	 * keeps at most ISC_PDU_KEPT_MAX bytes of buffers, and says what it keeps. */
+	enum { N = 64, LEN = 256 * 1024 };
+	struct isc_pdu_pool pool;
+	struct isc_pdu *p[N];
+	size_t with_buf = 0;
+
+	isc_pdu_pool_init(&pool, 0);
+	for (int i = 0; i < N; i++) {
+		p[i] = isc_pdu_get(&pool);
+		cr_assert_not_null(p[i]);
+		cr_assert_eq(isc_pdu_alloc_data(p[i], LEN), 0);
+	}
+	for (int i = 0; i < N; i++)
+		isc_pdu_put(p[i]);
+	cr_expect_eq(pool.nfree, N, "every PDU object is kept");
+	cr_expect_leq(pool.kept, ISC_PDU_KEPT_MAX, "buffers kept: %zu bytes", pool.kept);
+	cr_expect_geq(pool.kept, ISC_PDU_KEPT_MAX - LEN, "up to the bound: %zu bytes", pool.kept);
+	cr_expect_eq(isc_pdu_pool_cached_bytes(&pool), pool.kept + N * sizeof(struct isc_pdu));
+	/* Taking them again gives the kept buffers back and the count follows. */
+	for (int i = 0; i < N; i++) {
+		p[i] = isc_pdu_get(&pool);
+		with_buf += p[i]->own != NULL;
+	}
+	cr_expect_eq(with_buf, ISC_PDU_KEPT_MAX / isc_pad4(LEN), "%zu PDUs came back with buffers",
+		     with_buf);
+	cr_expect_eq(pool.kept, 0);
+	cr_expect_eq(isc_pdu_pool_cached_bytes(&pool), 0);
+	for (int i = 0; i < N; i++)
+		isc_pdu_put(p[i]);
+	isc_pdu_pool_fini(&pool);
+	cr_expect_eq(pool.kept, 0);
+}
+
 Test(isc_pdu, borrowed_data_is_not_freed_and_ahs_is_bounded)
 {
 	struct isc_pdu_pool pool;
