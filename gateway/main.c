@@ -235,7 +235,7 @@ int main(int argc, char **argv)
 	ctl_gconf.boot_wait = cfg.gateway.boot_wait;
 	boot_wait = cfg.gateway.boot_wait;
 	ctl_gconf.fence_margin_ms = cfg.gateway.fence_margin_ms;
-	ctl_gconf.loops = loops ? loops->set.n : cfg.gateway.loops;	/* 0 resolved */
+	ctl_gconf.loops = cfg.gateway.loops;	/* as configured: "config" shows it */
 	cfg.gateway.log_debug = NULL;
 	if (cfg.gateway.control_socket && *cfg.gateway.control_socket)
 		ctl_conf_path = strdup(cfg.gateway.control_socket);

@@ -680,9 +680,12 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 	}
 	/* Read at start-up only: kept so that "config" shows what the next start will use. */
 	cs->gconf.boot_wait = c.gateway.boot_wait;
-	if (c.gateway.loops != cs->gconf.loops)
+	if (c.gateway.loops != cs->gconf.loops) {
+		unsigned n = cs->loops ? cs->loops->set.n : 1;
+
 		gw_info("ctl", "gateway.loops %u is read at start-up: %u loop%s until the next "
-			"start", c.gateway.loops, cs->gconf.loops, cs->gconf.loops == 1 ? "" : "s");
+			"start", c.gateway.loops, n, n == 1 ? "" : "s");
+	}
 	cs->gconf.loops = c.gateway.loops;
 	if (c.gateway.fence_margin_ms && c.gateway.fence_margin_ms != cs->gconf.fence_margin_ms) {
 		gw_info("ctl", "fence margin %u ms (was %u ms)", c.gateway.fence_margin_ms,
@@ -1012,7 +1015,10 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	s->gconf.log_debug = strdup(gconf && gconf->log_debug ? gconf->log_debug : "");
 	s->gconf.control_socket = strdup(path ? path : "");
 	s->gconf.fence_margin_ms = gconf && gconf->fence_margin_ms ? gconf->fence_margin_ms : 1000;
-	s->gconf.loops = gconf && gconf->loops ? gconf->loops : 1;
+	/* As configured (0: one per CPU), like boot_wait: what the next start reads. The state
+	 * reply's "loops" says how many run. */
+	s->gconf.loops = gconf ? gconf->loops : 0;
+	s->gconf.boot_wait = gconf ? gconf->boot_wait : 0;
 	if (!s->gconf.log_debug || !s->gconf.control_socket) {
 		r = -ENOMEM;
 		goto fail;

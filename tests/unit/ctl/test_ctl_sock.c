@@ -33,7 +33,8 @@ static json_t *js(const char *text)
 /* An apply may start the portal listening: each test (Criterion runs two at once, and the
  * machine may run a target on 3260) gets a port nobody uses. */
 #define CFG_FMT \
-	"{\"portals\": [{\"name\": \"tcp0\", \"address\": \"127.0.0.1\", \"port\": %d}]," \
+	"{\"gateway\": {\"boot_wait\": 7}," \
+	" \"portals\": [{\"name\": \"tcp0\", \"address\": \"127.0.0.1\", \"port\": %d}]," \
 	" \"targets\": [{\"name\": \"iqn.2026-11.org.isergw:ctl\", \"portals\": [\"tcp0\"]," \
 	"   \"allow_any_initiator\": true," \
 	"   \"luns\": [{\"lun\": 0, \"backstore\": {\"type\": \"ram\", \"size\": \"1M\"}}]}]}"
@@ -126,6 +127,30 @@ Test(ctl_sock, config_returns_what_runs_and_it_parses_again)
 	ctl_config_free(&cc);
 	gw_errlist_fini(&errs);
 	json_decref(r);
+}
+
+/* The gateway section shows the start-up keys as configured from the first reply on, and an
+ * apply of the running configuration changes nothing: the agent adopts this reply and writes it
+ * back (it used to show boot_wait 0 and the resolved loop count until the first apply). */
+Test(ctl_sock, config_shows_start_up_keys_as_configured_before_and_after_an_apply)
+{
+	for (int round = 0; round < 2; round++) {
+		json_t *r = ask("{\"op\": \"config\"}"), *g, *req, *a;
+
+		g = json_object_get(json_object_get(r, "config"), "gateway");
+		cr_expect_eq(json_integer_value(json_object_get(g, "boot_wait")), 7,
+			     "boot_wait as configured (round %d)", round);
+		cr_expect(json_is_integer(json_object_get(g, "loops")) &&
+			  json_integer_value(json_object_get(g, "loops")) == 0,
+			  "loops as configured, 0 (one per CPU), not the count running (round %d)",
+			  round);
+		req = json_pack("{s:s, s:O}", "op", "apply", "config", json_object_get(r, "config"));
+		a = ctl_sock_handle(cs, req);
+		cr_assert(json_is_true(json_object_get(a, "ok")), "the reply applies again");
+		json_decref(a);
+		json_decref(req);
+		json_decref(r);
+	}
 }
 
 Test(ctl_sock, apply_adds_a_lun_live_and_state_shows_it)
