@@ -276,6 +276,25 @@ t_wait_port() {
 	return 0
 }
 
+# t_wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds (true) or SECONDS (may be
+# fractional: 0.5, 2.5) have passed on the wall clock (false). The last try ends after the
+# deadline, so a slow machine still looks at the final state. CMD's output is left as it is.
+#   check "the session is gone" t_wait_for 10 st_is "len(sess('$T_INI2')) == 0"
+t_wait_for() {
+	local secs=$1 whole frac end
+	shift
+	whole=${secs%%.*}
+	frac=
+	[[ $secs == *.* ]] && frac=${secs#*.}
+	frac=${frac}000000
+	end=$((${EPOCHREALTIME//[!0-9]/} + 10#${whole:-0} * 1000000 + 10#${frac:0:6}))
+	while :; do
+		"$@" && return 0
+		[ "${EPOCHREALTIME//[!0-9]/}" -ge "$end" ] && return 1
+		sleep 0.2
+	done
+}
+
 # t_stop_pid PID [SECONDS]: SIGTERM, bounded wait, then SIGKILL. Sets T_STOP_RC to the exit
 # status and T_STOP_KILLED=1 when SIGKILL was needed. Only PIDs this shell started.
 t_stop_pid() {

@@ -45,6 +45,25 @@ skip() {
 	vm_result skip "$1" "${2:-}"
 }
 
+# vm_wait_for SECONDS CMD...: runs CMD every 0.25 s until it succeeds (true) or SECONDS (may
+# be fractional) have passed on the wall clock (false); the last try ends after the deadline.
+# The guest's twin of t_wait_for (tests/lib/common.sh, which a guest suite cannot source: its
+# pass/fail/check are the host's).
+vm_wait_for() {
+	local secs=$1 whole frac end
+	shift
+	whole=${secs%%.*}
+	frac=
+	[[ $secs == *.* ]] && frac=${secs#*.}
+	frac=${frac}000000
+	end=$((${EPOCHREALTIME//[!0-9]/} + 10#${whole:-0} * 1000000 + 10#${frac:0:6}))
+	while :; do
+		"$@" && return 0
+		[ "${EPOCHREALTIME//[!0-9]/}" -ge "$end" ] && return 1
+		sleep 0.25
+	done
+}
+
 # run CMD...: logs the command, runs it bounded by VM_TMO seconds (default 60). A shell function
 # of this library runs as it is: it bounds its own steps.
 run() {
@@ -453,14 +472,14 @@ print(eval(sys.argv[2]))
 ' "${GW_PORTAL:-iser0}" "$1"
 }
 
+# gw_state_holds EXPR: true when EXPR (see gw_state) is True now.
+gw_state_holds() {
+	[ "$(gw_state "$1" 2>/dev/null)" = True ]
+}
+
 # wait_state EXPR SECONDS: true once EXPR (see gw_state) holds.
 wait_state() {
-	local i
-	for i in $(seq 1 $(($2 * 4))); do
-		[ "$(gw_state "$1" 2>/dev/null)" = True ] && return 0
-		sleep 0.25
-	done
-	return 1
+	vm_wait_for "$2" gw_state_holds "$1"
 }
 
 # vm_gw_stop: SIGTERM; the gateway must exit 0 within 15 s (10 s on real hardware, plus
