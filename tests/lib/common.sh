@@ -25,6 +25,8 @@ TARGET=${TARGET:-isergwd}
 T_KEEP=${T_KEEP:-0}
 T_HOST=127.0.0.1
 T_TOOLS=$T_BUILD/tests/tools
+# shellcheck source=tests/lib/wait.sh
+. "$T_ROOT/tests/lib/wait.sh"
 
 T_SUITE=
 T_PASS=0
@@ -274,25 +276,6 @@ t_wait_port() {
 		sleep 0.1
 	done
 	return 0
-}
-
-# t_wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds (true) or SECONDS (may be
-# fractional: 0.5, 2.5) have passed on the wall clock (false). The last try ends after the
-# deadline, so a slow machine still looks at the final state. CMD's output is left as it is.
-#   check "the session is gone" t_wait_for 10 st_is "len(sess('$T_INI2')) == 0"
-t_wait_for() {
-	local secs=$1 whole frac end
-	shift
-	whole=${secs%%.*}
-	frac=
-	[[ $secs == *.* ]] && frac=${secs#*.}
-	frac=${frac}000000
-	end=$((${EPOCHREALTIME//[!0-9]/} + 10#${whole:-0} * 1000000 + 10#${frac:0:6}))
-	while :; do
-		"$@" && return 0
-		[ "${EPOCHREALTIME//[!0-9]/}" -ge "$end" ] && return 1
-		sleep 0.2
-	done
 }
 
 # t_stop_pid PID [SECONDS]: SIGTERM, bounded wait, then SIGKILL. Sets T_STOP_RC to the exit

@@ -15,6 +15,9 @@ export LC_ALL=C
 VM_SHARE=${VM_SHARE:-/vmshare}
 VM_BUILD=${VM_BUILD:-/work/main/build}
 VM_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# t_wait_for SECONDS CMD...: the host suites' wait (see there).
+# shellcheck source=tests/lib/wait.sh
+. "$VM_LIB_DIR/../../lib/wait.sh"
 VM_RESULTS=$VM_SHARE/results
 VM_SUITE=
 VM_WORK=
@@ -43,25 +46,6 @@ fail() {
 
 skip() {
 	vm_result skip "$1" "${2:-}"
-}
-
-# vm_wait_for SECONDS CMD...: runs CMD every 0.25 s until it succeeds (true) or SECONDS (may
-# be fractional) have passed on the wall clock (false); the last try ends after the deadline.
-# The guest's twin of t_wait_for (tests/lib/common.sh, which a guest suite cannot source: its
-# pass/fail/check are the host's).
-vm_wait_for() {
-	local secs=$1 whole frac end
-	shift
-	whole=${secs%%.*}
-	frac=
-	[[ $secs == *.* ]] && frac=${secs#*.}
-	frac=${frac}000000
-	end=$((${EPOCHREALTIME//[!0-9]/} + 10#${whole:-0} * 1000000 + 10#${frac:0:6}))
-	while :; do
-		"$@" && return 0
-		[ "${EPOCHREALTIME//[!0-9]/}" -ge "$end" ] && return 1
-		sleep 0.25
-	done
 }
 
 # run CMD...: logs the command, runs it bounded by VM_TMO seconds (default 60). A shell function
@@ -479,7 +463,7 @@ gw_state_holds() {
 
 # wait_state EXPR SECONDS: true once EXPR (see gw_state) holds.
 wait_state() {
-	vm_wait_for "$2" gw_state_holds "$1"
+	t_wait_for "$2" gw_state_holds "$1"
 }
 
 # vm_gw_stop: SIGTERM; the gateway must exit 0 within 15 s (10 s on real hardware, plus

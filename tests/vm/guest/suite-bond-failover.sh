@@ -134,7 +134,7 @@ writes_above() {
 
 # wait_writes LOG N SECONDS: true once more than N writes are done.
 wait_writes() {
-	vm_wait_for "$3" writes_above "$1" "$2"
+	t_wait_for "$3" writes_above "$1" "$2"
 }
 
 # phase NAME BOND ADDR COUNT: both sessions to ADDR, COUNT failovers of BOND under their writes.

@@ -145,7 +145,7 @@ status_holds() {
 # wait_status SECONDS FILTER: until the status passes the jq filter (multipathd is asked every
 # 5 s, and checks its paths every 2 s).
 wait_status() {
-	vm_wait_for "$1" status_holds "$2" && return 0
+	t_wait_for "$1" status_holds "$2" && return 0
 	echo "status: $(jq -c . "$VM_WORK/status.json" 2>/dev/null | cut -c1-600)"
 	return 1
 }
