@@ -72,7 +72,6 @@ EOF
 
 # dur_start KIND WRITE_CACHE: the gateway on the current backstore; waits until the LUN reads.
 dur_start() {
-	local i
 	N_START=$((N_START + 1))
 	dur_config "$T_DIR/$1.$N_START.json" "$PORT" "$2" "$BS_JSON"
 	if ! gw_start "$T_DIR/$1.$N_START.json" "$T_DIR/$1.$N_START.isergwd.log" "$PORT"; then
@@ -81,10 +80,7 @@ dur_start() {
 	fi
 	URL=iscsi://$T_HOST:$PORT/$IQN/0
 	# A remote LUN is NOT READY until its path has logged in.
-	for i in $(seq 1 100); do
-		timeout -k 5 10 iscsi-readcapacity16 "$URL" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
+	t_wait_for 10 timeout -k 5 10 iscsi-readcapacity16 "$URL" >/dev/null 2>&1 && return 0
 	fail "$1: LUN ready" "READ CAPACITY still failing after 10 s"
 	return 1
 }

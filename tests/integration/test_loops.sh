@@ -130,19 +130,8 @@ if r is not True:
 PY
 }
 
-# st_is EXPR: true when EXPR holds over the state (for wait_for).
+# st_is EXPR: true when EXPR holds over the state (for t_wait_for).
 st_is() { st "$1" >/dev/null; }
-
-# wait_for SECONDS CMD...: CMD until it succeeds (every 0.2 s), at most SECONDS.
-wait_for() {
-	local secs=$1 i
-	shift
-	for i in $(seq 1 $((secs * 5))); do
-		"$@" && return 0
-		sleep 0.2
-	done
-	"$@"
-}
 
 # loop_of INI: the loop index of the initiator's one normal session ("none" without the field).
 loop_of() {
@@ -197,25 +186,31 @@ host_expect() {
 	grep -qE "$3" "$T_DIR/$1.last"
 }
 
-# host_stop NAME: "quit", then the process must end by itself (logged out) within 15 s.
+# gone PID: true once PID has exited (for t_wait_for).
+gone() { ! t_alive "$1"; }
+
+# host_stop NAME: "quit", then the process must log out and end by itself within 15 s, with
+# status 0 or 1 (isergw-pr's); t_stop_pid only reaps it then (a signal from it is a failure).
 host_stop() {
-	local name=$1 pid i
+	local name=$1 pid rc=0
 	printf 'quit\n' >&"${HOST_FD[$name]}"
 	for pid in "${T_PIDS[@]}"; do
 		[ "${T_PID_NAME[$pid]}" = "host-$name" ] || continue
-		for i in $(seq 1 150); do
-			t_alive "$pid" || break
-			sleep 0.1
-		done
-		if t_alive "$pid"; then
-			echo "host $name did not log out within 15 s"
-			return 1
-		fi
+		t_wait_for 15 gone "$pid"
 		t_stop_pid "$pid" 1
+		if [ "$T_STOP_WAS_DEAD" != 1 ]; then
+			echo "host $name did not log out within 15 s (stopped by signal)"
+			rc=1
+		elif [ "$T_STOP_RC" -gt 1 ]; then
+			# 1 is a command that was not good (a conflict the suite asked for); more is
+			# no login, or a signal (a crash).
+			echo "host $name ended with status $T_STOP_RC after quit"
+			rc=1
+		fi
 	done
 	eval "exec ${HOST_FD[$name]}>&-"
 	unset "HOST_FD[$name]"
-	return 0
+	return "$rc"
 }
 
 # ---- start: the loops, the background verifier, two hosts ---------------------------------
@@ -252,7 +247,7 @@ on_two_loops() {
 }
 check "placement: hosts A and B logged in one after the other are on two loops" on_two_loops
 check "placement: the \"loops\" array counts a connection on each loop" \
-	wait_for 5 st_is 'all(l.get("connections", 0) >= 1 for l in loops) and len(loops) == 2'
+	t_wait_for 5 st_is 'all(l.get("connections", 0) >= 1 for l in loops) and len(loops) == 2'
 check "placement: the target's four LUs are owned by both loops (\"owner_loop\")" \
 	st_is "sorted(set(owners('$IQN'))) == [0, 1] and len(owners('$IQN')) == 4"
 
@@ -346,16 +341,16 @@ grep -qv '^expect: good$' "$T_DIR/B.last" && fail "CAW: neighbours" "$(cat "$T_D
 
 # B logs out, so that loop B's (now empty) takes the writer's session.
 check "host B logs out" host_stop B
-check "state: B's session is gone" wait_for 10 st_is "len(sess('$T_INI2')) == 0"
+check "state: B's session is gone" t_wait_for 10 st_is "len(sess('$T_INI2')) == 0"
 check "RESET: host A on LUN 2" host_expect A "lun 2" '^lun: good$'
 
 # reset_round N: isergw-bench writes LUN 2 at QD 16 for up to 60 s; once it has completed
 # commands, A resets LUN 2; the writer must end by itself within 20 s, having seen the reset.
 reset_round() {
-	local n=$1 out=$T_DIR/writer.$1.out pid i wl t0
+	local n=$1 out=$T_DIR/writer.$1.out pid wl t0
 	timeout -k 5 90 "$BENCH" -i "$INI_W" -w -q 16 -b 4096 -t 60 -S 32M "$URL/2" >"$out" 2>&1 &
 	pid=$!
-	if ! wait_for 20 st_is "len(sess('$INI_W')) == 1 and sess('$INI_W')[0].get('commands', 0) > 200"; then
+	if ! t_wait_for 20 st_is "len(sess('$INI_W')) == 1 and sess('$INI_W')[0].get('commands', 0) > 200"; then
 		echo "the writer's session did not complete 200 commands within 20 s"
 		kill "$pid" 2>/dev/null
 		wait "$pid"
@@ -370,11 +365,7 @@ reset_round() {
 		wait "$pid"
 		return 1
 	fi
-	for i in $(seq 1 200); do
-		t_alive "$pid" || break
-		sleep 0.1
-	done
-	if t_alive "$pid"; then
+	if ! t_wait_for 20 gone "$pid"; then
 		# Seen on main (2026-11-26): the gateway shows the session with nothing active while
 		# the writer waits for commands the reset aborted, which never got a response (its
 		# control mode page says TAS=1: another session's aborted commands end TASK ABORTED).
@@ -413,12 +404,7 @@ check "RESET: isergw-verify on LUN 2 after the resets (512 B..256 KiB, read back
 
 touch "$T_DIR/verify.stop"
 verifier_done() {
-	local i
-	for i in $(seq 1 1300); do
-		t_alive "$VERIFIER_PID" || break
-		sleep 0.1
-	done
-	if t_alive "$VERIFIER_PID"; then
+	if ! t_wait_for 130 gone "$VERIFIER_PID"; then
 		kill "$VERIFIER_PID" 2>/dev/null
 		echo "the verifier did not stop within 130 s"
 		return 1
@@ -431,7 +417,7 @@ check "isergw-verify on LUN 3 ran back to back throughout, every run verified" v
 t_log "  verifier: $(wc -l <"$T_DIR/verify.runs") runs"
 
 check "host A logs out" host_stop A
-check "state: no session left, every loop's connections (and sessions) back to 0" wait_for 15 st_is \
+check "state: no session left, every loop's connections (and sessions) back to 0" t_wait_for 15 st_is \
 	'len([x for x in s.get("sessions", []) if x.get("type") == "normal"]) == 0 and len(loops) == 2 and all(l.get("connections", 0) == 0 and l.get("sessions", 0) == 0 for l in loops)'
 
 # ---- a session alone on a one-LU target: on its LU's owner loop ----------------------------

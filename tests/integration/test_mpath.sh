@@ -133,29 +133,30 @@ mp_no_fault() {
 ($(jq -c '[.[0].paths[].state]' "$MP_STATUS" 2>/dev/null || echo 'no status file'))"
 }
 
+# mp_active_at_least N: the status file shows N active paths (or more) now.
+mp_active_at_least() {
+	local n
+	n=$(jq '[.[0].paths[] | select(.state == "active")] | length' "$MP_STATUS" 2>/dev/null)
+	[ "${n:-0}" -ge "$1" ]
+}
+
 # mp_paths_active N: waits (30 s) until the status file shows N active paths.
 mp_paths_active() {
-	local i n
-	for i in $(seq 1 300); do
-		n=$(jq '[.[0].paths[] | select(.state == "active")] | length' "$MP_STATUS" 2>/dev/null)
-		[ "${n:-0}" -ge "$1" ] && return 0
-		sleep 0.1
-	done
-	return 1
+	t_wait_for 30 mp_active_at_least "$1"
 }
 
 # mp_gw_status NAME SECONDS JQ-FILTER: polls the gateway's control socket (op "state") until
 # the remote LUN's status passes JQ-FILTER; it is left in $MP_GW_ST ($T_DIR/state.NAME.json).
 mp_gw_status() {
-	local i
 	MP_GW_ST=$T_DIR/state.$1.json
-	for i in $(seq 1 $(($2 * 10))); do
-		gw_ctl "$CTL_SOCK" '{"op":"state"}' 2>/dev/null |
-			jq '.targets[0].luns[0].status' >"$MP_GW_ST" 2>/dev/null
-		jq -e "$3" "$MP_GW_ST" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	return 1
+	t_wait_for "$2" mp_gw_status_holds "$3"
+}
+
+# mp_gw_status_holds JQ-FILTER: the remote LUN's status, asked now, into $MP_GW_ST, passes it.
+mp_gw_status_holds() {
+	gw_ctl "$CTL_SOCK" '{"op":"state"}' 2>/dev/null |
+		jq '.targets[0].luns[0].status' >"$MP_GW_ST" 2>/dev/null
+	jq -e "$1" "$MP_GW_ST" >/dev/null 2>&1
 }
 
 # ---- the agent in front of the gateway: REST status, metrics, isergwctl -------------------
@@ -193,13 +194,13 @@ mp_api() {
 
 # mp_agent_wait SECONDS JQ-FILTER: until the LUN's REST status passes the filter.
 mp_agent_wait() {
-	local i
-	for i in $(seq 1 $(($1 * 5))); do
-		mp_api "$MP_LUN_API" "$T_DIR/lun.json" >/dev/null
-		jq -e "$2" "$T_DIR/lun.json" >/dev/null 2>&1 && return 0
-		sleep 0.2
-	done
-	return 1
+	t_wait_for "$1" mp_lun_holds "$2"
+}
+
+# mp_lun_holds JQ-FILTER: the LUN's REST status, asked now, passes the filter.
+mp_lun_holds() {
+	mp_api "$MP_LUN_API" "$T_DIR/lun.json" >/dev/null
+	jq -e "$1" "$T_DIR/lun.json" >/dev/null 2>&1
 }
 
 mp_metric() {

@@ -37,12 +37,7 @@ json.dump(c, open(sys.argv[1], "w"), indent=2)
 EOF
 }
 log_has() {
-	local i
-	for i in $(seq 1 30); do
-		grep -q "$1" "$T_DIR/gw.log" && return 0
-		sleep 0.1
-	done
-	return 1
+	t_wait_for 3 grep -q "$1" "$T_DIR/gw.log"
 }
 
 for mode in socket file; do

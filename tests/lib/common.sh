@@ -25,6 +25,8 @@ TARGET=${TARGET:-isergwd}
 T_KEEP=${T_KEEP:-0}
 T_HOST=127.0.0.1
 T_TOOLS=$T_BUILD/tests/tools
+# shellcheck source=tests/lib/wait.sh
+. "$T_ROOT/tests/lib/wait.sh"
 
 T_SUITE=
 T_PASS=0

@@ -26,9 +26,13 @@
  * With URL followed by "-" the commands come from standard input instead, one line at a time,
  * and the session stays logged in between lines; each line's answers are followed by a line
  * "end", so a script can drive several of these hosts at once (from different event loops of
- * one gateway) and wait for each answer. "quit" or end of input logs out. Each command prints one line, "COMMAND: good",
- * "COMMAND: reservation-conflict", "COMMAND: check-condition KEY/ASC/ASCQ" (hex, e.g.
- * 02/04/0a) or "COMMAND: failed (why)"; a unit attention is retried (at most 4 times).
+ * one gateway) and wait for each answer. "quit" or end of input logs out. A line is split into
+ * words and read by the same parser as the command line (one table, pr_cmds): an unknown
+ * command or a bad argument ends the run either way (status 2).
+ *
+ * Each command prints one line, "COMMAND: good", "COMMAND: reservation-conflict",
+ * "COMMAND: check-condition KEY/ASC/ASCQ" (hex, e.g. 02/04/0a) or "COMMAND: failed (why)"; a
+ * unit attention is retried (at most 4 times).
  * -s N fixes the ISID (its random field), so that runs one after another are the same
  * I_T nexus, as SPC keeps registrations across logins; without it libiscsi picks one.
  *
@@ -122,28 +126,23 @@ static bool is_ua(const struct scsi_task *t)
 	       t->sense.key == SCSI_SENSE_UNIT_ATTENTION;
 }
 
-static uint64_t parse_key(const char *s)
+/* One argument by its letter in a command's row: K S key and service action key (hex, 0x
+ * optional), T type, L LBA, N number (decimal or 0x), B byte. A bad one ends the run (2). */
+static uint64_t parse_arg(char letter, const char *s)
 {
+	int hex = letter == 'K' || letter == 'S';
+	uint64_t max = hex ? UINT64_MAX : letter == 'B' ? 0xff : 0x7fffffff;
 	char *end;
-	uint64_t v = strtoull(s, &end, 16);
+	uint64_t v;
 
-	if (*end) {
-		fprintf(stderr, "pr: %s is not a hex key\n", s);
+	errno = 0;
+	v = strtoull(s, &end, hex ? 16 : 0);
+	if (!*s || *end || *s == '-' || errno || v > max) {
+		fprintf(stderr, "pr: %s is not a %s\n", s,
+			hex ? "hex key" : letter == 'B' ? "byte" : "number");
 		exit(2);
 	}
 	return v;
-}
-
-static int parse_int(const char *s)
-{
-	char *end;
-	long v = strtol(s, &end, 0);
-
-	if (*end || v < 0 || v > 0x7fffffff) {
-		fprintf(stderr, "pr: %s is not a number\n", s);
-		exit(2);
-	}
-	return (int)v;
 }
 
 static struct scsi_task *pr_out(int sa, int type, uint64_t key, uint64_t sakey)
@@ -199,18 +198,6 @@ static void print_in(int sa, struct scsi_task *t)
 	}
 }
 
-static int parse_byte(const char *s)
-{
-	char *end;
-	long v = strtol(s, &end, 0);
-
-	if (*end || v < 0 || v > 0xff) {
-		fprintf(stderr, "pr: %s is not a byte\n", s);
-		exit(2);
-	}
-	return (int)v;
-}
-
 static struct scsi_task *fill(uint32_t lba, int byte)
 {
 	unsigned char *buf = malloc(block_size);
@@ -264,98 +251,179 @@ static int lun_reset(void)
 	return 0;
 }
 
-/* Runs argv[0] with its arguments; returns how many words it took (0: unknown command). */
-static int run_one(int argc, char **argv, int *bad)
-{
-	const char *c = argv[0];
-	struct scsi_task *t = NULL;
-	int used = 1, sa = -1, tries, expect = -1;
+/* ---- the commands: one table, one parser for the command line and standard input ---- */
 
-#define NEED(n) do { if (argc < (n) + 1) usage(); } while (0)
-	for (tries = 0; tries < 5; tries++) {
-		if (!strcmp(c, "register")) {
-			NEED(1);
-			t = pr_out(SCSI_PERSISTENT_RESERVE_REGISTER_AND_IGNORE_EXISTING_KEY, 0, 0,
-				   parse_key(argv[1]));
-			used = 2;
-		} else if (!strcmp(c, "unregister")) {
-			NEED(1);
-			t = pr_out(SCSI_PERSISTENT_RESERVE_REGISTER, 0, parse_key(argv[1]), 0);
-			used = 2;
-		} else if (!strcmp(c, "reserve") || !strcmp(c, "release")) {
-			NEED(2);
-			t = pr_out(c[2] == 's' ? SCSI_PERSISTENT_RESERVE_RESERVE :
-				   SCSI_PERSISTENT_RESERVE_RELEASE, parse_int(argv[2]),
-				   parse_key(argv[1]), 0);
-			used = 3;
-		} else if (!strcmp(c, "clear")) {
-			NEED(1);
-			t = pr_out(SCSI_PERSISTENT_RESERVE_CLEAR, 0, parse_key(argv[1]), 0);
-			used = 2;
-		} else if (!strcmp(c, "preempt")) {
-			NEED(3);
-			t = pr_out(SCSI_PERSISTENT_RESERVE_PREEMPT, parse_int(argv[3]),
-				   parse_key(argv[1]), parse_key(argv[2]));
-			used = 4;
-		} else if (!strcmp(c, "read-keys") || !strcmp(c, "read-reservation")) {
-			sa = c[5] == 'k' ? SCSI_PERSISTENT_RESERVE_READ_KEYS :
-			     SCSI_PERSISTENT_RESERVE_READ_RESERVATION;
-			t = iscsi_persistent_reserve_in_sync(iscsi, lun, sa, 4096);
-			used = 1;
-		} else if (!strcmp(c, "lun")) {
-			NEED(1);
-			lun = parse_int(argv[1]);
-			printf("lun: good\n");
-			return 2;
-		} else if (!strcmp(c, "lun-reset")) {
-			if (lun_reset())
-				*bad = 1;
-			return 1;
-		} else if (!strcmp(c, "fill")) {
-			NEED(2);
-			t = fill((uint32_t)parse_int(argv[1]), parse_byte(argv[2]));
-			used = 3;
-		} else if (!strcmp(c, "expect")) {
-			NEED(2);
-			t = iscsi_read10_sync(iscsi, lun, (uint32_t)parse_int(argv[1]), block_size,
-					      block_size, 0, 0, 0, 0, 0);
-			expect = parse_byte(argv[2]);
-			used = 3;
-		} else if (!strcmp(c, "caw")) {
-			NEED(3);
-			t = caw((uint64_t)parse_int(argv[1]), parse_byte(argv[2]),
-				parse_byte(argv[3]));
-			used = 4;
-		} else if (!strcmp(c, "write") || !strcmp(c, "read")) {
-			NEED(1);
-			t = rw(c[0] == 'w', (uint32_t)parse_int(argv[1]));
-			used = 2;
-		} else {
-			fprintf(stderr, "pr: unknown command %s\n", c);
-			usage();
-		}
-		if (!is_ua(t))
-			break;
-		scsi_free_scsi_task(t);
-		t = NULL;
+struct pr_cmd;
+typedef struct scsi_task *(*pr_send_fn)(const struct pr_cmd *cmd, const uint64_t *v);
+
+struct pr_cmd {
+	const char *name;
+	const char *args;	/* one letter an argument (parse_arg) */
+	int sa;			/* PR service action (pr_out_send, pr_in_send) */
+	pr_send_fn send;	/* the command, retried on a unit attention; NULL: act */
+	/* After GOOD, instead of "NAME: good": prints the answer. */
+	void (*good)(const struct pr_cmd *cmd, const uint64_t *v, struct scsi_task *t, int *bad);
+	int (*act)(const uint64_t *v);	/* no task of its own: 0 good */
+};
+
+/* PR OUT: the row's letters say which argument is the key (K), the service action key (S)
+ * and the type (T). */
+static struct scsi_task *pr_out_send(const struct pr_cmd *cmd, const uint64_t *v)
+{
+	uint64_t key = 0, sakey = 0;
+	int type = 0;
+
+	for (int i = 0; cmd->args[i]; i++) {
+		if (cmd->args[i] == 'K')
+			key = v[i];
+		else if (cmd->args[i] == 'S')
+			sakey = v[i];
+		else
+			type = (int)v[i];
 	}
-#undef NEED
-	if (expect >= 0 && t && t->status == SCSI_STATUS_GOOD)
-		print_expect(t, expect, bad);
-	else if (report(c, t))
-		*bad = 1;
-	else if (sa >= 0)
-		print_in(sa, t);
-	if (t)
-		scsi_free_scsi_task(t);
-	return used;
+	return pr_out(cmd->sa, type, key, sakey);
 }
 
-/* Commands from standard input, one line at a time, each line's answers ended by "end". */
+static struct scsi_task *pr_in_send(const struct pr_cmd *cmd, const uint64_t *v)
+{
+	(void)v;
+	return iscsi_persistent_reserve_in_sync(iscsi, lun, cmd->sa, 4096);
+}
+
+static void pr_in_good(const struct pr_cmd *cmd, const uint64_t *v, struct scsi_task *t,
+		       int *bad)
+{
+	(void)v;
+	(void)bad;
+	printf("%s: good\n", cmd->name);
+	print_in(cmd->sa, t);
+}
+
+static struct scsi_task *read_send(const struct pr_cmd *cmd, const uint64_t *v)
+{
+	(void)cmd;
+	return rw(false, (uint32_t)v[0]);
+}
+
+static struct scsi_task *write_send(const struct pr_cmd *cmd, const uint64_t *v)
+{
+	(void)cmd;
+	return rw(true, (uint32_t)v[0]);
+}
+
+static struct scsi_task *fill_send(const struct pr_cmd *cmd, const uint64_t *v)
+{
+	(void)cmd;
+	return fill((uint32_t)v[0], (int)v[1]);
+}
+
+static void expect_good(const struct pr_cmd *cmd, const uint64_t *v, struct scsi_task *t,
+			int *bad)
+{
+	(void)cmd;
+	print_expect(t, (int)v[1], bad);
+}
+
+static struct scsi_task *caw_send(const struct pr_cmd *cmd, const uint64_t *v)
+{
+	(void)cmd;
+	return caw(v[0], (int)v[1], (int)v[2]);
+}
+
+static int lun_act(const uint64_t *v)
+{
+	lun = (int)v[0];
+	printf("lun: good\n");
+	return 0;
+}
+
+static int lun_reset_act(const uint64_t *v)
+{
+	(void)v;
+	return lun_reset();
+}
+
+#define PR_OUT(n, a, action)	{ .name = n, .args = a, .sa = action, .send = pr_out_send }
+#define PR_IN(n, action)                                                                   \
+	{ .name = n, .args = "", .sa = action, .send = pr_in_send, .good = pr_in_good }
+static const struct pr_cmd pr_cmds[] = {
+	PR_OUT("register", "S", SCSI_PERSISTENT_RESERVE_REGISTER_AND_IGNORE_EXISTING_KEY),
+	PR_OUT("unregister", "K", SCSI_PERSISTENT_RESERVE_REGISTER),
+	PR_OUT("reserve", "KT", SCSI_PERSISTENT_RESERVE_RESERVE),
+	PR_OUT("release", "KT", SCSI_PERSISTENT_RESERVE_RELEASE),
+	PR_OUT("clear", "K", SCSI_PERSISTENT_RESERVE_CLEAR),
+	PR_OUT("preempt", "KST", SCSI_PERSISTENT_RESERVE_PREEMPT),
+	PR_IN("read-keys", SCSI_PERSISTENT_RESERVE_READ_KEYS),
+	PR_IN("read-reservation", SCSI_PERSISTENT_RESERVE_READ_RESERVATION),
+	{ .name = "write", .args = "L", .send = write_send },
+	{ .name = "read", .args = "L", .send = read_send },
+	{ .name = "fill", .args = "LB", .send = fill_send },
+	{ .name = "expect", .args = "LB", .send = read_send, .good = expect_good },
+	{ .name = "caw", .args = "LBB", .send = caw_send },
+	{ .name = "lun-reset", .args = "", .act = lun_reset_act },
+	{ .name = "lun", .args = "N", .act = lun_act },
+};
+#undef PR_OUT
+#undef PR_IN
+
+#define PR_MAX_ARGS 3
+
+/* Runs the command w[0] with its arguments; returns how many words it took. An unknown
+ * command or a missing or bad argument ends the run (usage, 2). */
+static int run_one(int n, char **w, int *bad)
+{
+	const struct pr_cmd *cmd = NULL;
+	uint64_t v[PR_MAX_ARGS];
+	struct scsi_task *t = NULL;
+	size_t nargs;
+
+	for (size_t i = 0; i < sizeof(pr_cmds) / sizeof(pr_cmds[0]) && !cmd; i++)
+		if (!strcmp(w[0], pr_cmds[i].name))
+			cmd = &pr_cmds[i];
+	if (!cmd) {
+		fprintf(stderr, "pr: unknown command %s\n", w[0]);
+		usage();
+	}
+	nargs = strlen(cmd->args);
+	if ((size_t)n < nargs + 1)
+		usage();
+	for (size_t i = 0; i < nargs; i++)
+		v[i] = parse_arg(cmd->args[i], w[1 + i]);
+	if (cmd->act) {
+		if (cmd->act(v))
+			*bad = 1;
+		return (int)nargs + 1;
+	}
+	/* A unit attention is not the answer: retried, at most 4 times. */
+	for (int tries = 0; tries < 5; tries++) {
+		if (t)
+			scsi_free_scsi_task(t);
+		t = cmd->send(cmd, v);
+		if (!is_ua(t))
+			break;
+	}
+	if (t && t->status == SCSI_STATUS_GOOD && cmd->good)
+		cmd->good(cmd, v, t, bad);
+	else if (report(cmd->name, t))
+		*bad = 1;
+	if (t)
+		scsi_free_scsi_task(t);
+	return (int)nargs + 1;
+}
+
+/* The commands in n words, in order: the command line's, or one line of standard input's. */
+static void run_words(int n, char **w, int *bad)
+{
+	for (int i = 0; i < n;)
+		i += run_one(n - i, w + i, bad);
+}
+
+/* Commands from standard input, one line at a time (split into words as a shell would without
+ * quotes), each line's answers ended by "end". */
 static void run_stdin(int *bad)
 {
 	char line[512], *w[32], *save;
-	int n, i;
+	int n;
 
 	while (fgets(line, sizeof(line), stdin)) {
 		n = 0;
@@ -364,8 +432,7 @@ static void run_stdin(int *bad)
 			w[n++] = tok;
 		if (n == 1 && !strcmp(w[0], "quit"))
 			break;
-		for (i = 0; i < n;)
-			i += run_one(n - i, w + i, bad);
+		run_words(n, w, bad);
 		printf("end\n");
 		fflush(stdout);
 	}
@@ -384,7 +451,7 @@ int main(int argc, char **argv)
 	while ((opt = getopt(argc, argv, "i:s:h")) != -1) {
 		switch (opt) {
 		case 'i': initiator = optarg; break;
-		case 's': isid = parse_int(optarg); break;
+		case 's': isid = (long)parse_arg('N', optarg); break;
 		default: usage();
 		}
 	}
@@ -412,8 +479,8 @@ int main(int argc, char **argv)
 		scsi_free_scsi_task(t);
 	if (argc - optind == 2 && !strcmp(argv[optind + 1], "-"))
 		run_stdin(&bad);
-	for (i = optind + 1; i < argc && strcmp(argv[i], "-");)
-		i += run_one(argc - i, argv + i, &bad);
+	else
+		run_words(argc - optind - 1, argv + optind + 1, &bad);
 	fflush(stdout);
 	iscsi_logout_sync(iscsi);
 	iscsi_destroy_context(iscsi);

@@ -585,62 +585,63 @@ static void pl_send_login_and_nop(int fd)
 
 TestSuite(dmv_tcp_place);
 
-Test(dmv_tcp_place, first_pdu_moves_the_connection_to_the_chosen_loop)
+/* Where the first PDU sends a connection: the loop place() chooses, or without a choice the
+ * least loaded one. It is accepted there, its first PDU and what followed it in the same
+ * segment arrive there from that loop's pool, and its loop's count goes up, then back. */
+static const struct {
+	const char *what;
+	int place_answer;		/* place(): a loop index, or -1 for no choice */
+	unsigned busy1;			/* loop 1's load before the connection */
+	int to;				/* the loop it must land on */
+} place_cases[] = {
+	{ "place() chooses loop 1", 1, 0, 1 },
+	{ "no choice, loop 1 busy: the least loaded", -1, 5, 0 },
+};
+
+Test(dmv_tcp_place, the_first_pdu_moves_the_connection_to_its_loop)
 {
-	struct dmv_portal *dp;
-	int fd;
+	for (size_t k = 0; k < sizeof(place_cases) / sizeof(place_cases[0]); k++) {
+		const char *what = place_cases[k].what;
+		int to = place_cases[k].to, other = !to;
+		struct gw_loop *tl = to ? &pl_loop1 : &loop;
+		struct isc_pdu_pool *tp = to ? &pl_pool1 : &pool;
+		unsigned other_load;
+		struct dmv_portal *dp;
+		int fd;
 
-	pl_rx_n = 0;
-	pl_lost = 0;
-	pl_place_answer = 1;
-	dp = pl_listen(0);
-	fd = pl_connect(dp);
-	pl_send_login_and_nop(fd);
-	cr_assert(pl_wait(&pl_rx_n, 2), "the two PDUs never arrived (%d)", pl_rx_n);
-	cr_expect_eq(pl_accept_loop, &pl_loop1, "accepted on the chosen loop");
-	cr_expect_eq(pl_rx_loop[0], &pl_loop1);
-	cr_expect_eq(pl_rx_op[0], ISC_OP_LOGIN_REQ);
-	cr_expect_eq(pl_rx_len[0], 40);
-	for (int i = 0; i < 40; i++)
-		cr_expect_eq(pl_rx_data0[i], (uint8_t)(i * 7 + 1), "first PDU's data byte %d", i);
-	cr_expect_eq(pl_rx_pool[0], &pl_pool1, "the first PDU comes from its new loop's pool");
-	/* What followed the first PDU in the same segment arrives too, on the same loop. */
-	cr_expect_eq(pl_rx_loop[1], &pl_loop1);
-	cr_expect_eq(pl_rx_op[1], ISC_OP_NOP_OUT);
-	cr_expect_eq(pl_rx_pool[1], &pl_pool1);
-	cr_expect_eq(__atomic_load_n(&pl_set.load[1], __ATOMIC_RELAXED), 1);
-	cr_expect_eq(__atomic_load_n(&pl_set.load[0], __ATOMIC_RELAXED), 0);
-	/* The initiator goes: the loop that serves it sees it, and the count goes back. */
-	close(fd);
-	cr_assert(pl_wait(&pl_lost, 1), "connection loss never seen");
-	for (int i = 0; i < 50 && __atomic_load_n(&pl_set.load[1], __ATOMIC_RELAXED); i++)
-		gw_loop_run_once(&loop, 10);
-	cr_expect_eq(__atomic_load_n(&pl_set.load[1], __ATOMIC_RELAXED), 0);
-	pl_finish(dp);
-}
-
-Test(dmv_tcp_place, no_choice_goes_to_the_least_loaded_loop)
-{
-	struct dmv_portal *dp;
-	int fd;
-
-	pl_rx_n = 0;
-	pl_lost = 0;
-	pl_place_answer = -1;
-	dp = pl_listen(0);
-	pl_set.load[1] = 5;		/* loop 1 is busy */
-	fd = pl_connect(dp);
-	pl_send_login_and_nop(fd);
-	cr_assert(pl_wait(&pl_rx_n, 2));
-	cr_expect_eq(pl_accept_loop, &loop);
-	cr_expect_eq(pl_rx_loop[0], &loop);
-	cr_expect_eq(pl_rx_loop[1], &loop);
-	cr_expect_eq(pl_rx_pool[0], &pool);
-	cr_expect_eq(__atomic_load_n(&pl_set.load[0], __ATOMIC_RELAXED), 1);
-	close(fd);
-	cr_assert(pl_wait(&pl_lost, 1), "connection loss never seen");
-	cr_expect_eq(__atomic_load_n(&pl_set.load[0], __ATOMIC_RELAXED), 0);
-	pl_finish(dp);
+		pl_rx_n = 0;
+		pl_lost = 0;
+		pl_place_answer = place_cases[k].place_answer;
+		dp = pl_listen(0);
+		pl_set.load[1] = place_cases[k].busy1;
+		other_load = pl_set.load[other];
+		fd = pl_connect(dp);
+		pl_send_login_and_nop(fd);
+		cr_assert(pl_wait(&pl_rx_n, 2), "%s: the two PDUs never arrived (%d)", what,
+			  pl_rx_n);
+		cr_expect_eq(pl_accept_loop, tl, "%s: accepted on its loop", what);
+		cr_expect_eq(pl_rx_loop[0], tl, "%s", what);
+		cr_expect_eq(pl_rx_op[0], ISC_OP_LOGIN_REQ, "%s", what);
+		cr_expect_eq(pl_rx_len[0], 40, "%s", what);
+		for (int i = 0; i < 40; i++)
+			cr_expect_eq(pl_rx_data0[i], (uint8_t)(i * 7 + 1),
+				     "%s: first PDU's data byte %d", what, i);
+		cr_expect_eq(pl_rx_pool[0], tp, "%s: the first PDU comes from its loop's pool", what);
+		/* What followed the first PDU in the same segment arrives too, on the same loop. */
+		cr_expect_eq(pl_rx_loop[1], tl, "%s", what);
+		cr_expect_eq(pl_rx_op[1], ISC_OP_NOP_OUT, "%s", what);
+		cr_expect_eq(pl_rx_pool[1], tp, "%s", what);
+		cr_expect_eq(__atomic_load_n(&pl_set.load[to], __ATOMIC_RELAXED), 1, "%s", what);
+		cr_expect_eq(__atomic_load_n(&pl_set.load[other], __ATOMIC_RELAXED), other_load,
+			     "%s: the other loop's count", what);
+		/* The initiator goes: the loop that serves it sees it, and the count goes back. */
+		close(fd);
+		cr_assert(pl_wait(&pl_lost, 1), "%s: connection loss never seen", what);
+		for (int i = 0; i < 50 && __atomic_load_n(&pl_set.load[to], __ATOMIC_RELAXED); i++)
+			gw_loop_run_once(&loop, 10);
+		cr_expect_eq(__atomic_load_n(&pl_set.load[to], __ATOMIC_RELAXED), 0, "%s", what);
+		pl_finish(dp);
+	}
 }
 
 Test(dmv_tcp_place, a_connection_that_never_logs_in_is_closed)
@@ -704,6 +705,15 @@ static bool pl_closed_by_peer(int fd)
 	return false;
 }
 
+static const struct {
+	const char *what;
+	int answer;				/* admit()'s */
+	int admits, unadmits, timeouts;		/* the totals after it */
+} admit_cases[] = {
+	{ "refused: closed at once, nothing to give back", -EBUSY, 1, 0, 0 },
+	{ "admitted, silent: the place timeout gives it back as timed out", 0, 2, 1, 1 },
+};
+
 Test(dmv_tcp_place, admit_refuses_at_accept_and_unadmit_gives_back_what_waited)
 {
 	struct dmv_portal *dp;
@@ -715,20 +725,16 @@ Test(dmv_tcp_place, admit_refuses_at_accept_and_unadmit_gives_back_what_waited)
 	dp->admit = pl_admit;
 	dp->unadmit = pl_unadmit;
 	dp->accept = pl_accept_admitted;
-	/* Refused: closed at once, nothing to give back. */
-	pl_admit_answer = -EBUSY;
-	fd = pl_connect(dp);
-	cr_expect(pl_closed_by_peer(fd), "a refused connection stays open");
-	close(fd);
-	cr_expect_eq(pl_admits, 1);
-	cr_expect_eq(pl_unadmits, 0);
-	/* Admitted, silent: the place timeout closes it and gives it back as timed out. */
-	pl_admit_answer = 0;
-	fd = pl_connect(dp);
-	cr_expect(pl_closed_by_peer(fd), "the silent connection was never closed");
-	close(fd);
-	cr_expect_eq(pl_unadmits, 1);
-	cr_expect_eq(pl_unadmit_timeouts, 1);
+	/* Each connection is closed by the gateway; the counts are the totals so far. */
+	for (size_t k = 0; k < sizeof(admit_cases) / sizeof(admit_cases[0]); k++) {
+		pl_admit_answer = admit_cases[k].answer;
+		fd = pl_connect(dp);
+		cr_expect(pl_closed_by_peer(fd), "%s: never closed", admit_cases[k].what);
+		close(fd);
+		cr_expect_eq(pl_admits, admit_cases[k].admits, "%s", admit_cases[k].what);
+		cr_expect_eq(pl_unadmits, admit_cases[k].unadmits, "%s", admit_cases[k].what);
+		cr_expect_eq(pl_unadmit_timeouts, admit_cases[k].timeouts, "%s", admit_cases[k].what);
+	}
 	/* Admitted, logs in: accept() gets it marked admitted, nothing given back. */
 	pl_rx_n = 0;
 	pl_lost = 0;

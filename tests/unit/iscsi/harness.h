@@ -88,6 +88,20 @@ static inline void h_setup(struct h *h, const char *conf)
 	h->cmdsn = 1;
 }
 
+/* h_setup, then l1 as the gateway's second loop (issue 13) through ls: both loops run on the
+ * test's thread, settled in turn (h_login settles l1 too), unless the test starts l1's thread. */
+static inline void h_setup_loops(struct h *h, const char *conf, struct gw_loop *l1,
+				 struct gw_loops *ls)
+{
+	h_setup(h, conf);
+	cr_assert_eq(gw_loop_init(l1), 0);
+	ls->n = 2;
+	ls->loop[0] = &h->loop;
+	ls->loop[1] = l1;
+	cr_assert_eq(isc_gw_set_loops(h->gw, ls), 0);
+	h->loop1 = l1;
+}
+
 static inline void h_teardown(struct h *h)
 {
 	isc_gw_stop(h->gw);

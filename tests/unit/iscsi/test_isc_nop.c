@@ -235,3 +235,77 @@ Test(isc_nop, asynchronous_messages_are_not_held_without_the_key)
 	cr_expect_eq(pop_async(c, &sn), 2);
 	cr_expect_eq(pop_async(c, &sn), 3);
 }
+
+/* ---- The NOP timer on loop 1 (issue 13): it reads its connection's loop clock, which stamped
+ * the connection's last PDU, not loop 0's. Loop 0 sleeps while loop 1 serves I/O, so its clock
+ * lags: read against loop 1's stamps it made a busy session look idle (pinged every second)
+ * and an idle one look busy. Both loops are settled on the test's thread; the clocks are set
+ * by hand and the timer's tick is called directly, so no real second has to pass. */
+
+static struct gw_loop L1;
+static struct gw_loops LS;
+
+static void loops_setup(void)
+{
+	h_setup_loops(&H, CONF_FAST_NOP, &L1, &LS);
+}
+
+static void loops_teardown(void)
+{
+	isc_gw_stop(H.gw);
+	for (int i = 0; i < 3; i++) {
+		fake_dmv_settle(&H.loop);
+		fake_dmv_settle(&L1);
+	}
+	teardown();
+	gw_loop_fini(&L1);
+}
+
+TestSuite(isc_nop_loops, .init = loops_setup, .fini = loops_teardown);
+
+Test(isc_nop_loops, the_timer_reads_the_connection_s_loop_clock_not_loop_0_s)
+{
+	struct fake_conn *c = fake_dmv_connect_on(H.dp, &L1, &H.gw->lps[1].pdus);
+	void (*tick)(struct gw_timer *);
+	struct isc_conn *ic;
+	struct isc_pdu *ping;
+	uint64_t rx;
+	uint16_t st;
+
+	H.conns[H.nconns++] = c;
+	h_login(&H, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	ic = c->base.priv;
+	cr_assert_eq(ic->lp->loop, &L1, "the connection runs on loop 1");
+	cr_assert(ic->nop_timer_on, "nop_interval 1: the timer runs");
+	/* The test owns the clocks from here: the real timer stops, its tick is called by hand. */
+	tick = ic->nop_timer.fn;
+	isc_nop_stop(ic);
+	fake_dmv_drain(c);
+	/* A PDU on loop 1, stamped with loop 1's clock; loop 0's is an hour behind. */
+	L1.now_ms = H.loop.now_ms + 3600 * 1000;
+	ack_statsn(c, H.exp_statsn);
+	rx = ic->last_rx_ms;
+	cr_assert_eq(rx, L1.now_ms, "the PDU is stamped with its loop's clock");
+	H.loop.now_ms = rx - 3600 * 1000;
+	L1.now_ms = rx + 200;
+	tick(&ic->nop_timer);
+	cr_expect_eq(c->nsent, 0, "pinged 0.2 s after a PDU: loop 0's clock was read");
+	cr_expect_eq(ic->ping_sent_ms, 0);
+	/* Idle past nop_interval on loop 1's clock; loop 0's has not moved since the PDU. */
+	H.loop.now_ms = rx;
+	L1.now_ms = rx + 1500;
+	tick(&ic->nop_timer);
+	ping = fake_dmv_pop(c);
+	cr_assert_not_null(ping, "not pinged 1.5 s after the last PDU: loop 0's clock was read");
+	cr_expect_eq(isc_bhs_opcode(ping->bhs), ISC_OP_NOP_IN);
+	isc_pdu_put(ping);
+	cr_expect_eq(ic->ping_sent_ms, rx + 1500, "the ping is stamped with loop 1's clock");
+	/* Unanswered for nop_timeout (2 s) on loop 1's clock: dropped, whatever loop 0's says. */
+	L1.now_ms = rx + 1500 + 1900;
+	tick(&ic->nop_timer);
+	cr_expect_not(c->closed, "dropped before nop_timeout");
+	L1.now_ms = rx + 1500 + 2000;
+	tick(&ic->nop_timer);
+	cr_expect(c->closed, "not dropped after nop_timeout: loop 0's clock was read");
+}

@@ -169,13 +169,7 @@ static struct gw_loops LS;
 
 static void loops_setup(void)
 {
-	h_setup(&H, H_CONF_DEFAULT);
-	cr_assert_eq(gw_loop_init(&L1), 0);
-	LS.n = 2;
-	LS.loop[0] = &H.loop;
-	LS.loop[1] = &L1;
-	cr_assert_eq(isc_gw_set_loops(H.gw, &LS), 0);
-	H.loop1 = &L1;
+	h_setup_loops(&H, H_CONF_DEFAULT, &L1, &LS);
 }
 
 static void settle_both(void)

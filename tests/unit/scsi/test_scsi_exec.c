@@ -503,56 +503,61 @@ static void submit_then_abort_on_s(void *arg)
 	__atomic_store_n(&submitted_and_aborted, 1, __ATOMIC_RELEASE);
 }
 
+/* A write submitted on S and aborted there at once, while O is held: alone, or queued behind
+ * an ORDERED write (LBA - 1) in the task set. O sees it after the abort: it ends TASK ABORTED
+ * through its done, once, on its loop, never reaching the medium; the ORDERED one runs. */
+static const struct {
+	const char *what;
+	uint8_t lba;
+	bool ordered_ahead;
+} abort_cases[] = {
+	{ "still in the message toward its owner", 9, false },
+	{ "waiting in the task set behind an ORDERED write", 12, true },
+};
+
 Test(scsi_exec, a_command_aborted_before_its_owner_saw_it_ends_task_aborted_once)
 {
-	static struct xcmd w, r;
-	uint8_t wcdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0 };
-	uint8_t rcdb[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0 };
+	static struct xcmd o, w, r;
 
-	__atomic_store_n(&hold_owner, 1, __ATOMIC_RELEASE);
-	cr_assert_eq(gw_loop_send(&lo, hold_fn, NULL), 0);
-	w.next = NULL;
-	xcmd_prep(&w, &ls, e.a, wcdb, 16, 512, SCSI_DIR_WRITE);
-	memset(w.buf, 0x5a, 512);
-	w.fired = 0;
-	submitted_and_aborted = 0;
-	cr_assert_eq(gw_loop_send(&ls, submit_then_abort_on_s, &w), 0);
-	cr_assert(wait_until(&submitted_and_aborted, 1));
-	cr_assert_eq(__atomic_load_n(&w.fired, __ATOMIC_ACQUIRE), 0, "O has not run it");
-	__atomic_store_n(&hold_owner, 0, __ATOMIC_RELEASE);
-	cr_assert(wait_until(&w.fired, 1), "no done");
-	usleep(50000);				/* a second done would come now */
-	cr_assert_eq(__atomic_load_n(&w.fired, __ATOMIC_ACQUIRE), 1, "done exactly once");
-	cr_assert_eq(w.wrong_loop, 0, "done on the command's loop");
-	cr_assert_eq(w.t.cmd.status, SCSI_TASK_ABORTED);
-	cr_assert_eq(xrun(&r, &ls, e.a, rcdb, 16, 512, SCSI_DIR_READ), SCSI_GOOD);
-	for (int i = 0; i < 512; i++)
-		cr_assert_eq(r.buf[i], 0, "the aborted write never reached the medium");
-}
+	for (size_t k = 0; k < sizeof(abort_cases) / sizeof(abort_cases[0]); k++) {
+		const char *what = abort_cases[k].what;
+		uint8_t lba = abort_cases[k].lba;
+		bool ordered = abort_cases[k].ordered_ahead;
+		uint8_t ocdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, (uint8_t)(lba - 1), 0, 0, 0, 1, 0, 0 };
+		uint8_t wcdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, lba, 0, 0, 0, 1, 0, 0 };
+		uint8_t rcdb[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, lba, 0, 0, 0, 1, 0, 0 };
 
-Test(scsi_exec, a_crossed_command_waiting_in_the_task_set_is_aborted_there)
-{
-	static struct xcmd o, w;
-	uint8_t ocdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 11, 0, 0, 0, 1, 0, 0 };
-	uint8_t wcdb[16] = { 0x8a, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0, 0, 1, 0, 0 };
-
-	/* O held; an ORDERED write then a SIMPLE one queue on O behind it... */
-	__atomic_store_n(&hold_owner, 1, __ATOMIC_RELEASE);
-	cr_assert_eq(gw_loop_send(&lo, hold_fn, NULL), 0);
-	o.next = w.next = NULL;
-	xcmd_prep(&o, &ls, e.a, ocdb, 16, 512, SCSI_DIR_WRITE);
-	xcmd_prep(&w, &ls, e.a, wcdb, 16, 512, SCSI_DIR_WRITE);
-	o.t.cmd.attr = SCSI_ATTR_ORDERED;
-	o.fired = w.fired = 0;
-	xcmd_post(&o);
-	submitted_and_aborted = 0;
-	cr_assert_eq(gw_loop_send(&ls, submit_then_abort_on_s, &w), 0);
-	cr_assert(wait_until(&submitted_and_aborted, 1));
-	__atomic_store_n(&hold_owner, 0, __ATOMIC_RELEASE);
-	cr_assert(wait_until(&o.fired, 1) && wait_until(&w.fired, 1));
-	cr_assert_eq(o.t.cmd.status, SCSI_GOOD, "the one not aborted runs");
-	cr_assert_eq(w.t.cmd.status, SCSI_TASK_ABORTED);
-	cr_assert_eq(o.wrong_loop + w.wrong_loop, 0);
+		__atomic_store_n(&hold_owner, 1, __ATOMIC_RELEASE);
+		cr_assert_eq(gw_loop_send(&lo, hold_fn, NULL), 0);
+		o.next = w.next = NULL;
+		o.fired = w.fired = 0;
+		if (ordered) {
+			xcmd_prep(&o, &ls, e.a, ocdb, 16, 512, SCSI_DIR_WRITE);
+			o.t.cmd.attr = SCSI_ATTR_ORDERED;
+			xcmd_post(&o);
+		}
+		xcmd_prep(&w, &ls, e.a, wcdb, 16, 512, SCSI_DIR_WRITE);
+		memset(w.buf, 0x5a, 512);
+		submitted_and_aborted = 0;
+		cr_assert_eq(gw_loop_send(&ls, submit_then_abort_on_s, &w), 0);
+		cr_assert(wait_until(&submitted_and_aborted, 1), "%s", what);
+		cr_assert_eq(__atomic_load_n(&w.fired, __ATOMIC_ACQUIRE), 0, "%s: O has not run it",
+			     what);
+		__atomic_store_n(&hold_owner, 0, __ATOMIC_RELEASE);
+		cr_assert(wait_until(&w.fired, 1), "%s: no done", what);
+		cr_assert(!ordered || wait_until(&o.fired, 1), "%s: the ORDERED write's done", what);
+		usleep(50000);				/* a second done would come now */
+		cr_assert_eq(__atomic_load_n(&w.fired, __ATOMIC_ACQUIRE), 1, "%s: done exactly once",
+			     what);
+		cr_assert_eq(w.wrong_loop + o.wrong_loop, 0, "%s: done on the command's loop", what);
+		cr_assert_eq(w.t.cmd.status, SCSI_TASK_ABORTED, "%s", what);
+		if (ordered)
+			cr_assert_eq(o.t.cmd.status, SCSI_GOOD, "%s: the one not aborted runs", what);
+		cr_assert_eq(xrun(&r, &ls, e.a, rcdb, 16, 512, SCSI_DIR_READ), SCSI_GOOD);
+		for (int i = 0; i < 512; i++)
+			cr_assert_eq(r.buf[i], 0, "%s: the aborted write never reached the medium",
+				     what);
+	}
 }
 
 /* ---- ALUA group states changed by loop 0 while another loop submits -------------------- */

@@ -15,6 +15,9 @@ export LC_ALL=C
 VM_SHARE=${VM_SHARE:-/vmshare}
 VM_BUILD=${VM_BUILD:-/work/main/build}
 VM_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# t_wait_for SECONDS CMD...: the host suites' wait (see there).
+# shellcheck source=tests/lib/wait.sh
+. "$VM_LIB_DIR/../../lib/wait.sh"
 VM_RESULTS=$VM_SHARE/results
 VM_SUITE=
 VM_WORK=
@@ -453,14 +456,14 @@ print(eval(sys.argv[2]))
 ' "${GW_PORTAL:-iser0}" "$1"
 }
 
+# gw_state_holds EXPR: true when EXPR (see gw_state) is True now.
+gw_state_holds() {
+	[ "$(gw_state "$1" 2>/dev/null)" = True ]
+}
+
 # wait_state EXPR SECONDS: true once EXPR (see gw_state) holds.
 wait_state() {
-	local i
-	for i in $(seq 1 $(($2 * 4))); do
-		[ "$(gw_state "$1" 2>/dev/null)" = True ] && return 0
-		sleep 0.25
-	done
-	return 1
+	t_wait_for "$2" gw_state_holds "$1"
 }
 
 # vm_gw_stop: SIGTERM; the gateway must exit 0 within 15 s (10 s on real hardware, plus

@@ -127,14 +127,14 @@ writes() {
 	echo "${n:-0}"
 }
 
+# writes_above LOG N: true when more than N writes are done.
+writes_above() {
+	[ "$(writes "$1")" -gt "$2" ]
+}
+
 # wait_writes LOG N SECONDS: true once more than N writes are done.
 wait_writes() {
-	local i
-	for i in $(seq 1 $(($3 * 5))); do
-		[ "$(writes "$1")" -gt "$2" ] && return 0
-		sleep 0.2
-	done
-	return 1
+	t_wait_for "$3" writes_above "$1" "$2"
 }
 
 # phase NAME BOND ADDR COUNT: both sessions to ADDR, COUNT failovers of BOND under their writes.

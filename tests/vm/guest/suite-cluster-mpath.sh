@@ -86,17 +86,6 @@ event() {
 	echo "=== event $1"
 }
 
-# wait_until SECONDS CMD...: CMD every 0.5 s until it succeeds.
-wait_until() {
-	local secs=$1 i
-	shift
-	for i in $(seq 1 $((secs * 2))); do
-		"$@" && return 0
-		sleep 0.5
-	done
-	return 1
-}
-
 # ---- etcd, two gateways, two agents ---------------------------------------------------------
 
 ETCD_PID=
@@ -120,7 +109,7 @@ etcd_up() {
 	ETCD_PID=$!
 	vm_on_exit etcd_stop
 	for a in "$ETCD_A" "$ETCD_B"; do
-		wait_until 60 curl -sf -m 5 -X POST "http://$a:2379/v3/kv/range" -d '{"key":"AA=="}' \
+		t_wait_for 60 curl -sf -m 5 -X POST "http://$a:2379/v3/kv/range" -d '{"key":"AA=="}' \
 			-o /dev/null || {
 			echo "etcd does not answer on $a: $(tail -n 5 "$VM_WORK/etcd.log")"
 			return 1
@@ -141,7 +130,7 @@ gw_up() {
 	EOF
 	"$VM_BUILD/isergwd" --config "$VM_WORK/gw-$g.json" >>"$VM_WORK/gw-$g.log" 2>&1 &
 	GW_PID[$g]=$!
-	wait_until 30 vm_port_open "$addr" 3260 || {
+	t_wait_for 30 vm_port_open "$addr" 3260 || {
 		echo "gateway $g did not open $addr:3260: $(tail -n 5 "$VM_WORK/gw-$g.log")"
 		return 1
 	}
@@ -157,7 +146,7 @@ agent_up() {
 		--gateway-id "gw-$g" --port-group "$group" --lease-ttl "$TTL" \
 		--backstore-dirs "$VM_WORK" >>"$VM_WORK/agent-$g.log" 2>&1 &
 	AG_PID[$g]=$!
-	wait_until 30 vm_port_open 127.0.0.1 "$port" || {
+	t_wait_for 30 vm_port_open 127.0.0.1 "$port" || {
 		echo "agent $g did not listen on $port: $(tail -n 5 "$VM_WORK/agent-$g.log")"
 		return 1
 	}
@@ -196,8 +185,8 @@ provision() {
 	code=$(api_a POST "/api/v1/targets/$IQN/luns" \
 		"{\"lun\":0,\"backstore\":{\"type\":\"file\",\"path\":\"$LUNIMG\",\"size\":\"64M\"}}")
 	[ "$code" = 201 ] || { echo "POST LUN: $code $(cat "$VM_WORK/body")"; return 1; }
-	wait_until 60 "$ALUA" info "$URL_A" >/dev/null 2>&1 &&
-		wait_until 60 "$ALUA" info "$URL_B" >/dev/null 2>&1
+	t_wait_for 60 "$ALUA" info "$URL_A" >/dev/null 2>&1 &&
+		t_wait_for 60 "$ALUA" info "$URL_B" >/dev/null 2>&1
 }
 
 gateways_up() {
@@ -288,7 +277,7 @@ stable() {
 
 # wait_stable NAME: stable within 120 s (a pass), or a failure with what each side shows.
 wait_stable() {
-	if wait_until 120 stable; then
+	if t_wait_for 120 stable; then
 		pass "$1" "gateway $OWNER optimized, the other non-optimized; both agents agree"
 		return 0
 	fi
@@ -367,7 +356,7 @@ if ! check udevd vm_udevd_start || ! check iscsid vm_iscsid_start || ! check ses
 then
 	vm_end
 fi
-if wait_until 60 map_healthy; then
+if t_wait_for 60 map_healthy; then
 	pass map-alua "$MAP: $(map_summary)"
 else
 	fail map-alua "$MAP: $(map_summary)"
@@ -409,7 +398,7 @@ writes_beyond() {
 io_goes_on() {
 	local n
 	n=$(writes)
-	if wait_until 90 writes_beyond $((n + 40)); then
+	if t_wait_for 90 writes_beyond $((n + 40)); then
 		pass "$1" "$(($(writes) - n)) writes since"
 	else
 		fail "$1" "$(($(writes) - n)) writes in 90 s; $(grep -c '^err' "$IOLOG") errors: $(grep '^err' "$IOLOG" | tail -n 2)"
@@ -423,7 +412,7 @@ event start
 # poll, the hold of TTL + margin, times two).
 takeover() {
 	local t0=$SECONDS
-	if wait_until $((TTL * 4 + 20)) owner_is "$2"; then
+	if t_wait_for $((TTL * 4 + 20)) owner_is "$2"; then
 		pass "$1-takeover" "gateway $2 optimized $((SECONDS - t0)) s after the fault (poll)"
 	else
 		fail "$1-takeover" "gateway $2 not optimized after $((TTL * 4 + 20)) s: $(tail -n 1 "$POLL")"
@@ -433,7 +422,7 @@ takeover() {
 # healed NAME: exactly one gateway optimized again, and the map's two paths back.
 healed() {
 	wait_stable "$1-settled"
-	if wait_until 90 map_healthy; then
+	if t_wait_for 90 map_healthy; then
 		pass "$1-paths" "$(map_summary)"
 	else
 		fail "$1-paths" "$(map_summary)"

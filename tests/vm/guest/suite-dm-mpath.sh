@@ -136,15 +136,16 @@ status() {
 	jq '.targets[0].luns[0].status' "$VM_WORK/state.json" >"$VM_WORK/status.json" 2>/dev/null
 }
 
+# status_holds FILTER: the status, asked now, passes the jq filter.
+status_holds() {
+	status
+	jq -e "$1" "$VM_WORK/status.json" >/dev/null 2>&1
+}
+
 # wait_status SECONDS FILTER: until the status passes the jq filter (multipathd is asked every
 # 5 s, and checks its paths every 2 s).
 wait_status() {
-	local i
-	for i in $(seq 1 $(($1 * 2))); do
-		status
-		jq -e "$2" "$VM_WORK/status.json" >/dev/null 2>&1 && return 0
-		sleep 0.5
-	done
+	t_wait_for "$1" status_holds "$2" && return 0
 	echo "status: $(jq -c . "$VM_WORK/status.json" 2>/dev/null | cut -c1-600)"
 	return 1
 }
