@@ -21,14 +21,18 @@ static const char *const lun_counters[][3] = {
     {"errors", "isergw_lun_errors_total", "Commands on the LUN that ended in CHECK CONDITION."},
 };
 
-/* What the gateway holds for its initiators, from the state answer's top level: they return
- * to their resting values once every initiator is gone (the soak, tests/soak/run.sh). */
-static const char *const gw_gauges[][3] = {
-    {"connections", "isergw_connections", "iSCSI connections open, in login or logged in."},
-    {"tasks", "isergw_tasks", "iSCSI tasks alive in the gateway (commands not yet freed)."},
-    {"pdus_in_use", "isergw_pdus_in_use", "PDUs taken from the pool and not yet returned."},
-    {"data_memory", "isergw_data_memory_bytes",
+/* What the gateway holds for its initiators, from the state answer's top level (a member of
+ * it where the second column names one): they return to their resting values once every
+ * initiator is gone (the soak, tests/soak/run.sh). */
+static const char *const gw_gauges[][4] = {
+    {"connections", NULL, "isergw_connections", "iSCSI connections open, in login or logged in."},
+    {"tasks", NULL, "isergw_tasks", "iSCSI tasks alive in the gateway (commands not yet freed)."},
+    {"pdus_in_use", NULL, "isergw_pdus_in_use", "PDUs taken from the pool and not yet returned."},
+    {"data_memory", "used", "isergw_data_memory_bytes",
      "Command data buffers held, in tasks and in the task cache (gateway.data_memory)."},
+    {"pdu_cache", "bytes", "isergw_pdu_cache_bytes",
+     "What the PDU pools keep for reuse: free PDUs and their buffers (at most 8 MiB of buffers "
+     "per event loop)."},
 };
 
 static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t *sessions)
@@ -266,12 +270,12 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 	for (c = 0; c < GW_ARRAY_SIZE(gw_gauges); c++) {
 		const json_t *v = json_object_get(st, gw_gauges[c][0]);
 
-		if (!strcmp(gw_gauges[c][0], "data_memory"))
-			v = json_object_get(v, "used");
+		if (gw_gauges[c][1])
+			v = json_object_get(v, gw_gauges[c][1]);
 		if (!json_is_integer(v))
 			continue;
-		api_prom_head(&b, gw_gauges[c][1], "gauge", gw_gauges[c][2]);
-		gw_buf_printf(&b, "%s %lld\n", gw_gauges[c][1], (long long)json_integer_value(v));
+		api_prom_head(&b, gw_gauges[c][2], "gauge", gw_gauges[c][3]);
+		gw_buf_printf(&b, "%s %lld\n", gw_gauges[c][2], (long long)json_integer_value(v));
 	}
 	for (c = 0; c < GW_ARRAY_SIZE(lun_counters); c++) {
 		api_prom_head(&b, lun_counters[c][1], "counter", lun_counters[c][2]);

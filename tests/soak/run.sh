@@ -540,9 +540,13 @@ pass "around the I/O: $FLAPS path flaps, $CHANGES REST changes on the other targ
 
 # ---- at rest: the counters ------------------------------------------------------------------
 
+# What the PDU pools may keep at rest: per loop, 8 MiB of buffers (ISC_PDU_KEPT_MAX) and 1024
+# free PDUs of a few hundred bytes.
+PDU_CACHE_MAX="len(s.get('loops') or [0]) * (8 * 1048576 + 1024 * 512)"
 at_rest() {
 	state && [ "$(sq "(len(s['sessions']), s['connections'], s['tasks'], s['pdus_in_use'],
-		s['data_memory']['used'] <= s['tasks_cached'] * 1048576)")" = "(0, 0, 0, 0, True)" ] &&
+		s['data_memory']['used'] <= s['tasks_cached'] * 1048576,
+		s['pdu_cache']['bytes'] <= $PDU_CACHE_MAX)")" = "(0, 0, 0, 0, True, True)" ] &&
 		{ [ $ISER = 0 ] || iser_rest; }
 }
 # The iSER portal's resources: no connection, QP, MR, data buffer in use or lent, no memory
@@ -552,20 +556,20 @@ iser_rest() {
 	[ "$(sq "$ISER_REST")" = "[(0, 0, 0, 0, 0, 0)]" ]
 }
 if wait_for 30 at_rest; then
-	pass "gateway at rest: 0 sessions, 0 connections, 0 tasks, 0 PDUs in use, data memory $(sq "s['data_memory']['used']") B (the cache of $(sq "s['tasks_cached']") tasks)"
+	pass "gateway at rest: 0 sessions, 0 connections, 0 tasks, 0 PDUs in use, data memory $(sq "s['data_memory']['used']") B (the cache of $(sq "s['tasks_cached']") tasks), PDU pools $(sq "s['pdu_cache']['bytes']") B (bound $(sq "$PDU_CACHE_MAX"))"
 	[ $ISER = 1 ] && pass "iSER portal at rest: 0 connections, QPs, MRs, buffers in use or lent, 0 B registered"
 else
-	fail "gateway at rest" "$(sq "dict(sessions=len(s['sessions']), connections=s['connections'], tasks=s['tasks'], pdus=s['pdus_in_use'], data=s['data_memory'], cached=s['tasks_cached'])") iser (connections, qps, mrs, in use, lent, registered): $(sq "$ISER_REST")"
+	fail "gateway at rest" "$(sq "dict(sessions=len(s['sessions']), connections=s['connections'], tasks=s['tasks'], pdus=s['pdus_in_use'], data=s['data_memory'], cached=s['tasks_cached'], pdu_cache=s['pdu_cache'])") iser (connections, qps, mrs, in use, lent, registered): $(sq "$ISER_REST")"
 fi
 metrics_rest() {
 	[ "$(metric isergw_tasks)" = 0 ] && [ "$(metric isergw_connections)" = 0 ] &&
-		[ "$(metric isergw_pdus_in_use)" = 0 ] &&
+		[ "$(metric isergw_pdus_in_use)" = 0 ] && [ -n "$(metric isergw_pdu_cache_bytes)" ] &&
 		! grep -q '^isergw_sessions{.*} [1-9]' "$T_DIR/metrics.txt"
 }
 if wait_for 15 metrics_rest; then
-	pass "agent /metrics at rest: isergw_tasks, isergw_connections, isergw_pdus_in_use 0, no session"
+	pass "agent /metrics at rest: isergw_tasks, isergw_connections, isergw_pdus_in_use 0, no session; isergw_pdu_cache_bytes $(metric isergw_pdu_cache_bytes)"
 else
-	fail "/metrics at rest" "$(grep -E '^isergw_(tasks|connections|pdus_in_use|sessions)' "$T_DIR/metrics.txt" | tr '\n' ' ')"
+	fail "/metrics at rest" "$(grep -E '^isergw_(tasks|connections|pdus_in_use|pdu_cache_bytes|sessions)' "$T_DIR/metrics.txt" | tr '\n' ' ')"
 fi
 if paths_active; then
 	pass "the remote LUN ends with both paths active"
