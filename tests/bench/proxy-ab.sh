@@ -11,9 +11,9 @@
 # LUNs of one: with one loop per CPU the two LUNs are owned by different loops, and the session
 # to a target holding both sits on one of them and crosses to the other on every command of the
 # other LUN (docs/PERFORMANCE.md, "Loop crossings on the proxy path"). BENCH_AB_ONE_TARGET_A=1
-# (or _B) exports both as LUN 0 and LUN 1 of one target in that gateway, as before. For every row and run the client
-# measures, in an order rotated from run to run: tgtd directly, A proxied, B proxied, and
-# (BENCH_AB_LOCAL=1) A and B local.
+# (or _B) exports both as LUN 0 and LUN 1 of one target in that gateway, as before. For every
+# row and run the client measures, in an order rotated from run to run: tgtd directly, A
+# proxied, B proxied, and (BENCH_AB_LOCAL=1) A and B local.
 # Per side: IOPS, MiB/s, and the gateway's CPU per I/O (isergwd utime+stime over the run from
 # /proc/PID/stat, divided by the I/Os). Printed: the medians, B/A for IOPS and CPU per I/O, and
 # each side against direct.
@@ -26,11 +26,11 @@
 # one build with BENCH_AB_ENGINE_B=native compares the two initiators), BENCH_AB_LOOPS_A,
 # BENCH_AB_LOOPS_B (that gateway's "loops" [unset: the default, one per CPU]),
 # BENCH_AB_ONE_TARGET_A, BENCH_AB_ONE_TARGET_B [0] (1: the remote and the file LUN in one target
-# of that gateway), BENCH_AB_STRACE [1 when
-# strace is installed: after the timed runs, one more run per row and proxied side under
-# `strace -c -f` of that gateway, for its system calls per I/O; slowed, so not timed],
-# BENCH_AB_PHASES [0] (1: after the rows, a QD 1 512 KiB read per side D, A, B under tcpdump,
-# cut into where its time goes by tests/bench/proxy-phases.awk), BENCH_AB_HOLD=FILE (after the runs, everything stays up until FILE is removed: for perf and
+# of that gateway), BENCH_AB_STRACE [1 when strace is installed: after the timed runs, one more
+# run per row and proxied side under `strace -c -f` of that gateway, for its system calls per
+# I/O; slowed, so not timed], BENCH_AB_PHASES [0] (1: after the rows, a QD 1 512 KiB read per
+# side D, A, B under tcpdump, cut into where its time goes by tests/bench/proxy-phases.awk),
+# BENCH_AB_HOLD=FILE (after the runs, everything stays up until FILE is removed: for perf and
 # strace by hand; BENCH_AB_ROWS=none skips the runs).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
@@ -98,7 +98,8 @@ gw_start() {
       \"luns\": [ ${file/LUN/0} ] }"
 	fi
 	cat >"$conf" <<EOF
-{ $gwobj "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": $port } ],
+{ $gwobj
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": $port } ],
   "targets": [ { "name": "$GW_IQN", "portals": ["tcp0"], "allow_any_initiator": true,
     "luns": [
       { "lun": 0, "backstore": { "type": "remote", "block_size": 512, "engine": "$engine",
@@ -233,7 +234,7 @@ done <<<"$ROWS"
 # namespace during a short run, cut into the gaps and transfers of tests/bench/proxy-phases.awk.
 PHASES=$T_DIR/phases.md
 if [ "${BENCH_AB_PHASES:-0}" = 1 ] && t_need tcpdump; then
-	declare -A GWADDR=([D]= [GA]=127.0.0.1.3260 [GB]=127.0.0.1.3261)
+	declare -A GWADDR=([D]="" [GA]=127.0.0.1.3260 [GB]=127.0.0.1.3261)
 	echo "| side | QD 1 512 KiB read: medians in µs |" >"$PHASES"
 	echo "| --- | --- |" >>"$PHASES"
 	for side in D GA GB; do
@@ -245,8 +246,8 @@ if [ "${BENCH_AB_PHASES:-0}" = 1 ] && t_need tcpdump; then
 		line=$(timeout -k 5 60 ip netns exec "$NS_GW" "$BENCH" -q 1 -b 524288 -s -t 2 \
 			"${URL[$side]}" </dev/null 2>&1 | grep '^bench:' | tail -n 1)
 		wait "$tpid"
-		ph=$(tcpdump -r "$cap" -nn -tt 2>/dev/null |
-			awk -v be=10.214.1.2.3260 -v gw="${GWADDR[$side]}" -f "$T_ROOT/tests/bench/proxy-phases.awk")
+		ph=$(tcpdump -r "$cap" -nn -tt 2>/dev/null | awk -v be=10.214.1.2.3260 \
+			-v gw="${GWADDR[$side]}" -f "$T_ROOT/tests/bench/proxy-phases.awk")
 		echo "| $side | $ph lat_us=$(field lat_us "$line") |" >>"$PHASES"
 		pass "phases $side: $ph"
 	done
@@ -265,12 +266,13 @@ mkdir -p "$(dirname "$OUT")"
 		"load average $LOAD0 at the start, $(cut -d ' ' -f 1-3 /proc/loadavg) at the end."
 	echo "Remote LUN engine: A ${BENCH_AB_ENGINE_A:-libiscsi}, B ${BENCH_AB_ENGINE_B:-libiscsi}."
 	echo "A: ${BENCH_AB_ENV_A:-}${BENCH_AB_ENV_A:+ }$GWD_A; B: ${BENCH_AB_ENV_B:-}${BENCH_AB_ENV_B:+ }$GWD_B. $BENCH_RUNS runs of $BENCH_SECS s per side, rotating order, medians."
+	extra=
+	for v in BENCH_AB_LOOPS_A BENCH_AB_LOOPS_B BENCH_AB_ONE_TARGET_A BENCH_AB_ONE_TARGET_B; do
+		[ -n "${!v:-}" ] && extra="$extra$v=${!v} "
+	done
 	echo "Command: BUILD_A=${BUILD_A} BUILD_B=${BUILD_B:-$T_BUILD} BENCH_SECS=$BENCH_SECS" \
 		"BENCH_AB_ENGINE_A=${BENCH_AB_ENGINE_A:-libiscsi} BENCH_AB_ENGINE_B=${BENCH_AB_ENGINE_B:-libiscsi}" \
-		"${BENCH_AB_LOOPS_A:+BENCH_AB_LOOPS_A=$BENCH_AB_LOOPS_A }${BENCH_AB_LOOPS_B:+BENCH_AB_LOOPS_B=$BENCH_AB_LOOPS_B }$(:
-		)${BENCH_AB_ONE_TARGET_A:+BENCH_AB_ONE_TARGET_A=$BENCH_AB_ONE_TARGET_A }$(:
-		)${BENCH_AB_ONE_TARGET_B:+BENCH_AB_ONE_TARGET_B=$BENCH_AB_ONE_TARGET_B }$(:
-		)BENCH_RUNS=$BENCH_RUNS tests/bench/proxy-ab.sh"
+		"${extra}BENCH_RUNS=$BENCH_RUNS tests/bench/proxy-ab.sh"
 	echo
 	cat "$TABLE"
 	[ -s "$PHASES" ] && echo && cat "$PHASES"

@@ -1,6 +1,7 @@
 # proxy-phases.awk: where the time of a QD 1 read goes, from a packet capture.
 #
-#   tcpdump -r CAPTURE -nn -tt | awk -v be=ADDR.PORT [-v gw=ADDR.PORT] -f tests/bench/proxy-phases.awk
+#   tcpdump -r CAPTURE -nn -tt |
+#       awk -v be=ADDR.PORT [-v gw=ADDR.PORT] -f tests/bench/proxy-phases.awk
 #
 # CAPTURE holds one client reading at queue depth 1, taken in the client's network namespace
 # with `tcpdump -i any` on the back end's port and (proxied) the gateway's port; be and gw name
