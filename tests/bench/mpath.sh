@@ -19,16 +19,18 @@
 # 3. Proxy cost: the host reading (and writing) through the gateway (host -> gateway -> tgtd b1,
 #    one path) against the host reading tgtd b1 directly, same run, rotating order. Goal: 90%
 #    of direct IOPS at 4 KiB QD 32 and of direct MiB/s at 512 KiB. The same gateway also serves
-#    a local LUN (file backstore on the back end's tmpfs file) that the same client measures in
-#    the same rotation: the gateway's CPU per I/O (utime+stime of isergwd over the run, from
-#    /proc/PID/stat, divided by the I/Os) is shown for the proxied and for the local I/O.
+#    a local LUN (file backstore on the back end's tmpfs file, in a target of its own so that
+#    neither LUN's session crosses loops) that the same client measures in the same rotation:
+#    the gateway's CPU per I/O (utime+stime of isergwd over the run, from /proc/PID/stat,
+#    divided by the I/Os) is shown for the proxied and for the local I/O.
 #
 # Environment: BUILD; BENCH_SECS (seconds per proxy run [10]), BENCH_RUNS (runs per proxy row
 # and side, and per cut kind [2]), BENCH_MPATH_OUT (Markdown [$BUILD/bench-mpath.md]),
 # BENCH_MPATH_PARTS (a subset of "cut boot proxy" [all]), BENCH_PERF=1 (perf record -g of the
 # gateway during the proxy rows, into the run folder), BENCH_PROXY_ROWS (a subset of the proxy
-# rows by name [all]), BENCH_MPATH_ENGINE (the remote LUNs' "engine": libiscsi or native
-# [libiscsi]; tests/bench/proxy-ab.sh compares the two side by side).
+# rows by name [all]), BENCH_MPATH_ONE_TARGET=1 (the proxy rows' local LUN as LUN 1 of the
+# remote LUN's target, as before session 10), BENCH_MPATH_ENGINE (the remote LUNs' "engine":
+# libiscsi or native [libiscsi]; tests/bench/proxy-ab.sh compares the two side by side).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/mpath.sh"
@@ -93,12 +95,13 @@ mp_tgtd b2 "$NS_B" "$IQN_B" "$T_SHM/be.img" bench-be 10.212.2.2:3260 || fail tgt
 
 # ---- the gateway ----------------------------------------------------------------------------
 
-# gw_conf FILE LUNS-JSON: one target on 127.0.0.1:3260 in ns GW with the given LUNs.
+# gw_conf FILE LUNS-JSON [TARGETS-JSON]: one target on 127.0.0.1:3260 in ns GW with the given
+# LUNs (and the further targets of TARGETS-JSON, a list that starts with a comma).
 gw_conf() {
 	cat >"$1" <<EOF
 { "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": 3260 } ],
   "targets": [ { "name": "$GW_IQN", "portals": ["tcp0"], "allow_any_initiator": true,
-    "luns": [ $2 ] } ] }
+    "luns": [ $2 ] } ${3:-} ] }
 EOF
 }
 
@@ -245,7 +248,15 @@ done
 # The gateway's CPU time in clock ticks (utime+stime, all threads): `ip netns exec` execs it, so
 # GW_PID is isergwd itself.
 CLK_TCK=$(getconf CLK_TCK)
-GW_LOCAL_URL=iscsi://127.0.0.1:3260/$GW_IQN/1
+# The local LUN is a target of its own: with one loop per CPU the remote LUN and the file LUN
+# are owned by different loops, and a session to a target holding both sits on one of them and
+# crosses to the other for every command of the other LUN (docs/PERFORMANCE.md, "Loop
+# crossings on the proxy path"). Alone in its target, each LUN's session is placed on its owner.
+# BENCH_MPATH_ONE_TARGET=1 puts it back as LUN 1 of the remote LUN's target (the layout before
+# session 10).
+GW_LOCAL_IQN=$GW_IQN-local
+GW_LOCAL_URL=iscsi://127.0.0.1:3260/$GW_LOCAL_IQN/0
+[ "${BENCH_MPATH_ONE_TARGET:-0}" = 1 ] && GW_LOCAL_URL=iscsi://127.0.0.1:3260/$GW_IQN/1
 
 # cpu_per_io TICKS0 TICKS1 IOS: microseconds of CPU per I/O.
 cpu_per_io() {
@@ -267,9 +278,15 @@ median1() {
 		"gateway CPU µs/IO local | proxied/local CPU |"
 	echo "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
 } >"$TABLE_PROXY"
-gw_conf "$T_DIR/proxy.json" "$(remote_lun 0 "" "$URL_B1"),
-    { \"lun\": 1, \"backstore\": { \"type\": \"file\", \"path\": \"$T_SHM/be.img\",
-      \"size\": \"512M\", \"block_size\": 512 } }"
+LOCAL_LUN="\"backstore\": { \"type\": \"file\", \"path\": \"$T_SHM/be.img\", \"size\": \"512M\",
+      \"block_size\": 512 }"
+if [ "${BENCH_MPATH_ONE_TARGET:-0}" = 1 ]; then
+	gw_conf "$T_DIR/proxy.json" "$(remote_lun 0 "" "$URL_B1"), { \"lun\": 1, $LOCAL_LUN }"
+else
+	gw_conf "$T_DIR/proxy.json" "$(remote_lun 0 "" "$URL_B1")" ",
+  { \"name\": \"$GW_LOCAL_IQN\", \"portals\": [\"tcp0\"], \"allow_any_initiator\": true,
+    \"luns\": [ { \"lun\": 0, $LOCAL_LUN } ] }"
+fi
 if [[ $PARTS != *" proxy "* ]]; then
 	:
 elif gw_up proxy "$T_DIR/proxy.json"; then

@@ -6,9 +6,14 @@
 #   ns GW: isergw-bench, gateway A (127.0.0.1:3260), gateway B (127.0.0.1:3261)
 #          --veth--> ns BE: tgtd on 10.214.1.2 serving a 512 MiB tmpfs file
 #
-# Each gateway exports LUN 0, remote (one path to that tgtd, the defaults), and LUN 1, a file
-# LUN on the same tmpfs file. For every row and run the client measures, in an order rotated
-# from run to run: tgtd directly, A proxied, B proxied, and (BENCH_AB_LOCAL=1) A and B local.
+# Each gateway exports two targets: $GW_IQN with LUN 0 remote (one path to that tgtd, the
+# defaults), and $GW_IQN-local with LUN 0 a file LUN on the same tmpfs file. Two targets, not two
+# LUNs of one: with one loop per CPU the two LUNs are owned by different loops, and the session
+# to a target holding both sits on one of them and crosses to the other on every command of the
+# other LUN (docs/PERFORMANCE.md, "Loop crossings on the proxy path"). BENCH_AB_ONE_TARGET_A=1
+# (or _B) exports both as LUN 0 and LUN 1 of one target in that gateway, as before. For every
+# row and run the client measures, in an order rotated from run to run: tgtd directly, A
+# proxied, B proxied, and (BENCH_AB_LOCAL=1) A and B local.
 # Per side: IOPS, MiB/s, and the gateway's CPU per I/O (isergwd utime+stime over the run from
 # /proc/PID/stat, divided by the I/Os). Printed: the medians, B/A for IOPS and CPU per I/O, and
 # each side against direct.
@@ -18,9 +23,13 @@
 # [all]), BENCH_AB_LOCAL [1], BENCH_AB_OUT [$BUILD/bench-proxy-ab.md],
 # BENCH_AB_ENV_A, BENCH_AB_ENV_B (VAR=value ... in the environment of gateway A or B),
 # BENCH_AB_ENGINE_A, BENCH_AB_ENGINE_B (the remote LUN's "engine": libiscsi [default] or native;
-# one build with BENCH_AB_ENGINE_B=native compares the two initiators), BENCH_AB_STRACE [1 when
-# strace is installed: after the timed runs, one more run per row and proxied side under
-# `strace -c -f` of that gateway, for its system calls per I/O; slowed, so not timed],
+# one build with BENCH_AB_ENGINE_B=native compares the two initiators), BENCH_AB_LOOPS_A,
+# BENCH_AB_LOOPS_B (that gateway's "loops" [unset: the default, one per CPU]),
+# BENCH_AB_ONE_TARGET_A, BENCH_AB_ONE_TARGET_B [0] (1: the remote and the file LUN in one target
+# of that gateway), BENCH_AB_STRACE [1 when strace is installed: after the timed runs, one more
+# run per row and proxied side under `strace -c -f` of that gateway, for its system calls per
+# I/O; slowed, so not timed], BENCH_AB_PHASES [0] (1: after the rows, a QD 1 512 KiB read per
+# side D, A, B under tcpdump, cut into where its time goes by tests/bench/proxy-phases.awk),
 # BENCH_AB_HOLD=FILE (after the runs, everything stays up until FILE is removed: for perf and
 # strace by hand; BENCH_AB_ROWS=none skips the runs).
 set -u
@@ -74,16 +83,27 @@ mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/be.img" ab-be 10.214.1.2:3260 || fail tgtd s
 declare -A GPID=()
 gw_start() {
 	local which=$1 port=$2 bin=$3 conf=$T_DIR/gw-$1.json log=$T_DIR/gw-$1.log i
-	local enginev=BENCH_AB_ENGINE_$which engine
+	local enginev=BENCH_AB_ENGINE_$which engine loopsv=BENCH_AB_LOOPS_$which gwobj=
+	local onev=BENCH_AB_ONE_TARGET_$which
 	engine=${!enginev:-libiscsi}
+	[ -n "${!loopsv:-}" ] && gwobj="\"gateway\": { \"loops\": ${!loopsv} },"
+	local file='{ "lun": LUN, "backstore": { "type": "file", "path": "'$T_SHM/be.img'",
+        "size": "512M", "block_size": 512 } }' lun1='' tgt2=''
+	if [ "${!onev:-0}" = 1 ]; then
+		lun1=",
+      ${file/LUN/1}"
+	else
+		tgt2=",
+    { \"name\": \"$GW_IQN-local\", \"portals\": [\"tcp0\"], \"allow_any_initiator\": true,
+      \"luns\": [ ${file/LUN/0} ] }"
+	fi
 	cat >"$conf" <<EOF
-{ "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": $port } ],
+{ $gwobj
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "127.0.0.1", "port": $port } ],
   "targets": [ { "name": "$GW_IQN", "portals": ["tcp0"], "allow_any_initiator": true,
     "luns": [
       { "lun": 0, "backstore": { "type": "remote", "block_size": 512, "engine": "$engine",
-        "paths": [ { "url": "$URL_D" } ] } },
-      { "lun": 1, "backstore": { "type": "file", "path": "$T_SHM/be.img", "size": "512M",
-        "block_size": 512 } } ] } ] }
+        "paths": [ { "url": "$URL_D" } ] } }$lun1 ] }$tgt2 ] }
 EOF
 	local envv=BENCH_AB_ENV_$which
 	# shellcheck disable=SC2086
@@ -141,8 +161,10 @@ syscalls() {
 SIDES="D GA GB"
 [ "$LOCAL" = 1 ] && SIDES="$SIDES LA LB"
 declare -A URL=([D]=$URL_D [GA]=iscsi://127.0.0.1:3260/$GW_IQN/0
-	[GB]=iscsi://127.0.0.1:3261/$GW_IQN/0 [LA]=iscsi://127.0.0.1:3260/$GW_IQN/1
-	[LB]=iscsi://127.0.0.1:3261/$GW_IQN/1)
+	[GB]=iscsi://127.0.0.1:3261/$GW_IQN/0 [LA]=iscsi://127.0.0.1:3260/$GW_IQN-local/0
+	[LB]=iscsi://127.0.0.1:3261/$GW_IQN-local/0)
+[ "${BENCH_AB_ONE_TARGET_A:-0}" = 1 ] && URL[LA]=iscsi://127.0.0.1:3260/$GW_IQN/1
+[ "${BENCH_AB_ONE_TARGET_B:-0}" = 1 ] && URL[LB]=iscsi://127.0.0.1:3261/$GW_IQN/1
 ROWS="
 randread-4k-qd32 -q,32,-b,4096 iops
 seqread-512k-qd8 -q,8,-b,524288,-s mibps
@@ -208,6 +230,29 @@ while read -r name args metric; do
 	unset V C M MC
 done <<<"$ROWS"
 
+# Phases of a QD 1 512 KiB read per side (BENCH_AB_PHASES=1): a packet capture in the client's
+# namespace during a short run, cut into the gaps and transfers of tests/bench/proxy-phases.awk.
+PHASES=$T_DIR/phases.md
+if [ "${BENCH_AB_PHASES:-0}" = 1 ] && t_need tcpdump; then
+	declare -A GWADDR=([D]="" [GA]=127.0.0.1.3260 [GB]=127.0.0.1.3261)
+	echo "| side | QD 1 512 KiB read: medians in µs |" >"$PHASES"
+	echo "| --- | --- |" >>"$PHASES"
+	for side in D GA GB; do
+		cap=$T_DIR/phases-$side.pcap
+		ip netns exec "$NS_GW" timeout -s INT 5 tcpdump -i any -nn -s 96 -w "$cap" \
+			"tcp port 3260 or tcp port 3261" >"$T_DIR/tcpdump-$side.log" 2>&1 &
+		tpid=$!
+		sleep 1
+		line=$(timeout -k 5 60 ip netns exec "$NS_GW" "$BENCH" -q 1 -b 524288 -s -t 2 \
+			"${URL[$side]}" </dev/null 2>&1 | grep '^bench:' | tail -n 1)
+		wait "$tpid"
+		ph=$(tcpdump -r "$cap" -nn -tt 2>/dev/null | awk -v be=10.214.1.2.3260 \
+			-v gw="${GWADDR[$side]}" -f "$T_ROOT/tests/bench/proxy-phases.awk")
+		echo "| $side | $ph lat_us=$(field lat_us "$line") |" >>"$PHASES"
+		pass "phases $side: $ph"
+	done
+fi
+
 if [ -n "${BENCH_AB_HOLD:-}" ]; then
 	touch "$BENCH_AB_HOLD"
 	t_log "bench-proxy-ab: holding until $BENCH_AB_HOLD is removed; gateways A ${GPID[A]}," \
@@ -221,11 +266,16 @@ mkdir -p "$(dirname "$OUT")"
 		"load average $LOAD0 at the start, $(cut -d ' ' -f 1-3 /proc/loadavg) at the end."
 	echo "Remote LUN engine: A ${BENCH_AB_ENGINE_A:-libiscsi}, B ${BENCH_AB_ENGINE_B:-libiscsi}."
 	echo "A: ${BENCH_AB_ENV_A:-}${BENCH_AB_ENV_A:+ }$GWD_A; B: ${BENCH_AB_ENV_B:-}${BENCH_AB_ENV_B:+ }$GWD_B. $BENCH_RUNS runs of $BENCH_SECS s per side, rotating order, medians."
+	extra=
+	for v in BENCH_AB_LOOPS_A BENCH_AB_LOOPS_B BENCH_AB_ONE_TARGET_A BENCH_AB_ONE_TARGET_B; do
+		[ -n "${!v:-}" ] && extra="$extra$v=${!v} "
+	done
 	echo "Command: BUILD_A=${BUILD_A} BUILD_B=${BUILD_B:-$T_BUILD} BENCH_SECS=$BENCH_SECS" \
 		"BENCH_AB_ENGINE_A=${BENCH_AB_ENGINE_A:-libiscsi} BENCH_AB_ENGINE_B=${BENCH_AB_ENGINE_B:-libiscsi}" \
-		"BENCH_RUNS=$BENCH_RUNS tests/bench/proxy-ab.sh"
+		"${extra}BENCH_RUNS=$BENCH_RUNS tests/bench/proxy-ab.sh"
 	echo
 	cat "$TABLE"
+	[ -s "$PHASES" ] && echo && cat "$PHASES"
 } >"$OUT"
 t_log ""
 cat "$OUT"
