@@ -227,9 +227,11 @@ mp_agent_cut() {
 	fi
 	"$CTL" --url "$API_URL" --token-file "$T_DIR/agent/admin.token" lun paths \
 		iqn.2026-11.org.isergw:mpath-gw 0 >"$T_DIR/ctl-paths.txt" 2>&1
-	if grep -q "10.202.2.2.* down " "$T_DIR/ctl-paths.txt" &&
+	# The cut path cycles through down and connecting (and probing) while its logins are
+	# retried: any of them, never active, is "not serving".
+	if grep -Eq "10.202.2.2.* (down|connecting|probing) " "$T_DIR/ctl-paths.txt" &&
 		grep -q "10.202.1.2.* active " "$T_DIR/ctl-paths.txt"; then
-		pass "isergwctl lun paths: one path down, one active"
+		pass "isergwctl lun paths: the cut path not serving (down or retrying), the other active"
 	else
 		fail "isergwctl lun paths" "$(tr '\n' '|' <"$T_DIR/ctl-paths.txt" | head -c 400)"
 	fi
