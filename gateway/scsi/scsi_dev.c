@@ -578,6 +578,45 @@ static void scsi_lu_bs_event(struct bs *bs, enum bs_event ev, void *arg)
 	scsi_lu_capacity_changed(lu);
 }
 
+/* What the LU reads of its backstore when it is added, read on the backstore's loop together
+ * with setting the event callback, so that a capacity event (a remote path's probe ending on
+ * that loop) comes either before the read or after, to the LU: never beside it. on false:
+ * the callback is taken away again. */
+struct scsi_lu_attach {
+	struct scsi_lu *lu;
+	bool on;
+	uint64_t nblocks;		/* out: the LU's geometry and flags as read */
+	uint32_t block_size;
+	bool thin, readonly;
+};
+
+static int scsi_lu_attach_fn(void *arg)
+{
+	struct scsi_lu_attach *a = arg;
+	struct scsi_lu *lu = a->lu;
+	struct bs *bs = lu->bs;
+
+	if (!a->on) {
+		bs_set_event_cb(bs, NULL, NULL);
+		return 0;
+	}
+	lu->thin = lu->conf.thin && bs->can_unmap;
+	lu->readonly = bs->readonly;
+	scsi_lu_geometry(lu);
+	a->nblocks = lu->nblocks;
+	a->block_size = lu->block_size;
+	a->thin = lu->thin;
+	a->readonly = lu->readonly;
+	bs_set_event_cb(bs, scsi_lu_bs_event, lu);
+	return 0;
+}
+
+static void scsi_lu_attach(struct scsi_lu *lu, struct scsi_lu_attach *a)
+{
+	a->lu = lu;
+	gw_loop_call(lu->bs->loop ? lu->bs->loop : lu->loop, scsi_lu_attach_fn, a);
+}
+
 static char *scsi_strdup_or(const char *s, const char *def)
 {
 	return strdup(s ? s : def);
@@ -586,6 +625,7 @@ static char *scsi_strdup_or(const char *s, const char *def)
 int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struct bs *bs,
 		    struct gw_errlist *errs)
 {
+	struct scsi_lu_attach at = { 0 };
 	struct scsi_lu *lu, *pos;
 
 	if (conf->lun > 16383) {
@@ -640,9 +680,6 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 	lu->lun = conf->lun;
 	lu->bs = bs;
 	lu->wce = conf->write_cache;
-	lu->thin = conf->thin && bs->can_unmap;
-	lu->readonly = bs->readonly;
-	scsi_lu_geometry(lu);
 	scsi_lu_identity(dev, lu);
 	gw_list_init(&lu->waitq);
 	gw_list_init(&lu->writers);
@@ -650,7 +687,9 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 	gw_list_init(&lu->itls);
 	scsi_pr_init(&lu->pr);
 	scsi_prc_init(lu);
-	bs_set_event_cb(bs, scsi_lu_bs_event, lu);
+	/* Last: from here on the backstore's events reach the LU, on its loop. */
+	at.on = true;
+	scsi_lu_attach(lu, &at);
 
 	gw_list_for_each_entry(pos, &dev->lus, node)
 		if (pos->lun > lu->lun)
@@ -658,14 +697,15 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 	gw_list_add_tail(&pos->node, &lu->node);	/* before pos: sorted */
 	if (scsi_dev_publish(dev) < 0) {
 		gw_list_del(&lu->node);
-		bs_set_event_cb(bs, NULL, NULL);
+		at.on = false;
+		scsi_lu_attach(lu, &at);
 		lu->bs = NULL;		/* the caller keeps it */
 		scsi_lu_free(lu);
 		return -ENOMEM;
 	}
 	gw_info(SCSI_LOG, "%s: LUN %llu: %llu blocks of %u bytes%s%s", dev->name,
-		(unsigned long long)lu->lun, (unsigned long long)lu->nblocks, lu->block_size,
-		lu->thin ? ", thin" : "", lu->readonly ? ", read-only" : "");
+		(unsigned long long)lu->lun, (unsigned long long)at.nblocks, at.block_size,
+		at.thin ? ", thin" : "", at.readonly ? ", read-only" : "");
 	scsi_luns_changed(dev, lu->lun);
 	return 0;
 }
