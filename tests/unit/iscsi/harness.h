@@ -37,6 +37,8 @@
 struct h {
 	struct gw_loop loop;
 	struct gw_loop *loop1;		/* a second loop (issue 13), settled with loop when set */
+	struct gw_loop l1;		/* loop1 after h_setup_loops */
+	struct gw_loops ls;
 	struct isc_gw *gw;
 	struct dmv_portal *dp;
 	uint32_t itt;
@@ -88,14 +90,50 @@ static inline void h_setup(struct h *h, const char *conf)
 	h->cmdsn = 1;
 }
 
+/* Runs loop 0 (and loop 1, in turn) until nothing is pending: every message between the
+ * two loops is seen to arrive. */
+static inline void h_settle(struct h *h)
+{
+	fake_dmv_settle(&h->loop);
+	for (int i = 0; h->loop1 && i < 3; i++) {
+		fake_dmv_settle(h->loop1);
+		fake_dmv_settle(&h->loop);
+	}
+}
+
+/* Two loops (issue 13), both run on the test's thread (no loop thread: gw_loop_call runs
+ * directly); h_settle runs them in turn. */
+static inline void h_setup_loops(struct h *h, const char *conf)
+{
+	h_setup(h, conf);
+	cr_assert_eq(gw_loop_init(&h->l1), 0);
+	h->ls.n = 2;
+	h->ls.loop[0] = &h->loop;
+	h->ls.loop[1] = &h->l1;
+	cr_assert_eq(isc_gw_set_loops(h->gw, &h->ls), 0);
+	h->loop1 = &h->l1;
+}
+
+/* A new connection handed to loop 1 (h_setup_loops), freed by h_teardown. */
+static inline struct fake_conn *h_connect_on_loop1(struct h *h)
+{
+	struct fake_conn *c = fake_dmv_connect_on(h->dp, h->loop1, &h->gw->lps[1].pdus);
+
+	cr_assert_lt(h->nconns, 32);
+	h->conns[h->nconns++] = c;
+	return c;
+}
+
 static inline void h_teardown(struct h *h)
 {
 	isc_gw_stop(h->gw);
-	fake_dmv_settle(&h->loop);
+	h_settle(h);
 	/* Captured PDUs go back to the gateway's pool before the pool goes. */
 	for (int i = 0; i < h->nconns; i++)
 		fake_dmv_drain(h->conns[i]);
 	isc_gw_destroy(h->gw);
+	if (h->loop1)
+		gw_loop_fini(h->loop1);
 	gw_loop_fini(&h->loop);
 	for (int i = 0; i < h->nconns; i++)
 		fake_dmv_conn_free(h->conns[i]);
@@ -133,11 +171,7 @@ static inline struct isc_pdu *h_login_req(struct h *h, struct fake_conn *c, uint
 	isc_put32(bhs, 24, h->cmdsn);
 	isc_put32(bhs, 28, h->exp_statsn);
 	fake_dmv_rx(c, bhs, text, (uint32_t)len);
-	fake_dmv_settle(&h->loop);
-	for (int i = 0; h->loop1 && i < 2; i++) {
-		fake_dmv_settle(h->loop1);
-		fake_dmv_settle(&h->loop);
-	}
+	h_settle(h);
 	return fake_dmv_pop(c);
 }
 
@@ -234,7 +268,7 @@ static inline void h_clear_ua(struct h *h, struct fake_conn *c)
 		int st;
 
 		h_scsi_cmd(h, c, 0xfff0 + (uint32_t)i, ISC_FL_F, tur, 16, 0, NULL, 0);
-		fake_dmv_settle(&h->loop);
+		h_settle(h);
 		rsp = fake_dmv_pop(c);
 		cr_assert_not_null(rsp, "no answer to TEST UNIT READY");
 		st = rsp->bhs[3];
