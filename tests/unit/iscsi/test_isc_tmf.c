@@ -212,3 +212,128 @@ Test(isc_tmf, abort_task_of_a_write_another_sessions_reset_waits_for)
 	isc_pdu_put(rsp);
 	isc_pdu_put(r2t);
 }
+
+/* ---- A TMF whose tasks are on two loops (issue 13): the asker's session on loop 0, another
+ * session of the target on loop 1. Both loops run on the test's thread (h_settle). */
+
+static void loops_setup(void)
+{
+	uint16_t st;
+
+	h_setup_loops(&H, H_CONF_DEFAULT);
+	C = h_connect(&H);
+	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	h_clear_ua(&H, C);
+}
+
+TestSuite(isc_tmf_loops, .init = loops_setup, .fini = teardown);
+
+/* A session on loop 1 with a write waiting for its data (its R2T returned). */
+static struct fake_conn *loop1_write(uint32_t itt, struct isc_pdu **r2t, uint32_t *cmdsn)
+{
+	struct fake_conn *c2 = h_connect_on_loop1(&H);
+	uint8_t cdb[16];
+	uint16_t st;
+
+	cr_assert_neq(h_login(&H, c2, H_INITIATOR, H_TARGET, 2, 0, 0, &st), 0);
+	cr_assert_eq(st, 0);
+	cr_assert_eq(((struct isc_conn *)c2->base.priv)->sess->lp->idx, 1,
+		     "the second session lives on loop 1");
+	h_clear_ua(&H, c2);
+	h_cdb_rw10(cdb, 0x2a, 0, 16);
+	h_scsi_cmd(&H, c2, itt, ISC_FL_F | ISC_FL_W, cdb, 10, 8192, NULL, 0);
+	*cmdsn = H.cmdsn;
+	h_settle(&H);
+	*r2t = fake_dmv_pop(c2);
+	cr_assert_not_null(*r2t);
+	cr_assert_eq(isc_bhs_opcode((*r2t)->bhs), ISC_OP_R2T);
+	return c2;
+}
+
+/* The write's data, as its R2T asked; then the answer it gets (caller puts it). */
+static struct isc_pdu *loop1_write_data(struct fake_conn *c2, uint32_t itt,
+					const struct isc_pdu *r2t)
+{
+	uint8_t bhs[ISC_BHS_LEN], data[8192];
+
+	memset(data, 0x5a, sizeof(data));
+	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, itt);
+	memcpy(bhs + 20, r2t->bhs + 20, 4);
+	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
+	fake_dmv_rx(c2, bhs, data, sizeof(data));
+	h_settle(&H);
+	return fake_dmv_pop(c2);
+}
+
+/* LUN RESET from loop 0's session with CmdSN cmdsn; loop 0 only runs (settle_all: both). */
+static void lun_reset_from_loop0(uint32_t itt, uint32_t cmdsn, bool settle_all)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+
+	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | 5), itt);
+	isc_put32(bhs, 20, ISC_RSVD_TAG);
+	isc_put32(bhs, 24, cmdsn);
+	fake_dmv_rx(C, bhs, NULL, 0);
+	if (settle_all)
+		h_settle(&H);
+	else
+		fake_dmv_settle(&H.loop);
+}
+
+/* SAM-5: the TMF's response only once every task it aborted has ended, the ones another loop
+ * holds included; with TAS, the third party is answered TASK ABORTED first. */
+Test(isc_tmf_loops, lun_reset_waits_for_a_write_on_the_other_loop)
+{
+	uint32_t cmdsn1 = H.cmdsn, cmdsn2;
+	struct isc_pdu *r2t, *rsp;
+	struct fake_conn *c2 = loop1_write(0x70, &r2t, &cmdsn2);
+
+	lun_reset_from_loop0(0x71, cmdsn1, true);
+	cr_expect_null(fake_dmv_pop(C), "no TMF response while loop 1's write is still alive");
+	cr_expect_eq(c2->aborts, 0, "the other session's data transfer goes on");
+
+	H.cmdsn = cmdsn2;
+	rsp = loop1_write_data(c2, 0x70, r2t);
+	cr_assert_not_null(rsp, "loop 1's write is answered");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
+	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x70);
+	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
+	isc_pdu_put(rsp);
+	rsp = fake_dmv_pop(C);
+	cr_assert_not_null(rsp, "the reset is answered once loop 1's write was");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x71);
+	cr_expect_eq(rsp->bhs[2], 0, "function complete");
+	isc_pdu_put(rsp);
+	isc_pdu_put(r2t);
+}
+
+/* The asker's connection dies while loop 1 still holds its share: loop 1's answer arrives for
+ * a TMF without a connection (nothing freed under it: the sanitized build checks), the third
+ * party is still answered, and everything ends. */
+Test(isc_tmf_loops, lun_reset_whose_connection_dies_before_the_other_loop_answers)
+{
+	uint32_t cmdsn1 = H.cmdsn, cmdsn2;
+	struct isc_pdu *r2t, *rsp;
+	struct fake_conn *c2 = loop1_write(0x70, &r2t, &cmdsn2);
+
+	/* The abort is on its way to loop 1 when the asker goes. */
+	lun_reset_from_loop0(0x71, cmdsn1, false);
+	fake_dmv_lose(C);
+	fake_dmv_settle(&H.loop);
+	cr_expect(C->closed);
+	h_settle(&H);
+	cr_expect_eq(H.gw->lps[1].ntasks, 1, "loop 1's write waits for its data");
+
+	H.cmdsn = cmdsn2;
+	rsp = loop1_write_data(c2, 0x70, r2t);
+	cr_assert_not_null(rsp, "loop 1's write is answered");
+	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
+	isc_pdu_put(rsp);
+	cr_expect_null(fake_dmv_pop(C), "no response on the dead connection");
+	cr_expect_eq(H.gw->lps[1].ntasks, 0);
+	cr_expect_eq(__atomic_load_n(&H.gw->msgs, __ATOMIC_ACQUIRE), 0,
+		     "loop 1's answer arrived and was counted");
+	isc_pdu_put(r2t);
+}
