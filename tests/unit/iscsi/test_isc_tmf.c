@@ -266,8 +266,8 @@ static struct isc_pdu *loop1_write_data(struct fake_conn *c2, uint32_t itt,
 	return fake_dmv_pop(c2);
 }
 
-/* LUN RESET from loop 0's session with CmdSN cmdsn; loop 0 only runs (settle_all: both). */
-static void lun_reset_from_loop0(uint32_t itt, uint32_t cmdsn, bool settle_all)
+/* LUN RESET from loop 0's session with CmdSN cmdsn, received (no loop run yet). */
+static void lun_reset_from_loop0(uint32_t itt, uint32_t cmdsn)
 {
 	uint8_t bhs[ISC_BHS_LEN];
 
@@ -275,10 +275,6 @@ static void lun_reset_from_loop0(uint32_t itt, uint32_t cmdsn, bool settle_all)
 	isc_put32(bhs, 20, ISC_RSVD_TAG);
 	isc_put32(bhs, 24, cmdsn);
 	fake_dmv_rx(C, bhs, NULL, 0);
-	if (settle_all)
-		h_settle(&H);
-	else
-		fake_dmv_settle(&H.loop);
 }
 
 /* SAM-5: the TMF's response only once every task it aborted has ended, the ones another loop
@@ -289,7 +285,8 @@ Test(isc_tmf_loops, lun_reset_waits_for_a_write_on_the_other_loop)
 	struct isc_pdu *r2t, *rsp;
 	struct fake_conn *c2 = loop1_write(0x70, &r2t, &cmdsn2);
 
-	lun_reset_from_loop0(0x71, cmdsn1, true);
+	lun_reset_from_loop0(0x71, cmdsn1);
+	h_settle(&H);
 	cr_expect_null(fake_dmv_pop(C), "no TMF response while loop 1's write is still alive");
 	cr_expect_eq(c2->aborts, 0, "the other session's data transfer goes on");
 
@@ -309,6 +306,47 @@ Test(isc_tmf_loops, lun_reset_waits_for_a_write_on_the_other_loop)
 	isc_pdu_put(r2t);
 }
 
+/* The same with loop 1's task inside the SCSI core: a READ of a session on loop 1 crossing to
+ * its LU's owner, loop 0, when the reset arrives. Loop 1 asks the owner to abort it, the owner
+ * ends it TASK ABORTED through its done, back on loop 1; only then may the reset be answered. */
+Test(isc_tmf_loops, lun_reset_waits_for_a_command_of_the_other_loop_in_the_scsi_core)
+{
+	struct fake_conn *c2 = h_connect_on_loop1(&H);
+	uint32_t cmdsn1 = H.cmdsn;	/* each session has its own CmdSN: this is the asker's */
+	struct isc_pdu *rsp;
+	uint8_t cdb[16];
+	uint16_t st;
+
+	cr_assert_neq(h_login(&H, c2, H_INITIATOR, H_TARGET, 2, 0, 0, &st), 0);
+	h_clear_ua(&H, c2);
+	h_cdb_rw10(cdb, 0x28, 0, 8);
+	h_scsi_cmd(&H, c2, 0x70, ISC_FL_F | ISC_FL_R, cdb, 10, 4096, NULL, 0);
+	/* Delivered on loop 1, its submit on its way to loop 0 (nothing has run yet). */
+	cr_assert_eq(H.gw->lps[1].ntasks, 1);
+	lun_reset_from_loop0(0x71, cmdsn1);
+	cr_expect_null(fake_dmv_pop(C), "no TMF response: loop 1 has not even seen the reset");
+	/* Loop 1 aborts its task (a request to the owner) and holds its share; the owner
+	 * runs the submit, sees the request and ends the READ TASK ABORTED, back to loop 1. */
+	fake_dmv_settle(&H.l1);
+	cr_expect_null(fake_dmv_pop(C));
+	cr_expect_null(fake_dmv_pop(c2), "the READ has not reached its LU's owner yet");
+	fake_dmv_settle(&H.loop);
+	cr_expect_null(fake_dmv_pop(C), "no TMF response while loop 1's READ is in the core");
+	cr_expect_eq(H.gw->lps[1].ntasks, 1);
+	h_settle(&H);
+	rsp = fake_dmv_pop(c2);
+	cr_assert_not_null(rsp, "loop 1's READ is answered");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
+	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x70);
+	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
+	isc_pdu_put(rsp);
+	rsp = fake_dmv_pop(C);
+	cr_assert_not_null(rsp, "the reset is answered once loop 1's READ was");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(rsp->bhs[2], 0, "function complete");
+	isc_pdu_put(rsp);
+}
+
 /* The asker's connection dies while loop 1 still holds its share: loop 1's answer arrives for
  * a TMF without a connection (nothing freed under it: the sanitized build checks), the third
  * party is still answered, and everything ends. */
@@ -319,7 +357,8 @@ Test(isc_tmf_loops, lun_reset_whose_connection_dies_before_the_other_loop_answer
 	struct fake_conn *c2 = loop1_write(0x70, &r2t, &cmdsn2);
 
 	/* The abort is on its way to loop 1 when the asker goes. */
-	lun_reset_from_loop0(0x71, cmdsn1, false);
+	lun_reset_from_loop0(0x71, cmdsn1);
+	fake_dmv_settle(&H.loop);
 	fake_dmv_lose(C);
 	fake_dmv_settle(&H.loop);
 	cr_expect(C->closed);
