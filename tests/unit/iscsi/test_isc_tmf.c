@@ -6,15 +6,21 @@
 static struct h H;
 static struct fake_conn *C;
 
-static void setup(void)
+/* The asker's session, on loop 0. */
+static void login_c(void)
 {
 	uint16_t st;
 
-	h_setup(&H, H_CONF_DEFAULT);
 	C = h_connect(&H);
 	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	h_clear_ua(&H, C);
+}
+
+static void setup(void)
+{
+	h_setup(&H, H_CONF_DEFAULT);
+	login_c();
 }
 
 static void teardown(void)
@@ -117,6 +123,24 @@ Test(isc_tmf, target_cold_reset_answers_then_drops_the_session)
 	cr_expect(C->closed);
 }
 
+/* SAM-5 with TAS: another session's task the reset aborted (ITT itt on c2) is answered TASK
+ * ABORTED, and the reset (on C) only after it. */
+static void expect_task_aborted_then_reset_answered(struct fake_conn *c2, uint32_t itt)
+{
+	struct isc_pdu *rsp = fake_dmv_pop(c2);
+
+	cr_assert_not_null(rsp, "the other session's task is answered");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
+	cr_expect_eq(isc_bhs_itt(rsp->bhs), itt);
+	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
+	isc_pdu_put(rsp);
+	rsp = fake_dmv_pop(C);
+	cr_assert_not_null(rsp, "the reset is answered once the other task was");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(rsp->bhs[2], 0, "function complete");
+	isc_pdu_put(rsp);
+}
+
 /* A LUN RESET from one session ends another session's write that waits for its data the way
  * the control mode page's TAS bit promises: once the data is in, TASK ABORTED status, not
  * silence (its initiator would wait for ever); and the reset is answered after it. */
@@ -153,17 +177,7 @@ Test(isc_tmf, lun_reset_answers_another_sessions_write_task_aborted)
 	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
 	fake_dmv_rx(c2, bhs, data, sizeof(data));
 	fake_dmv_settle(&H.loop);
-	rsp = fake_dmv_pop(c2);
-	cr_assert_not_null(rsp, "the other session's write is answered");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
-	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x70);
-	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
-	isc_pdu_put(rsp);
-	rsp = fake_dmv_pop(C);
-	cr_assert_not_null(rsp, "the reset is answered once the other write was");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
-	cr_expect_eq(rsp->bhs[2], 0, "function complete");
-	isc_pdu_put(rsp);
+	expect_task_aborted_then_reset_answered(c2, 0x70);
 	isc_pdu_put(r2t);
 }
 
@@ -218,13 +232,8 @@ Test(isc_tmf, abort_task_of_a_write_another_sessions_reset_waits_for)
 
 static void loops_setup(void)
 {
-	uint16_t st;
-
 	h_setup_loops(&H, H_CONF_DEFAULT);
-	C = h_connect(&H);
-	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
-	cr_assert_eq(st, 0);
-	h_clear_ua(&H, C);
+	login_c();
 }
 
 TestSuite(isc_tmf_loops, .init = loops_setup, .fini = teardown);
@@ -251,9 +260,8 @@ static struct fake_conn *loop1_write(uint32_t itt, struct isc_pdu **r2t, uint32_
 	return c2;
 }
 
-/* The write's data, as its R2T asked; then the answer it gets (caller puts it). */
-static struct isc_pdu *loop1_write_data(struct fake_conn *c2, uint32_t itt,
-					const struct isc_pdu *r2t)
+/* The write's data, as its R2T asked; both loops run. */
+static void loop1_write_data(struct fake_conn *c2, uint32_t itt, const struct isc_pdu *r2t)
 {
 	uint8_t bhs[ISC_BHS_LEN], data[8192];
 
@@ -263,7 +271,6 @@ static struct isc_pdu *loop1_write_data(struct fake_conn *c2, uint32_t itt,
 	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
 	fake_dmv_rx(c2, bhs, data, sizeof(data));
 	h_settle(&H);
-	return fake_dmv_pop(c2);
 }
 
 /* LUN RESET from loop 0's session with CmdSN cmdsn, received (no loop run yet). */
@@ -282,7 +289,7 @@ static void lun_reset_from_loop0(uint32_t itt, uint32_t cmdsn)
 Test(isc_tmf_loops, lun_reset_waits_for_a_write_on_the_other_loop)
 {
 	uint32_t cmdsn1 = H.cmdsn, cmdsn2;
-	struct isc_pdu *r2t, *rsp;
+	struct isc_pdu *r2t;
 	struct fake_conn *c2 = loop1_write(0x70, &r2t, &cmdsn2);
 
 	lun_reset_from_loop0(0x71, cmdsn1);
@@ -291,18 +298,8 @@ Test(isc_tmf_loops, lun_reset_waits_for_a_write_on_the_other_loop)
 	cr_expect_eq(c2->aborts, 0, "the other session's data transfer goes on");
 
 	H.cmdsn = cmdsn2;
-	rsp = loop1_write_data(c2, 0x70, r2t);
-	cr_assert_not_null(rsp, "loop 1's write is answered");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
-	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x70);
-	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
-	isc_pdu_put(rsp);
-	rsp = fake_dmv_pop(C);
-	cr_assert_not_null(rsp, "the reset is answered once loop 1's write was");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
-	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x71);
-	cr_expect_eq(rsp->bhs[2], 0, "function complete");
-	isc_pdu_put(rsp);
+	loop1_write_data(c2, 0x70, r2t);
+	expect_task_aborted_then_reset_answered(c2, 0x70);
 	isc_pdu_put(r2t);
 }
 
@@ -313,7 +310,6 @@ Test(isc_tmf_loops, lun_reset_waits_for_a_command_of_the_other_loop_in_the_scsi_
 {
 	struct fake_conn *c2 = h_connect_on_loop1(&H);
 	uint32_t cmdsn1 = H.cmdsn;	/* each session has its own CmdSN: this is the asker's */
-	struct isc_pdu *rsp;
 	uint8_t cdb[16];
 	uint16_t st;
 
@@ -334,17 +330,7 @@ Test(isc_tmf_loops, lun_reset_waits_for_a_command_of_the_other_loop_in_the_scsi_
 	cr_expect_null(fake_dmv_pop(C), "no TMF response while loop 1's READ is in the core");
 	cr_expect_eq(H.gw->lps[1].ntasks, 1);
 	h_settle(&H);
-	rsp = fake_dmv_pop(c2);
-	cr_assert_not_null(rsp, "loop 1's READ is answered");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
-	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x70);
-	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
-	isc_pdu_put(rsp);
-	rsp = fake_dmv_pop(C);
-	cr_assert_not_null(rsp, "the reset is answered once loop 1's READ was");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
-	cr_expect_eq(rsp->bhs[2], 0, "function complete");
-	isc_pdu_put(rsp);
+	expect_task_aborted_then_reset_answered(c2, 0x70);
 }
 
 /* The asker's connection dies while loop 1 still holds its share: loop 1's answer arrives for
@@ -366,7 +352,8 @@ Test(isc_tmf_loops, lun_reset_whose_connection_dies_before_the_other_loop_answer
 	cr_expect_eq(H.gw->lps[1].ntasks, 1, "loop 1's write waits for its data");
 
 	H.cmdsn = cmdsn2;
-	rsp = loop1_write_data(c2, 0x70, r2t);
+	loop1_write_data(c2, 0x70, r2t);
+	rsp = fake_dmv_pop(c2);
 	cr_assert_not_null(rsp, "loop 1's write is answered");
 	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
 	isc_pdu_put(rsp);
