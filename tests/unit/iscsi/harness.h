@@ -37,8 +37,6 @@
 struct h {
 	struct gw_loop loop;
 	struct gw_loop *loop1;		/* a second loop (issue 13), settled with loop when set */
-	struct gw_loop l1;		/* loop1 after h_setup_loops */
-	struct gw_loops ls;
 	struct isc_gw *gw;
 	struct dmv_portal *dp;
 	uint32_t itt;
@@ -90,50 +88,28 @@ static inline void h_setup(struct h *h, const char *conf)
 	h->cmdsn = 1;
 }
 
-/* Runs loop 0 (and loop 1, in turn) until nothing is pending: every message between the
- * two loops is seen to arrive. */
-static inline void h_settle(struct h *h)
-{
-	fake_dmv_settle(&h->loop);
-	for (int i = 0; h->loop1 && i < 3; i++) {
-		fake_dmv_settle(h->loop1);
-		fake_dmv_settle(&h->loop);
-	}
-}
-
-/* Two loops (issue 13), both run on the test's thread (no loop thread: gw_loop_call runs
- * directly); h_settle runs them in turn. */
-static inline void h_setup_loops(struct h *h, const char *conf)
+/* h_setup, then l1 as the gateway's second loop (issue 13) through ls: both loops run on the
+ * test's thread, settled in turn (h_login settles l1 too), unless the test starts l1's thread. */
+static inline void h_setup_loops(struct h *h, const char *conf, struct gw_loop *l1,
+				 struct gw_loops *ls)
 {
 	h_setup(h, conf);
-	cr_assert_eq(gw_loop_init(&h->l1), 0);
-	h->ls.n = 2;
-	h->ls.loop[0] = &h->loop;
-	h->ls.loop[1] = &h->l1;
-	cr_assert_eq(isc_gw_set_loops(h->gw, &h->ls), 0);
-	h->loop1 = &h->l1;
-}
-
-/* A new connection handed to loop 1 (h_setup_loops), freed by h_teardown. */
-static inline struct fake_conn *h_connect_on_loop1(struct h *h)
-{
-	struct fake_conn *c = fake_dmv_connect_on(h->dp, h->loop1, &h->gw->lps[1].pdus);
-
-	cr_assert_lt(h->nconns, 32);
-	h->conns[h->nconns++] = c;
-	return c;
+	cr_assert_eq(gw_loop_init(l1), 0);
+	ls->n = 2;
+	ls->loop[0] = &h->loop;
+	ls->loop[1] = l1;
+	cr_assert_eq(isc_gw_set_loops(h->gw, ls), 0);
+	h->loop1 = l1;
 }
 
 static inline void h_teardown(struct h *h)
 {
 	isc_gw_stop(h->gw);
-	h_settle(h);
+	fake_dmv_settle(&h->loop);
 	/* Captured PDUs go back to the gateway's pool before the pool goes. */
 	for (int i = 0; i < h->nconns; i++)
 		fake_dmv_drain(h->conns[i]);
 	isc_gw_destroy(h->gw);
-	if (h->loop1)
-		gw_loop_fini(h->loop1);
 	gw_loop_fini(&h->loop);
 	for (int i = 0; i < h->nconns; i++)
 		fake_dmv_conn_free(h->conns[i]);
@@ -171,7 +147,11 @@ static inline struct isc_pdu *h_login_req(struct h *h, struct fake_conn *c, uint
 	isc_put32(bhs, 24, h->cmdsn);
 	isc_put32(bhs, 28, h->exp_statsn);
 	fake_dmv_rx(c, bhs, text, (uint32_t)len);
-	h_settle(h);
+	fake_dmv_settle(&h->loop);
+	for (int i = 0; h->loop1 && i < 2; i++) {
+		fake_dmv_settle(h->loop1);
+		fake_dmv_settle(&h->loop);
+	}
 	return fake_dmv_pop(c);
 }
 
@@ -258,7 +238,40 @@ static inline void h_scsi_cmd(struct h *h, struct fake_conn *c, uint32_t itt, ui
 	fake_dmv_rx(c, bhs, imm, imm_len);
 }
 
-/* TEST UNIT READY until GOOD: clears the power-on unit attention of a new I_T nexus. */
+/* Runs loop 0 (and the second loop of h_setup_loops, in turn) until nothing is pending:
+ * every message between the two loops is seen to arrive. */
+static inline void h_settle(struct h *h)
+{
+	fake_dmv_settle(&h->loop);
+	for (int i = 0; h->loop1 && i < 3; i++) {
+		fake_dmv_settle(h->loop1);
+		fake_dmv_settle(&h->loop);
+	}
+}
+
+/* A new connection handed to the second loop (h_setup_loops), freed by h_teardown. */
+static inline struct fake_conn *h_connect_on_loop1(struct h *h)
+{
+	struct fake_conn *c = fake_dmv_connect_on(h->dp, h->loop1, &h->gw->lps[1].pdus);
+
+	cr_assert_lt(h->nconns, 32);
+	h->conns[h->nconns++] = c;
+	return c;
+}
+
+/* h_teardown after h_setup_loops: the sessions on both loops end first, then both loops go. */
+static inline void h_teardown_loops(struct h *h)
+{
+	struct gw_loop *l1 = h->loop1;
+
+	isc_gw_stop(h->gw);
+	h_settle(h);
+	h_teardown(h);
+	gw_loop_fini(l1);
+}
+
+/* TEST UNIT READY until GOOD: clears the power-on unit attention of a new I_T nexus (on either
+ * loop). */
 static inline void h_clear_ua(struct h *h, struct fake_conn *c)
 {
 	static const uint8_t tur[16];

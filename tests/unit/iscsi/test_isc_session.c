@@ -164,19 +164,33 @@ Test(isc_session_window, the_smallest_limit_wins)
  * Both loops run on the test's thread (no loop thread: gw_loop_call runs directly), each
  * settled in turn, so every message between them is seen to arrive. */
 
+static struct gw_loop L1;
+static struct gw_loops LS;
+
 static void loops_setup(void)
 {
-	h_setup_loops(&H, H_CONF_DEFAULT);
+	h_setup_loops(&H, H_CONF_DEFAULT, &L1, &LS);
 }
 
 static void settle_both(void)
 {
-	h_settle(&H);
+	for (int i = 0; i < 3; i++) {
+		fake_dmv_settle(&H.loop);
+		fake_dmv_settle(&L1);
+	}
 }
 
 static void loops_teardown(void)
 {
-	h_teardown(&H);
+	isc_gw_stop(H.gw);
+	settle_both();
+	for (int i = 0; i < H.nconns; i++)
+		fake_dmv_drain(H.conns[i]);
+	isc_gw_destroy(H.gw);
+	gw_loop_fini(&L1);
+	gw_loop_fini(&H.loop);
+	for (int i = 0; i < H.nconns; i++)
+		fake_dmv_conn_free(H.conns[i]);
 }
 
 TestSuite(isc_session_loops, .init = loops_setup, .fini = loops_teardown);
@@ -188,7 +202,9 @@ static uint16_t login_on(struct fake_conn **out, int loop, uint8_t isid_last, ui
 	struct fake_conn *c;
 
 	if (loop) {
-		c = h_connect_on_loop1(&H);
+		c = fake_dmv_connect_on(H.dp, &L1, &H.gw->lps[1].pdus);
+		cr_assert_lt(H.nconns, 32);
+		H.conns[H.nconns++] = c;
 	} else {
 		c = h_connect(&H);
 	}
@@ -312,7 +328,7 @@ Test(isc_session_loops, target_cold_reset_answers_once_the_other_loop_answered)
 	fake_dmv_rx(a, bhs, NULL, 0);
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(a->nsent, 0, "no response before loop 1 has aborted its sessions' tasks");
-	fake_dmv_settle(&H.l1);
+	fake_dmv_settle(&L1);
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(a);
 	cr_assert_not_null(rsp, "answered after loop 1's answer");
@@ -338,7 +354,7 @@ Test(isc_session_loops, walks_run_on_a_loop_thread)
 	tb = login_on(&b, 1, 2, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	H.loop1 = NULL;
-	cr_assert_eq(gw_loop_thread_start(&H.l1, -1, "t-loop1"), 0);
+	cr_assert_eq(gw_loop_thread_start(&L1, -1, "t-loop1"), 0);
 	state = isc_gw_sessions_state(H.gw);
 	cr_expect_eq(json_array_size(state), 2, "both loops' sessions gathered");
 	json_decref(state);
@@ -352,5 +368,5 @@ Test(isc_session_loops, walks_run_on_a_loop_thread)
 		idle = isc_gw_idle(H.gw);
 	}
 	cr_expect(idle, "loop 1 freed its session on its own thread");
-	gw_loop_thread_stop(&H.l1);
+	gw_loop_thread_stop(&L1);
 }

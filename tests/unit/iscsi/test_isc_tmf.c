@@ -230,13 +230,21 @@ Test(isc_tmf, abort_task_of_a_write_another_sessions_reset_waits_for)
 /* ---- A TMF whose tasks are on two loops (issue 13): the asker's session on loop 0, another
  * session of the target on loop 1. Both loops run on the test's thread (h_settle). */
 
+static struct gw_loop L1;
+static struct gw_loops LS;
+
 static void loops_setup(void)
 {
-	h_setup_loops(&H, H_CONF_DEFAULT);
+	h_setup_loops(&H, H_CONF_DEFAULT, &L1, &LS);
 	login_c();
 }
 
-TestSuite(isc_tmf_loops, .init = loops_setup, .fini = teardown);
+static void loops_teardown(void)
+{
+	h_teardown_loops(&H);
+}
+
+TestSuite(isc_tmf_loops, .init = loops_setup, .fini = loops_teardown);
 
 /* A session on loop 1 with a write waiting for its data (its R2T returned). */
 static struct fake_conn *loop1_write(uint32_t itt, struct isc_pdu **r2t, uint32_t *cmdsn)
@@ -323,7 +331,7 @@ Test(isc_tmf_loops, lun_reset_waits_for_a_command_of_the_other_loop_in_the_scsi_
 	cr_expect_null(fake_dmv_pop(C), "no TMF response: loop 1 has not even seen the reset");
 	/* Loop 1 aborts its task (a request to the owner) and holds its share; the owner
 	 * runs the submit, sees the request and ends the READ TASK ABORTED, back to loop 1. */
-	fake_dmv_settle(&H.l1);
+	fake_dmv_settle(&L1);
 	cr_expect_null(fake_dmv_pop(C));
 	cr_expect_null(fake_dmv_pop(c2), "the READ has not reached its LU's owner yet");
 	fake_dmv_settle(&H.loop);
