@@ -67,12 +67,18 @@ struct isc_task {
 	const struct dmv_transport *buf_tp;
 };
 
+struct isc_tmf_msg;
+
+/* A TMF waiting for the tasks it aborted, or (share set) one other loop's part of a TMF asked
+ * on another loop: the tasks it aborted there, answered back to the TMF's loop once they have
+ * all ended. Each is touched only by its own loop. */
 struct isc_tmf {
-	struct gw_list node;		/* in conn->tmfs */
-	struct isc_conn *conn;		/* NULL once the connection is gone */
+	struct gw_list node;		/* in conn->tmfs (a share: in no list) */
+	struct isc_conn *conn;		/* NULL once the connection is gone (and for a share) */
+	struct isc_tmf_msg *share;	/* a share: its answer to the TMF's loop */
 	uint8_t bhs[ISC_BHS_LEN];	/* the request, to answer it */
 	uint8_t response;
-	int waiting;			/* tasks still to end before the response */
+	int waiting;			/* tasks (and other loops' shares) still to end */
 	bool cold_reset;
 };
 
@@ -280,7 +286,8 @@ void isc_task_abort(struct isc_task *t, struct isc_tmf *tmf);
  * the way the control mode page's TAS bit promises (scsi_spc.c; SAM-5 5.3.1): its initiator
  * gets TASK ABORTED status, or the command's own status if it already ran, never silence.
  * Tasks still waiting for their CmdSN turn are not in the task set yet and are left alone.
- * tmf (on the task's loop, or NULL): answered only once the task has been. */
+ * tmf (on the task's loop: a TMF or another loop's TMF's share there, or NULL): answered
+ * only once the task has been. */
 void isc_task_abort_other(struct isc_task *t, struct isc_tmf *tmf);
 /* Connection gone: its tasks are orphaned (freed as they end). */
 void isc_conn_orphan_tasks(struct isc_conn *c);

@@ -62,11 +62,16 @@ static void isc_tmf_respond(struct isc_tmf *tmf)
 	free(tmf);
 }
 
+static void isc_tmf_share_answer(struct isc_tmf *share);
+
 void isc_tmf_task_ended(struct isc_tmf *tmf)
 {
 	if (--tmf->waiting > 0)
 		return;
-	isc_tmf_respond(tmf);
+	if (tmf->share)
+		isc_tmf_share_answer(tmf);
+	else
+		isc_tmf_respond(tmf);
 }
 
 void isc_tmf_conn_gone(struct isc_conn *c)
@@ -126,8 +131,11 @@ static void isc_tmf_abort_loop(struct isc_loop *lp, const struct isc_target *tar
 			isc_tmf_abort_session(s, s == asker, lun_only, lun, tmf);
 }
 
-/* A TMF's abort of the target's sessions on another loop: run there, then answered back on
- * the asking session's loop, where the TMF counts the answer as one task ended. */
+/* A TMF's abort of the target's sessions on another loop: run there as a share (a TMF of that
+ * loop without a connection) that waits for the tasks it aborted to end, each answered TASK
+ * ABORTED or with its status, then answered back on the asking session's loop, where the TMF
+ * counts the answer as one task ended. The TMF is freed only once every share has answered,
+ * so a connection that closes meanwhile (tmf->conn = NULL) leaves nothing dangling. */
 struct isc_tmf_msg {
 	struct isc_gw *gw;
 	struct isc_loop *lp, *from;
@@ -147,15 +155,40 @@ static void isc_tmf_answer_msg(void *arg)
 	__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
 }
 
+static void isc_tmf_answer(struct isc_tmf_msg *m)
+{
+	if (gw_loop_send(m->from->loop, isc_tmf_answer_msg, m))
+		isc_tmf_answer_msg(m);	/* shutting down: nobody to answer */
+}
+
+/* The share's tasks have all ended (on its loop, lp). */
+static void isc_tmf_share_answer(struct isc_tmf *share)
+{
+	struct isc_tmf_msg *m = share->share;
+
+	free(share);
+	isc_tmf_answer(m);
+}
+
 static void isc_tmf_abort_msg(void *arg)
 {
 	struct isc_tmf_msg *m = arg;
+	struct isc_tmf *share = calloc(1, sizeof(*share));
 
-	/* Other sessions' tasks end through their own loops; the asker waits for this loop's
-	 * walk, not for them (their connections get no TMF response). */
-	isc_tmf_abort_loop(m->lp, m->target, NULL, m->lun_only, m->lun, NULL);
-	if (gw_loop_send(m->from->loop, isc_tmf_answer_msg, m))
-		isc_tmf_answer_msg(m);	/* shutting down: nobody to answer */
+	if (!share) {
+		/* The tasks are still aborted and answered; the TMF just does not wait. */
+		gw_err("iscsi", "out of memory: a TMF answered before loop %u's tasks ended",
+		       m->lp->idx);
+		isc_tmf_abort_loop(m->lp, m->target, NULL, m->lun_only, m->lun, NULL);
+		isc_tmf_answer(m);
+		return;
+	}
+	gw_list_init(&share->node);
+	share->share = m;
+	/* Held at 1 while the tasks are aborted, as the TMF itself is. */
+	share->waiting = 1;
+	isc_tmf_abort_loop(m->lp, m->target, NULL, m->lun_only, m->lun, share);
+	isc_tmf_task_ended(share);
 }
 
 static void isc_tmf_abort_target(struct isc_conn *c, struct isc_target *target, bool lun_only,

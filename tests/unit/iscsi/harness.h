@@ -238,7 +238,40 @@ static inline void h_scsi_cmd(struct h *h, struct fake_conn *c, uint32_t itt, ui
 	fake_dmv_rx(c, bhs, imm, imm_len);
 }
 
-/* TEST UNIT READY until GOOD: clears the power-on unit attention of a new I_T nexus. */
+/* Runs loop 0 (and the second loop of h_setup_loops, in turn) until nothing is pending:
+ * every message between the two loops is seen to arrive. */
+static inline void h_settle(struct h *h)
+{
+	fake_dmv_settle(&h->loop);
+	for (int i = 0; h->loop1 && i < 3; i++) {
+		fake_dmv_settle(h->loop1);
+		fake_dmv_settle(&h->loop);
+	}
+}
+
+/* A new connection handed to the second loop (h_setup_loops), freed by h_teardown. */
+static inline struct fake_conn *h_connect_on_loop1(struct h *h)
+{
+	struct fake_conn *c = fake_dmv_connect_on(h->dp, h->loop1, &h->gw->lps[1].pdus);
+
+	cr_assert_lt(h->nconns, 32);
+	h->conns[h->nconns++] = c;
+	return c;
+}
+
+/* h_teardown after h_setup_loops: the sessions on both loops end first, then both loops go. */
+static inline void h_teardown_loops(struct h *h)
+{
+	struct gw_loop *l1 = h->loop1;
+
+	isc_gw_stop(h->gw);
+	h_settle(h);
+	h_teardown(h);
+	gw_loop_fini(l1);
+}
+
+/* TEST UNIT READY until GOOD: clears the power-on unit attention of a new I_T nexus (on either
+ * loop). */
 static inline void h_clear_ua(struct h *h, struct fake_conn *c)
 {
 	static const uint8_t tur[16];
@@ -248,7 +281,7 @@ static inline void h_clear_ua(struct h *h, struct fake_conn *c)
 		int st;
 
 		h_scsi_cmd(h, c, 0xfff0 + (uint32_t)i, ISC_FL_F, tur, 16, 0, NULL, 0);
-		fake_dmv_settle(&h->loop);
+		h_settle(h);
 		rsp = fake_dmv_pop(c);
 		cr_assert_not_null(rsp, "no answer to TEST UNIT READY");
 		st = rsp->bhs[3];

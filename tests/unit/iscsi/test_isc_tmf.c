@@ -6,15 +6,21 @@
 static struct h H;
 static struct fake_conn *C;
 
-static void setup(void)
+/* The asker's session, on loop 0. */
+static void login_c(void)
 {
 	uint16_t st;
 
-	h_setup(&H, H_CONF_DEFAULT);
 	C = h_connect(&H);
 	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	h_clear_ua(&H, C);
+}
+
+static void setup(void)
+{
+	h_setup(&H, H_CONF_DEFAULT);
+	login_c();
 }
 
 static void teardown(void)
@@ -117,6 +123,24 @@ Test(isc_tmf, target_cold_reset_answers_then_drops_the_session)
 	cr_expect(C->closed);
 }
 
+/* SAM-5 with TAS: another session's task the reset aborted (ITT itt on c2) is answered TASK
+ * ABORTED, and the reset (on C) only after it. */
+static void expect_task_aborted_then_reset_answered(struct fake_conn *c2, uint32_t itt)
+{
+	struct isc_pdu *rsp = fake_dmv_pop(c2);
+
+	cr_assert_not_null(rsp, "the other session's task is answered");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
+	cr_expect_eq(isc_bhs_itt(rsp->bhs), itt);
+	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
+	isc_pdu_put(rsp);
+	rsp = fake_dmv_pop(C);
+	cr_assert_not_null(rsp, "the reset is answered once the other task was");
+	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(rsp->bhs[2], 0, "function complete");
+	isc_pdu_put(rsp);
+}
+
 /* A LUN RESET from one session ends another session's write that waits for its data the way
  * the control mode page's TAS bit promises: once the data is in, TASK ABORTED status, not
  * silence (its initiator would wait for ever); and the reset is answered after it. */
@@ -153,17 +177,7 @@ Test(isc_tmf, lun_reset_answers_another_sessions_write_task_aborted)
 	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
 	fake_dmv_rx(c2, bhs, data, sizeof(data));
 	fake_dmv_settle(&H.loop);
-	rsp = fake_dmv_pop(c2);
-	cr_assert_not_null(rsp, "the other session's write is answered");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
-	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x70);
-	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
-	isc_pdu_put(rsp);
-	rsp = fake_dmv_pop(C);
-	cr_assert_not_null(rsp, "the reset is answered once the other write was");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
-	cr_expect_eq(rsp->bhs[2], 0, "function complete");
-	isc_pdu_put(rsp);
+	expect_task_aborted_then_reset_answered(c2, 0x70);
 	isc_pdu_put(r2t);
 }
 
@@ -210,5 +224,150 @@ Test(isc_tmf, abort_task_of_a_write_another_sessions_reset_waits_for)
 	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
 	cr_expect_eq(rsp->bhs[2], 0);
 	isc_pdu_put(rsp);
+	isc_pdu_put(r2t);
+}
+
+/* ---- A TMF whose tasks are on two loops (issue 13): the asker's session on loop 0, another
+ * session of the target on loop 1. Both loops run on the test's thread (h_settle). */
+
+static struct gw_loop L1;
+static struct gw_loops LS;
+
+static void loops_setup(void)
+{
+	h_setup_loops(&H, H_CONF_DEFAULT, &L1, &LS);
+	login_c();
+}
+
+static void loops_teardown(void)
+{
+	h_teardown_loops(&H);
+}
+
+TestSuite(isc_tmf_loops, .init = loops_setup, .fini = loops_teardown);
+
+/* A session on loop 1 with a write waiting for its data (its R2T returned). */
+static struct fake_conn *loop1_write(uint32_t itt, struct isc_pdu **r2t, uint32_t *cmdsn)
+{
+	struct fake_conn *c2 = h_connect_on_loop1(&H);
+	uint8_t cdb[16];
+	uint16_t st;
+
+	cr_assert_neq(h_login(&H, c2, H_INITIATOR, H_TARGET, 2, 0, 0, &st), 0);
+	cr_assert_eq(st, 0);
+	cr_assert_eq(((struct isc_conn *)c2->base.priv)->sess->lp->idx, 1,
+		     "the second session lives on loop 1");
+	h_clear_ua(&H, c2);
+	h_cdb_rw10(cdb, 0x2a, 0, 16);
+	h_scsi_cmd(&H, c2, itt, ISC_FL_F | ISC_FL_W, cdb, 10, 8192, NULL, 0);
+	*cmdsn = H.cmdsn;
+	h_settle(&H);
+	*r2t = fake_dmv_pop(c2);
+	cr_assert_not_null(*r2t);
+	cr_assert_eq(isc_bhs_opcode((*r2t)->bhs), ISC_OP_R2T);
+	return c2;
+}
+
+/* The write's data, as its R2T asked; both loops run. */
+static void loop1_write_data(struct fake_conn *c2, uint32_t itt, const struct isc_pdu *r2t)
+{
+	uint8_t bhs[ISC_BHS_LEN], data[8192];
+
+	memset(data, 0x5a, sizeof(data));
+	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, itt);
+	memcpy(bhs + 20, r2t->bhs + 20, 4);
+	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
+	fake_dmv_rx(c2, bhs, data, sizeof(data));
+	h_settle(&H);
+}
+
+/* LUN RESET from loop 0's session with CmdSN cmdsn, received (no loop run yet). */
+static void lun_reset_from_loop0(uint32_t itt, uint32_t cmdsn)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+
+	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | 5), itt);
+	isc_put32(bhs, 20, ISC_RSVD_TAG);
+	isc_put32(bhs, 24, cmdsn);
+	fake_dmv_rx(C, bhs, NULL, 0);
+}
+
+/* SAM-5: the TMF's response only once every task it aborted has ended, the ones another loop
+ * holds included; with TAS, the third party is answered TASK ABORTED first. */
+Test(isc_tmf_loops, lun_reset_waits_for_a_write_on_the_other_loop)
+{
+	uint32_t cmdsn1 = H.cmdsn, cmdsn2;
+	struct isc_pdu *r2t;
+	struct fake_conn *c2 = loop1_write(0x70, &r2t, &cmdsn2);
+
+	lun_reset_from_loop0(0x71, cmdsn1);
+	h_settle(&H);
+	cr_expect_null(fake_dmv_pop(C), "no TMF response while loop 1's write is still alive");
+	cr_expect_eq(c2->aborts, 0, "the other session's data transfer goes on");
+
+	H.cmdsn = cmdsn2;
+	loop1_write_data(c2, 0x70, r2t);
+	expect_task_aborted_then_reset_answered(c2, 0x70);
+	isc_pdu_put(r2t);
+}
+
+/* The same with loop 1's task inside the SCSI core: a READ of a session on loop 1 crossing to
+ * its LU's owner, loop 0, when the reset arrives. Loop 1 asks the owner to abort it, the owner
+ * ends it TASK ABORTED through its done, back on loop 1; only then may the reset be answered. */
+Test(isc_tmf_loops, lun_reset_waits_for_a_command_of_the_other_loop_in_the_scsi_core)
+{
+	struct fake_conn *c2 = h_connect_on_loop1(&H);
+	uint32_t cmdsn1 = H.cmdsn;	/* each session has its own CmdSN: this is the asker's */
+	uint8_t cdb[16];
+	uint16_t st;
+
+	cr_assert_neq(h_login(&H, c2, H_INITIATOR, H_TARGET, 2, 0, 0, &st), 0);
+	h_clear_ua(&H, c2);
+	h_cdb_rw10(cdb, 0x28, 0, 8);
+	h_scsi_cmd(&H, c2, 0x70, ISC_FL_F | ISC_FL_R, cdb, 10, 4096, NULL, 0);
+	/* Delivered on loop 1, its submit on its way to loop 0 (nothing has run yet). */
+	cr_assert_eq(H.gw->lps[1].ntasks, 1);
+	lun_reset_from_loop0(0x71, cmdsn1);
+	cr_expect_null(fake_dmv_pop(C), "no TMF response: loop 1 has not even seen the reset");
+	/* Loop 1 aborts its task (a request to the owner) and holds its share; the owner
+	 * runs the submit, sees the request and ends the READ TASK ABORTED, back to loop 1. */
+	fake_dmv_settle(&L1);
+	cr_expect_null(fake_dmv_pop(C));
+	cr_expect_null(fake_dmv_pop(c2), "the READ has not reached its LU's owner yet");
+	fake_dmv_settle(&H.loop);
+	cr_expect_null(fake_dmv_pop(C), "no TMF response while loop 1's READ is in the core");
+	cr_expect_eq(H.gw->lps[1].ntasks, 1);
+	h_settle(&H);
+	expect_task_aborted_then_reset_answered(c2, 0x70);
+}
+
+/* The asker's connection dies while loop 1 still holds its share: loop 1's answer arrives for
+ * a TMF without a connection (nothing freed under it: the sanitized build checks), the third
+ * party is still answered, and everything ends. */
+Test(isc_tmf_loops, lun_reset_whose_connection_dies_before_the_other_loop_answers)
+{
+	uint32_t cmdsn1 = H.cmdsn, cmdsn2;
+	struct isc_pdu *r2t, *rsp;
+	struct fake_conn *c2 = loop1_write(0x70, &r2t, &cmdsn2);
+
+	/* The abort is on its way to loop 1 when the asker goes. */
+	lun_reset_from_loop0(0x71, cmdsn1);
+	fake_dmv_settle(&H.loop);
+	fake_dmv_lose(C);
+	fake_dmv_settle(&H.loop);
+	cr_expect(C->closed);
+	h_settle(&H);
+	cr_expect_eq(H.gw->lps[1].ntasks, 1, "loop 1's write waits for its data");
+
+	H.cmdsn = cmdsn2;
+	loop1_write_data(c2, 0x70, r2t);
+	rsp = fake_dmv_pop(c2);
+	cr_assert_not_null(rsp, "loop 1's write is answered");
+	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
+	isc_pdu_put(rsp);
+	cr_expect_null(fake_dmv_pop(C), "no response on the dead connection");
+	cr_expect_eq(H.gw->lps[1].ntasks, 0);
+	cr_expect_eq(__atomic_load_n(&H.gw->msgs, __ATOMIC_ACQUIRE), 0,
+		     "loop 1's answer arrived and was counted");
 	isc_pdu_put(r2t);
 }
