@@ -132,16 +132,21 @@ static void bring_up(void)
 		     mp_path_state_name(path.state), path.last_error);
 }
 
-static void read_io(struct mp_io *io)
+static void send_io(struct mp_io *io, enum mp_op op)
 {
 	memset(io, 0, sizeof(*io));
-	io->op = MP_READ;
+	io->op = op;
 	io->len = sizeof(buf);
 	io->iov = &iov;
 	io->iovcnt = 1;
 	io->lun = &lun;
 	io->start_ms = fake_now;
 	cr_assert_eq(mp_path_send(&path, io), 0);
+}
+
+static void read_io(struct mp_io *io)
+{
+	send_io(io, MP_READ);
 }
 
 Test(mp_path, logs_in_and_learns_the_device)
@@ -307,14 +312,7 @@ Test(mp_path, retries_stop_when_io_timeout_is_spent)
 
 static void write_io(struct mp_io *io)
 {
-	memset(io, 0, sizeof(*io));
-	io->op = MP_WRITE;
-	io->len = sizeof(buf);
-	io->iov = &iov;
-	io->iovcnt = 1;
-	io->lun = &lun;
-	io->start_ms = fake_now;
-	cr_assert_eq(mp_path_send(&path, io), 0);
+	send_io(io, MP_WRITE);
 }
 
 /* The abort policy (mp_priv.h). */
