@@ -1887,11 +1887,11 @@ static void mp_path_tmf_escalate(struct mp_path *p, const char *why)
 		p->tmf_deadline_ms = gw_now_ms() + mp_tmf_bound_ms(&lun->conf);
 		gw_list_for_each_entry(io, &p->inflight, node)
 			io->tmf = MP_IO_ABORTING;
-		p->lun_resets++;
 		gw_warn_rl(MP_LOG, "%s: path %s: ABORT TASK %s: LUN RESET on this path (%u "
 			   "commands)", lun->name, p->url, why, p->nr_inflight);
 		rc = p->eng->lun_reset(p);
 		if (rc == 0) {
+			p->lun_resets++;
 			p->tmf_pending = 1;
 			return;
 		}
@@ -1925,10 +1925,11 @@ static void mp_path_tmf_start(struct mp_path *p, bool all, const char *why)
 			continue;
 		io->tmf = MP_IO_ABORTING;
 		n++;
-		p->aborts++;
 		rc = p->eng->abort(p, io);	/* -EALREADY: io has just been re-driven */
-		if (rc == 0)
+		if (rc == 0) {
+			p->aborts++;
 			p->tmf_pending++;
+		}
 		else if (rc != -EALREADY)
 			p->tmf_failed = true;
 		if (p->tmf != MP_TMF_ABORT)

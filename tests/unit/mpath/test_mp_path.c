@@ -454,6 +454,84 @@ Test(mp_path, a_dropped_session_sends_reads_elsewhere_at_once_and_holds_writes)
 	cr_expect_eq(path.fence_expired, 1);
 }
 
+/* A fake engine: libiscsi's calls (on the fake back end) but for task management, which
+ * answers as told: -EALREADY as mp_ini for a command it has not sent yet (ended cancelled at
+ * once), -EOPNOTSUPP as an engine that has none (libiscsi's iSER contexts). */
+static int fake_tmf_rc;
+static unsigned int fake_tmf_calls;
+
+static int fake_eng_abort(struct mp_path *p, struct mp_io *io)
+{
+	fake_tmf_calls++;
+	if (fake_tmf_rc == -EALREADY)
+		cr_assert_eq(iscsi_scsi_cancel_task(p->ctx, io->task), 0);
+	return fake_tmf_rc;
+}
+
+static int fake_eng_lun_reset(struct mp_path *p)
+{
+	(void)p;
+	fake_tmf_calls++;
+	return fake_tmf_rc;
+}
+
+static struct mp_engine_ops fake_engine;
+
+static void use_fake_engine(int rc)
+{
+	fake_engine = mp_engine_libiscsi;
+	fake_engine.name = "fake";
+	fake_engine.abort = fake_eng_abort;
+	fake_engine.lun_reset = fake_eng_lun_reset;
+	fake_tmf_rc = rc;
+	fake_tmf_calls = 0;
+	path.eng = &fake_engine;
+}
+
+Test(mp_path, a_command_never_sent_is_aborted_without_asking_the_target)
+{
+	struct mp_io io;
+
+	bring_up();
+	use_fake_engine(-EALREADY);
+	fake_tgt[0].hold = true;
+	write_io(&io);
+	pump();
+	tick((uint64_t)lun.conf.io_timeout * 1000);
+	cr_expect_eq(fake_tmf_calls, 1);
+	cr_assert_eq(rec.redrives, 1, "it cannot run there: it goes elsewhere at once");
+	cr_expect_eq(rec.last, &io);
+	cr_expect_eq(path.aborts, 0, "nothing was sent");
+	cr_expect_eq(path.lun_resets, 0);
+	cr_expect_eq(path.state, MP_PATH_ACTIVE);
+	cr_expect(mp_path_usable(&path));
+}
+
+Test(mp_path, an_engine_without_task_management_drops_the_session_and_holds_writes)
+{
+	struct mp_io r, w;
+
+	bring_up();
+	use_fake_engine(-EOPNOTSUPP);
+	fake_tgt[0].hold = true;
+	read_io(&r);
+	write_io(&w);
+	pump();
+	tick((uint64_t)lun.conf.io_timeout * 1000);
+	cr_expect_eq(fake_tmf_calls, 3, "two ABORT TASKs, then a LUN RESET, none sent");
+	cr_expect_eq(path.aborts, 0);
+	cr_expect_eq(path.lun_resets, 0);
+	cr_expect_eq(path.state, MP_PATH_DOWN);
+	cr_assert_eq(rec.redrives, 1, "the read goes elsewhere");
+	cr_expect_eq(rec.last, &r);
+	cr_expect_eq(path.nr_fenced, 1, "the write waits for the old session to be gone");
+	/* The next login reinstates it (the write lives on this stack: it must be let go). */
+	tick(path.next_attempt_ms - fake_now);
+	cr_expect_eq(path.nr_fenced, 0);
+	cr_expect_eq(rec.redrives, 2);
+	cr_expect_eq(rec.last, &w);
+}
+
 Test(mp_path, checker_fails_a_dead_path)
 {
 	bring_up();
