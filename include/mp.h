@@ -80,6 +80,7 @@ struct mp_io {
 	uint32_t redrives;		/* moved to another path after a path failure */
 	uint8_t *buf;			/* WRITE SAME block / UNMAP parameter list */
 	uint32_t parts_left;		/* split I/O: parts not completed yet */
+	uint8_t tmf;			/* enum mp_io_tmf (mpath's abort policy) */
 };
 
 /* What the LUN tells its owner (the remote backstore). */

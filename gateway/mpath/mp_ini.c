@@ -1497,10 +1497,14 @@ int mp_ini_create(struct gw_loop *loop, const struct mp_ini_conf *conf, mp_ini_e
 	if (!ini->portal || !ini->target || !ini->initiator || !ini->chap_secret ||
 	    !ini->mutual_secret || !ini->rx)
 		goto fail;
-	/* ISID: random qualifier (type 10b, RFC 7143 §11.12.5). */
-	if (getrandom(ini->isid + 1, 3, 0) != 3)
-		goto fail;
-	ini->isid[0] = 0x80;
+	/* ISID: random qualifier (type 10b, RFC 7143 §11.12.5), unless the caller keeps one. */
+	if (conf->isid) {
+		memcpy(ini->isid, conf->isid, 6);
+	} else {
+		if (getrandom(ini->isid + 1, 3, 0) != 3)
+			goto fail;
+		ini->isid[0] = 0x80;
+	}
 	hints.ai_flags = AI_NUMERICSERV;
 	rc = getaddrinfo(host, port, &hints, &ai);
 	if (rc != 0) {

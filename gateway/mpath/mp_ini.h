@@ -37,6 +37,8 @@ struct mp_ini_conf {
 	const char *mutual_secret;
 	bool header_digest;		/* offer CRC32C first (None is always acceptable) */
 	bool data_digest;		/* likewise for the data digest */
+	const uint8_t *isid;		/* 6 bytes, the same on each login to reinstate the last
+					 * session (RFC 7143 §6.3.5); NULL: a random one */
 };
 
 enum mp_ini_dir { MP_INI_NONE, MP_INI_READ, MP_INI_WRITE };

@@ -63,6 +63,14 @@ struct mp_engine_ops {
 	/* io's command, its CDB built; 0, or < 0 having failed the path. */
 	int (*send)(struct mp_path *p, struct mp_io *io, const uint8_t *cdb, int cdb_len,
 		    int dir, uint32_t xfer, const struct iscsi_data *dp);
+	/* ABORT TASK for io / LUN RESET of the path's LUN: 0 when sent (the answer comes to
+	 * mp_path_tmf_answer), -EALREADY when io was never sent and has just ended cancelled,
+	 * -EOPNOTSUPP when the engine cannot, other < 0 when it could not be sent. */
+	int (*abort)(struct mp_path *p, struct mp_io *io);
+	int (*lun_reset)(struct mp_path *p);
+	/* The target confirmed: the commands marked MP_IO_ABORTING that the engine still holds
+	 * end now, cancelled (libiscsi keeps them; mp_ini has ended them already). */
+	void (*release)(struct mp_path *p);
 };
 
 static const struct mp_engine_ops mp_engine_libiscsi, mp_engine_native;
@@ -225,6 +233,9 @@ int mp_path_init(struct mp_lun *lun, const struct mp_path_owner_ops *owner, stru
 	p->prio = MP_PRIO_OTHER;
 	p->job_done.w.fd = -1;
 	gw_list_init(&p->inflight);
+	gw_list_init(&p->fenced);
+	/* One ISID per path for all its logins: a new login reinstates the last session. */
+	p->isid_rnd = (uint32_t)(mp_rand(&lun->rng) & 0xffffff);
 	gw_watch_init(&p->w, lun->loop, -1, mp_path_watch_fn);
 	gw_defer_init(&p->teardown, mp_path_teardown_fn);
 	gw_defer_init(&p->flush, mp_path_flush_fn);
@@ -307,14 +318,119 @@ static void mp_path_give_back(struct mp_path *p, struct mp_io *io)
 		p->owner->complete(p->lun, io);
 		return;
 	}
+	io->tmf = MP_IO_TMF_NONE;
+	if (mp_op_changes_medium(io->op) && !p->lun->stopping) {
+		/* The old session may still run it: not elsewhere until that session is gone. */
+		if (!p->nr_fenced)
+			p->fence_deadline_ms = gw_now_ms() + mp_fence_bound_ms(&p->lun->conf);
+		io->tmf = MP_IO_FENCED;
+		gw_list_add_tail(&p->fenced, &io->node);
+		p->nr_fenced++;
+		p->fence_waits++;
+		return;
+	}
 	p->owner->redrive(p->lun, io, true);
+}
+
+/*
+ * The writes of a dropped session go to the LUN again: its next login reinstated the session
+ * (same ISID, TSIH 0: the target ended the old one's tasks first, RFC 7143 §6.3.5), or the
+ * fence bound ran out (the path stayed unreachable: a write still queued in the back end may
+ * land late, which is logged).
+ */
+static void mp_path_unfence(struct mp_path *p, bool reinstated)
+{
+	struct mp_lun *lun = p->lun;
+	uint32_t n = p->nr_fenced;
+	struct mp_io *io, *t;
+
+	if (!n)
+		return;
+	gw_list_for_each_entry_safe(io, t, &p->fenced, node) {
+		gw_list_del(&io->node);
+		io->tmf = MP_IO_TMF_NONE;
+		p->nr_fenced--;
+		if (!reinstated && !lun->stopping)
+			p->fence_expired++;
+		if (!lun->destroying)
+			p->owner->redrive(lun, io, true);
+	}
+	if (lun->destroying || lun->stopping)
+		return;		/* shutting down: the LUN fails them */
+	if (reinstated)
+		gw_log_rl(GW_LOG_INFO, MP_LOG, "%s: path %s: the old session was reinstated by a "
+			  "new login: %u held writes re-driven", lun->name, p->url, n);
+	else
+		gw_warn_rl(MP_LOG, "%s: path %s: the dropped session was not seen to end within "
+			   "%llu ms: %u held writes re-driven anyway (one still queued in the back "
+			   "end could land late)", lun->name, p->url,
+			   (unsigned long long)mp_fence_bound_ms(&lun->conf), n);
+}
+
+static void mp_path_fence_note(struct mp_path *p, uint32_t before)
+{
+	if (p->nr_fenced > before && !p->lun->destroying)
+		gw_warn_rl(MP_LOG, "%s: path %s: session dropped with %u writes outstanding: they "
+			   "wait until it is reinstated by the next login (at most %llu ms) before "
+			   "going to another path", p->lun->name, p->url, p->nr_fenced - before,
+			   (unsigned long long)mp_fence_bound_ms(&p->lun->conf));
+}
+
+/* Task management requests awaiting their answer; freed with the session (an engine torn
+ * down calls nothing back). */
+struct mp_tmf_req {
+	struct mp_tmf_req *next;
+	struct mp_path *p;
+	uint32_t gen;
+};
+
+static struct mp_tmf_req *mp_tmf_req_new(struct mp_path *p)
+{
+	struct mp_tmf_req *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->p = p;
+	r->gen = p->tmf_gen;
+	r->next = p->tmf_reqs;
+	p->tmf_reqs = r;
+	return r;
+}
+
+/* Unlinks and frees r; true if its answer belongs to the path's current round. */
+static bool mp_tmf_req_take(struct mp_tmf_req *r, struct mp_path **out)
+{
+	struct mp_path *p = r->p;
+	struct mp_tmf_req **q = &p->tmf_reqs;
+	bool cur = r->gen == p->tmf_gen;
+
+	while (*q && *q != r)
+		q = &(*q)->next;
+	if (*q)
+		*q = r->next;
+	free(r);
+	*out = p;
+	return cur;
+}
+
+static void mp_tmf_reqs_free(struct mp_path *p)
+{
+	while (p->tmf_reqs) {
+		struct mp_tmf_req *r = p->tmf_reqs;
+
+		p->tmf_reqs = r->next;
+		free(r);
+	}
 }
 
 static void mp_path_give_back_all(struct mp_path *p);
 
 static void mp_path_destroy_ini(struct mp_path *p, struct mp_ini *ini)
 {
+	uint32_t fenced = p->nr_fenced;
+
 	mp_ini_destroy(ini);	/* resets the connection; calls nothing back */
+	mp_tmf_reqs_free(p);
 	if (p->ctl_native && p->ctl_native->ini == ini) {
 		free(p->ctl_native);
 		p->ctl_native = NULL;
@@ -327,10 +443,12 @@ static void mp_path_destroy_ini(struct mp_path *p, struct mp_ini *ini)
 		scsi_free_scsi_task(p->ctl_task);
 		p->ctl_task = NULL;
 	}
+	mp_path_fence_note(p, fenced);
 }
 
 static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 {
+	uint32_t fenced = p->nr_fenced;
 
 	if (p->job && p->job->ctx == ctx) {
 		struct mp_iser_job *job = p->job;
@@ -368,7 +486,9 @@ static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 		 * not the path's any more and hand their I/O back to the LUN. */
 		iscsi_destroy_context(ctx);
 	}
+	mp_tmf_reqs_free(p);
 	mp_path_give_back_all(p);
+	mp_path_fence_note(p, fenced);
 }
 
 /* Every I/O still on the path goes back to the LUN; the control command is dropped. */
@@ -440,6 +560,7 @@ void mp_path_fini(struct mp_path *p)
 		mp_iser_job_put(p->stale_job);
 		p->stale_job = NULL;
 	}
+	mp_path_unfence(p, false);
 	gw_notify_fini(&p->job_done);
 	free(p->url);
 	free(p->portal);
@@ -513,6 +634,8 @@ void mp_path_fail(struct mp_path *p, const char *fmt, ...)
 	}
 	p->check_pending = false;
 	p->nop_pending = false;
+	p->tmf = MP_TMF_NONE;
+	p->tmf_gen++;
 	gw_defer_queue(lun->loop, &p->teardown);
 	p->owner->changed(lun, p);
 }
@@ -538,6 +661,8 @@ static void mp_path_refuse(struct mp_path *p, const char *msg)
 	}
 	p->check_pending = false;
 	p->nop_pending = false;
+	p->tmf = MP_TMF_NONE;
+	p->tmf_gen++;
 	gw_defer_queue(lun->loop, &p->teardown);
 	p->owner->changed(lun, p);
 }
@@ -590,9 +715,11 @@ static void mp_path_ctl_native_done(void *arg, const struct mp_ini_result *r)
 	/* Not the path's connection any more: a context pointer that is not p->ctx (NULL). */
 	struct iscsi_context *as = c->ini == p->ini ? NULL : (struct iscsi_context *)(void *)c;
 
+	int status = r->status == -ECANCELED ? SCSI_STATUS_CANCELLED : r->status;
+
 	if (p->ctl_native == c)
 		p->ctl_native = NULL;
-	task->status = r->status;
+	task->status = status;
 	task->datain.data = c->iov.iov_base;
 	task->datain.size = (int)(r->data_len < c->iov.iov_len ? r->data_len : c->iov.iov_len);
 	if (r->sense_len >= 14 && (r->sense[0] & 0x7e) == 0x70) {
@@ -602,7 +729,7 @@ static void mp_path_ctl_native_done(void *arg, const struct mp_ini_result *r)
 		task->sense.key = (enum scsi_sense_key)(r->sense[1] & 0xf);
 		task->sense.ascq = r->sense[2] << 8 | r->sense[3];
 	}
-	c->cb(as, r->status, task, p);
+	c->cb(as, status, task, p);
 	free(c);
 }
 
@@ -898,6 +1025,7 @@ static void mp_path_login_cb(struct iscsi_context *iscsi, int status, void *data
 	p->probe = MP_PROBE_VPD83;
 	p->probe_tries = 0;
 	mp_path_set_state(p, MP_PATH_PROBING, "logged in");
+	mp_path_unfence(p, true);
 	mp_path_probe_next(p);
 }
 
@@ -986,8 +1114,11 @@ static void mp_path_connect_native(struct mp_path *p)
 		.mutual_secret = p->chap.mutual_secret,
 		.header_digest = false,		/* as libiscsi's NONE_CRC32C: None first */
 	};
+	uint8_t isid[6] = { 0x80, (uint8_t)(p->isid_rnd >> 16), (uint8_t)(p->isid_rnd >> 8),
+			    (uint8_t)p->isid_rnd, (uint8_t)(p->idx >> 8), (uint8_t)p->idx };
 	int rc;
 
+	c.isid = isid;
 	mp_path_set_state(p, MP_PATH_CONNECTING, NULL);
 	rc = mp_ini_create(p->lun->loop, &c, mp_path_ini_event, p, &p->ini);
 	if (rc < 0) {
@@ -1039,6 +1170,7 @@ static void mp_path_connect_libiscsi(struct mp_path *p)
 	}
 	p->ctx = ctx;
 	mp_path_set_state(p, MP_PATH_CONNECTING, NULL);
+	iscsi_set_isid_random(ctx, p->isid_rnd, p->idx);
 	if (p->iser && mp_iser_init_transport(ctx) != 0) {
 		mp_path_fail(p, "iSER transport unavailable (needs RDMA hardware and a libiscsi "
 			     "built with iSER): %s", iscsi_get_error(ctx));
@@ -1178,6 +1310,13 @@ static void mp_path_check_cb(struct iscsi_context *iscsi, int status, void *data
 	p->check_pending = false;
 	p->last_rx_ms = gw_now_ms();
 	p->next_check_ms = p->last_rx_ms + (uint64_t)lun->conf.polling_interval * 1000;
+	if (status == SCSI_STATUS_CANCELLED && task) {
+		/* Taken by our LUN RESET on the live session (nothing else cancels a check on
+		 * it): not an answer, check again soon. */
+		scsi_free_scsi_task(task);
+		p->next_check_ms = p->last_rx_ms;
+		return;
+	}
 	if (mp_status_transport(status) || !task) {
 		if (task)
 			scsi_free_scsi_task(task);
@@ -1256,11 +1395,16 @@ static int mp_path_nop_native(struct mp_path *p)
 	return mp_ini_nop(p->ini, mp_path_nop_native_cb, p);
 }
 
+static void mp_path_tmf_start(struct mp_path *p, bool all, const char *why);
+static void mp_path_tmf_escalate(struct mp_path *p, const char *why);
+
 void mp_path_tick(struct mp_path *p, uint64_t now)
 {
 	struct mp_lun *lun = p->lun;
 	struct mp_io *oldest;
 
+	if (p->nr_fenced && (now >= p->fence_deadline_ms || lun->stopping))
+		mp_path_unfence(p, false);
 	switch (p->state) {
 	case MP_PATH_DOWN:
 	case MP_PATH_REFUSED:
@@ -1281,17 +1425,40 @@ void mp_path_tick(struct mp_path *p, uint64_t now)
 	case MP_PATH_STANDBY:
 		break;
 	}
+	if (p->tmf != MP_TMF_NONE) {
+		if (now >= p->tmf_deadline_ms) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "not answered within %llu ms",
+				 (unsigned long long)mp_tmf_bound_ms(&lun->conf));
+			if (p->tmf == MP_TMF_ABORT)
+				p->aborts_failed++;
+			mp_path_tmf_escalate(p, why);
+		}
+		return;
+	}
 	if (p->nop_pending && now >= p->nop_deadline_ms) {
-		mp_path_fail(p, "silent: no NOP-In within %u ms, %u I/Os outstanding",
-			     lun->conf.nop_timeout_ms, p->nr_inflight);
+		char why[96];
+
+		snprintf(why, sizeof(why), "silent: no NOP-In within %u ms, %u I/Os outstanding",
+			 lun->conf.nop_timeout_ms, p->nr_inflight);
+		if (p->nr_inflight && lun->stopping)
+			mp_path_fail(p, "%s", why);
+		else if (p->nr_inflight)
+			mp_path_tmf_start(p, true, why);
+		else
+			mp_path_fail(p, "%s", why);
 		return;
 	}
 	if (!gw_list_empty(&p->inflight)) {
 		oldest = gw_list_first_entry(&p->inflight, struct mp_io, node);
 		if ((gw_now_ns() - oldest->sent_ns) / 1000000 >= (uint64_t)lun->conf.io_timeout *
-		    1000) {
-			mp_path_fail(p, "an I/O has been outstanding for %u s",
-				     lun->conf.io_timeout);
+		    1000 && oldest->tmf == MP_IO_TMF_NONE) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "an I/O has been outstanding for %u s",
+				 lun->conf.io_timeout);
+			mp_path_tmf_start(p, false, why);
 			return;
 		}
 		if (!p->nop_pending && now - p->last_rx_ms >= lun->conf.io_stall_ms) {
@@ -1327,6 +1494,8 @@ static void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key
 	uint64_t now = gw_now_ms();
 	enum mp_verdict v;
 
+	bool aborted = io->tmf == MP_IO_ABORTING && status == SCSI_STATUS_CANCELLED && !stale;
+
 	gw_list_del(&io->node);
 	p->nr_inflight--;
 	p->inflight_bytes -= io->len;
@@ -1334,8 +1503,20 @@ static void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key
 	io->task = NULL;
 	io->conn = NULL;
 	io->last_path = p;
+	io->tmf = MP_IO_TMF_NONE;
 	if (lun->destroying)
 		return;
+	if (aborted) {
+		/* Our ABORT TASK or LUN RESET took it and the target confirmed: it will not run
+		 * there any more, so even a write may go elsewhere now. A COMPARE AND WRITE may
+		 * have run before the abort: the host hears of it (MP_UNSURE_*). */
+		p->failovers++;
+		if (io->op == MP_COMPARE_AND_WRITE)
+			mp_path_give_back(p, io);
+		else
+			p->owner->redrive(lun, io, true);
+		return;
+	}
 	if (!stale) {
 		uint64_t us = (gw_now_ns() - io->sent_ns) / 1000;
 
@@ -1459,8 +1640,10 @@ static void mp_path_ini_io_cb(void *arg, const struct mp_ini_result *r)
 		if (io->op == MP_COMPARE_AND_WRITE && r->sense_len > 8)
 			raw_len = r->sense_len < MP_SENSE_MAX ? r->sense_len : MP_SENSE_MAX;
 	}
-	mp_path_io_end(io, io->conn != io->path->ini, r->status, key, asc, ascq, r->sense,
-		       raw_len, "");
+	/* -ECANCELED: an ABORT TASK or LUN RESET of ours took it, as libiscsi's CANCELLED. */
+	mp_path_io_end(io, io->conn != io->path->ini,
+		       r->status == -ECANCELED ? SCSI_STATUS_CANCELLED : r->status, key, asc, ascq,
+		       r->sense, raw_len, "");
 }
 
 static int mp_path_send_native(struct mp_path *p, struct mp_io *io, const uint8_t *cdb,
@@ -1630,6 +1813,238 @@ static int mp_path_send_libiscsi(struct mp_path *p, struct mp_io *io, const uint
 	return 0;
 }
 
+/* Task management: the abort policy (mp_priv.h) */
+
+static const char *mp_tmf_name(enum mp_tmf_step st)
+{
+	return st == MP_TMF_RESET ? "LUN RESET" : "ABORT TASK";
+}
+
+static bool mp_path_holds_aborting(const struct mp_path *p)
+{
+	const struct mp_io *io;
+
+	gw_list_for_each_entry(io, &p->inflight, node)
+		if (io->tmf == MP_IO_ABORTING)
+			return true;
+	return false;
+}
+
+/* Every answer of the round is in (or none could be sent). */
+static void mp_path_tmf_settle(struct mp_path *p)
+{
+	struct mp_lun *lun = p->lun;
+	enum mp_tmf_step st = p->tmf;
+
+	if (!p->tmf_failed)
+		p->eng->release(p);
+	if (p->tmf != st)
+		return;		/* the path failed meanwhile */
+	if (!p->tmf_failed && !mp_path_holds_aborting(p)) {
+		gw_log_rl(GW_LOG_INFO, MP_LOG, "%s: path %s: %s confirmed: the commands it took "
+			  "go to the LUN again", lun->name, p->url, mp_tmf_name(st));
+		p->tmf = MP_TMF_NONE;
+		p->tmf_gen++;
+		p->last_rx_ms = gw_now_ms();
+		p->owner->changed(lun, p);
+		return;
+	}
+	if (st == MP_TMF_ABORT)
+		p->aborts_failed++;
+	mp_path_tmf_escalate(p, p->tmf_failed ? "refused" : "left a command running");
+}
+
+/* A TMF's answer: RFC 7143 §11.6.1 response, < 0 when there was none. */
+static void mp_path_tmf_answer(struct mp_path *p, int response)
+{
+	if (p->tmf != MP_TMF_ABORT && p->tmf != MP_TMF_RESET)
+		return;
+	if (p->tmf_pending)
+		p->tmf_pending--;
+	/* 1, "task does not exist": it ended before the abort reached the target. */
+	if (response != 0 && !(response == 1 && p->tmf == MP_TMF_ABORT))
+		p->tmf_failed = true;
+	if (!p->tmf_pending)
+		mp_path_tmf_settle(p);
+}
+
+/* ABORT TASK did not do: LUN RESET while the session is up, else drop the session. */
+static void mp_path_tmf_escalate(struct mp_path *p, const char *why)
+{
+	struct mp_lun *lun = p->lun;
+	enum mp_tmf_step from = p->tmf, next;
+	bool up = (p->ctx || p->ini) && (p->state == MP_PATH_ACTIVE ||
+					 p->state == MP_PATH_STANDBY);
+	struct mp_io *io;
+	int rc;
+
+	next = mp_tmf_escalate(from, up);
+	if (next == MP_TMF_RESET) {
+		p->tmf = MP_TMF_RESET;
+		p->tmf_gen++;
+		p->tmf_pending = 0;
+		p->tmf_failed = false;
+		p->tmf_deadline_ms = gw_now_ms() + mp_tmf_bound_ms(&lun->conf);
+		gw_list_for_each_entry(io, &p->inflight, node)
+			io->tmf = MP_IO_ABORTING;
+		gw_warn_rl(MP_LOG, "%s: path %s: ABORT TASK %s: LUN RESET on this path (%u "
+			   "commands)", lun->name, p->url, why, p->nr_inflight);
+		rc = p->eng->lun_reset(p);
+		if (rc == 0) {
+			p->lun_resets++;
+			p->tmf_pending = 1;
+			return;
+		}
+		why = "could not be sent";
+		from = MP_TMF_RESET;
+	}
+	p->tmf = MP_TMF_NONE;
+	mp_path_fail(p, "%s %s: session dropped", mp_tmf_name(from), why);
+}
+
+/* Aborts the commands of p outstanding past io_timeout (all of them: the path went silent). */
+static void mp_path_tmf_start(struct mp_path *p, bool all, const char *why)
+{
+	struct mp_lun *lun = p->lun;
+	uint64_t age_ms = (uint64_t)lun->conf.io_timeout * 1000;
+	struct mp_io *io, *t;
+	uint32_t n = 0;
+	int rc = 0;
+
+	p->tmf = MP_TMF_ABORT;
+	p->tmf_gen++;
+	p->tmf_pending = 0;
+	p->tmf_failed = false;
+	p->tmf_deadline_ms = gw_now_ms() + mp_tmf_bound_ms(&lun->conf);
+	p->nop_pending = false;
+	p->owner->changed(lun, p);	/* no new I/O on it until this is settled */
+	gw_list_for_each_entry_safe(io, t, &p->inflight, node) {
+		if (io->tmf != MP_IO_TMF_NONE)
+			continue;
+		if (!all && (gw_now_ns() - io->sent_ns) / 1000000 < age_ms)
+			continue;
+		io->tmf = MP_IO_ABORTING;
+		n++;
+		rc = p->eng->abort(p, io);	/* -EALREADY: io has just been re-driven */
+		if (rc == 0) {
+			p->aborts++;
+			p->tmf_pending++;
+		}
+		else if (rc != -EALREADY)
+			p->tmf_failed = true;
+		if (p->tmf != MP_TMF_ABORT)
+			return;		/* the path failed */
+	}
+	gw_warn_rl(MP_LOG, "%s: path %s: %s: ABORT TASK for %u commands%s", lun->name, p->url,
+		   why, n, p->tmf_failed ? " (could not be sent: escalating)" : "");
+	if (!p->tmf_pending)
+		mp_path_tmf_settle(p);
+}
+
+static void mp_path_tmf_cb_libiscsi(struct iscsi_context *iscsi, int status, void *data,
+				    void *priv)
+{
+	struct mp_path *p;
+
+	if (!mp_tmf_req_take(priv, &p) || iscsi != p->ctx)
+		return;
+	mp_path_tmf_answer(p, status == SCSI_STATUS_GOOD && data ? (int)*(uint32_t *)data : -1);
+}
+
+static int mp_path_tmf_libiscsi(struct mp_path *p, enum iscsi_task_mgmt_funcs fn,
+				const struct mp_io *io)
+{
+	struct mp_tmf_req *r;
+
+	/* libiscsi 1.19's iSER contexts are torn down from another thread (mp_iser_job): no
+	 * answer could be told from a late one. Their sessions are dropped instead. */
+	if (p->iser)
+		return -EOPNOTSUPP;
+	if (io && !io->task)
+		return -ENOENT;
+	r = mp_tmf_req_new(p);
+	if (!r)
+		return -ENOMEM;
+	/* The plain call, not iscsi_task_mgmt_abort_task_async: that one cancels the task in
+	 * libiscsi at once, and the path must hold a write until the target has answered. */
+	if (iscsi_task_mgmt_async(p->ctx, p->lun_nr, fn, io ? io->task->itt : 0xffffffffu,
+				  io ? io->task->cmdsn : 0, mp_path_tmf_cb_libiscsi, r) != 0) {
+		struct mp_path *q;
+
+		mp_tmf_req_take(r, &q);
+		return -EIO;
+	}
+	gw_defer_queue(p->lun->loop, &p->flush);
+	return 0;
+}
+
+static int mp_path_abort_libiscsi(struct mp_path *p, struct mp_io *io)
+{
+	return mp_path_tmf_libiscsi(p, ISCSI_TM_ABORT_TASK, io);
+}
+
+static int mp_path_lun_reset_libiscsi(struct mp_path *p)
+{
+	return mp_path_tmf_libiscsi(p, ISCSI_TM_LUN_RESET, NULL);
+}
+
+static void mp_path_release_libiscsi(struct mp_path *p)
+{
+	struct mp_io *io;
+	bool again = true;
+
+	/* Each cancel calls the command back at once (mp_path_task_cb), which unlinks it. */
+	while (again) {
+		again = false;
+		gw_list_for_each_entry(io, &p->inflight, node) {
+			if (io->tmf != MP_IO_ABORTING || !io->task)
+				continue;
+			if (iscsi_scsi_cancel_task(p->ctx, io->task) != 0)
+				mp_path_task_cb(p->ctx, SCSI_STATUS_CANCELLED, NULL, io);
+			again = true;
+			break;
+		}
+	}
+}
+
+static void mp_path_tmf_cb_native(void *arg, const struct mp_ini_result *r)
+{
+	struct mp_path *p;
+
+	if (!mp_tmf_req_take(arg, &p))
+		return;
+	mp_path_tmf_answer(p, r->status);
+}
+
+static int mp_path_tmf_native(struct mp_path *p, enum mp_ini_tmf fn, const struct mp_io *io)
+{
+	struct mp_tmf_req *r = mp_tmf_req_new(p);
+	struct mp_path *q;
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	rc = mp_ini_tmf(p->ini, fn, p->lun_nr, io, mp_path_tmf_cb_native, r);
+	if (rc < 0)
+		mp_tmf_req_take(r, &q);
+	return rc;
+}
+
+static int mp_path_abort_native(struct mp_path *p, struct mp_io *io)
+{
+	return mp_path_tmf_native(p, MP_INI_ABORT_TASK, io);
+}
+
+static int mp_path_lun_reset_native(struct mp_path *p)
+{
+	return mp_path_tmf_native(p, MP_INI_LUN_RESET, NULL);
+}
+
+static void mp_path_release_native(struct mp_path *p)
+{
+	(void)p;	/* mp_ini ended what the target's "function complete" took */
+}
+
 /* libiscsi URLs may carry "user%password@": status and metrics show the user only. */
 char *mp_url_strip(const char *url)
 {
@@ -1680,6 +2095,14 @@ json_t *mp_path_status(const struct mp_path *p, uint64_t now)
 	json_object_set_new(o, "ios", json_integer((json_int_t)p->ios));
 	json_object_set_new(o, "errors", json_integer((json_int_t)p->errors));
 	json_object_set_new(o, "failovers", json_integer((json_int_t)p->failovers));
+	json_object_set_new(o, "aborts", json_integer((json_int_t)p->aborts));
+	json_object_set_new(o, "aborts_failed", json_integer((json_int_t)p->aborts_failed));
+	json_object_set_new(o, "lun_resets", json_integer((json_int_t)p->lun_resets));
+	json_object_set_new(o, "fence_waits", json_integer((json_int_t)p->fence_waits));
+	json_object_set_new(o, "fence_expired", json_integer((json_int_t)p->fence_expired));
+	json_object_set_new(o, "fenced", json_integer(p->nr_fenced));
+	if (p->tmf != MP_TMF_NONE)
+		json_object_set_new(o, "task_management", json_string(mp_tmf_name(p->tmf)));
 	json_object_set_new(o, "logins", json_integer(p->logins));
 	json_object_set_new(o, "latency_us", json_integer((json_int_t)p->lat_ewma_us));
 	if (p->max_xfer)
@@ -1701,6 +2124,9 @@ static const struct mp_engine_ops mp_engine_libiscsi = {
 	.ctl_send = mp_path_ctl_send_libiscsi,
 	.nop = mp_path_nop_libiscsi,
 	.send = mp_path_send_libiscsi,
+	.abort = mp_path_abort_libiscsi,
+	.lun_reset = mp_path_lun_reset_libiscsi,
+	.release = mp_path_release_libiscsi,
 };
 
 static const struct mp_engine_ops mp_engine_native = {
@@ -1710,4 +2136,7 @@ static const struct mp_engine_ops mp_engine_native = {
 	.ctl_send = mp_path_ctl_send_native,
 	.nop = mp_path_nop_native,
 	.send = mp_path_send_native,
+	.abort = mp_path_abort_native,
+	.lun_reset = mp_path_lun_reset_native,
+	.release = mp_path_release_native,
 };

@@ -163,7 +163,8 @@ int mp_path_rank(const struct mp_lun *lun, const struct mp_path *p)
 
 bool mp_path_usable(const struct mp_path *p)
 {
-	return p->state == MP_PATH_ACTIVE;
+	/* A path aborting commands gets nothing new until it knows what became of them. */
+	return p->state == MP_PATH_ACTIVE && p->tmf == MP_TMF_NONE;
 }
 
 bool mp_path_has_room(const struct mp_path *p)
@@ -352,4 +353,55 @@ const char *mp_lun_state_name(enum mp_lun_state s)
 		return "failing";
 	}
 	return "?";
+}
+
+/* The abort policy's decisions (mp_priv.h): pure, for the unit tests. */
+
+bool mp_op_changes_medium(enum mp_op op)
+{
+	switch (op) {
+	case MP_READ:
+	case MP_FLUSH:
+		return false;
+	case MP_WRITE:
+	case MP_UNMAP:
+	case MP_WRITE_ZEROES:
+	case MP_COMPARE_AND_WRITE:
+		return true;
+	}
+	return true;	/* an op added later is a write until it says otherwise */
+}
+
+enum mp_tmf_step mp_tmf_escalate(enum mp_tmf_step from, bool session_up)
+{
+	/* ABORT TASK -> LUN RESET -> drop: each step takes more with it, and only a session
+	 * that is still up can carry a reset. */
+	if (from == MP_TMF_NONE && session_up)
+		return MP_TMF_ABORT;
+	if (from == MP_TMF_ABORT && session_up)
+		return MP_TMF_RESET;
+	return MP_TMF_DROP;
+}
+
+uint64_t mp_tmf_bound_ms(const struct mp_conf *conf)
+{
+	/* As long as a NOP may go unanswered: a TMF is immediate, the target answers it ahead of
+	 * queued commands, so a session that cannot answer it within that time cannot be trusted
+	 * to answer it at all. */
+	return conf->nop_timeout_ms ? conf->nop_timeout_ms : 1000;
+}
+
+uint64_t mp_fence_bound_ms(const struct mp_conf *conf)
+{
+	int32_t n = 0;
+	uint64_t ms, lo = (uint64_t)conf->login_timeout * 1000, hi = (uint64_t)conf->io_timeout * 1000;
+
+	if (mp_parse_no_path_retry(conf->no_path_retry, &n) < 0)
+		n = 0;
+	ms = n < 0 ? hi : (uint64_t)n * conf->polling_interval * 1000;
+	if (ms < lo)
+		ms = lo;
+	if (hi && ms > hi)
+		ms = hi;
+	return ms;
 }

@@ -61,6 +61,42 @@ enum mp_probe_step {
 #define MP_ISER_STALE_WAIT_MS 30000u
 
 /*
+ * The abort policy (docs/ARCHITECTURE.md, "Aborts before re-drives"). A command a path does not
+ * answer in time is aborted there (ABORT TASK); an abort not answered within the bound
+ * escalates to a LUN RESET on that path while its session is up, and a reset not answered
+ * drops the session. A command that changes the medium is sent again elsewhere only once its
+ * abort (or reset) is confirmed, or once the dropped session is known to be gone (the path's
+ * next login with the same ISID reinstates it: RFC 7143 §6.3.5), or, for a path that stays
+ * unreachable, after the fence bound. Reads go elsewhere at once.
+ */
+enum mp_io_tmf {
+	MP_IO_TMF_NONE,
+	MP_IO_ABORTING,		/* ABORT TASK or LUN RESET sent for it: still the engine's */
+	MP_IO_FENCED,		/* a write of a dropped session: on p->fenced until it is gone */
+};
+
+enum mp_tmf_step {
+	MP_TMF_NONE,		/* no task management under way */
+	MP_TMF_ABORT,		/* ABORT TASKs sent, answers pending */
+	MP_TMF_RESET,		/* LUN RESET sent */
+	MP_TMF_DROP,		/* give up on the session: fail the path, fence its writes */
+};
+
+/* A command that may change the medium (WRITE, WRITE SAME, UNMAP, COMPARE AND WRITE): never
+ * sent twice while an earlier copy may still run. READ and SYNCHRONIZE CACHE may. */
+bool mp_op_changes_medium(enum mp_op op);
+/* The next step when the current one failed or ran out of time. */
+enum mp_tmf_step mp_tmf_escalate(enum mp_tmf_step from, bool session_up);
+/* How long an ABORT TASK or LUN RESET may go unanswered (ms). */
+uint64_t mp_tmf_bound_ms(const struct mp_conf *conf);
+/* How long writes of a dropped session wait for its reinstatement before they go elsewhere
+ * anyway (ms): the LUN's no-path wait (no_path_retry x polling_interval), at least one
+ * login_timeout, at most io_timeout. */
+uint64_t mp_fence_bound_ms(const struct mp_conf *conf);
+
+struct mp_tmf_req;
+
+/*
  * What a path reports to the LUN that owns it. The owner registers these at mp_path_init; a
  * path never calls into mp_lun.c by name. Each gets the owner and the path or I/O concerned.
  */
@@ -111,6 +147,17 @@ struct mp_path {
 	struct gw_defer flush;		/* writes the commands queued this loop round */
 	struct iscsi_context *dying;	/* context to destroy from the teardown defer */
 
+	uint32_t isid_rnd;		/* the ISID's random part: the same on every login */
+	enum mp_tmf_step tmf;		/* task management under way */
+	uint32_t tmf_pending;		/* its answers not in yet */
+	bool tmf_failed;		/* one answer was not "complete" / "no such task" */
+	uint64_t tmf_deadline_ms;
+	uint32_t tmf_gen;		/* which round an answer belongs to */
+	struct mp_tmf_req *tmf_reqs;	/* answers awaited (freed with the session) */
+	struct gw_list fenced;		/* struct mp_io: writes of a dropped session */
+	uint32_t nr_fenced;
+	uint64_t fence_deadline_ms;
+
 	struct gw_list inflight;	/* struct mp_io */
 	uint32_t nr_inflight;
 	uint64_t inflight_bytes;
@@ -146,6 +193,11 @@ struct mp_path {
 	uint64_t ios;
 	uint64_t errors;		/* path failures and failed logins */
 	uint64_t failovers;		/* I/Os moved away from this path */
+	uint64_t aborts;		/* ABORT TASKs sent */
+	uint64_t aborts_failed;		/* not answered in time, or refused */
+	uint64_t lun_resets;		/* LUN RESETs sent */
+	uint64_t fence_waits;		/* writes held until a dropped session was gone */
+	uint64_t fence_expired;		/* of those, let go by the bound, not by reinstatement */
 	uint64_t lat_ewma_us;
 	char last_error[MP_ERR_MAX];
 	uint64_t state_since_ms;

@@ -76,7 +76,11 @@ struct fake_tgt {
 	struct fake_answer answer;	/* for I/O not held */
 	uint8_t caw_blocks;		/* VPD B0 MAXIMUM COMPARE AND WRITE LENGTH; 0: no page */
 	uint32_t sense_info;		/* CHECK CONDITION of I/O: INFORMATION in the sense bytes */
+	bool tmf_hold;			/* task management requests are never answered */
+	uint32_t tmf_response;		/* else their answer (RFC 7143 §11.6.1) */
 	unsigned int logins, ios, reads, writes, caws;
+	unsigned int aborts, lun_resets;	/* task management requests received */
+	uint32_t isid_rnd;		/* of the last context connected */
 };
 
 static struct fake_tgt fake_tgt[FAKE_NTGT];
@@ -88,6 +92,7 @@ struct fake_cmd {
 	void *priv;
 	bool held;
 	bool sent;			/* fake_fds: written by a POLLOUT service */
+	int tmf;			/* a task management request: its function */
 };
 
 /* Contexts get an eventfd "socket" (see the top of this file). */
@@ -100,6 +105,7 @@ struct iscsi_context {
 	struct fake_cmd *cmds;		/* in order */
 	char err[96];
 	int slot;
+	uint32_t isid_rnd;
 	int fd;				/* fake_fds: the "socket", -1 before connect */
 	bool full;			/* the socket takes nothing: POLLOUT services write nothing */
 	unsigned int writes;		/* POLLOUT services that wrote something */
@@ -275,6 +281,7 @@ int iscsi_connect_async(struct iscsi_context *c, const char *portal, iscsi_comma
 		return -1;
 	}
 	c->tgt = &fake_tgt[n - 1];
+	c->tgt->isid_rnd = c->isid_rnd;
 	if (fake_fds) {
 		c->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		cr_assert_geq(c->fd, 0);
@@ -380,6 +387,53 @@ int iscsi_scsi_command_async(struct iscsi_context *c, int lun, struct scsi_task 
 	(void)data;
 	fake_queue(c, task, cb, private_data);
 	return 0;
+}
+
+int iscsi_set_isid_random(struct iscsi_context *c, uint32_t rnd, uint32_t qualifier)
+{
+	(void)qualifier;
+	c->isid_rnd = rnd;
+	return 0;
+}
+
+/* Answered by fake_iscsi_run unless the port has tmf_hold; a function complete takes the
+ * commands it names only when the initiator cancels them (as libiscsi leaves them). */
+int iscsi_task_mgmt_async(struct iscsi_context *c, int lun, enum iscsi_task_mgmt_funcs function,
+			  uint32_t ritt, uint32_t rcmdsn, iscsi_command_cb cb, void *private_data)
+{
+	struct fake_cmd *cmd = calloc(1, sizeof(*cmd)), **pp = &c->cmds;
+
+	(void)lun;
+	(void)ritt;
+	(void)rcmdsn;
+	cr_assert_not_null(cmd);
+	cmd->tmf = function;
+	cmd->cb = cb;
+	cmd->priv = private_data;
+	if (function == ISCSI_TM_ABORT_TASK)
+		c->tgt->aborts++;
+	else
+		c->tgt->lun_resets++;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = cmd;
+	return 0;
+}
+
+int iscsi_scsi_cancel_task(struct iscsi_context *c, struct scsi_task *task)
+{
+	for (struct fake_cmd **pp = &c->cmds; *pp; pp = &(*pp)->next) {
+		struct fake_cmd *cmd = *pp;
+
+		if (cmd->task != task)
+			continue;
+		*pp = cmd->next;
+		task->status = SCSI_STATUS_CANCELLED;
+		cmd->cb(c, SCSI_STATUS_CANCELLED, task, cmd->priv);
+		free(cmd);
+		return 0;
+	}
+	return -1;
 }
 
 int iscsi_nop_out_async(struct iscsi_context *c, iscsi_command_cb cb, unsigned char *data,
@@ -503,6 +557,13 @@ static int fake_answer_io(struct fake_tgt *tg, struct scsi_task *t, const struct
 /* Answers cmd (already unlinked) and frees it. */
 static void fake_deliver(struct iscsi_context *c, struct fake_cmd *cmd, int status)
 {
+	if (cmd->tmf) {
+		uint32_t resp = c->tgt->tmf_response;
+
+		cmd->cb(c, status, status == SCSI_STATUS_GOOD ? &resp : NULL, cmd->priv);
+		free(cmd);
+		return;
+	}
 	if (cmd->task)
 		cmd->task->status = status;
 	cmd->cb(c, status, cmd->task, cmd->priv);
@@ -518,8 +579,12 @@ static int fake_answer_cmd(struct iscsi_context *c, struct fake_cmd *cmd)
 		return -1;
 	if (c->tgt->down)
 		return SCSI_STATUS_ERROR;
+	if (cmd->tmf && c->tgt->tmf_hold) {
+		cmd->held = true;
+		return -1;
+	}
 	if (!cmd->task)
-		return SCSI_STATUS_GOOD;	/* NOP-In */
+		return SCSI_STATUS_GOOD;	/* NOP-In, or the answer to a TMF */
 	st = fake_answer_ctl(c->tgt, cmd->task);
 	if (st < 0 && c->tgt->hold) {
 		cmd->held = true;
@@ -589,7 +654,7 @@ static __attribute__((unused)) int fake_held(int tgt)
 	for (int i = 0; i < FAKE_NCTX; i++)
 		for (struct fake_cmd *cmd = fake_ctx[i] ? fake_ctx[i]->cmds : NULL; cmd;
 		     cmd = cmd->next)
-			if (cmd->held && fake_ctx[i]->tgt == &fake_tgt[tgt])
+			if (cmd->held && !cmd->tmf && fake_ctx[i]->tgt == &fake_tgt[tgt])
 				n++;
 	return n;
 }

@@ -257,3 +257,43 @@ Test(mp_select, full_paths_are_passed_over)
 		cr_assert_eq(mp_select(&lun, lun.cur_rank, 4096, NULL), &paths[0]);
 	}
 }
+
+/* The abort policy's decisions (mp_priv.h). */
+
+Test(mp_tmf, only_reads_and_sync_may_run_twice)
+{
+	cr_expect_not(mp_op_changes_medium(MP_READ));
+	cr_expect_not(mp_op_changes_medium(MP_FLUSH));
+	cr_expect(mp_op_changes_medium(MP_WRITE));
+	cr_expect(mp_op_changes_medium(MP_WRITE_ZEROES));
+	cr_expect(mp_op_changes_medium(MP_UNMAP));
+	cr_expect(mp_op_changes_medium(MP_COMPARE_AND_WRITE));
+}
+
+Test(mp_tmf, escalation_goes_abort_reset_drop)
+{
+	cr_expect_eq(mp_tmf_escalate(MP_TMF_NONE, true), MP_TMF_ABORT);
+	cr_expect_eq(mp_tmf_escalate(MP_TMF_ABORT, true), MP_TMF_RESET);
+	cr_expect_eq(mp_tmf_escalate(MP_TMF_RESET, true), MP_TMF_DROP);
+	/* A broken session carries no task management: straight to dropping it. */
+	cr_expect_eq(mp_tmf_escalate(MP_TMF_NONE, false), MP_TMF_DROP);
+	cr_expect_eq(mp_tmf_escalate(MP_TMF_ABORT, false), MP_TMF_DROP);
+}
+
+Test(mp_tmf, bounds_follow_the_lun_settings)
+{
+	struct mp_conf c;
+
+	cr_assert_eq(mp_conf_defaults(&c), 0);
+	cr_expect_eq(mp_tmf_bound_ms(&c), c.nop_timeout_ms);
+	/* Default no_path_retry 4 x polling_interval 5 s: the LUN's own no-path wait. */
+	cr_expect_eq(mp_fence_bound_ms(&c), 4ull * c.polling_interval * 1000);
+	free(c.no_path_retry);
+	c.no_path_retry = strdup("queue");
+	cr_expect_eq(mp_fence_bound_ms(&c), (uint64_t)c.io_timeout * 1000, "queue: io_timeout");
+	free(c.no_path_retry);
+	c.no_path_retry = strdup("fail");
+	cr_expect_eq(mp_fence_bound_ms(&c), (uint64_t)c.login_timeout * 1000,
+		     "at least one login");
+	mp_conf_free(&c);
+}
