@@ -218,9 +218,16 @@ host_stop() {
 check "state: two loops in the \"loops\" array" st_is 'len(loops) == 2 and sorted(lidx(l) for l in loops) == [0, 1]'
 
 # isergw-verify back to back on LUN 3 until $T_DIR/verify.stop exists, one line per run.
+# While $T_DIR/verify.pause exists it starts no run and says so with $T_DIR/verify.idle.
 verifier() {
 	local seed=1 rc
 	while [ ! -e "$T_DIR/verify.stop" ]; do
+		if [ -e "$T_DIR/verify.pause" ]; then
+			: >"$T_DIR/verify.idle"
+			sleep 0.1
+			continue
+		fi
+		rm -f "$T_DIR/verify.idle"
 		timeout -k 5 120 "$VERIFY" -q -i "$INI_V" -s "$seed" -n 60 -M 512 -m 256k -S 128M \
 			"$URL/3" >"$T_DIR/verify.$seed.out" 2>&1
 		rc=$?
@@ -228,14 +235,25 @@ verifier() {
 		seed=$((seed + 1))
 	done
 }
+# Placement goes to the loop with the fewest connections, so the verifier's session, logged
+# in on either loop at any moment, would decide where a host lands. It pauses (its current
+# run ends, its session is gone) while a host whose loop a check names logs in.
+verifier_pause() {
+	: >"$T_DIR/verify.pause"
+	t_wait_for 150 test -e "$T_DIR/verify.idle" &&
+		t_wait_for 15 st_is "len(sess('$INI_V')) == 0"
+}
+verifier_resume() { rm -f "$T_DIR/verify.pause" "$T_DIR/verify.idle"; }
 : >"$T_DIR/verify.runs"
 verifier &
 VERIFIER_PID=$!
 T_PIDS+=("$VERIFIER_PID")
 T_PID_NAME[$VERIFIER_PID]=verifier
 
+check "the verifier pauses for the hosts' logins" verifier_pause
 check "host A (initiator 1) logs in and answers" host_start A "$T_INI1" 1
 check "host B (initiator 2) logs in and answers" host_start B "$T_INI2" 2
+verifier_resume
 LOOP_A=$(loop_of "$T_INI1")
 LOOP_B=$(loop_of "$T_INI2")
 t_log "  host A on loop ${LOOP_A:-?}, host B on loop ${LOOP_B:-?}"
@@ -348,14 +366,18 @@ check "RESET: host A on LUN 2" host_expect A "lun 2" '^lun: good$'
 # commands, A resets LUN 2; the writer must end by itself within 20 s, having seen the reset.
 reset_round() {
 	local n=$1 out=$T_DIR/writer.$1.out pid wl t0
+	# The writer logs in with the verifier paused: A's loop holds A, the other nothing.
+	verifier_pause || { echo "the verifier did not pause"; verifier_resume; return 1; }
 	timeout -k 5 90 "$BENCH" -i "$INI_W" -w -q 16 -b 4096 -t 60 -S 32M "$URL/2" >"$out" 2>&1 &
 	pid=$!
 	if ! t_wait_for 20 st_is "len(sess('$INI_W')) == 1 and sess('$INI_W')[0].get('commands', 0) > 200"; then
 		echo "the writer's session did not complete 200 commands within 20 s"
+		verifier_resume
 		kill "$pid" 2>/dev/null
 		wait "$pid"
 		return 1
 	fi
+	verifier_resume
 	wl=$(loop_of "$INI_W")
 	echo "round $n: writer on loop $wl, host A on loop $LOOP_A"
 	echo "$n $wl" >>"$T_DIR/writer.loops"
