@@ -14,8 +14,10 @@
 # (or _B) exports both as LUN 0 and LUN 1 of one target in that gateway, as before. For every
 # row and run the client measures, in an order rotated from run to run: tgtd directly, A
 # proxied, B proxied, and (BENCH_AB_LOCAL=1) A and B local.
-# Per side: IOPS, MiB/s, and the gateway's CPU per I/O (isergwd utime+stime over the run from
-# /proc/PID/stat, divided by the I/Os). Printed: the medians, B/A for IOPS and CPU per I/O, and
+# Per side: IOPS, MiB/s, the gateway's CPU per I/O (isergwd utime+stime over the run from
+# /proc/PID/stat, divided by the I/Os), and the machine's CPU per I/O (every CPU's busy time
+# from /proc/stat, whatever ran there: client, tgtd, gateways, the kernel's TCP) with the
+# machine's busy share over the run. Printed: the medians, B/A for IOPS and CPU per I/O, and
 # each side against direct.
 #
 # Environment: BUILD_A, BUILD_B (build trees holding isergwd; B defaults to $BUILD), BUILD (the
@@ -132,6 +134,12 @@ median() {
 	END { printf "%.1f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# machine_ticks: busy and all clock ticks of every CPU so far (/proc/stat's "cpu" line: user,
+# nice, system, irq, softirq and steal are busy; idle and iowait are not).
+machine_ticks() {
+	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat
+}
+
 ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 <= 0) print "-";
 		else printf "%.2f\n", a / b }'
@@ -175,10 +183,12 @@ TABLE=$T_DIR/ab.md
 {
 	printf '| workload | metric | direct | A proxied | B proxied | B/A | A/direct | B/direct |'
 	printf ' A CPU µs/IO | B CPU µs/IO | B/A CPU |'
+	printf ' machine CPU µs/IO: direct | A | B | machine busy: direct | A | B |'
 	[ "$LOCAL" = 1 ] && printf ' A local | B local | A local CPU µs/IO | B local CPU µs/IO |'
 	[ "$STRACE" = 1 ] && printf ' A syscalls/IO | B syscalls/IO |'
 	echo
 	printf '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+	printf ' ---: | ---: | ---: | ---: | ---: | ---: |'
 	[ "$LOCAL" = 1 ] && printf ' ---: | ---: | ---: | ---: |'
 	[ "$STRACE" = 1 ] && printf ' ---: | ---: |'
 	echo
@@ -186,7 +196,7 @@ TABLE=$T_DIR/ab.md
 while read -r name args metric; do
 	[ -n "$name" ] || continue
 	[ -z "${BENCH_AB_ROWS:-}" ] || [[ " $BENCH_AB_ROWS " == *" $name "* ]] || continue
-	declare -A V=() C=()
+	declare -A V=() C=() MU=() MB=()
 	for run in $(seq 1 "$BENCH_RUNS"); do
 		# Rotate the order by one side per run.
 		read -ra s <<<"$SIDES"
@@ -196,10 +206,12 @@ while read -r name args metric; do
 			pid=
 			case $side in ?A) pid=${GPID[A]} ;; ?B) pid=${GPID[B]} ;; esac
 			c0=$([ -n "$pid" ] && t_cpu_ticks "$pid")
+			read -r m0 a0 < <(machine_ticks)
 			# shellcheck disable=SC2086
 			line=$(timeout -k 5 $((BENCH_SECS + 60)) ip netns exec "$NS_GW" "$BENCH" \
 				${args//,/ } -t "$BENCH_SECS" "${URL[$side]}" </dev/null 2>&1 | grep '^bench:' | tail -n 1)
 			c1=$([ -n "$pid" ] && t_cpu_ticks "$pid")
+			read -r m1 a1 < <(machine_ticks)
 			echo "$run $side $line" >>"$T_DIR/ab-$name.out"
 			v=$(field "$metric" "$line")
 			if [ -z "$v" ] || [ "$(field errors "$line")" != 0 ]; then
@@ -207,27 +219,36 @@ while read -r name args metric; do
 				continue
 			fi
 			V[$side]="${V[$side]:-} $v"
+			MU[$side]="${MU[$side]:-} $(awk -v a="$m0" -v b="$m1" -v n="$(field ios "$line")" \
+				-v hz="$CLK_TCK" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')"
+			MB[$side]="${MB[$side]:-} $(awk -v b="$((m1 - m0))" -v t="$((a1 - a0))" \
+				'BEGIN { printf "%.0f", (t > 0 ? 100 * b / t : 0) }')"
 			if [ -n "$pid" ]; then
 				C[$side]="${C[$side]:-} $(awk -v a="$c0" -v b="$c1" -v n="$(field ios "$line")" \
 					-v hz="$CLK_TCK" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')"
 			fi
 		done
 	done
-	declare -A M=() MC=()
+	declare -A M=() MC=() MMU=() MMB=()
 	for side in $SIDES; do
 		# shellcheck disable=SC2086
 		M[$side]=$(median ${V[$side]:-})
 		# shellcheck disable=SC2086
 		MC[$side]=$(median ${C[$side]:-})
+		# shellcheck disable=SC2086
+		MMU[$side]=$(median ${MU[$side]:-})
+		# shellcheck disable=SC2086
+		MMB[$side]=$(median ${MB[$side]:-})
 	done
 	line="| $name | $metric | ${M[D]} | ${M[GA]} | ${M[GB]} | $(ratio "${M[GB]}" "${M[GA]}") |"
 	line="$line $(ratio "${M[GA]}" "${M[D]}") | $(ratio "${M[GB]}" "${M[D]}") |"
 	line="$line ${MC[GA]} | ${MC[GB]} | $(ratio "${MC[GB]}" "${MC[GA]}") |"
+	line="$line ${MMU[D]} | ${MMU[GA]} | ${MMU[GB]} | ${MMB[D]}% | ${MMB[GA]}% | ${MMB[GB]}% |"
 	[ "$LOCAL" = 1 ] && line="$line ${M[LA]} | ${M[LB]} | ${MC[LA]} | ${MC[LB]} |"
 	[ "$STRACE" = 1 ] && line="$line $(syscalls GA "$args") | $(syscalls GB "$args") |"
 	echo "$line" >>"$TABLE"
 	pass "$name: B/A $metric $(ratio "${M[GB]}" "${M[GA]}"), CPU per I/O B/A $(ratio "${MC[GB]}" "${MC[GA]}")"
-	unset V C M MC
+	unset V C M MC MU MB MMU MMB
 done <<<"$ROWS"
 
 # Phases of a QD 1 512 KiB read per side (BENCH_AB_PHASES=1): a packet capture in the client's
