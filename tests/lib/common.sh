@@ -374,6 +374,24 @@ t_cpu_ticks() {
 # ---- tgtd ---------------------------------------------------------------------------------
 
 T_TGT_CTL=
+T_TGT_GIVEN=" "
+# t_tgt_instance BASE: sets T_TGT_N to a tgtd control instance number (`tgtd -C N`: its unix
+# socket and lock file /var/run/tgtd/socket.N[.lock]) in BASE..BASE+999 that no running tgtd
+# uses (another run's suites may have tgtds of their own up: a second tgtd on the same number
+# exits with "another tgtd is using ...") and that this run has not handed out before.
+t_tgt_instance() {
+	local base=$1 used n i
+	used=" $(pgrep -a tgtd | sed -n 's/.* -C \([0-9]*\).*/\1/p' | tr '\n' ' ')"
+	for i in $(seq 1 100); do
+		n=$((base + SRANDOM % 1000))
+		[[ "$used$T_TGT_GIVEN" == *" $n "* ]] && continue
+		T_TGT_GIVEN="$T_TGT_GIVEN$n "
+		T_TGT_N=$n
+		return 0
+	done
+	return 1
+}
+
 tgtadm_c() {
 	timeout -k 5 20 tgtadm -C "$T_TGT_CTL" --lld iscsi "$@"
 }
@@ -381,9 +399,8 @@ tgtadm_c() {
 # tgt_start PORT LOG: tgtd with its own control port, iSCSI portal 127.0.0.1:PORT.
 tgt_start() {
 	local port=$1 log=$2 ctl
-	ctl=$(t_free_port) || return 1
-	# The control port is the "-C" instance number, an abstract unix socket name suffix.
-	ctl=$((ctl % 1000 + 100))
+	t_tgt_instance 100 || return 1
+	ctl=$T_TGT_N
 	T_TGT_CTL=$ctl
 	t_daemon_start tgtd tgtd "$log" tgtd -f -C "$ctl" --iscsi "portal=$T_HOST:$port"
 	T_PID_CTL[$T_LAST_PID]=$ctl

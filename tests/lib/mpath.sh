@@ -32,8 +32,8 @@ mp_link() {
 mp_tgtd() {
 	local name=$1 ns=$2 iqn=$3 backing=$4 sid=$5 ctl p i
 	shift 5
-	ctl=$(t_free_port) || return 1
-	ctl=$((ctl % 1000 + 2000))
+	t_tgt_instance 2000 || return 1
+	ctl=$T_TGT_N
 	t_daemon_start "tgtd-$name" tgtd "$T_DIR/tgtd-$name.log" \
 		ip netns exec "$ns" tgtd -f -C "$ctl" --iscsi "portal=$1"
 	T_PID_CTL[$T_LAST_PID]=$ctl
