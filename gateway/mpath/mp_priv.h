@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to gateway/mpath/: the LUN and path structures, and the pure policy functions
- * (grouping, priority, selectors, failback, backoff, error classification) the unit tests
- * drive with fake path data.
+ * Private to gateway/mpath/: the LUN and path structures, the engines' ops table the path's
+ * files share (mp_path.c, mp_path_tmf.c), and the pure policy functions (grouping, priority,
+ * selectors, failback, backoff, error classification) the unit tests drive with fake path data.
  */
 #ifndef MP_PRIV_H
 #define MP_PRIV_H
