@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to gateway/mpath/: the LUN and path structures, the engines' ops table the path's
- * files share (mp_path.c, mp_path_tmf.c), and the pure policy functions (grouping, priority,
+ * files share (mp_path.c, mp_path_native.c, mp_path_tmf.c), and the pure policy functions (grouping, priority,
  * selectors, failback, backoff, error classification) the unit tests drive with fake path data.
  */
 #ifndef MP_PRIV_H
@@ -140,7 +140,7 @@ struct mp_path {
 	enum mp_path_state state;
 	struct iscsi_context *ctx;
 	bool native;			/* engine "native": ini instead of ctx (TCP paths) */
-	const struct mp_engine_ops *eng;	/* the engine's calls (tables: mp_path.c) */
+	const struct mp_engine_ops *eng;	/* the engine's calls (struct mp_engine_ops below) */
 	struct mp_ini *ini;
 	struct mp_ini *ini_dying;	/* to destroy from the teardown defer */
 	struct mp_ctl_native *ctl_native;	/* the native control command in flight */
@@ -336,6 +336,22 @@ json_t *mp_url_public(const char *url);
 char *mp_url_strip(const char *url);
 /* libiscsi's callback of an I/O command (the libiscsi engine's release cancels through it). */
 void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data, void *priv);
+/* What an engine reports to the path (mp_path_native.c's as libiscsi's callbacks do). */
+void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const char *why);
+/* The session is logged in (status SCSI_STATUS_GOOD): the probe starts. libiscsi's login
+ * callback; the native engine calls it with iscsi NULL. */
+void mp_path_login_cb(struct iscsi_context *iscsi, int status, void *data, void *priv);
+/* io's answer, from either engine: status (or a transport status), the sense key and codes,
+ * and the raw sense for a COMPARE AND WRITE. stale: from a connection the path has left. */
+void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8_t asc,
+		    uint8_t ascq, const uint8_t *raw, size_t raw_len, const char *errtxt);
+/* Every I/O still on the path goes back to the LUN; the control command is dropped. */
+void mp_path_give_back_all(struct mp_path *p);
+
+/* mp_path_native.c: the native engine (mp_ini) under a path */
+extern const struct mp_engine_ops mp_engine_native;
+/* Destroys ini, a connection the path has left, and gives back what was on it. */
+void mp_path_destroy_ini(struct mp_path *p, struct mp_ini *ini);
 
 /* mp_path_tmf.c: the abort policy on a path and the fence of a dropped session's writes */
 const char *mp_tmf_name(enum mp_tmf_step st);

@@ -5,8 +5,9 @@
  * re-drives, retries, completions), the suite's set-up and tear-down, and the steps every test
  * takes (pump the fake back end and the loop, move the clock, bring the path up, send I/O).
  *
- * Included after fake_iscsi.h and the path's .c files (mp_path.c, mp_path_tmf.c), which it
- * reaches into; each test file declares its own TestSuite with setup and teardown.
+ * Included after fake_iscsi.h and the path's .c files (mp_path.c, mp_path_native.c,
+ * mp_path_tmf.c), which it reaches into; each test file declares its own TestSuite with setup
+ * and teardown.
  */
 #ifndef PATH_FIXTURE_H
 #define PATH_FIXTURE_H

@@ -10,8 +10,9 @@
  */
 #include "fake_iscsi.h"
 
-/* Both files of the path, compiled here on the fake clock and the fake libiscsi. */
+/* The path's files, compiled here on the fake clock and the fake libiscsi. */
 #include "../../../gateway/mpath/mp_path.c"
+#include "../../../gateway/mpath/mp_path_native.c"
 #include "../../../gateway/mpath/mp_path_tmf.c"
 
 #include "path_fixture.h"
