@@ -1185,6 +1185,24 @@ void mp_path_tick(struct mp_path *p, uint64_t now)
 
 /* I/O */
 
+void mp_path_inflight_add(struct mp_path *p, struct mp_io *io)
+{
+	io->path = p;
+	io->sent_ns = gw_now_ns();
+	gw_list_add_tail(&p->inflight, &io->node);
+	if (p->nr_inflight++ == 0)
+		p->last_rx_ms = gw_now_ms();
+	p->inflight_bytes += io->len;
+}
+
+void mp_path_inflight_undo(struct mp_path *p, struct mp_io *io)
+{
+	gw_list_del(&io->node);
+	p->nr_inflight--;
+	p->inflight_bytes -= io->len;
+	io->path = NULL;
+}
+
 /* io's answer, from either engine: status (or a transport status), the sense key and codes,
  * and the raw sense for a COMPARE AND WRITE. stale: from a connection the path has left. */
 void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8_t asc,
@@ -1427,19 +1445,11 @@ static int mp_path_send_libiscsi(struct mp_path *p, struct mp_io *io, const uint
 	else if (io->op == MP_WRITE || io->op == MP_COMPARE_AND_WRITE)
 		scsi_task_set_iov_out(task, (struct scsi_iovec *)(uintptr_t)io->iov, io->iovcnt);
 	io->task = task;
-	io->path = p;
-	io->sent_ns = gw_now_ns();
-	gw_list_add_tail(&p->inflight, &io->node);
-	if (p->nr_inflight++ == 0)
-		p->last_rx_ms = gw_now_ms();
-	p->inflight_bytes += io->len;
+	mp_path_inflight_add(p, io);
 	if (iscsi_scsi_command_async(p->ctx, p->lun_nr, task, mp_path_task_cb,
 				     (struct iscsi_data *)(uintptr_t)dp, io) != 0) {
-		gw_list_del(&io->node);
-		p->nr_inflight--;
-		p->inflight_bytes -= io->len;
+		mp_path_inflight_undo(p, io);
 		io->task = NULL;
-		io->path = NULL;
 		scsi_free_scsi_task(task);
 		mp_path_fail(p, "cannot queue a command: %s", mp_path_err(p));
 		return -EIO;

@@ -207,21 +207,13 @@ static int mp_path_send_native(struct mp_path *p, struct mp_io *io, const uint8_
 	}
 	io->task = NULL;
 	io->conn = p->ini;
-	io->path = p;
-	io->sent_ns = gw_now_ns();
-	gw_list_add_tail(&p->inflight, &io->node);
-	if (p->nr_inflight++ == 0)
-		p->last_rx_ms = gw_now_ms();
-	p->inflight_bytes += io->len;
+	mp_path_inflight_add(p, io);
 	rc = mp_ini_command(p->ini, p->lun_nr, cdb, cdb_len,
 			    dir == SCSI_XFER_READ ? MP_INI_READ :
 			    dir == SCSI_XFER_WRITE ? MP_INI_WRITE : MP_INI_NONE,
 			    xfer ? iov : NULL, xfer ? iovcnt : 0, xfer, mp_path_ini_io_cb, io);
 	if (rc < 0) {
-		gw_list_del(&io->node);
-		p->nr_inflight--;
-		p->inflight_bytes -= io->len;
-		io->path = NULL;
+		mp_path_inflight_undo(p, io);
 		io->conn = NULL;
 		mp_path_fail(p, "cannot queue a command: %s", strerror(-rc));
 		return -EIO;

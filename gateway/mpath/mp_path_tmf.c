@@ -7,7 +7,7 @@
  * The writes of a dropped session are fenced: held on p->fenced until its next login with the
  * same ISID reinstates it, or until the fence bound, and only then sent elsewhere.
  *
- * Each engine's ABORT TASK, LUN RESET and release (struct mp_engine_ops in mp_path.c) is here
+ * Each engine's ABORT TASK, LUN RESET and release (struct mp_engine_ops, mp_priv.h) is here
  * too: libiscsi's task management calls, and mp_ini's. Their answers come back through one
  * request per TMF (struct mp_tmf_req), which knows its round (tmf_gen) so that a late answer
  * to an older round is not taken for the current one.

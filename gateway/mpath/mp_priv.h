@@ -347,6 +347,10 @@ void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8
 		    uint8_t ascq, const uint8_t *raw, size_t raw_len, const char *errtxt);
 /* Every I/O still on the path goes back to the LUN; the control command is dropped. */
 void mp_path_give_back_all(struct mp_path *p);
+/* io, about to be queued by the engine, joins the path's commands in flight (sent now); undo
+ * takes it off again when the engine could not queue it. */
+void mp_path_inflight_add(struct mp_path *p, struct mp_io *io);
+void mp_path_inflight_undo(struct mp_path *p, struct mp_io *io);
 
 /* mp_path_native.c: the native engine (mp_ini) under a path */
 extern const struct mp_engine_ops mp_engine_native;
