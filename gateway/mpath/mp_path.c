@@ -17,6 +17,11 @@
  * scsi_task all the same, so that one set of callbacks reads both engines' answers, and I/O
  * ends in mp_path_io_end for both. What differs (connect, control command, NOP, I/O, error
  * text) is one const struct mp_engine_ops per engine, chosen at init (p->eng).
+ *
+ * The libiscsi engine's table is here (mp_engine_libiscsi); the native engine's calls and table
+ * are in mp_path_native.c. The abort policy (ABORT TASK, LUN RESET, dropping the session) and
+ * the fence that holds a dropped session's writes, with each engine's task management calls,
+ * are in mp_path_tmf.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,36 +49,7 @@ static void mp_path_flush_fn(struct gw_defer *d);
 static void mp_iser_job_done_fn(struct gw_notify *n);
 static void mp_iser_connect_start(struct mp_path *p, struct iscsi_context *ctx);
 
-/*
- * What differs between the engines, one const table each (libiscsi context, or mp_ini
- * connection for "engine": "native"): the call sites ask p->eng, never which engine a path
- * has. The path's states, probe, checker, stall detection and I/O ends are shared.
- */
-struct mp_engine_ops {
-	const char *name;
-	/* The last error, for messages. */
-	const char *(*err)(const struct mp_path *p);
-	/* Starts connect and login (state CONNECTING; a failure goes through mp_path_fail). */
-	void (*connect)(struct mp_path *p);
-	/* A control command (probe, checker) answered into a libiscsi scsi_task; owns task. */
-	int (*ctl_send)(struct mp_path *p, struct scsi_task *task, const uint8_t *cdb,
-			int cdb_len, int xfer, iscsi_command_cb cb);
-	/* A NOP-Out ping; 0 when sent (nop_pending is cleared by its answer). */
-	int (*nop)(struct mp_path *p);
-	/* io's command, its CDB built; 0, or < 0 having failed the path. */
-	int (*send)(struct mp_path *p, struct mp_io *io, const uint8_t *cdb, int cdb_len,
-		    int dir, uint32_t xfer, const struct iscsi_data *dp);
-	/* ABORT TASK for io / LUN RESET of the path's LUN: 0 when sent (the answer comes to
-	 * mp_path_tmf_answer), -EALREADY when io was never sent and has just ended cancelled,
-	 * -EOPNOTSUPP when the engine cannot, other < 0 when it could not be sent. */
-	int (*abort)(struct mp_path *p, struct mp_io *io);
-	int (*lun_reset)(struct mp_path *p);
-	/* The target confirmed: the commands marked MP_IO_ABORTING that the engine still holds
-	 * end now, cancelled (libiscsi keeps them; mp_ini has ended them already). */
-	void (*release)(struct mp_path *p);
-};
-
-static const struct mp_engine_ops mp_engine_libiscsi, mp_engine_native;
+static const struct mp_engine_ops mp_engine_libiscsi;
 
 static const char *mp_path_err(const struct mp_path *p)
 {
@@ -84,21 +60,6 @@ static const char *mp_path_err_libiscsi(const struct mp_path *p)
 {
 	return p->ctx ? iscsi_get_error(p->ctx) : "not connected";
 }
-
-static const char *mp_path_err_native(const struct mp_path *p)
-{
-	return p->ini ? mp_ini_error(p->ini) : "not connected";
-}
-
-/* A control command (probe, checker) on the native engine: its result goes into a libiscsi
- * scsi_task, so that one set of callbacks reads both engines' answers. */
-struct mp_ctl_native {
-	struct mp_path *p;
-	struct mp_ini *ini;
-	struct scsi_task *task;
-	iscsi_command_cb cb;
-	struct iovec iov;
-};
 
 /*
  * libiscsi 1.19's iSER connect does not return until its connection manager thread has seen
@@ -205,7 +166,7 @@ static bool mp_iser_job_abandon(struct mp_iser_job *job)
 	return !finished;
 }
 
-static void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const char *why)
+void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const char *why)
 {
 	if (p->state == st)
 		return;
@@ -300,152 +261,6 @@ int mp_path_init(struct mp_lun *lun, const struct mp_path_owner_ops *owner, stru
 	return rc;
 }
 
-/*
- * io was sent on p and p failed before the back end answered: it may or may not have run.
- * Anything but COMPARE AND WRITE is sent again (a READ or WRITE done twice gives the same
- * result); a COMPARE AND WRITE done twice would miscompare against its own write, so it fails
- * with the retryable MP_UNSURE_* sense and the host decides.
- */
-static void mp_path_give_back(struct mp_path *p, struct mp_io *io)
-{
-	if (io->op == MP_COMPARE_AND_WRITE) {
-		io->result = -EREMOTEIO;
-		mp_io_set_sense(io, MP_UNSURE_KEY, MP_UNSURE_ASC, MP_UNSURE_ASCQ);
-		p->lun->unsure_failed++;
-		gw_warn_rl(MP_LOG, "%s: path %s failed with a COMPARE AND WRITE in flight: "
-			   "its outcome is unknown, failed with 0B/08/00 for the host to retry",
-			   p->lun->name, p->url);
-		p->owner->complete(p->lun, io);
-		return;
-	}
-	io->tmf = MP_IO_TMF_NONE;
-	if (mp_op_changes_medium(io->op) && !p->lun->stopping) {
-		/* The old session may still run it: not elsewhere until that session is gone. */
-		if (!p->nr_fenced)
-			p->fence_deadline_ms = gw_now_ms() + mp_fence_bound_ms(&p->lun->conf);
-		io->tmf = MP_IO_FENCED;
-		gw_list_add_tail(&p->fenced, &io->node);
-		p->nr_fenced++;
-		p->fence_waits++;
-		return;
-	}
-	p->owner->redrive(p->lun, io, true);
-}
-
-/*
- * The writes of a dropped session go to the LUN again: its next login reinstated the session
- * (same ISID, TSIH 0: the target ended the old one's tasks first, RFC 7143 §6.3.5), or the
- * fence bound ran out (the path stayed unreachable: a write still queued in the back end may
- * land late, which is logged).
- */
-static void mp_path_unfence(struct mp_path *p, bool reinstated)
-{
-	struct mp_lun *lun = p->lun;
-	uint32_t n = p->nr_fenced;
-	struct mp_io *io, *t;
-
-	if (!n)
-		return;
-	gw_list_for_each_entry_safe(io, t, &p->fenced, node) {
-		gw_list_del(&io->node);
-		io->tmf = MP_IO_TMF_NONE;
-		p->nr_fenced--;
-		if (!reinstated && !lun->stopping)
-			p->fence_expired++;
-		if (!lun->destroying)
-			p->owner->redrive(lun, io, true);
-	}
-	if (lun->destroying || lun->stopping)
-		return;		/* shutting down: the LUN fails them */
-	if (reinstated)
-		gw_log_rl(GW_LOG_INFO, MP_LOG, "%s: path %s: the old session was reinstated by a "
-			  "new login: %u held writes re-driven", lun->name, p->url, n);
-	else
-		gw_warn_rl(MP_LOG, "%s: path %s: the dropped session was not seen to end within "
-			   "%llu ms: %u held writes re-driven anyway (one still queued in the back "
-			   "end could land late)", lun->name, p->url,
-			   (unsigned long long)mp_fence_bound_ms(&lun->conf), n);
-}
-
-static void mp_path_fence_note(struct mp_path *p, uint32_t before)
-{
-	if (p->nr_fenced > before && !p->lun->destroying)
-		gw_warn_rl(MP_LOG, "%s: path %s: session dropped with %u writes outstanding: they "
-			   "wait until it is reinstated by the next login (at most %llu ms) before "
-			   "going to another path", p->lun->name, p->url, p->nr_fenced - before,
-			   (unsigned long long)mp_fence_bound_ms(&p->lun->conf));
-}
-
-/* Task management requests awaiting their answer; freed with the session (an engine torn
- * down calls nothing back). */
-struct mp_tmf_req {
-	struct mp_tmf_req *next;
-	struct mp_path *p;
-	uint32_t gen;
-};
-
-static struct mp_tmf_req *mp_tmf_req_new(struct mp_path *p)
-{
-	struct mp_tmf_req *r = calloc(1, sizeof(*r));
-
-	if (!r)
-		return NULL;
-	r->p = p;
-	r->gen = p->tmf_gen;
-	r->next = p->tmf_reqs;
-	p->tmf_reqs = r;
-	return r;
-}
-
-/* Unlinks and frees r; true if its answer belongs to the path's current round. */
-static bool mp_tmf_req_take(struct mp_tmf_req *r, struct mp_path **out)
-{
-	struct mp_path *p = r->p;
-	struct mp_tmf_req **q = &p->tmf_reqs;
-	bool cur = r->gen == p->tmf_gen;
-
-	while (*q && *q != r)
-		q = &(*q)->next;
-	if (*q)
-		*q = r->next;
-	free(r);
-	*out = p;
-	return cur;
-}
-
-static void mp_tmf_reqs_free(struct mp_path *p)
-{
-	while (p->tmf_reqs) {
-		struct mp_tmf_req *r = p->tmf_reqs;
-
-		p->tmf_reqs = r->next;
-		free(r);
-	}
-}
-
-static void mp_path_give_back_all(struct mp_path *p);
-
-static void mp_path_destroy_ini(struct mp_path *p, struct mp_ini *ini)
-{
-	uint32_t fenced = p->nr_fenced;
-
-	mp_ini_destroy(ini);	/* resets the connection; calls nothing back */
-	mp_tmf_reqs_free(p);
-	if (p->ctl_native && p->ctl_native->ini == ini) {
-		free(p->ctl_native);
-		p->ctl_native = NULL;
-	}
-	/* As libiscsi's cancelled callbacks count them. */
-	if (!p->lun->destroying)
-		p->failovers += p->nr_inflight;
-	mp_path_give_back_all(p);
-	if (p->ctl_task) {
-		scsi_free_scsi_task(p->ctl_task);
-		p->ctl_task = NULL;
-	}
-	mp_path_fence_note(p, fenced);
-}
-
 static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 {
 	uint32_t fenced = p->nr_fenced;
@@ -492,7 +307,7 @@ static void mp_path_destroy_ctx(struct mp_path *p, struct iscsi_context *ctx)
 }
 
 /* Every I/O still on the path goes back to the LUN; the control command is dropped. */
-static void mp_path_give_back_all(struct mp_path *p)
+void mp_path_give_back_all(struct mp_path *p)
 {
 	struct mp_io *io, *t;
 
@@ -706,62 +521,6 @@ static void mp_path_flush_fn(struct gw_defer *d)
 }
 
 /* Control commands: the probe at login and the checker. */
-
-static void mp_path_ctl_native_done(void *arg, const struct mp_ini_result *r)
-{
-	struct mp_ctl_native *c = arg;
-	struct mp_path *p = c->p;
-	struct scsi_task *task = c->task;
-	/* Not the path's connection any more: a context pointer that is not p->ctx (NULL). */
-	struct iscsi_context *as = c->ini == p->ini ? NULL : (struct iscsi_context *)(void *)c;
-
-	int status = r->status == -ECANCELED ? SCSI_STATUS_CANCELLED : r->status;
-
-	if (p->ctl_native == c)
-		p->ctl_native = NULL;
-	task->status = status;
-	task->datain.data = c->iov.iov_base;
-	task->datain.size = (int)(r->data_len < c->iov.iov_len ? r->data_len : c->iov.iov_len);
-	if (r->sense_len >= 14 && (r->sense[0] & 0x7e) == 0x70) {
-		task->sense.key = (enum scsi_sense_key)(r->sense[2] & 0xf);
-		task->sense.ascq = r->sense[12] << 8 | r->sense[13];
-	} else if (r->sense_len >= 4 && (r->sense[0] & 0x7e) == 0x72) {
-		task->sense.key = (enum scsi_sense_key)(r->sense[1] & 0xf);
-		task->sense.ascq = r->sense[2] << 8 | r->sense[3];
-	}
-	c->cb(as, status, task, p);
-	free(c);
-}
-
-static int mp_path_ctl_send_native(struct mp_path *p, struct scsi_task *task, const uint8_t *cdb,
-				   int cdb_len, int xfer, iscsi_command_cb cb)
-{
-	struct mp_ctl_native *c = calloc(1, sizeof(*c));
-
-	/* The buffer is the task's datain from the start: scsi_free_scsi_task frees it, answered
-	 * or not (scsi_malloc's memory is not a block of its own). */
-	if (!c || (xfer && !(c->iov.iov_base = malloc((size_t)xfer)))) {
-		free(c);
-		scsi_free_scsi_task(task);
-		return -ENOMEM;
-	}
-	task->datain.data = c->iov.iov_base;
-	task->datain.size = 0;
-	c->p = p;
-	c->ini = p->ini;
-	c->task = task;
-	c->cb = cb;
-	c->iov.iov_len = (size_t)xfer;
-	if (mp_ini_command(p->ini, p->lun_nr, cdb, cdb_len, xfer ? MP_INI_READ : MP_INI_NONE,
-			   &c->iov, 1, (uint32_t)xfer, mp_path_ctl_native_done, c) < 0) {
-		free(c);
-		scsi_free_scsi_task(task);
-		return -EIO;
-	}
-	p->ctl_task = task;
-	p->ctl_native = c;
-	return 0;
-}
 
 static int mp_path_ctl_send(struct mp_path *p, const uint8_t *cdb, int cdb_len, int dir,
 			    int xfer, iscsi_command_cb cb)
@@ -1010,7 +769,7 @@ static void mp_path_probe_next(struct mp_path *p)
 		mp_path_fail(p, "cannot queue the identity probe: %s", mp_path_err(p));
 }
 
-static void mp_path_login_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+void mp_path_login_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
 {
 	struct mp_path *p = priv;
 
@@ -1084,47 +843,6 @@ static bool mp_iser_cm_created(const struct mp_path *p)
 	if (inet_pton(AF_INET, host, a) != 1 && inet_pton(AF_INET6, host, a) != 1)
 		return false;
 	return access("/dev/infiniband/rdma_cm", R_OK | W_OK) == 0;
-}
-
-static void mp_path_ini_event(struct mp_ini *ini, int err, void *arg)
-{
-	struct mp_path *p = arg;
-
-	if (ini != p->ini)
-		return;
-	if (err < 0) {
-		if (p->state == MP_PATH_CONNECTING)
-			mp_path_fail(p, "login to %s failed: %s", p->target, mp_ini_error(ini));
-		else
-			mp_path_fail(p, "connection error: %s", mp_ini_error(ini));
-		return;
-	}
-	mp_path_login_cb(NULL, SCSI_STATUS_GOOD, NULL, p);
-}
-
-static void mp_path_connect_native(struct mp_path *p)
-{
-	struct mp_ini_conf c = {
-		.portal = p->portal,
-		.target = p->target,
-		.initiator = p->initiator,
-		.chap_user = p->chap.user,
-		.chap_secret = p->chap.secret,
-		.mutual_user = p->chap.mutual_user,
-		.mutual_secret = p->chap.mutual_secret,
-		.header_digest = false,		/* as libiscsi's NONE_CRC32C: None first */
-	};
-	uint8_t isid[6] = { 0x80, (uint8_t)(p->isid_rnd >> 16), (uint8_t)(p->isid_rnd >> 8),
-			    (uint8_t)p->isid_rnd, (uint8_t)(p->idx >> 8), (uint8_t)p->idx };
-	int rc;
-
-	c.isid = isid;
-	mp_path_set_state(p, MP_PATH_CONNECTING, NULL);
-	rc = mp_ini_create(p->lun->loop, &c, mp_path_ini_event, p, &p->ini);
-	if (rc < 0) {
-		p->ini = NULL;
-		mp_path_fail(p, "connect to %s: %s", p->portal, strerror(-rc));
-	}
 }
 
 static void mp_path_connect(struct mp_path *p, uint64_t now)
@@ -1376,27 +1094,10 @@ static void mp_path_nop_cb(struct iscsi_context *iscsi, int status, void *data, 
 		p->last_rx_ms = gw_now_ms();
 }
 
-static void mp_path_nop_native_cb(void *arg, const struct mp_ini_result *r)
-{
-	struct mp_path *p = arg;
-
-	p->nop_pending = false;
-	if (r->status == 0)
-		p->last_rx_ms = gw_now_ms();
-}
-
 static int mp_path_nop_libiscsi(struct mp_path *p)
 {
 	return iscsi_nop_out_async(p->ctx, mp_path_nop_cb, NULL, 0, p) == 0 ? 0 : -EIO;
 }
-
-static int mp_path_nop_native(struct mp_path *p)
-{
-	return mp_ini_nop(p->ini, mp_path_nop_native_cb, p);
-}
-
-static void mp_path_tmf_start(struct mp_path *p, bool all, const char *why);
-static void mp_path_tmf_escalate(struct mp_path *p, const char *why);
 
 void mp_path_tick(struct mp_path *p, uint64_t now)
 {
@@ -1484,10 +1185,28 @@ void mp_path_tick(struct mp_path *p, uint64_t now)
 
 /* I/O */
 
+void mp_path_inflight_add(struct mp_path *p, struct mp_io *io)
+{
+	io->path = p;
+	io->sent_ns = gw_now_ns();
+	gw_list_add_tail(&p->inflight, &io->node);
+	if (p->nr_inflight++ == 0)
+		p->last_rx_ms = gw_now_ms();
+	p->inflight_bytes += io->len;
+}
+
+void mp_path_inflight_undo(struct mp_path *p, struct mp_io *io)
+{
+	gw_list_del(&io->node);
+	p->nr_inflight--;
+	p->inflight_bytes -= io->len;
+	io->path = NULL;
+}
+
 /* io's answer, from either engine: status (or a transport status), the sense key and codes,
  * and the raw sense for a COMPARE AND WRITE. stale: from a connection the path has left. */
-static void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8_t asc,
-			   uint8_t ascq, const uint8_t *raw, size_t raw_len, const char *errtxt)
+void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8_t asc,
+		    uint8_t ascq, const uint8_t *raw, size_t raw_len, const char *errtxt)
 {
 	struct mp_path *p = io->path;
 	struct mp_lun *lun = io->lun;
@@ -1592,7 +1311,7 @@ static void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key
 	p->owner->complete(lun, io);
 }
 
-static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
+void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
 {
 	struct mp_io *io = priv;
 	struct scsi_task *task = io->task;
@@ -1619,68 +1338,6 @@ static void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data,
 	}
 	scsi_free_scsi_task(task);
 	mp_path_io_end(io, iscsi != io->path->ctx, status, key, asc, ascq, raw, raw_len, err);
-}
-
-static void mp_path_ini_io_cb(void *arg, const struct mp_ini_result *r)
-{
-	struct mp_io *io = arg;
-	uint8_t key = 0, asc = 0, ascq = 0;
-	size_t raw_len = 0;
-
-	if (r->status == SCSI_STATUS_CHECK_CONDITION && r->sense) {
-		if (r->sense_len >= 14 && (r->sense[0] & 0x7e) == 0x70) {
-			key = r->sense[2] & 0xf;
-			asc = r->sense[12];
-			ascq = r->sense[13];
-		} else if (r->sense_len >= 4 && (r->sense[0] & 0x7e) == 0x72) {
-			key = r->sense[1] & 0xf;
-			asc = r->sense[2];
-			ascq = r->sense[3];
-		}
-		if (io->op == MP_COMPARE_AND_WRITE && r->sense_len > 8)
-			raw_len = r->sense_len < MP_SENSE_MAX ? r->sense_len : MP_SENSE_MAX;
-	}
-	/* -ECANCELED: an ABORT TASK or LUN RESET of ours took it, as libiscsi's CANCELLED. */
-	mp_path_io_end(io, io->conn != io->path->ini,
-		       r->status == -ECANCELED ? SCSI_STATUS_CANCELLED : r->status, key, asc, ascq,
-		       r->sense, raw_len, "");
-}
-
-static int mp_path_send_native(struct mp_path *p, struct mp_io *io, const uint8_t *cdb,
-			       int cdb_len, int dir, uint32_t xfer, const struct iscsi_data *dp)
-{
-	const struct iovec *iov = io->iov;
-	int iovcnt = io->iovcnt, rc;
-
-	if (dp) {
-		io->buf_iov.iov_base = dp->data;
-		io->buf_iov.iov_len = dp->size;
-		iov = &io->buf_iov;
-		iovcnt = 1;
-	}
-	io->task = NULL;
-	io->conn = p->ini;
-	io->path = p;
-	io->sent_ns = gw_now_ns();
-	gw_list_add_tail(&p->inflight, &io->node);
-	if (p->nr_inflight++ == 0)
-		p->last_rx_ms = gw_now_ms();
-	p->inflight_bytes += io->len;
-	rc = mp_ini_command(p->ini, p->lun_nr, cdb, cdb_len,
-			    dir == SCSI_XFER_READ ? MP_INI_READ :
-			    dir == SCSI_XFER_WRITE ? MP_INI_WRITE : MP_INI_NONE,
-			    xfer ? iov : NULL, xfer ? iovcnt : 0, xfer, mp_path_ini_io_cb, io);
-	if (rc < 0) {
-		gw_list_del(&io->node);
-		p->nr_inflight--;
-		p->inflight_bytes -= io->len;
-		io->path = NULL;
-		io->conn = NULL;
-		mp_path_fail(p, "cannot queue a command: %s", strerror(-rc));
-		return -EIO;
-	}
-	p->ios++;
-	return 0;
 }
 
 int mp_path_send(struct mp_path *p, struct mp_io *io)
@@ -1788,19 +1445,11 @@ static int mp_path_send_libiscsi(struct mp_path *p, struct mp_io *io, const uint
 	else if (io->op == MP_WRITE || io->op == MP_COMPARE_AND_WRITE)
 		scsi_task_set_iov_out(task, (struct scsi_iovec *)(uintptr_t)io->iov, io->iovcnt);
 	io->task = task;
-	io->path = p;
-	io->sent_ns = gw_now_ns();
-	gw_list_add_tail(&p->inflight, &io->node);
-	if (p->nr_inflight++ == 0)
-		p->last_rx_ms = gw_now_ms();
-	p->inflight_bytes += io->len;
+	mp_path_inflight_add(p, io);
 	if (iscsi_scsi_command_async(p->ctx, p->lun_nr, task, mp_path_task_cb,
 				     (struct iscsi_data *)(uintptr_t)dp, io) != 0) {
-		gw_list_del(&io->node);
-		p->nr_inflight--;
-		p->inflight_bytes -= io->len;
+		mp_path_inflight_undo(p, io);
 		io->task = NULL;
-		io->path = NULL;
 		scsi_free_scsi_task(task);
 		mp_path_fail(p, "cannot queue a command: %s", mp_path_err(p));
 		return -EIO;
@@ -1811,238 +1460,6 @@ static int mp_path_send_libiscsi(struct mp_path *p, struct mp_io *io, const uint
 	else
 		gw_defer_queue(p->lun->loop, &p->flush);
 	return 0;
-}
-
-/* Task management: the abort policy (mp_priv.h) */
-
-static const char *mp_tmf_name(enum mp_tmf_step st)
-{
-	return st == MP_TMF_RESET ? "LUN RESET" : "ABORT TASK";
-}
-
-static bool mp_path_holds_aborting(const struct mp_path *p)
-{
-	const struct mp_io *io;
-
-	gw_list_for_each_entry(io, &p->inflight, node)
-		if (io->tmf == MP_IO_ABORTING)
-			return true;
-	return false;
-}
-
-/* Every answer of the round is in (or none could be sent). */
-static void mp_path_tmf_settle(struct mp_path *p)
-{
-	struct mp_lun *lun = p->lun;
-	enum mp_tmf_step st = p->tmf;
-
-	if (!p->tmf_failed)
-		p->eng->release(p);
-	if (p->tmf != st)
-		return;		/* the path failed meanwhile */
-	if (!p->tmf_failed && !mp_path_holds_aborting(p)) {
-		gw_log_rl(GW_LOG_INFO, MP_LOG, "%s: path %s: %s confirmed: the commands it took "
-			  "go to the LUN again", lun->name, p->url, mp_tmf_name(st));
-		p->tmf = MP_TMF_NONE;
-		p->tmf_gen++;
-		p->last_rx_ms = gw_now_ms();
-		p->owner->changed(lun, p);
-		return;
-	}
-	if (st == MP_TMF_ABORT)
-		p->aborts_failed++;
-	mp_path_tmf_escalate(p, p->tmf_failed ? "refused" : "left a command running");
-}
-
-/* A TMF's answer: RFC 7143 §11.6.1 response, < 0 when there was none. */
-static void mp_path_tmf_answer(struct mp_path *p, int response)
-{
-	if (p->tmf != MP_TMF_ABORT && p->tmf != MP_TMF_RESET)
-		return;
-	if (p->tmf_pending)
-		p->tmf_pending--;
-	/* 1, "task does not exist": it ended before the abort reached the target. */
-	if (response != 0 && !(response == 1 && p->tmf == MP_TMF_ABORT))
-		p->tmf_failed = true;
-	if (!p->tmf_pending)
-		mp_path_tmf_settle(p);
-}
-
-/* ABORT TASK did not do: LUN RESET while the session is up, else drop the session. */
-static void mp_path_tmf_escalate(struct mp_path *p, const char *why)
-{
-	struct mp_lun *lun = p->lun;
-	enum mp_tmf_step from = p->tmf, next;
-	bool up = (p->ctx || p->ini) && (p->state == MP_PATH_ACTIVE ||
-					 p->state == MP_PATH_STANDBY);
-	struct mp_io *io;
-	int rc;
-
-	next = mp_tmf_escalate(from, up);
-	if (next == MP_TMF_RESET) {
-		p->tmf = MP_TMF_RESET;
-		p->tmf_gen++;
-		p->tmf_pending = 0;
-		p->tmf_failed = false;
-		p->tmf_deadline_ms = gw_now_ms() + mp_tmf_bound_ms(&lun->conf);
-		gw_list_for_each_entry(io, &p->inflight, node)
-			io->tmf = MP_IO_ABORTING;
-		gw_warn_rl(MP_LOG, "%s: path %s: ABORT TASK %s: LUN RESET on this path (%u "
-			   "commands)", lun->name, p->url, why, p->nr_inflight);
-		rc = p->eng->lun_reset(p);
-		if (rc == 0) {
-			p->lun_resets++;
-			p->tmf_pending = 1;
-			return;
-		}
-		why = "could not be sent";
-		from = MP_TMF_RESET;
-	}
-	p->tmf = MP_TMF_NONE;
-	mp_path_fail(p, "%s %s: session dropped", mp_tmf_name(from), why);
-}
-
-/* Aborts the commands of p outstanding past io_timeout (all of them: the path went silent). */
-static void mp_path_tmf_start(struct mp_path *p, bool all, const char *why)
-{
-	struct mp_lun *lun = p->lun;
-	uint64_t age_ms = (uint64_t)lun->conf.io_timeout * 1000;
-	struct mp_io *io, *t;
-	uint32_t n = 0;
-	int rc = 0;
-
-	p->tmf = MP_TMF_ABORT;
-	p->tmf_gen++;
-	p->tmf_pending = 0;
-	p->tmf_failed = false;
-	p->tmf_deadline_ms = gw_now_ms() + mp_tmf_bound_ms(&lun->conf);
-	p->nop_pending = false;
-	p->owner->changed(lun, p);	/* no new I/O on it until this is settled */
-	gw_list_for_each_entry_safe(io, t, &p->inflight, node) {
-		if (io->tmf != MP_IO_TMF_NONE)
-			continue;
-		if (!all && (gw_now_ns() - io->sent_ns) / 1000000 < age_ms)
-			continue;
-		io->tmf = MP_IO_ABORTING;
-		n++;
-		rc = p->eng->abort(p, io);	/* -EALREADY: io has just been re-driven */
-		if (rc == 0) {
-			p->aborts++;
-			p->tmf_pending++;
-		}
-		else if (rc != -EALREADY)
-			p->tmf_failed = true;
-		if (p->tmf != MP_TMF_ABORT)
-			return;		/* the path failed */
-	}
-	gw_warn_rl(MP_LOG, "%s: path %s: %s: ABORT TASK for %u commands%s", lun->name, p->url,
-		   why, n, p->tmf_failed ? " (could not be sent: escalating)" : "");
-	if (!p->tmf_pending)
-		mp_path_tmf_settle(p);
-}
-
-static void mp_path_tmf_cb_libiscsi(struct iscsi_context *iscsi, int status, void *data,
-				    void *priv)
-{
-	struct mp_path *p;
-
-	if (!mp_tmf_req_take(priv, &p) || iscsi != p->ctx)
-		return;
-	mp_path_tmf_answer(p, status == SCSI_STATUS_GOOD && data ? (int)*(uint32_t *)data : -1);
-}
-
-static int mp_path_tmf_libiscsi(struct mp_path *p, enum iscsi_task_mgmt_funcs fn,
-				const struct mp_io *io)
-{
-	struct mp_tmf_req *r;
-
-	/* libiscsi 1.19's iSER contexts are torn down from another thread (mp_iser_job): no
-	 * answer could be told from a late one. Their sessions are dropped instead. */
-	if (p->iser)
-		return -EOPNOTSUPP;
-	if (io && !io->task)
-		return -ENOENT;
-	r = mp_tmf_req_new(p);
-	if (!r)
-		return -ENOMEM;
-	/* The plain call, not iscsi_task_mgmt_abort_task_async: that one cancels the task in
-	 * libiscsi at once, and the path must hold a write until the target has answered. */
-	if (iscsi_task_mgmt_async(p->ctx, p->lun_nr, fn, io ? io->task->itt : 0xffffffffu,
-				  io ? io->task->cmdsn : 0, mp_path_tmf_cb_libiscsi, r) != 0) {
-		struct mp_path *q;
-
-		mp_tmf_req_take(r, &q);
-		return -EIO;
-	}
-	gw_defer_queue(p->lun->loop, &p->flush);
-	return 0;
-}
-
-static int mp_path_abort_libiscsi(struct mp_path *p, struct mp_io *io)
-{
-	return mp_path_tmf_libiscsi(p, ISCSI_TM_ABORT_TASK, io);
-}
-
-static int mp_path_lun_reset_libiscsi(struct mp_path *p)
-{
-	return mp_path_tmf_libiscsi(p, ISCSI_TM_LUN_RESET, NULL);
-}
-
-static void mp_path_release_libiscsi(struct mp_path *p)
-{
-	struct mp_io *io;
-	bool again = true;
-
-	/* Each cancel calls the command back at once (mp_path_task_cb), which unlinks it. */
-	while (again) {
-		again = false;
-		gw_list_for_each_entry(io, &p->inflight, node) {
-			if (io->tmf != MP_IO_ABORTING || !io->task)
-				continue;
-			if (iscsi_scsi_cancel_task(p->ctx, io->task) != 0)
-				mp_path_task_cb(p->ctx, SCSI_STATUS_CANCELLED, NULL, io);
-			again = true;
-			break;
-		}
-	}
-}
-
-static void mp_path_tmf_cb_native(void *arg, const struct mp_ini_result *r)
-{
-	struct mp_path *p;
-
-	if (!mp_tmf_req_take(arg, &p))
-		return;
-	mp_path_tmf_answer(p, r->status);
-}
-
-static int mp_path_tmf_native(struct mp_path *p, enum mp_ini_tmf fn, const struct mp_io *io)
-{
-	struct mp_tmf_req *r = mp_tmf_req_new(p);
-	struct mp_path *q;
-	int rc;
-
-	if (!r)
-		return -ENOMEM;
-	rc = mp_ini_tmf(p->ini, fn, p->lun_nr, io, mp_path_tmf_cb_native, r);
-	if (rc < 0)
-		mp_tmf_req_take(r, &q);
-	return rc;
-}
-
-static int mp_path_abort_native(struct mp_path *p, struct mp_io *io)
-{
-	return mp_path_tmf_native(p, MP_INI_ABORT_TASK, io);
-}
-
-static int mp_path_lun_reset_native(struct mp_path *p)
-{
-	return mp_path_tmf_native(p, MP_INI_LUN_RESET, NULL);
-}
-
-static void mp_path_release_native(struct mp_path *p)
-{
-	(void)p;	/* mp_ini ended what the target's "function complete" took */
 }
 
 /* libiscsi URLs may carry "user%password@": status and metrics show the user only. */
@@ -2127,16 +1544,4 @@ static const struct mp_engine_ops mp_engine_libiscsi = {
 	.abort = mp_path_abort_libiscsi,
 	.lun_reset = mp_path_lun_reset_libiscsi,
 	.release = mp_path_release_libiscsi,
-};
-
-static const struct mp_engine_ops mp_engine_native = {
-	.name = "native",
-	.err = mp_path_err_native,
-	.connect = mp_path_connect_native,
-	.ctl_send = mp_path_ctl_send_native,
-	.nop = mp_path_nop_native,
-	.send = mp_path_send_native,
-	.abort = mp_path_abort_native,
-	.lun_reset = mp_path_lun_reset_native,
-	.release = mp_path_release_native,
 };

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to gateway/mpath/: the LUN and path structures, and the pure policy functions
- * (grouping, priority, selectors, failback, backoff, error classification) the unit tests
- * drive with fake path data.
+ * Private to gateway/mpath/: the LUN and path structures, the engines' ops table the path's
+ * files share (mp_path.c, mp_path_native.c, mp_path_tmf.c), and the pure policy functions (grouping, priority,
+ * selectors, failback, backoff, error classification) the unit tests drive with fake path data.
  */
 #ifndef MP_PRIV_H
 #define MP_PRIV_H
@@ -13,11 +13,13 @@
 #include "mp.h"
 
 struct iscsi_context;
+struct iscsi_data;
 struct mp_ini;
 struct mp_ctl_native;
 struct mp_engine_ops;
 struct mp_grave;
 struct mp_iser_job;
+struct scsi_task;
 
 enum mp_path_state {
 	MP_PATH_DOWN,		/* no session; next login at next_attempt_ms */
@@ -138,7 +140,7 @@ struct mp_path {
 	enum mp_path_state state;
 	struct iscsi_context *ctx;
 	bool native;			/* engine "native": ini instead of ctx (TCP paths) */
-	const struct mp_engine_ops *eng;	/* the engine's calls (mp_path.c) */
+	const struct mp_engine_ops *eng;	/* the engine's calls (struct mp_engine_ops below) */
 	struct mp_ini *ini;
 	struct mp_ini *ini_dying;	/* to destroy from the teardown defer */
 	struct mp_ctl_native *ctl_native;	/* the native control command in flight */
@@ -201,6 +203,38 @@ struct mp_path {
 	uint64_t lat_ewma_us;
 	char last_error[MP_ERR_MAX];
 	uint64_t state_since_ms;
+};
+
+/*
+ * What differs between the engines, one const table each (libiscsi context, or mp_ini
+ * connection for "engine": "native"): the call sites ask p->eng, never which engine a path
+ * has. The path's states, probe, checker, stall detection and I/O ends are shared.
+ */
+struct mp_engine_ops {
+	const char *name;
+	/* The last error, for messages. */
+	const char *(*err)(const struct mp_path *p);
+	/* Starts connect and login (state CONNECTING; a failure goes through mp_path_fail). */
+	void (*connect)(struct mp_path *p);
+	/* A control command (probe, checker) answered into a libiscsi scsi_task; owns task.
+	 * cb is an iscsi_command_cb (libiscsi's headers stay out of this one). */
+	int (*ctl_send)(struct mp_path *p, struct scsi_task *task, const uint8_t *cdb,
+			int cdb_len, int xfer,
+			void (*cb)(struct iscsi_context *iscsi, int status, void *data, void *priv));
+	/* A NOP-Out ping; 0 when sent (nop_pending is cleared by its answer). */
+	int (*nop)(struct mp_path *p);
+	/* io's command, its CDB built; 0, or < 0 having failed the path. */
+	int (*send)(struct mp_path *p, struct mp_io *io, const uint8_t *cdb, int cdb_len,
+		    int dir, uint32_t xfer, const struct iscsi_data *dp);
+	/* ABORT TASK for io / LUN RESET of the path's LUN (mp_path_tmf.c): 0 when sent (the
+	 * answer comes to mp_path_tmf_answer), -EALREADY when io was never sent and has just
+	 * ended cancelled, -EOPNOTSUPP when the engine cannot, other < 0 when it could not be
+	 * sent. */
+	int (*abort)(struct mp_path *p, struct mp_io *io);
+	int (*lun_reset)(struct mp_path *p);
+	/* The target confirmed: the commands marked MP_IO_ABORTING that the engine still holds
+	 * end now, cancelled (libiscsi keeps them; mp_ini has ended them already). */
+	void (*release)(struct mp_path *p);
 };
 
 struct mp_lun {
@@ -300,6 +334,52 @@ json_t *mp_path_status(const struct mp_path *p, uint64_t now_ms);
 json_t *mp_url_public(const char *url);
 /* url without the CHAP password of its user%password@ part (malloc'd; NULL without memory). */
 char *mp_url_strip(const char *url);
+/* libiscsi's callback of an I/O command (the libiscsi engine's release cancels through it). */
+void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data, void *priv);
+/* What an engine reports to the path (mp_path_native.c's as libiscsi's callbacks do). */
+void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const char *why);
+/* The session is logged in (status SCSI_STATUS_GOOD): the probe starts. libiscsi's login
+ * callback; the native engine calls it with iscsi NULL. */
+void mp_path_login_cb(struct iscsi_context *iscsi, int status, void *data, void *priv);
+/* io's answer, from either engine: status (or a transport status), the sense key and codes,
+ * and the raw sense for a COMPARE AND WRITE. stale: from a connection the path has left. */
+void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8_t asc,
+		    uint8_t ascq, const uint8_t *raw, size_t raw_len, const char *errtxt);
+/* Every I/O still on the path goes back to the LUN; the control command is dropped. */
+void mp_path_give_back_all(struct mp_path *p);
+/* io, about to be queued by the engine, joins the path's commands in flight (sent now); undo
+ * takes it off again when the engine could not queue it. */
+void mp_path_inflight_add(struct mp_path *p, struct mp_io *io);
+void mp_path_inflight_undo(struct mp_path *p, struct mp_io *io);
+
+/* mp_path_native.c: the native engine (mp_ini) under a path */
+extern const struct mp_engine_ops mp_engine_native;
+/* Destroys ini, a connection the path has left, and gives back what was on it. */
+void mp_path_destroy_ini(struct mp_path *p, struct mp_ini *ini);
+
+/* mp_path_tmf.c: the abort policy on a path and the fence of a dropped session's writes */
+const char *mp_tmf_name(enum mp_tmf_step st);
+/* Aborts the commands of p outstanding past io_timeout (all of them: the path went silent). */
+void mp_path_tmf_start(struct mp_path *p, bool all, const char *why);
+/* The current step failed or ran out of time (why says which): the next one, by
+ * mp_tmf_escalate. */
+void mp_path_tmf_escalate(struct mp_path *p, const char *why);
+/* Frees the requests awaiting an answer: the session they were sent on is gone. */
+void mp_tmf_reqs_free(struct mp_path *p);
+/* io left p with its session: re-driven, held on p->fenced if it changes the medium, or (a
+ * COMPARE AND WRITE) failed with MP_UNSURE_*. */
+void mp_path_give_back(struct mp_path *p, struct mp_io *io);
+/* The held writes go to the LUN again: the session was reinstated, or the bound ran out. */
+void mp_path_unfence(struct mp_path *p, bool reinstated);
+/* Logs the writes a dropped session left held (nr_fenced was before). */
+void mp_path_fence_note(struct mp_path *p, uint32_t before);
+/* Each engine's abort, lun_reset and release (struct mp_engine_ops, mp_path.c). */
+int mp_path_abort_libiscsi(struct mp_path *p, struct mp_io *io);
+int mp_path_lun_reset_libiscsi(struct mp_path *p);
+void mp_path_release_libiscsi(struct mp_path *p);
+int mp_path_abort_native(struct mp_path *p, struct mp_io *io);
+int mp_path_lun_reset_native(struct mp_path *p);
+void mp_path_release_native(struct mp_path *p);
 
 /* mp_lun.c */
 void mp_lun_capacity(struct mp_lun *lun, uint64_t size);

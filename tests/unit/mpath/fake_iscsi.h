@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A fake libiscsi for the failover core's unit tests (test_mp_path.c, test_mp_lun.c). Not a
- * header to share: it DEFINES the iscsi_* functions mp_path.c calls, so that a test binary that
- * includes it (exactly one file per binary) links these instead of libiscsi's. It is not a .c
- * file because the unit-test rule links every helper .c into every test binary, and the other
- * tests (test_mp_live) need the real libiscsi.
+ * A fake libiscsi for the failover core's unit tests (test_mp_path.c, test_mp_path_tmf.c,
+ * test_mp_lun.c). Not a header to share: it DEFINES the iscsi_* functions the path's files
+ * (mp_path*.c) call, so that a test binary that includes it (exactly one file per binary)
+ * links these instead of libiscsi's. It is not a .c file because the unit-test rule links every
+ * helper .c into every test binary, and the other tests (test_mp_live) need the real libiscsi.
  *
  * The model: FAKE_NTGT back-end ports, portal "192.0.2.N:3260" reaching fake_tgt[N - 1]. A
  * port is up or down; up, it logs in, answers the identity probe (VPD 0x83 with the device's
@@ -14,8 +14,8 @@
  * every command gets a transport error, as libiscsi reports a dead connection.
  *
  * Nothing runs by itself: fake_iscsi_run() delivers what is pending, like one iscsi_service()
- * round on every context. Time is the test's too: mp_path.c and mp_lun.c are compiled with
- * gw_now_ms()/gw_now_ns() mapped to fake_now (see FAKE_CLOCK below).
+ * round on every context. Time is the test's too: the path's files and mp_lun.c are compiled
+ * with gw_now_ms()/gw_now_ns() mapped to fake_now (see FAKE_CLOCK below).
  *
  * Sockets, for the tests of the event path (mp_path_watch_fn, the flushes): with fake_fds set
  * before the contexts connect, each context gets an eventfd as its socket, which the path

@@ -10,6 +10,8 @@
 #include "fake_iscsi.h"
 
 #include "../../../gateway/mpath/mp_path.c"
+#include "../../../gateway/mpath/mp_path_native.c"
+#include "../../../gateway/mpath/mp_path_tmf.c"
 #include "../../../gateway/mpath/mp_lun.c"
 
 #define PORT_A 0	/* 192.0.2.1: active/optimized */
