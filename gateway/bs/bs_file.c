@@ -6,7 +6,12 @@
  *   zero range) entry; a defer submits what one loop iteration prepared with one system call.
  *   The ring's completion eventfd is a gw_notify in the loop, which reaps the completions and
  *   runs io->done. At most queue_depth entries are in the kernel; more wait on a list here.
- *   Short transfers are resubmitted for the rest.
+ *   Short transfers are resubmitted for the rest. Where the kernel has them (6.1), the ring is
+ *   SINGLE_ISSUER | DEFER_TASKRUN: a completion is not task work that interrupts the loop's
+ *   epoll_wait; the kernel signals the eventfd when the first one is queued and the loop posts
+ *   them (io_uring_get_events) when it reaps. Only the issuer may submit, reap or wait: the
+ *   thread of the owner loop, made so by its first submit (bs_ring_enable). The ring fd itself
+ *   is not watched: on 6.18 its POLLIN did not wake epoll_wait for deferred completions.
  * - worker threads (mutex + condvar) running preadv/pwritev/fdatasync/fallocate, handing the
  *   finished I/O back through another gw_notify: the fallback when io_uring cannot be set up
  *   (old kernel, seccomp) or the file system refuses the first read or write through it, and
