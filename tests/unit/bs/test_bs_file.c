@@ -609,6 +609,19 @@ Test(bs_file, uring_short_transfers_resubmit_the_rest)
 	free(r);
 }
 
+/* n 4 KiB writes of blocks 0..n-1, block i filled with i + 1, all submitted at once. */
+static void submit_writes(struct bs *b, struct iovec *v, struct waiter *w, uint8_t *data, int n)
+{
+	for (int i = 0; i < n; i++) {
+		memset(data + i * 4096, i + 1, 4096);
+		v[i] = (struct iovec){ data + i * 4096, 4096 };
+		w[i] = (struct waiter){ .io = { .op = BS_WRITE, .offset = (uint64_t)i * 4096,
+						.len = 4096, .iov = &v[i], .iovcnt = 1,
+						.done = on_done } };
+		cr_assert_eq(bs_submit(b, &w[i].io), 0);
+	}
+}
+
 Test(bs_file, uring_queue_depth_bounds_what_is_in_flight)
 {
 	struct bs_conf c = fconf(1 << 20);
@@ -620,14 +633,7 @@ Test(bs_file, uring_queue_depth_bounds_what_is_in_flight)
 
 	c.queue_depth = 4;
 	b = open_direct(&c);
-	for (int i = 0; i < 64; i++) {
-		memset(data + i * 4096, i + 1, 4096);
-		v[i] = (struct iovec){ data + i * 4096, 4096 };
-		w[i] = (struct waiter){ .io = { .op = BS_WRITE, .offset = (uint64_t)i * 4096,
-						.len = 4096, .iov = &v[i], .iovcnt = 1,
-						.done = on_done } };
-		cr_assert_eq(bs_submit(b, &w[i].io), 0);
-	}
+	submit_writes(b, v, w, data, 64);
 	cr_assert_eq(b->inflight, 64);
 	cr_assert_eq(json_integer_value(status_of(b, "in_flight")), 4);
 	cr_assert_eq(json_integer_value(status_of(b, "waiting")), 60);
@@ -807,14 +813,7 @@ Test(bs_file, uring_close_with_io_in_flight_loses_nothing)
 
 	c.queue_depth = 4;
 	b = open_direct(&c);
-	for (int i = 0; i < 32; i++) {
-		memset(data + i * 4096, i + 1, 4096);
-		v[i] = (struct iovec){ data + i * 4096, 4096 };
-		w[i] = (struct waiter){ .io = { .op = BS_WRITE, .offset = (uint64_t)i * 4096,
-						.len = 4096, .iov = &v[i], .iovcnt = 1,
-						.done = on_done } };
-		cr_assert_eq(bs_submit(b, &w[i].io), 0);
-	}
+	submit_writes(b, v, w, data, 32);
 	bs_destroy(b);
 	for (int i = 0; i < 32; i++) {
 		cr_assert_eq(w[i].fired, 1, "io %d fired %d times", i, w[i].fired);
