@@ -6,7 +6,12 @@
  *   zero range) entry; a defer submits what one loop iteration prepared with one system call.
  *   The ring's completion eventfd is a gw_notify in the loop, which reaps the completions and
  *   runs io->done. At most queue_depth entries are in the kernel; more wait on a list here.
- *   Short transfers are resubmitted for the rest.
+ *   Short transfers are resubmitted for the rest. Where the kernel has them (6.1), the ring is
+ *   SINGLE_ISSUER | DEFER_TASKRUN: a completion is not task work that interrupts the loop's
+ *   epoll_wait; the kernel signals the eventfd when the first one is queued and the loop posts
+ *   them (io_uring_get_events) when it reaps. Only the issuer may submit, reap or wait: the
+ *   thread of the owner loop, made so by its first submit (bs_ring_enable). The ring fd itself
+ *   is not watched: on 6.18 its POLLIN did not wake epoll_wait for deferred completions.
  * - worker threads (mutex + condvar) running preadv/pwritev/fdatasync/fallocate, handing the
  *   finished I/O back through another gw_notify: the fallback when io_uring cannot be set up
  *   (old kernel, seccomp) or the file system refuses the first read or write through it, and
@@ -33,6 +38,7 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -47,6 +53,10 @@
 #define BS_FILE_OVERLAP_MIN (256u * 1024) /* memfs reads this big overlap with the loop */
 #define BS_RING_QD_DEFAULT 128
 #define BS_RING_IOV_MAX IOV_MAX		/* iovec entries one READV/WRITEV takes */
+/* The ring's flavour where the kernel has it (6.1): completions are posted when the owner loop
+ * asks, not as task work that interrupts its epoll_wait (see bs_ring_enable). */
+#define BS_RING_SINGLE \
+	(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED)
 
 struct bs_file {
 	struct bs *bs;
@@ -74,6 +84,8 @@ struct bs_file {
 	int engine;			/* BS_IO_URING or BS_IO_THREADS: what new I/O takes */
 	struct io_uring ring;
 	bool ring_ok;
+	bool ring_single;		/* SINGLE_ISSUER | DEFER_TASKRUN, created disabled */
+	bool ring_enabled;		/* by the first submit, on the loop that owns it */
 	struct gw_notify ring_notify;	/* its completion eventfd */
 	bool ring_notify_ok;
 	bool ring_fsync;		/* the kernel has the opcodes */
@@ -645,6 +657,13 @@ static void bs_ring_reap(struct bs_file *f)
 	int r;
 
 	gw_list_init(&done);
+	if (f->ring_single) {
+		/* Deferred task work: the completions are posted now, on this thread. */
+		r = io_uring_get_events(&f->ring);
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
+			gw_err_rl("bs", "%s: io_uring_get_events: %s", f->bs->conf.path,
+				  strerror(-r));
+	}
 	io_uring_for_each_cqe(&f->ring, head, cqe) {
 		struct bs_io *io = io_uring_cqe_get_data(cqe);
 
@@ -672,6 +691,29 @@ static void bs_ring_notify_fn(struct gw_notify *n)
 	bs_ring_reap(gw_container_of(n, struct bs_file, ring_notify));
 }
 
+/*
+ * A single-issuer ring is created disabled (on the thread that applies the configuration) and
+ * enabled by its first submit, so the issuer is the thread of the loop that owns the
+ * backstore: every later submit and reap must come from it (another thread gets -EEXIST).
+ * liburing 2.3 declares io_uring_enable_rings but does not export it: the system call.
+ */
+static int bs_ring_enable(struct bs_file *f)
+{
+	int r = 0;
+
+	if (f->ring_single &&
+	    syscall(__NR_io_uring_register, f->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL,
+		    0) < 0) {
+		r = -errno;
+		gw_warn("bs", "%s: cannot enable the io_uring ring (%s): I/O engine threads from "
+			"now on", f->bs->conf.path, strerror(-r));
+		f->engine = BS_IO_THREADS;
+		return r;
+	}
+	f->ring_enabled = true;
+	return r;
+}
+
 static int bs_file_submit(struct bs *bs, struct bs_io *io)
 {
 	struct bs_file *f = bs->priv;
@@ -688,6 +730,8 @@ static int bs_file_submit(struct bs *bs, struct bs_io *io)
 		bs_complete_later(io);
 		return 0;
 	}
+	if (!f->ring_enabled && bs_ring_enable(f) < 0)
+		return bs_file_to_workers(f, io);
 	if (f->ring_inflight >= f->qd || f->nwaiting) {
 		gw_list_add_tail(&f->waitq, &io->node);
 		f->nwaiting++;
@@ -703,9 +747,25 @@ static int bs_ring_open(struct bs *bs, struct bs_file *f)
 	struct io_uring_probe *probe;
 	int rc;
 
-	rc = io_uring_queue_init(f->qd, &f->ring, 0);
-	if (rc < 0)
-		return rc;
+	rc = -EINVAL;
+	if (!getenv("ISERGW_TEST_URING_CLASSIC")) {
+		struct io_uring_params p = { .flags = BS_RING_SINGLE };
+
+		rc = io_uring_queue_init_params(f->qd, &f->ring, &p);
+	}
+	if (rc == 0) {
+		f->ring_single = true;
+	} else {
+		if (rc != -EINVAL)
+			return rc;
+		/* Before 6.1 (or refused): completions run as task work, as they always did. */
+		gw_info("bs", "%s: io_uring refuses single issuer with deferred task work: "
+			"completions as task work", bs->conf.path);
+		rc = io_uring_queue_init(f->qd, &f->ring, 0);
+		if (rc < 0)
+			return rc;
+		f->ring_enabled = true;
+	}
 	f->ring_ok = true;
 	probe = io_uring_get_probe_ring(&f->ring);
 	if (!probe)
@@ -742,12 +802,13 @@ static void bs_ring_close(struct bs_file *f)
 /* Close: whatever is still in the ring or waits for it finishes first (shutdown stragglers). */
 static void bs_ring_drain(struct bs_file *f)
 {
-	if (!f->ring_ok)
-		return;
+	if (!f->ring_ok || !f->ring_enabled)
+		return;	/* never enabled: nothing was submitted */
 	while (f->ring_inflight || f->nwaiting) {
 		int r = io_uring_submit_and_wait(&f->ring, 1);
 
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+			/* -EEXIST: not on the issuer's thread (the owner loop must close it). */
 			gw_err("bs", "%s: io_uring wait at close: %s", f->bs->conf.path,
 			       strerror(-r));
 			break;
@@ -1027,6 +1088,12 @@ static void bs_file_watch_dm(struct bs *bs, struct bs_file *f, dev_t rdev)
 			bs->conf.path, name);
 }
 
+/* Which ring: the log line at open and the state say it. */
+static const char *bs_ring_flavour(const struct bs_file *f)
+{
+	return f->ring_single ? "single_issuer" : "task_work";
+}
+
 static json_t *bs_file_status(struct bs *bs)
 {
 	struct bs_file *f = bs->priv;
@@ -1041,6 +1108,8 @@ static json_t *bs_file_status(struct bs *bs)
 		return NULL;
 	json_object_set_new(o, "io_engine",
 			    json_string(f->engine == BS_IO_URING ? "uring" : "threads"));
+	if (f->engine == BS_IO_URING)
+		json_object_set_new(o, "ring", json_string(bs_ring_flavour(f)));
 	json_object_set_new(o, "queue_depth", json_integer(f->qd));
 	json_object_set_new(o, "in_flight", json_integer(f->ring_inflight));
 	json_object_set_new(o, "peak_in_flight", json_integer(f->ring_peak));
@@ -1152,12 +1221,11 @@ static int bs_file_open(struct bs *bs)
 		bs_file_watch_dm(bs, f, st.st_rdev);
 	bs->priv = f;
 	if (f->engine == BS_IO_URING)
-		gw_info("bs", "%s: %s, %llu bytes, block %u%s%s%s, I/O engine io_uring, queue "
-			"depth %u", bs->conf.path, f->is_block ? "block device" : "file",
+		gw_info("bs", "%s: %s, %llu bytes, block %u%s%s%s, I/O engine io_uring (%s), "
+			"queue depth %u", bs->conf.path, f->is_block ? "block device" : "file",
 			(unsigned long long)bs->size, bs->block_size,
 			bs->can_unmap ? ", thin" : "", f->direct ? ", direct" : "",
-			bs_file_memfs_note(f),
-			f->qd);
+			bs_file_memfs_note(f), bs_ring_flavour(f), f->qd);
 	else
 		gw_info("bs", "%s: %s, %llu bytes, block %u%s%s%s, I/O engine threads (%u)",
 			bs->conf.path, f->is_block ? "block device" : "file",

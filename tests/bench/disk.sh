@@ -8,6 +8,8 @@
 #   gw-threads  isergwd, the same with io_engine threads (4 workers): the engine before
 #   tgt-aio     tgtd, --bstype aio (its O_DIRECT libaio backing store)
 #   fio         local `fio --ioengine=io_uring --direct=1` on the file: the ceiling
+#   gw-b        isergwd from another build ($BENCH_DISK_GW_B), set up as gw-uring: an A/B of
+#               two builds on the same file and client in one run (only when that is set)
 #   gw-null     isergwd with the null backstore (no disk at all): what the client, the loopback
 #               round trip and the gateway's iSCSI/SCSI path allow, the ceiling of the iSCSI ways
 # The iSCSI rows use tests/tools/isergw-bench (READ16/WRITE16 aligned to the block size, one
@@ -23,7 +25,10 @@
 #   BENCH_DISK_DIR   where the file goes [/var/tmp]
 #   BENCH_DISK_SIZE  file size [1G]
 #   BENCH_DISK_ROWS  subset of the row names below [all]
-#   BENCH_DISK_WAYS  subset of: gw-uring gw-threads tgt-aio fio gw-null [all]
+#   BENCH_DISK_WAYS  subset of: gw-uring gw-threads tgt-aio fio gw-null gw-b [all but gw-b;
+#                    gw-b is added when BENCH_DISK_GW_B is set]
+#   BENCH_DISK_GW_B  another build's isergwd binary (named isergwd), for the gw-b way
+#   BENCH_DISK_REPEAT  runs of every row, interleaved (row 1..n, then again) [1]
 #   BENCH_OUT        Markdown output, appended [$BUILD/bench.md]
 set -u
 . "$(dirname "$0")/../lib/common.sh"
@@ -32,7 +37,9 @@ BENCH_SECS=${BENCH_SECS:-10}
 BENCH_OUT=${BENCH_OUT:-$T_BUILD/bench.md}
 BENCH_DISK_DIR=${BENCH_DISK_DIR:-/var/tmp}
 BENCH_DISK_SIZE=${BENCH_DISK_SIZE:-1G}
-BENCH_DISK_WAYS=${BENCH_DISK_WAYS:-gw-uring gw-threads tgt-aio fio gw-null}
+BENCH_DISK_GW_B=${BENCH_DISK_GW_B:-}
+BENCH_DISK_WAYS=${BENCH_DISK_WAYS:-gw-uring gw-threads tgt-aio fio gw-null${BENCH_DISK_GW_B:+ gw-b}}
+BENCH_DISK_REPEAT=${BENCH_DISK_REPEAT:-1}
 BENCH=$T_TOOLS/isergw-bench
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -114,7 +121,14 @@ start_gw() {
 		sed -i "s|\"block_size\": 512 }|\"block_size\": 512, \"direct\": true, \"io_engine\": \"$engine\" }|" "$conf"
 		grep -q '"direct": true' "$conf" || return 1
 	fi
-	gw_start "$conf" "$T_DIR/$way.isergwd.log" "$T_PORT" || return 1
+	if [ "$way" = gw-b ]; then
+		# gw_start runs $T_BUILD/isergwd: the other build's, for this way only.
+		[ "$(basename "$BENCH_DISK_GW_B")" = isergwd ] || return 1
+		T_BUILD=$(dirname "$BENCH_DISK_GW_B") gw_start "$conf" "$T_DIR/$way.isergwd.log" \
+			"$T_PORT" || return 1
+	else
+		gw_start "$conf" "$T_DIR/$way.isergwd.log" "$T_PORT" || return 1
+	fi
 	URL[$way]=iscsi://$T_HOST:$T_PORT/$TG_IQN/0
 	PID[$way]=$T_GW_PID
 	grep -o "I/O engine [a-z_]*" "$T_DIR/$way.isergwd.log" | head -n 1 | sed "s/^/bench-disk: $way: /"
@@ -143,9 +157,10 @@ for way in $BENCH_DISK_WAYS; do
 	gw-uring) start_gw "$way" uring || fail "start $way" "see $T_DIR" ;;
 	gw-threads) start_gw "$way" threads || fail "start $way" "see $T_DIR" ;;
 	gw-null) start_gw "$way" null || fail "start $way" "see $T_DIR" ;;
+	gw-b) start_gw "$way" uring || fail "start $way" "see $T_DIR ($BENCH_DISK_GW_B)" ;;
 	tgt-aio) start_tgt "$way" || fail "start $way" "see $T_DIR" ;;
 	fio) ;;
-	*) fail "$way" "unknown way (gw-uring gw-threads tgt-aio fio gw-null)" ;;
+	*) fail "$way" "unknown way (gw-uring gw-threads tgt-aio fio gw-null gw-b)" ;;
 	esac
 done
 T_PIN_CPU=
@@ -220,11 +235,13 @@ TABLE=$T_DIR/table.md
 {
 	echo "| workload | gw-uring IOPS | gw-uring CPU µs/IO | client CPU µs/IO | gw-uring disk QD | gw-threads IOPS |" \
 		"gw-threads CPU µs/IO | tgt-aio IOPS | tgt-aio CPU µs/IO | local fio IOPS | fio disk QD | gw-null IOPS |" \
-		"uring/fio | uring/tgt-aio | uring/threads | uring/null |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+		"uring/fio | uring/tgt-aio | uring/threads | uring/null | gw-b IOPS | gw-b CPU µs/IO | uring/b |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >"$TABLE"
 n=0
-for row in $BENCH_DISK_ROWS; do
+ALLROWS=
+for ((rep = 1; rep <= BENCH_DISK_REPEAT; rep++)); do ALLROWS="$ALLROWS $BENCH_DISK_ROWS"; done
+for row in $ALLROWS; do
 	spec=$(echo "$ROWS" | awk -v r="$row" '$1 == r')
 	if [ -z "$spec" ]; then
 		fail "$row" "unknown row"
@@ -236,7 +253,7 @@ for row in $BENCH_DISK_ROWS; do
 	# Alternate: every other row runs the ways in reverse order.
 	[ $((n % 2)) = 1 ] && order=$(echo "$BENCH_DISK_WAYS" | tr ' ' '\n' | tac | tr '\n' ' ')
 	n=$((n + 1))
-	for way in gw-uring gw-threads tgt-aio fio gw-null; do I[$way]=- C[$way]=- K[$way]=- Q[$way]=-; done
+	for way in gw-uring gw-threads tgt-aio fio gw-null gw-b; do I[$way]=- C[$way]=- K[$way]=- Q[$way]=-; done
 	for way in $order; do
 		read -r i c k q <<<"$(one_run "$way" "$op" "$pat" "$bs" "$qd")"
 		I[$way]=$i C[$way]=$c K[$way]=$k Q[$way]=$q
@@ -246,13 +263,13 @@ for row in $BENCH_DISK_ROWS; do
 		"${Q[fio]} | ${I[gw-null]} |" \
 		"$(ratio "${I[gw-uring]}" "${I[fio]}") | $(ratio "${I[gw-uring]}" "${I[tgt-aio]}") |" \
 		"$(ratio "${I[gw-uring]}" "${I[gw-threads]}") | $(ratio "${I[gw-uring]}" "${I[gw-null]}") |" \
-		>>"$TABLE"
+		"${I[gw-b]} | ${C[gw-b]} | $(ratio "${I[gw-uring]}" "${I[gw-b]}") |" >>"$TABLE"
 	bad=0
 	for way in $BENCH_DISK_WAYS; do [ "${I[$way]}" = - ] && bad=1; done
 	if [ $bad = 1 ]; then
 		fail "$row" "a run failed (see $T_DIR)"
 	else
-		pass "$row: uring ${I[gw-uring]}, threads ${I[gw-threads]}, tgt-aio ${I[tgt-aio]}, fio ${I[fio]}, null ${I[gw-null]} IOPS"
+		pass "$row: uring ${I[gw-uring]}, threads ${I[gw-threads]}, tgt-aio ${I[tgt-aio]}, fio ${I[fio]}, null ${I[gw-null]}${BENCH_DISK_GW_B:+, b ${I[gw-b]}} IOPS"
 	fi
 	unset I C K Q
 done
@@ -265,7 +282,7 @@ mkdir -p "$(dirname "$BENCH_OUT")"
 		"$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $NCPU CPUs, kernel" \
 		"$(uname -r); $PIN_NOTE. Load average before $LOAD0, after $LOAD1."
 	echo "LUN: $BENCH_DISK_SIZE file on $(df --output=source "$BENCH_DISK_DIR" | tail -n 1) ($FSTYPE)," \
-		"written with random data, O_DIRECT in every target; one ${BENCH_SECS} s run per row and way."
+		"written with random data, O_DIRECT in every target; ${BENCH_DISK_REPEAT} ${BENCH_SECS} s run(s) per row and way${BENCH_DISK_GW_B:+; gw-b is $BENCH_DISK_GW_B}."
 	echo "Command: \`make bench\` (BENCH_SECS=$BENCH_SECS tests/bench/disk.sh)"
 	echo
 	cat "$TABLE"
