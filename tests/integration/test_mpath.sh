@@ -669,10 +669,6 @@ EOF
 # noticed (docs/FAILOVER.md, "Login redirection"): the path drives libiscsi's connect and
 # login apart and only its full connect follows a (temporary) redirect; a permanent one is
 # "Target moved permanently" to libiscsi 1.19 itself.
-mp_path0_error_has() {
-	jq -e --arg w "$1" '.[0].paths[0].last_error | test($w; "i")' "$MP_STATUS" >/dev/null 2>&1
-}
-
 mp_redirect() {
 	local reason=$1 ctl=${T_PID_CTL[$TGT_RR]} how
 	if ! tgtadm -C "$ctl" --lld iscsi --op update --mode target --tid 1 -n RedirectReason \
@@ -684,16 +680,16 @@ mp_redirect() {
 		"iscsi://10.201.1.4:3260/$IQN_A/1"
 	mp_run "redirect-$reason" verify "$T_DIR/redirect-$reason.json" 3
 	if [ "$MP_ENGINE" = libiscsi ]; then
-		[ "$reason" = Temporary ] && how="redirected \\(engine libiscsi" ||
-			how="moved permanently"
-		if t_wait_for 20 mp_path0_error_has "$how"; then
-			pass "libiscsi: a $reason redirect fails the login, saying so ($(jq -r \
-				'.[0].paths[0].last_error' "$MP_STATUS"))"
+		# No path at start-up: the harness ends by itself, failing; its log has the path's.
+		[ "$reason" = Temporary ] && how="failed: redirected (engine libiscsi" ||
+			how="Target moved permanently"
+		if ! mp_wait && grep -qF "$how" "$MP_OUT"; then
+			pass "libiscsi: a $reason redirect fails the login, saying so ($(grep -o -m 1 \
+				"login to [^ ]* failed: .*" "$MP_OUT"))"
 		else
-			fail "libiscsi: $reason redirect" "$(jq -c '.[0].paths[0]' "$MP_STATUS" \
-				2>/dev/null | head -c 300)"
+			fail "libiscsi: $reason redirect" "$(grep -m 2 'connecting ->\|^live' "$MP_OUT" |
+				tr '\n' ' ' | head -c 300)"
 		fi
-		t_stop_pid "$MP_PID" 5
 		return
 	fi
 	mp_result "login redirected ($reason) by 10.201.1.4 to 10.201.1.3: no I/O error, every byte verified"
