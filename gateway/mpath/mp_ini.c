@@ -119,7 +119,6 @@ struct mp_ini {
 	char *target, *initiator;
 	char *redirect_to;		/* INI_REDIRECT: the next portal (TargetAddress, no tpgt) */
 	char *redirected_by;		/* the portal that sent us to this one, or NULL */
-	int redirects;
 	char *chap_user, *chap_secret, *mutual_user, *mutual_secret;
 	bool want_hd, want_dd;
 
@@ -865,8 +864,8 @@ static int ini_parse_portal(const char *portal, char *host, size_t hl, char *por
 /* Status class 1 (RFC 7143 §11.13.5): the target is at TargetAddress. The login starts over
  * there once this loop round is over, with the same ISID (it names the session the path
  * reinstates, wherever that lives). Temporary and permanent alike: the redirect holds for this
- * login only; the next mp_ini_create starts at the configured portal again (libiscsi follows
- * temporary ones the same way and fails on permanent ones). */
+ * login only; the next mp_ini_create starts at the configured portal again (the path's libiscsi
+ * engine follows neither: docs/FAILOVER.md, "Login redirection"). */
 static void ini_login_redirect(struct mp_ini *ini, const uint8_t *h, const char *text, size_t len)
 {
 	const char *v = ini_key(text, len, "TargetAddress");
@@ -892,7 +891,7 @@ static void ini_login_redirect(struct mp_ini *ini, const uint8_t *h, const char 
 		return;
 	}
 	free(to);
-	if (++ini->redirects > INI_REDIRECTS) {
+	if (ini->st.redirects >= INI_REDIRECTS) {
 		ini_fail(ini, "login to %s: redirected more than %d times (the last by %s to %s:%s): "
 			 "a redirect loop", ini->target, INI_REDIRECTS, ini->portal, host, port);
 		return;

@@ -628,6 +628,7 @@ Test(mp_ini, redirect_followed_same_isid)
 /* Permanent redirects to itself: followed 8 times, then the login fails naming the loop. */
 Test(mp_ini, redirect_loop_refused)
 {
+	struct mp_ini_stats st;
 	struct fake f;
 	struct rig r;
 	char to[64];
@@ -641,6 +642,8 @@ Test(mp_ini, redirect_loop_refused)
 	cr_assert_eq(r.login, -1);
 	cr_assert(strstr(mp_ini_error(r.ini), "redirect loop"), "%s", mp_ini_error(r.ini));
 	cr_assert_eq(f.logins, 9, "%d logins", f.logins);
+	mp_ini_stats(r.ini, &st);
+	cr_assert_eq(st.redirects, 8);
 	rig_close(&r);
 	close(f.lfd);
 }
