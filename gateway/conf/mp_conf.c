@@ -121,7 +121,7 @@ const struct gw_conf_key mp_conf_keys[] = {
 	  .enums = mp_sel_enums, .def = "service-time",
 	  .help = "path within the group: round-robin, queue-length or service-time" },
 	{ .name = "engine", .type = GW_CONF_ENUM, .offset = MPK(engine),
-	  .enums = mp_engine_enums, .def = "libiscsi",
+	  .enums = mp_engine_enums, .def = "native",
 	  .help = "the iSCSI initiator of the TCP paths: libiscsi, or native (the gateway's own, "
 		  "fewer system calls per I/O; iser:// paths always use libiscsi)" },
 	{ .name = "rr_min_io_rq", .type = GW_CONF_U32, .offset = MPK(rr_min_io_rq),

@@ -49,6 +49,9 @@
 #define INI_MY_MAX_BURST (1024u * 1024u)
 #define INI_MY_FIRST_BURST (256u * 1024u)
 #define INI_LOGIN_ROUNDS 8
+/* Login redirections (RFC 7143 §11.13.5, status class 1) followed per mp_ini_create: more is
+ * taken for a loop between portals and fails the login. */
+#define INI_REDIRECTS 8
 
 enum {
 	OP_NOP_OUT = 0x00, OP_SCSI_CMD = 0x01, OP_TMF_REQ = 0x02, OP_LOGIN_REQ = 0x03,
@@ -64,8 +67,10 @@ enum {
 #define FL_C 0x40
 #define FL_S 0x01
 
-/* INI_LOGGED_OUT: the target accepted our Logout; nothing more is read or sent. */
-enum ini_state { INI_CONNECTING, INI_LOGIN, INI_FULL, INI_LOGGED_OUT, INI_FAILED };
+/* INI_LOGGED_OUT: the target accepted our Logout; nothing more is read or sent.
+ * INI_REDIRECT: the target sent us elsewhere; the redirect defer closes the connection and
+ * connects to the new address once the loop round is over (nothing more is read or sent). */
+enum ini_state { INI_CONNECTING, INI_LOGIN, INI_FULL, INI_LOGGED_OUT, INI_REDIRECT, INI_FAILED };
 /* What a task slot holds: a SCSI command, or one of the immediate requests. */
 enum ini_kind { INI_K_CMD, INI_K_NOP, INI_K_TMF, INI_K_LOGOUT };
 enum ini_login_step { LS_SECURITY, LS_CHAP_A, LS_CHAP_R, LS_OPERATIONAL };
@@ -103,13 +108,17 @@ struct mp_ini {
 	struct gw_loop *loop;
 	struct gw_watch w;
 	struct gw_defer flush;
+	struct gw_defer redirect;
 	int fd;
 	enum ini_state state;
 	enum ini_login_step step;
 	int login_rounds;
 	mp_ini_event_fn fn;
 	void *arg;
-	char *portal, *target, *initiator;
+	char *portal;			/* where it connects: the configured one, or a redirect's */
+	char *target, *initiator;
+	char *redirect_to;		/* INI_REDIRECT: the next portal (TargetAddress, no tpgt) */
+	char *redirected_by;		/* the portal that sent us to this one, or NULL */
 	char *chap_user, *chap_secret, *mutual_user, *mutual_secret;
 	bool want_hd, want_dd;
 
@@ -204,6 +213,12 @@ static void put_lun(uint8_t *h, int lun)
 static void ini_fail(struct mp_ini *ini, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Nothing more to read or send on this connection (failed, or being redirected). */
+static bool ini_done(const struct mp_ini *ini)
+{
+	return ini->state == INI_FAILED || ini->state == INI_REDIRECT;
+}
+
 static void ini_fail(struct mp_ini *ini, const char *fmt, ...)
 {
 	va_list ap;
@@ -216,6 +231,7 @@ static void ini_fail(struct mp_ini *ini, const char *fmt, ...)
 	ini->state = INI_FAILED;
 	gw_watch_stop(&ini->w);
 	gw_defer_cancel(&ini->flush);
+	gw_defer_cancel(&ini->redirect);
 	ini->fn(ini, -EIO, ini->arg);
 }
 
@@ -290,7 +306,7 @@ static void ini_imm_hdr(const struct mp_ini *ini, struct ini_pdu *pdu, uint8_t o
 
 static void ini_flush(struct mp_ini *ini)
 {
-	while (!gw_list_empty(&ini->txq) && ini->state != INI_FAILED) {
+	while (!gw_list_empty(&ini->txq) && !ini_done(ini)) {
 		struct iovec v[INI_TX_IOV];
 		struct ini_pdu *pdu;
 		size_t want = 0, skip = ini->tx_off;
@@ -347,7 +363,7 @@ static void ini_flush(struct mp_ini *ini)
 		if ((size_t)n < want)
 			break;		/* the socket is full: wait for EPOLLOUT */
 	}
-	if (ini->state == INI_FAILED)
+	if (ini_done(ini))
 		return;
 	bool wait = !gw_list_empty(&ini->txq);
 
@@ -843,6 +859,65 @@ static void ini_negotiated(struct mp_ini *ini, const char *text, size_t len)
 		ini->immediate_data = strcmp(v, "Yes") == 0;
 }
 
+static int ini_parse_portal(const char *portal, char *host, size_t hl, char *port, size_t pl);
+
+/* Status class 1 (RFC 7143 §11.13.5): the target is at TargetAddress. The login starts over
+ * there once this loop round is over, with the same ISID (it names the session the path
+ * reinstates, wherever that lives). Temporary and permanent alike: the redirect holds for this
+ * login only; the next mp_ini_create starts at the configured portal again (the path's libiscsi
+ * engine follows neither: docs/FAILOVER.md, "Login redirection"). */
+static void ini_login_redirect(struct mp_ini *ini, const uint8_t *h, const char *text, size_t len)
+{
+	const char *v = ini_key(text, len, "TargetAddress");
+	const char *how = h[37] == 1 ? "temporarily" : h[37] == 2 ? "permanently" : "(no reason)";
+	char host[256], port[16], *to;
+	int n;
+
+	if (!v || !*v) {
+		ini_fail(ini, "login to %s at %s: redirected (status %02x%02x) without a "
+			 "TargetAddress", ini->target, ini->portal, h[36], h[37]);
+		return;
+	}
+	/* The value may be the last bytes of the segment, without its NUL. */
+	to = strndup(v, (size_t)(text + len - v));
+	if (!to) {
+		ini_fail(ini, "out of memory for the login");
+		return;
+	}
+	if (ini_parse_portal(to, host, sizeof(host), port, sizeof(port)) < 0) {
+		ini_fail(ini, "login to %s at %s: redirected to a malformed TargetAddress \"%.48s\"",
+			 ini->target, ini->portal, to);
+		free(to);
+		return;
+	}
+	free(to);
+	if (ini->st.redirects >= INI_REDIRECTS) {
+		ini_fail(ini, "login to %s: redirected more than %d times (the last by %s to %s:%s): "
+			 "a redirect loop", ini->target, INI_REDIRECTS, ini->portal, host, port);
+		return;
+	}
+	n = strchr(host, ':') ? asprintf(&to, "[%s]:%s", host, port) :
+				asprintf(&to, "%s:%s", host, port);
+	if (n < 0) {
+		ini_fail(ini, "out of memory for the login");
+		return;
+	}
+	if (h[37] == 2)
+		gw_warn(MP_LOG, "login to %s at %s: moved permanently to %s: followed for this "
+			"login only, the next one starts at the configured portal again (update "
+			"the path's URL)", ini->target, ini->portal, to);
+	else
+		gw_info(MP_LOG, "login to %s at %s: redirected %s to %s", ini->target, ini->portal,
+			how, to);
+	free(ini->redirect_to);
+	ini->redirect_to = to;
+	ini->st.redirects++;
+	ini->state = INI_REDIRECT;
+	gw_watch_stop(&ini->w);
+	gw_defer_cancel(&ini->flush);
+	gw_defer_queue(ini->loop, &ini->redirect);
+}
+
 static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text, size_t len)
 {
 	bool transit = h[1] & FL_T;
@@ -850,11 +925,15 @@ static void ini_login_rsp(struct mp_ini *ini, const uint8_t *h, const char *text
 	struct ini_text t = { 0 };
 	const char *v;
 
+	if (h[36] == 1) {
+		ini_login_redirect(ini, h, text, len);
+		return;
+	}
 	if (h[36] != 0) {
 		ini_fail(ini, "login refused by %s: status %02x%02x (%s)", ini->target, h[36], h[37],
 			 h[36] == 2 && (h[37] == 1 || h[37] == 2) ? "authentication failed" :
 			 h[36] == 2 && h[37] == 3 ? "target not found" :
-			 h[36] == 1 ? "redirected" : h[36] == 3 ? "target error" : "initiator error");
+			 h[36] == 3 ? "target error" : "initiator error");
 		return;
 	}
 	ini->tsih = (uint16_t)(h[14] << 8 | h[15]);
@@ -1213,7 +1292,7 @@ static uint32_t ini_hlen(const struct mp_ini *ini)
 /* Handles the complete PDUs in rx; leaves a partial one there (or in the direct state). */
 static void ini_parse(struct mp_ini *ini)
 {
-	while (ini->state != INI_FAILED && !ini->rx_left && !ini->rx_skip) {
+	while (!ini_done(ini) && !ini->rx_left && !ini->rx_skip) {
 		uint8_t *h = ini->rx + ini->rx_off;
 		uint32_t avail = ini->rx_len - ini->rx_off, ahs, hlen, dsl, pad, ddl, tail, total;
 
@@ -1302,7 +1381,7 @@ static void ini_parse(struct mp_ini *ini)
 
 static void ini_rx(struct mp_ini *ini)
 {
-	for (int round = 0; round < 64 && ini->state != INI_FAILED; round++) {
+	for (int round = 0; round < 64 && !ini_done(ini); round++) {
 		struct iovec v[INI_RX_IOV];
 		uint64_t covered = 0;
 		size_t want = 0;
@@ -1400,7 +1479,10 @@ static void ini_watch_fn(struct gw_watch *w, uint32_t events)
 		if (getsockopt(ini->fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
 			err = errno;
 		if (err) {
-			ini_fail(ini, "connect to %s failed: %s", ini->portal, strerror(err));
+			ini_fail(ini, "connect to %s%s%s%s failed: %s", ini->portal,
+				 ini->redirected_by ? " (redirected by " : "",
+				 ini->redirected_by ? ini->redirected_by : "",
+				 ini->redirected_by ? ")" : "", strerror(err));
 			return;
 		}
 		ini->tx_wait = false;
@@ -1413,7 +1495,7 @@ static void ini_watch_fn(struct gw_watch *w, uint32_t events)
 	}
 	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		ini_rx(ini);
-	if (ini->state == INI_FAILED)
+	if (ini_done(ini))
 		return;
 	if (events & (EPOLLERR | EPOLLHUP)) {
 		ini_fail(ini, "connection to %s lost", ini->portal);
@@ -1425,25 +1507,122 @@ static void ini_watch_fn(struct gw_watch *w, uint32_t events)
 
 /* ---- life ------------------------------------------------------------------------------------ */
 
+/* host[:port][,tpgt] (RFC 7143 §13.8's TargetAddress, and the configured portal), an IPv6
+ * address in brackets, into host and port (3260 by default); the portal group tag is dropped,
+ * as libiscsi does. -EINVAL for anything else. */
 static int ini_parse_portal(const char *portal, char *host, size_t hl, char *port, size_t pl)
 {
-	const char *s = portal, *e, *colon;
+	const char *s = portal, *end = strrchr(portal, ','), *e, *colon;
+	const char *ok = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_";
+	unsigned long pn = 3260;
 
+	if (end && (!end[1] || strspn(end + 1, "0123456789") != strlen(end + 1)))
+		return -EINVAL;
+	if (!end)
+		end = s + strlen(s);
 	if (*s == '[') {
-		e = strchr(++s, ']');
+		e = memchr(s + 1, ']', (size_t)(end - s - 1));
 		if (!e)
 			return -EINVAL;
-		colon = e[1] == ':' ? e + 1 : NULL;
+		if (e + 1 != end && e[1] != ':')
+			return -EINVAL;
+		colon = e + 1 != end ? e + 1 : NULL;
+		s++;
+		ok = "abcdefABCDEF0123456789:.%ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ_-";
 	} else {
-		colon = strrchr(s, ':');
-		e = colon ? colon : s + strlen(s);
+		colon = memchr(s, ':', (size_t)(end - s));
+		e = colon ? colon : end;
+		if (colon && memchr(colon + 1, ':', (size_t)(end - colon - 1)))
+			return -EINVAL;		/* an IPv6 address needs its brackets */
 	}
-	if ((size_t)(e - s) >= hl)
+	if (e == s || (size_t)(e - s) >= hl || strspn(s, ok) < (size_t)(e - s))
 		return -EINVAL;
+	if (colon) {
+		size_t n = (size_t)(end - colon - 1);
+
+		if (n == 0 || n > 5 || strspn(colon + 1, "0123456789") < n)
+			return -EINVAL;
+		pn = strtoul(colon + 1, NULL, 10);
+		if (pn == 0 || pn > 65535)
+			return -EINVAL;
+	}
 	memcpy(host, s, (size_t)(e - s));
 	host[e - s] = 0;
-	snprintf(port, pl, "%s", colon && colon[1] ? colon + 1 : "3260");
+	snprintf(port, pl, "%lu", pn);
 	return 0;
+}
+
+/* Connects to ini->portal without blocking (but for the name lookup of a DNS name). */
+static int ini_connect(struct mp_ini *ini)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai;
+	char host[256], port[16];
+	int one = 1, rc = 0;
+
+	if (ini_parse_portal(ini->portal, host, sizeof(host), port, sizeof(port)) < 0)
+		return -EINVAL;
+	if (getaddrinfo(host, port, &hints, &ai) != 0)
+		return -EHOSTUNREACH;
+	ini->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ini->fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	setsockopt(ini->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(ini->fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+		rc = -errno;
+		goto out;
+	}
+	gw_watch_init(&ini->w, ini->loop, ini->fd, ini_watch_fn);
+	rc = gw_watch_set(&ini->w, EPOLLOUT);
+	if (rc == 0)
+		ini->state = INI_CONNECTING;
+out:
+	freeaddrinfo(ai);
+	return rc;
+}
+
+/* RFC 7143 defaults for a new login, until the target answers. */
+static void ini_login_reset(struct mp_ini *ini)
+{
+	ini->max_send_dsl = 8192;
+	ini->max_burst = 262144;
+	ini->first_burst = 65536;
+	ini->initial_r2t = true;
+	ini->immediate_data = true;
+	ini->hd = ini->dd = false;
+	ini->cmdsn = 1;
+	ini->exp_statsn = 0;
+	ini->tsih = 0;
+	ini->login_rounds = 0;
+}
+
+/* The redirect's second half, after the loop round that read it: the old connection closes
+ * (the target ends it too, RFC 7143 §11.13.5) and the login starts over at the new portal. */
+static void ini_redirect_fn(struct gw_defer *d)
+{
+	struct mp_ini *ini = gw_container_of(d, struct mp_ini, redirect);
+	struct ini_pdu *pdu, *pt;
+	int rc;
+
+	close(ini->fd);
+	ini->fd = -1;
+	gw_list_for_each_entry_safe(pdu, pt, &ini->txq, node)
+		ini_pdu_free(pdu);
+	gw_list_init(&ini->txq);
+	ini->tx_off = 0;
+	ini->tx_wait = false;
+	ini->rx_len = ini->rx_off = 0;
+	ini->rx_hdr_first = false;
+	free(ini->redirected_by);
+	ini->redirected_by = ini->portal;
+	ini->portal = ini->redirect_to;
+	ini->redirect_to = NULL;
+	ini_login_reset(ini);
+	rc = ini_connect(ini);
+	if (rc < 0)
+		ini_fail(ini, "connect to %s (redirected by %s): %s", ini->portal,
+			 ini->redirected_by, strerror(-rc));
 }
 
 static char *ini_strdup_opt(const char *s)
@@ -1454,10 +1633,9 @@ static char *ini_strdup_opt(const char *s)
 int mp_ini_create(struct gw_loop *loop, const struct mp_ini_conf *conf, mp_ini_event_fn fn,
 		  void *arg, struct mp_ini **out)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
 	struct mp_ini *ini;
 	char host[256], port[16];
-	int one = 1, rc;
+	int rc;
 
 	if (ini_parse_portal(conf->portal, host, sizeof(host), port, sizeof(port)) < 0)
 		return -EINVAL;
@@ -1472,16 +1650,11 @@ int mp_ini_create(struct gw_loop *loop, const struct mp_ini_conf *conf, mp_ini_e
 	gw_list_init(&ini->pending);
 	gw_list_init(&ini->cache);
 	gw_defer_init(&ini->flush, ini_flush_fn);
+	gw_defer_init(&ini->redirect, ini_redirect_fn);
 	for (uint32_t i = 0; i < INI_SLOTS; i++)
 		ini->free_slots[i] = INI_SLOTS - 1 - i;
 	ini->nfree = INI_SLOTS;
-	/* RFC 7143 defaults, until the target answers. */
-	ini->max_send_dsl = 8192;
-	ini->max_burst = 262144;
-	ini->first_burst = 65536;
-	ini->initial_r2t = true;
-	ini->immediate_data = true;
-	ini->cmdsn = 1;
+	ini_login_reset(ini);
 	ini->want_hd = conf->header_digest;
 	ini->want_dd = conf->data_digest;
 	ini->portal = strdup(conf->portal);
@@ -1505,34 +1678,12 @@ int mp_ini_create(struct gw_loop *loop, const struct mp_ini_conf *conf, mp_ini_e
 			goto fail;
 		ini->isid[0] = 0x80;
 	}
-	hints.ai_flags = AI_NUMERICSERV;
-	rc = getaddrinfo(host, port, &hints, &ai);
-	if (rc != 0) {
-		rc = -EHOSTUNREACH;
-		goto fail;
-	}
-	ini->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (ini->fd < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	setsockopt(ini->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(ini->fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
-		rc = -errno;
-		goto fail;
-	}
-	freeaddrinfo(ai);
-	ai = NULL;
-	gw_watch_init(&ini->w, loop, ini->fd, ini_watch_fn);
-	rc = gw_watch_set(&ini->w, EPOLLOUT);
+	rc = ini_connect(ini);
 	if (rc < 0)
 		goto fail;
-	ini->state = INI_CONNECTING;
 	*out = ini;
 	return 0;
 fail:
-	if (ai)
-		freeaddrinfo(ai);
 	mp_ini_destroy(ini);
 	return rc;
 }
@@ -1574,6 +1725,7 @@ void mp_ini_destroy(struct mp_ini *ini)
 		return;
 	gw_watch_stop(&ini->w);
 	gw_defer_cancel(&ini->flush);
+	gw_defer_cancel(&ini->redirect);
 	if (ini->fd >= 0) {
 		struct linger abort_close = { .l_onoff = 1, .l_linger = 0 };
 
@@ -1598,6 +1750,8 @@ void mp_ini_destroy(struct mp_ini *ini)
 	if (ini->mutual_secret)
 		OPENSSL_cleanse(ini->mutual_secret, strlen(ini->mutual_secret));
 	free(ini->portal);
+	free(ini->redirect_to);
+	free(ini->redirected_by);
 	free(ini->target);
 	free(ini->initiator);
 	free(ini->chap_user);

@@ -28,7 +28,10 @@ struct gw_loop;
 struct mp_ini;
 
 struct mp_ini_conf {
-	const char *portal;		/* host[:port], [v6addr][:port]; port 3260 by default */
+	const char *portal;		/* host[:port], [v6addr][:port]; port 3260 by default. A
+					 * login redirected (RFC 7143 §11.13.5, temporary or
+					 * permanent) is followed, at most 8 times, for this
+					 * connection only */
 	const char *target;
 	const char *initiator;
 	const char *chap_user;		/* NULL or "": AuthMethod=None */
@@ -96,6 +99,7 @@ struct mp_ini_stats {
 	uint64_t pdus_in;
 	uint64_t pdus_out;
 	uint64_t direct_bytes;	/* Data-In bytes read straight into a command's iovec */
+	uint32_t redirects;	/* logins sent elsewhere (status class 1) and followed */
 	uint32_t max_send_dsl;	/* negotiated: the target's MaxRecvDataSegmentLength */
 	uint32_t first_burst;
 	uint32_t max_burst;

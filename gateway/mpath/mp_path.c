@@ -777,7 +777,10 @@ void mp_path_login_cb(struct iscsi_context *iscsi, int status, void *data, void 
 	if (iscsi != p->ctx)
 		return;
 	if (status != SCSI_STATUS_GOOD) {
-		mp_path_fail(p, "login to %s failed: %s", p->target, iscsi_get_error(iscsi));
+		/* Only libiscsi's full connect follows a redirect, and it leaves no error text. */
+		mp_path_fail(p, "login to %s failed: %s", p->target, status == SCSI_STATUS_REDIRECT ?
+			     "redirected (engine libiscsi does not follow it; native does)" :
+			     iscsi_get_error(iscsi));
 		return;
 	}
 	p->last_rx_ms = gw_now_ms();

@@ -5,7 +5,10 @@
 # writes read back and compared at sizes from 512 bytes to 3 MiB (immediate data, unsolicited
 # Data-Out, R2Ts), 4 KiB reads at queue depth 32 under a bound of system calls per command,
 # 512 KiB reads at queue depth 8 landing (90% or more) in place, verified, and
-# a wrong CHAP secret refused.
+# a wrong CHAP secret refused. Then login redirection (RFC 7143 §11.13.5) by tgtd: a target at
+# 127.0.0.1 that sends every login to a second tgtd at 127.0.0.2, where the same tests run
+# (the data is written and read back through the redirected connection), and a target that
+# redirects every login forever, refused as a redirect loop.
 . "$(dirname "$0")/../lib/common.sh"
 
 t_begin mp_ini
@@ -22,9 +25,15 @@ mp_ini_run() {
 	out=$(MP_INI_PORTAL=$T_PORTAL MP_INI_TARGET=$TG_IQN MP_INI_LUN=$T_LUN \
 		MP_INI_CHAP_USER=$TG_CHAP_USER MP_INI_CHAP_SECRET=$TG_CHAP_SECRET \
 		MP_INI_MUTUAL_USER=$TG_MUTUAL_USER MP_INI_MUTUAL_SECRET=$TG_MUTUAL_SECRET \
-		MP_INI_HDIGEST=${HD:-} MP_INI_DDIGEST=${DD:-} "$BIN" --jobs 1 --verbose 2>&1)
+		MP_INI_HDIGEST=${HD:-} MP_INI_DDIGEST=${DD:-} MP_INI_REDIRECTS=${REDIRECTS:-} \
+		MP_INI_LOOP_PORTAL=${LOOP_PORTAL:-} MP_INI_LOOP_TARGET=${LOOP_IQN:-} \
+		"$BIN" --jobs 1 --verbose 2>&1)
 	local rc=$?
 	printf '%s\n' "$out" >"$T_DIR/mp_ini.$what.log"
+	local t
+	for t in ${MUST_PASS:-}; do	# tests that skip without their target must have run
+		printf '%s' "$out" | grep -q "PASS.*mp_ini::$t\b" || rc=1
+	done
 	if [ $rc -eq 0 ] && ! printf '%s' "$out" | grep -q 'Failing: [1-9]\|Crashing: [1-9]'; then
 		pass "$what: $(printf '%s\n' "$out" | grep -o "system calls per 4 KiB read.*" | head -1); $(printf "%s\n" "$out" | grep -o "512 KiB reads at QD.*" | head -1)"
 	else
@@ -63,4 +72,53 @@ for TARGET in tgtd isergwd; do
 		rm -f "$TG_BACKING"
 	done
 done
+
+# tgtd redirects a login unless the initiator's own address is the one it redirects to: the
+# initiator connects from 127.0.0.1, so 127.0.0.2 is "elsewhere" (and still loopback).
+mp_ini_redirect() {
+	local to_pid from_pid to_port
+	TARGET=tgtd
+	tg_defaults
+	TG_SIZE=64M
+	TG_IQN=iqn.2026-11.org.isergw:mp-ini
+	TG_BACKING=$T_SHM/mp_ini.redirect.img
+	if ! T_HOST=127.0.0.2 target_start tgtd.redirect-to; then
+		fail "redirect: the target at 127.0.0.2 did not start"
+		return
+	fi
+	to_pid=$T_TARGET_PID to_port=$T_PORT
+	TG_BACKING=$T_SHM/mp_ini.redirect-from.img
+	if ! target_start tgtd.redirect-from; then
+		fail "redirect: the redirecting target did not start"
+		tgt_stop "$to_pid"
+		return
+	fi
+	from_pid=$T_TARGET_PID
+	if ! { tgtadm_c --op update --mode target --tid 1 -n RedirectAddress -v 127.0.0.2 &&
+		tgtadm_c --op update --mode target --tid 1 -n RedirectPort -v "$to_port" &&
+		tgtadm_c --op update --mode target --tid 1 -n RedirectReason -v Temporary &&
+		tgtadm_c --op new --mode target --tid 2 -T "$TG_IQN-loop" &&
+		tgtadm_c --op bind --mode target --tid 2 -I ALL &&
+		tgtadm_c --op new --mode portal --param "portal=127.0.0.2:$T_PORT" &&
+		tgtadm_c --op update --mode target --tid 2 -n RedirectAddress -v 127.0.0.2 &&
+		tgtadm_c --op update --mode target --tid 2 -n RedirectPort -v "$T_PORT" &&
+		tgtadm_c --op update --mode target --tid 2 -n RedirectReason -v Permanent; } \
+		>"$T_DIR/redirect.tgtadm.log" 2>&1; then
+		fail "redirect: tgtadm refused the redirect settings" "$(tail -n 3 "$T_DIR/redirect.tgtadm.log")"
+	else
+		MUST_PASS="redirected_login redirect_loop_refused_tgtd write_read_verify" \
+			REDIRECTS=1 LOOP_PORTAL=$T_PORTAL LOOP_IQN=$TG_IQN-loop \
+			mp_ini_run "tgtd, login redirected from $T_PORTAL to 127.0.0.2:$to_port; a redirect loop refused"
+	fi
+	tgt_stop "$from_pid"
+	tgt_stop "$to_pid"
+	T_TARGET_PID=
+	rm -f "$T_SHM/mp_ini.redirect.img" "$T_SHM/mp_ini.redirect-from.img"
+}
+
+if t_need tgtd tgtadm; then
+	mp_ini_redirect
+else
+	skip mp_ini "tgtd: not installed"
+fi
 t_end

@@ -92,6 +92,7 @@ static __attribute__((unused)) void setup(void)
 	cr_assert_eq(gw_loop_init(&loop), 0);
 	memset(&lun, 0, sizeof(lun));
 	cr_assert_eq(mp_conf_defaults(&lun.conf), 0);
+	lun.conf.engine = MP_ENGINE_LIBISCSI;	/* the fake back end is a fake libiscsi */
 	lun.loop = &loop;
 	lun.block_size = FAKE_BLOCK;
 	lun.rng = 42;

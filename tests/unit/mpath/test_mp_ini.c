@@ -3,14 +3,22 @@
  * The native initiator (gateway/mpath/mp_ini.c) against a real target, driven by
  * tests/integration/test_mp_ini.sh (skipped in `make test-unit`, where no target exists):
  * MP_INI_PORTAL and MP_INI_TARGET name it, MP_INI_LBAS its size in 512-byte blocks (at least
- * 16384), MP_INI_CHAP_USER/SECRET (and MP_INI_MUTUAL_USER/SECRET) the CHAP it requires.
+ * 16384), MP_INI_CHAP_USER/SECRET (and MP_INI_MUTUAL_USER/SECRET) the CHAP it requires,
+ * MP_INI_REDIRECTS how many redirects its login takes (tgtd's RedirectAddress), and
+ * MP_INI_LOOP_PORTAL and MP_INI_LOOP_TARGET a target that redirects every login, forever.
+ * The redirect tests at the end run everywhere: a fake target on loopback answers the login.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "gw_loop.h"
 #include "mp_ini.h"
@@ -64,11 +72,12 @@ static void rig_wait(struct rig *r, bool for_login)
 		gw_loop_run_once(&r->loop, 100);
 }
 
-static void rig_open(struct rig *r, const char *secret)
+static void rig_start_target(struct rig *r, const char *portal, const char *target,
+			     const char *secret)
 {
 	struct mp_ini_conf c = {
-		.portal = env("MP_INI_PORTAL"),
-		.target = env("MP_INI_TARGET"),
+		.portal = portal,
+		.target = target,
 		.initiator = "iqn.2026-11.org.isergw:test-mp-ini",
 		.chap_user = env("MP_INI_CHAP_USER"),
 		.chap_secret = secret,
@@ -82,6 +91,11 @@ static void rig_open(struct rig *r, const char *secret)
 	signal(SIGPIPE, SIG_IGN);
 	cr_assert_eq(gw_loop_init(&r->loop), 0);
 	cr_assert_eq(mp_ini_create(&r->loop, &c, rig_event, r, &r->ini), 0);
+}
+
+static void rig_open(struct rig *r, const char *secret)
+{
+	rig_start_target(r, env("MP_INI_PORTAL"), env("MP_INI_TARGET"), secret);
 	rig_wait(r, true);
 }
 
@@ -436,4 +450,229 @@ Test(mp_ini, logout)
 	cr_assert_eq(mp_ini_command(r.ini, rig_lun(), cdb, 6, MP_INI_NONE, NULL, 0, 0, rig_done, &r),
 		     -ENOTCONN);
 	rig_close(&r);
+}
+
+/* The login through MP_INI_PORTAL took the redirects tgtd was told to make, and what the other
+ * tests wrote and read back went through the portal it was sent to. */
+Test(mp_ini, redirected_login)
+{
+	struct mp_ini_stats st;
+	struct rig r;
+
+	if (!live() || !env("MP_INI_REDIRECTS"))
+		cr_skip_test("no redirecting target (tests/integration/test_mp_ini.sh runs this)");
+	rig_open(&r, env("MP_INI_CHAP_SECRET"));
+	cr_assert_eq(r.login, 1, "login: %s", mp_ini_error(r.ini));
+	mp_ini_stats(r.ini, &st);
+	cr_assert_eq(st.redirects, (uint32_t)atoi(env("MP_INI_REDIRECTS")));
+	rig_close(&r);
+}
+
+/* A target that redirects every login (tgtd told to send us to an address that is not ours):
+ * the login fails, naming the loop, instead of going round until the path's login_timeout. */
+Test(mp_ini, redirect_loop_refused_tgtd)
+{
+	struct rig r;
+
+	if (!env("MP_INI_LOOP_PORTAL") || !env("MP_INI_LOOP_TARGET"))
+		cr_skip_test("no looping target (tests/integration/test_mp_ini.sh runs this)");
+	rig_start_target(&r, env("MP_INI_LOOP_PORTAL"), env("MP_INI_LOOP_TARGET"), NULL);
+	rig_wait(&r, true);
+	cr_assert_eq(r.login, -1);
+	cr_assert(strstr(mp_ini_error(r.ini), "redirect loop"), "%s", mp_ini_error(r.ini));
+	rig_close(&r);
+}
+
+/* ---- a fake target: enough of a login to redirect or refuse it ------------------------------ */
+
+struct fake {
+	int lfd;
+	int port;
+	bool v6;
+	uint8_t isid[6];	/* of the last login request */
+	uint16_t tsih;
+	int logins;
+};
+
+static void fake_listen(struct fake *f, bool v6)
+{
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_storage got;
+	socklen_t l = sizeof(got);
+
+	memset(f, 0, sizeof(*f));
+	f->v6 = v6;
+	f->lfd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(f->lfd, 0);
+	if (v6)
+		cr_assert_eq(bind(f->lfd, (struct sockaddr *)&a6, sizeof(a6)), 0);
+	else
+		cr_assert_eq(bind(f->lfd, (struct sockaddr *)&a4, sizeof(a4)), 0);
+	cr_assert_eq(listen(f->lfd, 16), 0);
+	cr_assert_eq(getsockname(f->lfd, (struct sockaddr *)&got, &l), 0);
+	f->port = ntohs(v6 ? ((struct sockaddr_in6 *)&got)->sin6_port :
+			     ((struct sockaddr_in *)&got)->sin_port);
+}
+
+/* Runs the initiator's loop until fd is readable; false after 20 s or if the login ended. */
+static bool fake_pump(struct rig *r, int fd)
+{
+	uint64_t end = gw_now_ms() + 20000;
+
+	while (gw_now_ms() < end && r->login == 0) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, 0) == 1)
+			return true;
+		gw_loop_run_once(&r->loop, 10);
+	}
+	return false;
+}
+
+static bool fake_read(int fd, uint8_t *b, size_t n)
+{
+	return recv(fd, b, n, MSG_WAITALL) == (ssize_t)n;
+}
+
+/* Accepts the next connection, reads its login request and answers status cls/det with
+ * TargetAddress=addr (none if addr is NULL), then closes. False if no login came. */
+static bool fake_answer(struct fake *f, struct rig *r, uint8_t cls, uint8_t det, const char *addr)
+{
+	uint8_t h[48], rsp[48 + 256] = { 0 }, data[8192];
+	uint32_t dsl, len = 0;
+	int cfd;
+
+	if (!fake_pump(r, f->lfd))
+		return false;
+	cfd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+	cr_assert_geq(cfd, 0);
+	if (!fake_pump(r, cfd) || !fake_read(cfd, h, 48)) {
+		close(cfd);
+		return false;
+	}
+	cr_assert_eq(h[0] & 0x3f, 0x03, "not a login request: opcode %#x", h[0]);
+	dsl = (uint32_t)h[5] << 16 | (uint32_t)h[6] << 8 | h[7];
+	cr_assert_leq(dsl, sizeof(data));
+	cr_assert(fake_read(cfd, data, (dsl + 3) & ~3u));
+	memcpy(f->isid, h + 8, 6);
+	f->tsih = (uint16_t)(h[14] << 8 | h[15]);
+	f->logins++;
+	rsp[0] = 0x23;
+	memcpy(rsp + 8, h + 8, 8);		/* ISID, TSIH */
+	memcpy(rsp + 16, h + 16, 4);		/* ITT */
+	rsp[31] = 1;				/* ExpCmdSN */
+	rsp[35] = 1;				/* MaxCmdSN */
+	rsp[36] = cls;
+	rsp[37] = det;
+	if (addr)
+		len = (uint32_t)snprintf((char *)rsp + 48, 200, "TargetAddress=%s", addr) + 1;
+	rsp[7] = (uint8_t)len;
+	cr_assert_eq(send(cfd, rsp, 48 + ((len + 3) & ~3u), MSG_NOSIGNAL),
+		     (ssize_t)(48 + ((len + 3) & ~3u)));
+	close(cfd);
+	return true;
+}
+
+static void fake_rig(struct rig *r, struct fake *f)
+{
+	char portal[64];
+
+	snprintf(portal, sizeof(portal), f->v6 ? "[::1]:%d" : "127.0.0.1:%d", f->port);
+	memset(r, 0, sizeof(*r));
+	signal(SIGPIPE, SIG_IGN);
+	cr_assert_eq(gw_loop_init(&r->loop), 0);
+	{
+		struct mp_ini_conf c = {
+			.portal = portal, .target = "iqn.2026-11.org.isergw:fake",
+			.initiator = "iqn.2026-11.org.isergw:test-mp-ini",
+		};
+
+		cr_assert_eq(mp_ini_create(&r->loop, &c, rig_event, r, &r->ini), 0);
+	}
+}
+
+/* Redirected (temporary, with a portal group tag) from one portal to another (IPv6 if this
+ * host has ::1): the second login carries the same ISID and no TSIH, and a refusal there is
+ * the login's end. */
+Test(mp_ini, redirect_followed_same_isid)
+{
+	struct fake a, b;
+	struct mp_ini_stats st;
+	struct rig r;
+	char to[64];
+	int s6 = socket(AF_INET6, SOCK_STREAM, 0);
+	struct sockaddr_in6 probe = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	bool v6 = s6 >= 0 && bind(s6, (struct sockaddr *)&probe, sizeof(probe)) == 0;
+
+	if (s6 >= 0)
+		close(s6);
+	fake_listen(&a, false);
+	fake_listen(&b, v6);
+	snprintf(to, sizeof(to), v6 ? "[::1]:%d,7" : "127.0.0.1:%d,7", b.port);
+	fake_rig(&r, &a);
+	cr_assert(fake_answer(&a, &r, 1, 1, to));
+	cr_assert(fake_answer(&b, &r, 2, 3, NULL), "no login at %s: %s", to, mp_ini_error(r.ini));
+	rig_wait(&r, true);
+	cr_assert_eq(r.login, -1);
+	cr_assert(strstr(mp_ini_error(r.ini), "target not found"), "%s", mp_ini_error(r.ini));
+	cr_assert_eq(memcmp(a.isid, b.isid, 6), 0, "the ISID changed across the redirect");
+	cr_assert_eq(b.tsih, 0);
+	mp_ini_stats(r.ini, &st);
+	cr_assert_eq(st.redirects, 1);
+	rig_close(&r);
+	close(a.lfd);
+	close(b.lfd);
+}
+
+/* Permanent redirects to itself: followed 8 times, then the login fails naming the loop. */
+Test(mp_ini, redirect_loop_refused)
+{
+	struct mp_ini_stats st;
+	struct fake f;
+	struct rig r;
+	char to[64];
+
+	fake_listen(&f, false);
+	snprintf(to, sizeof(to), "127.0.0.1:%d", f.port);
+	fake_rig(&r, &f);
+	while (fake_answer(&f, &r, 1, 2, to))
+		;
+	rig_wait(&r, true);
+	cr_assert_eq(r.login, -1);
+	cr_assert(strstr(mp_ini_error(r.ini), "redirect loop"), "%s", mp_ini_error(r.ini));
+	cr_assert_eq(f.logins, 9, "%d logins", f.logins);
+	mp_ini_stats(r.ini, &st);
+	cr_assert_eq(st.redirects, 8);
+	rig_close(&r);
+	close(f.lfd);
+}
+
+/* A redirect to something that is not host[:port][,tpgt], or to nowhere: a login failure that
+ * says so, and no connection attempted. */
+Test(mp_ini, redirect_malformed_refused)
+{
+	static const char *const bad[] = {
+		"", "host:", "[::1", "[::1]x", "127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:32a",
+		"127.0.0.1:3260,", "127.0.0.1:3260,x", "::1:3260", "a b", ":3260", "[]:3260",
+		"h\xc3\xa9te:3260",
+	};
+
+	for (size_t i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++) {
+		struct fake f;
+		struct rig r;
+		const char *want = i < sizeof(bad) / sizeof(bad[0]) && bad[i][0] ?
+			"malformed TargetAddress" : "without a TargetAddress";
+
+		fake_listen(&f, false);
+		fake_rig(&r, &f);
+		cr_assert(fake_answer(&f, &r, 1, 1, i < sizeof(bad) / sizeof(bad[0]) ? bad[i] : NULL));
+		rig_wait(&r, true);
+		cr_assert_eq(r.login, -1, "\"%s\" was followed", i < sizeof(bad) / sizeof(bad[0]) ? bad[i] : "(none)");
+		cr_assert(strstr(mp_ini_error(r.ini), want), "\"%s\": %s",
+			  i < sizeof(bad) / sizeof(bad[0]) ? bad[i] : "(none)", mp_ini_error(r.ini));
+		cr_assert_eq(f.logins, 1);
+		rig_close(&r);
+		close(f.lfd);
+	}
 }

@@ -76,6 +76,7 @@ static void open_lun_caw(const char *failback, const char *no_path_retry, uint8_
 	fake_tgt[PORT_B].caw_blocks = caw;
 	cr_assert_eq(gw_loop_init(&loop), 0);
 	cr_assert_eq(mp_conf_defaults(&conf), 0);
+	conf.engine = MP_ENGINE_LIBISCSI;	/* the fake back end is a fake libiscsi */
 	free(conf.failback);
 	free(conf.no_path_retry);
 	conf.failback = strdup(failback);
