@@ -15,6 +15,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,20 +130,39 @@ static inline void fgw_spin(struct fgw *f, int rounds)
 		gw_loop_run_once(&f->loop, 0);
 }
 
-/* Connects the client and lets the gateway accept it. */
+/* Connects the client and lets the gateway accept it. The connect does not block: the server
+ * runs on this thread, so a connect that had to wait (a SYN handled late on a loaded machine,
+ * a full backlog) would wait for nobody, and libFuzzer's SIGALRM would end it with EINTR. The
+ * loop runs while the connection completes, for at most about 10 s. */
 static inline void fgw_connect(struct fgw *f)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 				 .sin_port = htons(f->port) };
-	int one = 1;
+	int one = 1, err = 0;
+	socklen_t el = sizeof(err);
 
-	f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (f->fd < 0 || connect(f->fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+	f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (f->fd < 0 || (connect(f->fd, (struct sockaddr *)&a, sizeof(a)) < 0 &&
+			  errno != EINPROGRESS && errno != EINTR)) {
 		fprintf(stderr, "fuzz: cannot connect to the portal: %s\n", strerror(errno));
 		abort();
 	}
+	for (int i = 0;; i++) {
+		struct pollfd p = { .fd = f->fd, .events = POLLOUT };
+
+		if (poll(&p, 1, 0) > 0)
+			break;
+		if (i == 10000) {
+			fprintf(stderr, "fuzz: the connection to the portal did not complete\n");
+			abort();
+		}
+		gw_loop_run_once(&f->loop, 1);
+	}
+	if (getsockopt(f->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err) {
+		fprintf(stderr, "fuzz: cannot connect to the portal: %s\n", strerror(err ? err : errno));
+		abort();
+	}
 	setsockopt(f->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	fcntl(f->fd, F_SETFL, O_NONBLOCK);
 	fgw_spin(f, 4);
 }
 
