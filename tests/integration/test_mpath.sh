@@ -671,8 +671,8 @@ EOF
 # "Target moved permanently" to libiscsi 1.19 itself.
 mp_redirect() {
 	local reason=$1 ctl=${T_PID_CTL[$TGT_RR]} how
-	if ! tgtadm -C "$ctl" --lld iscsi --op update --mode target --tid 1 -n RedirectReason \
-		-v "$reason" >>"$T_DIR/tgtadm-rr.log" 2>&1; then
+	if ! tgtadm_at "$ctl" --op update --mode target --tid 1 -n RedirectReason -v "$reason" \
+		>>"$T_DIR/tgtadm-rr.log" 2>&1; then
 		fail "redirect $reason: tgtadm" "$(tail -n 2 "$T_DIR/tgtadm-rr.log" | tr '\n' ' ')"
 		return
 	fi
@@ -708,9 +708,9 @@ if ip -n "$NS_A" addr add 10.201.1.3/24 dev "bA1$SFX" &&
 	mp_tgtd ra "$NS_A" "$IQN_A" "$T_SHM/a.img" mpath-a 10.201.1.3:3260 &&
 	mp_tgtd rr "$NS_A" "$IQN_A" "$T_SHM/a.img" mpath-a 10.201.1.4:3260 &&
 	TGT_RR=$MP_LAST_TGT &&
-	tgtadm -C "${T_PID_CTL[$TGT_RR]}" --lld iscsi --op update --mode target --tid 1 \
+	tgtadm_at "${T_PID_CTL[$TGT_RR]}" --op update --mode target --tid 1 \
 		-n RedirectAddress -v 10.201.1.3 >>"$T_DIR/tgtadm-rr.log" 2>&1 &&
-	tgtadm -C "${T_PID_CTL[$TGT_RR]}" --lld iscsi --op update --mode target --tid 1 \
+	tgtadm_at "${T_PID_CTL[$TGT_RR]}" --op update --mode target --tid 1 \
 		-n RedirectPort -v 3260 >>"$T_DIR/tgtadm-rr.log" 2>&1; then
 	mp_redirect Temporary
 	mp_redirect Permanent

@@ -392,8 +392,16 @@ t_tgt_instance() {
 	return 1
 }
 
+# tgtadm_at CTL ARGS...: tgtadm against the tgtd with control number CTL, bounded (a hung
+# tgtd fails the call instead of hanging the suite). tgtadm_c: the one tgt_start started.
+tgtadm_at() {
+	local ctl=$1
+	shift
+	timeout -k 5 20 tgtadm -C "$ctl" --lld iscsi "$@"
+}
+
 tgtadm_c() {
-	timeout -k 5 20 tgtadm -C "$T_TGT_CTL" --lld iscsi "$@"
+	tgtadm_at "$T_TGT_CTL" "$@"
 }
 
 # tgt_start PORT LOG: tgtd with its own control port, iSCSI portal 127.0.0.1:PORT.

@@ -45,14 +45,12 @@ mp_tgtd() {
 	{
 		shift
 		for p in "$@"; do
-			tgtadm -C "$ctl" --lld iscsi --op new --mode portal --param "portal=$p" ||
-				return 1
+			tgtadm_at "$ctl" --op new --mode portal --param "portal=$p" || return 1
 		done
-		tgtadm -C "$ctl" --lld iscsi --op new --mode target --tid 1 -T "$iqn" &&
-			tgtadm -C "$ctl" --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 \
-				-b "$backing" &&
-			tgtadm -C "$ctl" --lld iscsi --op update --mode logicalunit --tid 1 --lun 1 \
+		tgtadm_at "$ctl" --op new --mode target --tid 1 -T "$iqn" &&
+			tgtadm_at "$ctl" --op new --mode logicalunit --tid 1 --lun 1 -b "$backing" &&
+			tgtadm_at "$ctl" --op update --mode logicalunit --tid 1 --lun 1 \
 				--params "scsi_id=$sid,scsi_sn=$sid" &&
-			tgtadm -C "$ctl" --lld iscsi --op bind --mode target --tid 1 -I ALL
+			tgtadm_at "$ctl" --op bind --mode target --tid 1 -I ALL
 	} >>"$T_DIR/tgtadm-$name.log" 2>&1
 }
