@@ -108,6 +108,8 @@ struct bs_file_bounce {
 	size_t len;
 };
 
+bool bs_file_test_classic_ring;
+
 static int bs_bounce_get(struct bs_file_bounce *b, size_t len)
 {
 	void *p;
@@ -748,7 +750,7 @@ static int bs_ring_open(struct bs *bs, struct bs_file *f)
 	int rc;
 
 	rc = -EINVAL;
-	if (!getenv("ISERGW_TEST_URING_CLASSIC")) {
+	if (!bs_file_test_classic_ring) {
 		struct io_uring_params p = { .flags = BS_RING_SINGLE };
 
 		rc = io_uring_queue_init_params(f->qd, &f->ring, &p);

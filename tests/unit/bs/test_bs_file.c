@@ -19,6 +19,7 @@
 
 #include "bs.h"
 #include "gw_loop.h"
+#include "../../../gateway/bs/bs_priv.h"
 
 static struct gw_loop loop;
 static struct gw_errlist errs;
@@ -838,7 +839,7 @@ Test(bs_file, uring_task_work_ring_when_single_issuer_refused)
 	struct iovec v = { p, 4096 };
 	struct bs *b;
 
-	setenv("ISERGW_TEST_URING_CLASSIC", "1", 1);
+	bs_file_test_classic_ring = true;
 	b = open_direct(&c);
 	cr_assert_str_eq(json_string_value(status_of(b, "io_engine")), "uring");
 	cr_assert_str_eq(json_string_value(status_of(b, "ring")), "task_work");
@@ -848,6 +849,6 @@ Test(bs_file, uring_task_work_ring_when_single_issuer_refused)
 	cr_assert_eq(p[100], 0x5a);
 	cr_assert_eq(json_integer_value(status_of(b, "ring_ios")), 2);
 	bs_destroy(b);
-	unsetenv("ISERGW_TEST_URING_CLASSIC");
+	bs_file_test_classic_ring = false;
 	free(p);
 }
