@@ -656,21 +656,22 @@ Test(mp_ini, redirect_malformed_refused)
 		"", "host:", "[::1", "[::1]x", "127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:32a",
 		"127.0.0.1:3260,", "127.0.0.1:3260,x", "::1:3260", "a b", ":3260", "[]:3260",
 		"h\xc3\xa9te:3260",
+		NULL,	/* no TargetAddress key at all */
 	};
 
-	for (size_t i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *to = bad[i], *shown = to ? to : "(none)";
+		const char *want = to && to[0] ? "malformed TargetAddress" : "without a TargetAddress";
 		struct fake f;
 		struct rig r;
-		const char *want = i < sizeof(bad) / sizeof(bad[0]) && bad[i][0] ?
-			"malformed TargetAddress" : "without a TargetAddress";
 
 		fake_listen(&f, false);
 		fake_rig(&r, &f);
-		cr_assert(fake_answer(&f, &r, 1, 1, i < sizeof(bad) / sizeof(bad[0]) ? bad[i] : NULL));
+		cr_assert(fake_answer(&f, &r, 1, 1, to));
 		rig_wait(&r, true);
-		cr_assert_eq(r.login, -1, "\"%s\" was followed", i < sizeof(bad) / sizeof(bad[0]) ? bad[i] : "(none)");
-		cr_assert(strstr(mp_ini_error(r.ini), want), "\"%s\": %s",
-			  i < sizeof(bad) / sizeof(bad[0]) ? bad[i] : "(none)", mp_ini_error(r.ini));
+		cr_assert_eq(r.login, -1, "\"%s\" was followed", shown);
+		cr_assert(strstr(mp_ini_error(r.ini), want), "\"%s\": %s", shown,
+			  mp_ini_error(r.ini));
 		cr_assert_eq(f.logins, 1);
 		rig_close(&r);
 		close(f.lfd);
