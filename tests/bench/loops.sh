@@ -15,14 +15,21 @@
 # The clients are not pinned: on a 2-CPU machine the gateway's two loops take both CPUs, so
 # clients and loops share them in both configurations alike.
 #
-# Environment (as tests/bench/run.sh): BUILD, BENCH_SECS [10], BENCH_RUNS [2], BENCH_OUT
+# The spread between two runs of the same tree was as large as what the rows look for (CPU per
+# I/O loops 2 / loops 1 of 1.01-1.25 on a quiet machine), so each run measures both
+# configurations back to back (order alternating) and the ratios are taken per run, then the
+# median and the range over the runs are reported: a drift of the machine between runs moves
+# both sides of a pair alike.
+#
+# Environment (as tests/bench/run.sh): BUILD, BENCH_SECS [10], BENCH_LOOPS_RUNS [5] (runs per
+# row; each is three measurements: loops 1, loops 2, loops 1 with one client), BENCH_OUT
 # (Markdown appended to) [$BUILD/bench-loops.md], BENCH_LOOPS_ROWS [randread-4k-qd32
 # randwrite-4k-qd32].
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 
 BENCH_SECS=${BENCH_SECS:-10}
-BENCH_RUNS=${BENCH_RUNS:-2}
+RUNS=${BENCH_LOOPS_RUNS:-5}
 BENCH_OUT=${BENCH_OUT:-$T_BUILD/bench-loops.md}
 BENCH_LOOPS_ROWS=${BENCH_LOOPS_ROWS:-randread-4k-qd32 randwrite-4k-qd32}
 BENCH=$T_TOOLS/isergw-bench
@@ -116,16 +123,34 @@ one_run() {
 		'BEGIN { printf "%d %.2f %s\n", iops, (c1 - c0) / hz * 1e6 / ios, w }'
 }
 
-# mean VALUE...: the mean ("-" when any run failed).
-mean() {
-	local v
-	for v in "$@"; do [ "$v" = - ] && echo - && return; done
-	printf '%s\n' "$@" | awk '{ s += $1; n++ } END { if (n) printf "%.2f\n", s / n; else print "-" }'
+# stats [-i] VALUE...: "median min max" ("- - -" when any run failed); -i: whole numbers.
+stats() {
+	local v f=%.2f
+	[ "$1" = -i ] && f=%.0f && shift
+	for v in "$@"; do [ "$v" = - ] && echo "- - -" && return; done
+	printf '%s\n' "$@" | sort -g | awk -v f="$f" '{ v[n++] = $1 } END {
+		if (!n) { print "- - -"; exit }
+		m = n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
+		printf f " " f " " f "\n", m, v[0], v[n - 1] }'
+}
+
+# ratio A B: A / B to 2 places ("-" when either is missing or B is 0).
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f\n", a / b }'
+}
+
+# cell "median min max": "median (min-max)".
+cell() {
+	local m lo hi
+	read -r m lo hi <<<"$1"
+	[ "$m" = - ] && echo - && return
+	echo "$m ($lo-$hi)"
 }
 
 TABLE=$T_DIR/loops.md
 {
-	echo "| workload (2 clients) | loops: 1 IOPS | loops: 1 CPU µs/IO | loops: 2 IOPS | loops: 2 CPU µs/IO | IOPS 2/1 | CPU/IO 2/1 | loops: 1, one client: CPU µs/IO | CPU/IO 2 / (1, one client) | sessions' loops (loops: 2) |"
+	echo "| workload (2 clients) | loops: 1 IOPS | loops: 1 CPU µs/IO | loops: 2 IOPS | loops: 2 CPU µs/IO | IOPS 2/1 per run | CPU/IO 2/1 per run | loops: 1, one client: CPU µs/IO | CPU/IO 2 / (1, one client) per run | sessions' loops (loops: 2) |"
 	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 } >"$TABLE"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -136,35 +161,38 @@ for row in $BENCH_LOOPS_ROWS; do
 	*) fail "$row" "unknown row (randread-4k-qd32 randwrite-4k-qd32)"; continue ;;
 	esac
 	declare -A IO=() CPU=()
-	WHERE=
-	for run in $(seq 1 "$BENCH_RUNS"); do
+	RI= RC= RS= WHERE=
+	for run in $(seq 1 "$RUNS"); do
 		order="1 2"
 		[ $((run % 2)) -eq 0 ] && order="2 1"
+		declare -A ri=() rc=()
 		for n in $order; do
 			read -r i c w <<<"$(one_run "$n" "$op")"
 			IO[$n]="${IO[$n]:-} $i"
 			CPU[$n]="${CPU[$n]:-} $c"
+			ri[$n]=$i rc[$n]=$c
 			[ "$n" = 2 ] && WHERE="$WHERE $w"
 		done
 		# The same load per loop as two clients on two loops: one client on one loop.
 		read -r i c w <<<"$(one_run 1 "$op" 1)"
 		IO[s]="${IO[s]:-} $i"
 		CPU[s]="${CPU[s]:-} $c"
+		RI="$RI $(ratio "${ri[2]}" "${ri[1]}")"
+		RC="$RC $(ratio "${rc[2]}" "${rc[1]}")"
+		RS="$RS $(ratio "${rc[2]}" "$c")"
+		unset ri rc
 	done
 	# shellcheck disable=SC2086
-	i1=$(mean ${IO[1]}) c1=$(mean ${CPU[1]}) i2=$(mean ${IO[2]}) c2=$(mean ${CPU[2]})
+	i1=$(stats -i ${IO[1]}) c1=$(stats ${CPU[1]}) i2=$(stats -i ${IO[2]}) c2=$(stats ${CPU[2]})
 	# shellcheck disable=SC2086
-	cs=$(mean ${CPU[s]})
-	ratios=$(awk -v i1="$i1" -v i2="$i2" -v c1="$c1" -v c2="$c2" -v cs="$cs" 'BEGIN {
-		if (i1 == "-" || i2 == "-" || i1 == 0 || c1 == 0) { print "- | - | - | -"; exit }
-		printf "%.2f | %.2f | %s | %s\n", i2 / i1, c2 / c1, cs,
-			(cs == "-" || cs == 0) ? "-" : sprintf("%.2f", c2 / cs) }')
-	printf '| %s | %.0f | %s | %.0f | %s | %s |%s |\n' "$row" "${i1/-/0}" "$c1" "${i2/-/0}" \
-		"$c2" "$ratios" "$WHERE" >>"$TABLE"
-	if [ "$i1" = - ] || [ "$i2" = - ]; then
+	cs=$(stats ${CPU[s]}) ri=$(stats $RI) rc=$(stats $RC) rs=$(stats $RS)
+	printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |%s |\n' "$row" "$(cell "$i1")" \
+		"$(cell "$c1")" "$(cell "$i2")" "$(cell "$c2")" "$(cell "$ri")" "$(cell "$rc")" \
+		"$(cell "$cs")" "$(cell "$rs")" "$WHERE" >>"$TABLE"
+	if [ "${ri%% *}" = - ] || [ "${rc%% *}" = - ]; then
 		fail "$row" "a run failed (see $T_DIR)"
 	else
-		pass "$row: loops 1 $i1 IOPS $c1 µs/IO, loops 2 $i2 IOPS $c2 µs/IO (sessions on loops$WHERE)"
+		pass "$row: loops 2 / loops 1, median of $RUNS runs: IOPS ${ri%% *}, CPU per I/O ${rc%% *} (sessions on loops$WHERE)"
 	fi
 	unset IO CPU
 done
@@ -175,11 +203,12 @@ mkdir -p "$(dirname "$BENCH_OUT")"
 	echo
 	echo "Loop rows, measured $(date -u +%Y-%m-%d) on $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $NCPU CPUs,"
 	echo "load average $LOAD0 before and $LOAD1 after. Two targets of a null LUN each; two isergw-bench"
-	echo "processes at once (one session each, QD 32, 4 KiB); $BENCH_RUNS runs of ${BENCH_SECS} s per"
-	echo "row and configuration, alternating order, mean shown; CPU µs/IO = gateway utime+stime / I/Os."
+	echo "processes at once (one session each, QD 32, 4 KiB); $RUNS runs of ${BENCH_SECS} s per row and"
+	echo "configuration, each run both configurations back to back in alternating order; median (range)"
+	echo "over the runs, ratios taken per run; CPU µs/IO = gateway utime+stime / I/Os."
 	echo "\"loops: 1, one client\" has the load per loop of two clients on two loops: a loop serving"
 	echo "two sessions handles both in one round, so two clients on one loop cost less per I/O."
-	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_RUNS=$BENCH_RUNS tests/bench/loops.sh\` (part of \`make bench\`)"
+	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_LOOPS_RUNS=$RUNS tests/bench/loops.sh\` (part of \`make bench\`)"
 	echo
 	cat "$TABLE"
 } >>"$BENCH_OUT"

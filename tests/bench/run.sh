@@ -20,7 +20,8 @@
 #   BENCH_ROWS    space-separated subset of the row names below [all]
 #   BENCH_PIN     0 disables CPU pinning
 #   BENCH_OUT     Markdown output [$BUILD/bench.md]
-#   BENCH_LOOPS   0 leaves out the loop rows (loops: 1 against loops: 2, tests/bench/loops.sh)
+#   BENCH_LOOPS   0 leaves out the loop rows (loops: 1 against loops: 2, tests/bench/loops.sh;
+#                 BENCH_LOOPS_RUNS [5] runs of them)
 #   BENCH_VM      0 leaves out the iSER rows, the bond failover stall and the cluster failover
 #                 stall measured in the VM rig (tests/bench/vm-iser.sh, tests/bench/vm-failover.sh,
 #                 tests/bench/vm-cluster.sh)
@@ -227,8 +228,7 @@ t_log "bench: table written to $BENCH_OUT"
 # The loop rows: loops: 1 against loops: 2 on a null LUN (tests/bench/loops.sh), appended to
 # the same file, after the targets above have stopped working.
 if [ "${BENCH_LOOPS:-1}" != 0 ]; then
-	if BENCH_OUT=$BENCH_OUT BENCH_SECS=$BENCH_SECS BENCH_RUNS=$BENCH_RUNS \
-		"$(dirname "$0")/loops.sh"; then
+	if BENCH_OUT=$BENCH_OUT BENCH_SECS=$BENCH_SECS "$(dirname "$0")/loops.sh"; then
 		pass "loop rows"
 	else
 		fail "loop rows" "tests/bench/loops.sh failed (its output is above)"
