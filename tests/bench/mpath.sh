@@ -62,6 +62,7 @@ if [ ! -x "$BENCH" ] || [ ! -x "$GWD" ]; then
 	fail build "$BENCH or $GWD is missing"
 	t_end
 fi
+t_ns_reap mbgw mbbe mbbh
 if ! ip netns add "$NS_GW" 2>/dev/null; then
 	skip bench-mpath "cannot create network namespaces here"
 	t_end

@@ -65,6 +65,7 @@ if [ -z "${BUILD_A:-}" ] || [ ! -x "$GWD_A" ] || [ ! -x "$GWD_B" ] || [ ! -x "$B
 	fail build "set BUILD_A and BUILD_B to build trees with isergwd ($GWD_A, $GWD_B; $BENCH)"
 	t_end
 fi
+t_ns_reap abgw abbe
 if ! ip netns add "$NS_GW" 2>/dev/null; then
 	skip bench-proxy-ab "cannot create network namespaces here"
 	t_end

@@ -47,6 +47,7 @@ if [ ! -x "$HARNESS" ]; then
 	skip mpath "no $HARNESS (make test-build)"
 	t_end
 fi
+t_ns_reap mpgw mpbea mpbeb mpbh
 if ! ip netns add "$NS_GW" 2>/dev/null; then
 	skip mpath "cannot create network namespaces here"
 	t_end

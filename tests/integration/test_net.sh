@@ -179,6 +179,7 @@ gw_stop "$T_GW_PID"
 # ---- live: rtnetlink in a network namespace of this suite's own ---------------------------
 
 NS=isergw-net-$$
+[ "$(id -u)" = 0 ] && t_ns_reap isergw-net-
 if [ "$(id -u)" != 0 ] || ! ip netns add "$NS" 2>/dev/null; then
 	skip live "needs root and ip netns (network namespaces)"
 	t_end

@@ -184,6 +184,27 @@ t_need() {
 
 # ---- ports --------------------------------------------------------------------------------
 
+# t_ns_reap PREFIX...: removes the network namespaces an earlier run of this suite left
+# behind when it was killed too hard for its EXIT trap (named PREFIX + that run's PID, $$): each
+# one whose PID no longer exists, after killing (-9) the processes still inside it (that run's
+# tgtd and gateways, which hold the namespace and their files). A namespace of a run that is
+# still going, or whose PID came back as another process, is left alone.
+t_ns_reap() {
+	local pre ns pid p
+	for pre in "$@"; do
+		for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
+			[[ "$ns" =~ ^${pre}([0-9]+)$ ]] || continue
+			pid=${BASH_REMATCH[1]}
+			[ -e "/proc/$pid" ] && continue
+			for p in $(ip netns pids "$ns" 2>/dev/null); do
+				kill -9 "$p" 2>/dev/null
+			done
+			ip netns del "$ns" 2>/dev/null &&
+				t_log "removed network namespace $ns, left by run $pid (gone)"
+		done
+	done
+}
+
 # t_free_port: prints a TCP port no socket uses (any state: a client's local port or a
 # TIME_WAIT blocks bind() too) and this run has not handed out yet, below the kernel's
 # ephemeral range so that outgoing connections do not take it between the pick and the bind.
