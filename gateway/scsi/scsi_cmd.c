@@ -44,9 +44,10 @@ static const struct scsi_op scsi_ops[] = {
 	   SCSI_OPF_RES2_OK, scsi_spc_inquiry, "INQUIRY", 0x01, 0xff, 0xff, 0xff, CTL),
 	OP(0x15, 0, 6, SCSI_PRC_WRITE, SCSI_OPF_ALUA_SB, scsi_spc_mode_select, "MODE SELECT(6)",
 	   0x11, 0, 0, 0xff, CTL),
-	OP(0x16, 0, 6, SCSI_PRC_OWN, 0, scsi_pr_reserve6, "RESERVE(6)", 0, 0, 0, 0, CTL),
-	OP(0x17, 0, 6, SCSI_PRC_OWN, SCSI_OPF_RES2_OK, scsi_pr_release6, "RELEASE(6)",
+	OP(0x16, 0, 6, SCSI_PRC_OWN, SCSI_OPF_NOT_CLUSTER, scsi_pr_reserve6, "RESERVE(6)",
 	   0, 0, 0, 0, CTL),
+	OP(0x17, 0, 6, SCSI_PRC_OWN, SCSI_OPF_RES2_OK | SCSI_OPF_NOT_CLUSTER, scsi_pr_release6,
+	   "RELEASE(6)", 0, 0, 0, 0, CTL),
 	OP(0x1a, 0, 6, SCSI_PRC_READ, SCSI_OPF_ALUA_SB, scsi_spc_mode_sense, "MODE SENSE(6)",
 	   0x08, 0xff, 0xff, 0xff, CTL),
 	OP(0x1b, 0, 6, SCSI_PRC_WRITE, 0, scsi_spc_start_stop, "START STOP UNIT",
@@ -238,6 +239,19 @@ static bool scsi_cmd_check_ua(struct scsi_cmd *cmd, const struct scsi_op *op)
 	return scsi_ua_take(cmd, itl);
 }
 
+/* A SCSI_OPF_NOT_CLUSTER command on a LU whose reservations are the cluster's: INVALID COMMAND
+ * OPERATION CODE, as from a device without it (REPORT SUPPORTED OPERATION CODES leaves it out
+ * too), so a host finds out at once rather than relying on a reservation the other gateways
+ * would not honour. The first one per LU is logged. */
+static void scsi_cmd_not_cluster(struct scsi_cmd *cmd, const struct scsi_op *op)
+{
+	if (!cmd->lu->not_cluster++)
+		gw_warn(SCSI_LOG, "%s: LUN %llu: %s refused: in a cluster only SCSI-3 persistent "
+			"reservations hold across gateways (use PERSISTENT RESERVE OUT)",
+			cmd->dev->name, (unsigned long long)cmd->lu->lun, op->name);
+	scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+}
+
 /* The owner's half: everything that reads or changes LU state, on the LU's owner loop. */
 static void scsi_cmd_submit_owner(struct scsi_cmd *cmd)
 {
@@ -265,6 +279,12 @@ static void scsi_cmd_submit_owner(struct scsi_cmd *cmd)
 	}
 	if (cmd->cdb_len < op->cdb_len) {
 		scsi_cmd_set_sense(cmd, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+		goto done;
+	}
+	/* In a cluster the device is one LU behind several gateways: a command whose state only
+	 * this gateway would hold is not supported (docs/CLUSTER.md, "SPC-2 reservations"). */
+	if ((op->flags & SCSI_OPF_NOT_CLUSTER) && scsi_dev_pr_cluster(cmd->dev)) {
+		scsi_cmd_not_cluster(cmd, op);
 		goto done;
 	}
 	/* A remote backstore without a path: only what ALUA's unavailable state allows runs. */

@@ -32,6 +32,9 @@ enum {
 	SCSI_OPF_ALUA_SB = 1 << 5,	/* allowed in ALUA standby */
 	SCSI_OPF_ALUA_UA = 1 << 6,	/* allowed in ALUA unavailable and transitioning */
 	SCSI_OPF_RES2_OK = 1 << 7,	/* allowed under another nexus's RESERVE(6) */
+	/* Keeps state on this gateway that the other gateways of a cluster would not see
+	 * (RESERVE(6)): not supported where the LU's reservations are the cluster's. */
+	SCSI_OPF_NOT_CLUSTER = 1 << 8,
 };
 
 /* What a persistent reservation does to a command from a non-holder (SPC-4 5.13.1). */
@@ -221,6 +224,7 @@ struct scsi_lu {
 
 	struct gw_list itls;		/* struct scsi_itl */
 	struct scsi_itn *res2_holder;	/* RESERVE(6) holder */
+	uint64_t not_cluster;		/* SCSI_OPF_NOT_CLUSTER commands refused (logged once) */
 	struct scsi_pr pr;		/* in a cluster: the state applied last */
 	struct scsi_pr_cl prc;
 };

@@ -349,8 +349,10 @@ static uint32_t scsi_mode_page(const struct scsi_lu *lu, uint8_t page, int pc, u
 		memset(b, 0, 20);
 		b[0] = 0x08;
 		b[1] = 0x12;
+		/* In a cluster WCE is the configuration's ("write_cache", the same on every
+		 * gateway): a host cannot change it through one gateway alone. */
 		if (pc == SCSI_PC_CHANGEABLE)
-			b[2] = 0x04;
+			b[2] = scsi_dev_pr_cluster(lu->dev) ? 0 : 0x04;
 		else if ((pc == SCSI_PC_DEFAULT ? lu->conf.write_cache : lu->wce))
 			b[2] = 0x04;	/* WCE */
 		return 20;
@@ -561,9 +563,12 @@ static bool scsi_op_has_sa(uint8_t opcode)
 	return known;
 }
 
-/* COMPARE AND WRITE is not reported where no gateway can make it atomic (VPD B0 says 0). */
+/* COMPARE AND WRITE is not reported where no gateway can make it atomic (VPD B0 says 0), nor
+ * what a cluster refuses (SCSI_OPF_NOT_CLUSTER). */
 static bool scsi_rsoc_supported(const struct scsi_cmd *cmd, const struct scsi_op *op)
 {
+	if ((op->flags & SCSI_OPF_NOT_CLUSTER) && scsi_dev_pr_cluster(cmd->dev))
+		return false;
 	return op->opcode != 0x89 || !cmd->lu ||
 	       scsi_sbc_caw_max(cmd->dev, cmd->lu, cmd->itn ? cmd->itn->port : NULL) > 0;
 }

@@ -156,6 +156,12 @@ check "host 1 through A (preempted): WRITE refused with RESERVATION CONFLICT" \
 	t_refused '^write: reservation-conflict$' "$PR" "${H1[@]}" "$URL_A" write 8
 check "host 2 through B: CLEAR" pr "${H2[@]}" "$URL_B" clear "$K2"
 check "through A: no key and no reservation left" wait_for 10 pr_sees H1 "$URL_A" "" none
+# SPC-2 reservations would hold on one gateway only: not supported in a cluster, said at once.
+check "host 1 through A: RESERVE(6) refused in a cluster (05/20/00, INVALID COMMAND OPERATION CODE)" \
+	t_refused '^reserve6: check-condition 05/20/00$' "$PR" "${H1[@]}" "$URL_A" reserve6
+check "host 2 through B: WRITE works (nothing was reserved)" pr "${H2[@]}" "$URL_B" write 8
+check "gateway A's log says why and what to use" \
+	grep -q 'RESERVE(6) refused: in a cluster only SCSI-3 persistent reservations' "$T_DIR/gw-A.log"
 PRKEY=$PREFIX/pr/$IQN/0
 check "etcd holds the LU's state at $PRKEY (empty after the CLEAR)" etcd_pr_is "$PRKEY" \
 	"st['registrations'] == [] and st.get('reservation') is None and st['generation'] > 0"

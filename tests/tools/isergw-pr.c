@@ -19,6 +19,7 @@
  *                             else "expect: mismatch (byte 0xNN at offset N)"
  *   caw LBA CMP WR            COMPARE AND WRITE of one block: compare with every byte CMP,
  *                             write every byte WR (a miscompare: check-condition 0e/1d/00)
+ *   reserve6 | release6       SPC-2 RESERVE(6) / RELEASE(6) of the whole LU
  *   lun-reset                 the task management function LOGICAL UNIT RESET on the LUN
  *   lun N                     the following commands go to LUN N (default: the URL's)
  * KEYs are hex (0x optional), BYTEs hex or decimal.
@@ -63,7 +64,7 @@ static void usage(void)
 		"commands: register KEY, unregister KEY, reserve KEY TYPE, release KEY TYPE,\n"
 		"          clear KEY, preempt KEY VICTIM TYPE, read-keys, read-reservation,\n"
 		"          write LBA, read LBA, fill LBA BYTE, expect LBA BYTE, caw LBA CMP WR,\n"
-		"          lun-reset, lun N; URL - reads the commands from standard input\n");
+		"          reserve6, release6, lun-reset, lun N; URL - reads the commands from standard input\n");
 	exit(2);
 }
 
@@ -330,6 +331,20 @@ static struct scsi_task *caw_send(const struct pr_cmd *cmd, const uint64_t *v)
 	return caw(v[0], (int)v[1], (int)v[2]);
 }
 
+static struct scsi_task *reserve6_send(const struct pr_cmd *cmd, const uint64_t *v)
+{
+	(void)cmd;
+	(void)v;
+	return iscsi_reserve6_sync(iscsi, lun);
+}
+
+static struct scsi_task *release6_send(const struct pr_cmd *cmd, const uint64_t *v)
+{
+	(void)cmd;
+	(void)v;
+	return iscsi_release6_sync(iscsi, lun);
+}
+
 static int lun_act(const uint64_t *v)
 {
 	lun = (int)v[0];
@@ -360,6 +375,8 @@ static const struct pr_cmd pr_cmds[] = {
 	{ .name = "fill", .args = "LB", .send = fill_send },
 	{ .name = "expect", .args = "LB", .send = read_send, .good = expect_good },
 	{ .name = "caw", .args = "LBB", .send = caw_send },
+	{ .name = "reserve6", .args = "", .send = reserve6_send },
+	{ .name = "release6", .args = "", .send = release6_send },
 	{ .name = "lun-reset", .args = "", .act = lun_reset_act },
 	{ .name = "lun", .args = "N", .act = lun_act },
 };

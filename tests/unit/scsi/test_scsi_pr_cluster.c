@@ -509,3 +509,63 @@ Test(scsi_pr_cluster, a_lun_reset_aborts_the_pr_outs_waiting_for_a_commit_not_th
 	cr_assert_eq(t1.cmd.status, SCSI_GOOD, "its commit went through: it completes");
 	cr_assert_eq(hook.calls, 1, "the aborted one never committed");
 }
+
+/* RSOC for one opcode (reporting option 1, or 2 with service action 0 if sa): 3 supported,
+ * 1 not. */
+static int rsoc_one(uint8_t op, bool sa)
+{
+	uint8_t b[64];
+	struct tcmd t;
+
+	cr_assert_eq(run(&t, e.a, CDB(0xa3, 0x0c, sa ? 2 : 1, op, 0, 0, 0, 0, 0, 64, 0, 0), b, 64,
+			 SCSI_DIR_READ), SCSI_GOOD, "%#x", op);
+	return b[1] & 7;
+}
+
+/* WCE in the caching page's changeable values. */
+static int wce_changeable(void)
+{
+	uint8_t b[64];
+	struct tcmd t;
+
+	cr_assert_eq(run(&t, e.a, CDB(0x1a, 0x08, 0x48, 0, 64, 0), b, 64, SCSI_DIR_READ),
+		     SCSI_GOOD);
+	return b[4 + 2] & 0x04;
+}
+
+/* What only one gateway would hold is not supported in a cluster: RESERVE(6) and RELEASE(6)
+ * are INVALID COMMAND OPERATION CODE and left out of REPORT SUPPORTED OPERATION CODES (a host
+ * relying on them would think it had the LU while a host on another gateway wrote), WCE is not
+ * changeable (the configuration's write_cache, the same everywhere). Without the hook they
+ * are back. */
+Test(scsi_pr_cluster, spc2_reservations_and_wce_are_not_one_gateways_in_a_cluster)
+{
+	uint8_t sel[4 + 20] = { 0 };
+	struct tcmd t;
+
+	cr_assert_eq(run(&t, e.a, CDB(0x16, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE),
+		     SCSI_CHECK_CONDITION);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+	run(&t, e.a, CDB(0x17, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x20, 0x00);
+	cr_assert_eq(wr(e.b, &t), SCSI_GOOD, "nothing was reserved");
+	cr_assert_eq(rsoc_one(0x16, false), 1);
+	cr_assert_eq(rsoc_one(0x17, false), 1);
+	cr_assert_eq(rsoc_one(0x5f, true), 3, "PERSISTENT RESERVE OUT is the way");
+	cr_assert_eq(wce_changeable(), 0);
+	sel[4] = 0x08;
+	sel[5] = 0x12;		/* WCE 0, the LU's is 1 */
+	run(&t, e.a, CDB(0x15, 0x10, 0, 0, sizeof(sel), 0), sel, sizeof(sel), SCSI_DIR_WRITE);
+	cr_assert_sense(&t, SCSI_SK_ILLEGAL_REQUEST, 0x26, 0x00);
+	sel[6] = 0x04;		/* WCE as it is: accepted */
+	cr_assert_eq(run(&t, e.a, CDB(0x15, 0x10, 0, 0, sizeof(sel), 0), sel, sizeof(sel),
+			 SCSI_DIR_WRITE), SCSI_GOOD);
+
+	scsi_dev_set_pr_cluster(e.dev, NULL, NULL);
+	cr_assert_eq(run(&t, e.a, CDB(0x16, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE), SCSI_GOOD);
+	wr(e.b, &t);
+	cr_assert_eq(t.cmd.status, SCSI_RESERVATION_CONFLICT);
+	cr_assert_eq(run(&t, e.a, CDB(0x17, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE), SCSI_GOOD);
+	cr_assert_eq(rsoc_one(0x16, false), 3);
+	cr_assert_eq(wce_changeable(), 0x04);
+}
