@@ -18,7 +18,7 @@
 #
 # Environment: BUILD [build], RELAY_SECS [3], RELAY_RUNS [3], RELAY_MODES ["copy splice zc"],
 # RELAY_PATHS ["veth lo"], RELAY_PIPE [1048576] (the splice pipe's size, F_SETPIPE_SZ),
-# RELAY_OUT [$BUILD/bench-relay.md].
+# RELAY_OUT [$BUILD/bench-relay.md; every run's lines beside it in bench-relay-runs.txt].
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/mpath.sh"
@@ -128,11 +128,11 @@ done
 
 TABLE=$T_DIR/relay.md
 {
-	echo "| path | mode | MiB/s | relay CPU µs/record | send+relay+recv CPU µs/record | machine CPU µs/record | machine busy | relay CPU vs copy | machine CPU vs copy | MiB/s vs copy | zc notes copied |"
-	echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| path | mode | MiB/s | relay CPU µs/record | sender CPU µs/record | receiver CPU µs/record | the three, µs/record | machine CPU µs/record | machine busy | relay CPU vs copy | the three vs copy | machine CPU vs copy | MiB/s vs copy | zc notes copied |"
+	echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >"$TABLE"
 for path in $PATHS; do
-	declare -A TP=() RC=() PC=() MC=() MB=() ZC=()
+	declare -A TP=() RC=() SC=() VC=() PC=() MC=() MB=() ZC=()
 	for run in $(seq 1 "$RUNS"); do
 		read -ra s <<<"$MODES"
 		n=${#s[@]}
@@ -154,6 +154,10 @@ for path in $PATHS; do
 			fi
 			TP[$mode]="${TP[$mode]:-} $(field mibps "$rl")"
 			RC[$mode]="${RC[$mode]:-} $(field us_per_rec "$fl")"
+			SC[$mode]="${SC[$mode]:-} $(awk -v a="$(field cpu_us "$sl")" -v n="$recs" \
+				'BEGIN { printf "%.1f", a / n }')"
+			VC[$mode]="${VC[$mode]:-} $(awk -v a="$(field cpu_us "$rl")" -v n="$recs" \
+				'BEGIN { printf "%.1f", a / n }')"
 			PC[$mode]="${PC[$mode]:-} $(awk -v a="$(field cpu_us "$sl")" -v b="$(field cpu_us "$fl")" \
 				-v c="$(field cpu_us "$rl")" -v n="$recs" 'BEGIN { printf "%.1f", (a + b + c) / n }')"
 			MC[$mode]="${MC[$mode]:-} $(awk -v a="$m0" -v b="$m1" -v n="$recs" -v hz="$CLK_TCK" \
@@ -162,25 +166,31 @@ for path in $PATHS; do
 				'BEGIN { printf "%.0f", (t > 0 ? 100 * b / t : 0) }')"
 			if [ "$mode" = zc ]; then
 				ZC[$mode]="${ZC[$mode]:-} $(awk -v c="$(field zc_copied_notes "$fl")" \
-					-v n="$(field zc_notes "$fl")" 'BEGIN { printf "%.0f", n > 0 ? 100 * c / n : 0 }')"
+					-v n="$(field zc_notes "$fl")" 'BEGIN { printf "%.0f", (n > 0 ? 100 * c / n : 0) }')"
 			fi
 		done
 	done
 	# shellcheck disable=SC2086
 	c_rc=$(median ${RC[copy]:-}) c_mc=$(median ${MC[copy]:-}) c_tp=$(median ${TP[copy]:-})
+	# shellcheck disable=SC2086
+	c_pc=$(median ${PC[copy]:-})
 	for mode in $MODES; do
 		# shellcheck disable=SC2086
 		rc_m=$(median ${RC[$mode]:-}) mc_m=$(median ${MC[$mode]:-}) tp_m=$(median ${TP[$mode]:-})
 		# shellcheck disable=SC2086
-		echo "| $path | $mode | $tp_m | $rc_m | $(median ${PC[$mode]:-}) | $mc_m | $(median ${MB[$mode]:-})% |" \
-			"$(ratio "$rc_m" "$c_rc") | $(ratio "$mc_m" "$c_mc") | $(ratio "$tp_m" "$c_tp") |" \
+		pc_m=$(median ${PC[$mode]:-})
+		# shellcheck disable=SC2086
+		echo "| $path | $mode | $tp_m | $rc_m | $(median ${SC[$mode]:-}) | $(median ${VC[$mode]:-}) |" \
+			"$pc_m | $mc_m | $(median ${MB[$mode]:-})% | $(ratio "$rc_m" "$c_rc") | $(ratio "$pc_m" "$c_pc") |" \
+			"$(ratio "$mc_m" "$c_mc") | $(ratio "$tp_m" "$c_tp") |" \
 			"$([ "$mode" = zc ] && echo "$(median ${ZC[$mode]:-})%" || echo -) |" >>"$TABLE"
 		pass "$path $mode: relay CPU $rc_m µs/record ($(ratio "$rc_m" "$c_rc") of copy), $tp_m MiB/s"
 	done
-	unset TP RC PC MC MB ZC
+	unset TP RC SC VC PC MC MB ZC
 done
 
 mkdir -p "$(dirname "$OUT")"
+cp "$T_DIR/runs.out" "${OUT%.md}-runs.txt" 2>/dev/null
 {
 	echo "Measured $(date -u '+%Y-%m-%d %H:%M') UTC, $(nproc) CPUs, kernel $(uname -r), no pinning;" \
 		"load average $LOAD0 at the start, $(cut -d ' ' -f 1-3 /proc/loadavg) at the end."
