@@ -320,6 +320,8 @@ static int rl_send_main(double secs, const char *addr)
 	while (recv(fd, h, sizeof(h), 0) > 0)
 		;
 	printf("send: records=%llu cpu_us=%.0f\n", (unsigned long long)rec, rl_cpu_us());
+	close(fd);
+	free(pat);
 	return 0;
 }
 
@@ -639,6 +641,8 @@ static int rl_recv_main(const char *addr)
 	       (unsigned long long)rec, bytes / 1048576.0, secs,
 	       secs > 0 ? bytes / 1048576.0 / secs : 0.0, (unsigned long long)errors, rl_cpu_us());
 	close(fd);
+	free(buf);
+	free(pat);
 	return errors ? 1 : 0;
 }
 
