@@ -32,6 +32,7 @@
 #   BENCH_OUT        Markdown output, appended [$BUILD/bench.md]
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/bench.sh"
 
 BENCH_SECS=${BENCH_SECS:-10}
 BENCH_OUT=${BENCH_OUT:-$T_BUILD/bench.md}
@@ -226,10 +227,6 @@ disk_qd() {
 		if (a == "" || b == "" || t1 <= t0) print "-"; else printf "%.1f\n", (b - a) / 1000 / (t1 - t0) }'
 }
 
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'
-}
-
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 TABLE=$T_DIR/table.md
 {
@@ -261,9 +258,9 @@ for row in $ALLROWS; do
 	echo "| $row | ${I[gw-uring]} | ${C[gw-uring]} | ${K[gw-uring]} | ${Q[gw-uring]} |" \
 		"${I[gw-threads]} | ${C[gw-threads]} | ${I[tgt-aio]} | ${C[tgt-aio]} | ${I[fio]} |" \
 		"${Q[fio]} | ${I[gw-null]} |" \
-		"$(ratio "${I[gw-uring]}" "${I[fio]}") | $(ratio "${I[gw-uring]}" "${I[tgt-aio]}") |" \
-		"$(ratio "${I[gw-uring]}" "${I[gw-threads]}") | $(ratio "${I[gw-uring]}" "${I[gw-null]}") |" \
-		"${I[gw-b]} | ${C[gw-b]} | $(ratio "${I[gw-uring]}" "${I[gw-b]}") |" >>"$TABLE"
+		"$(bench_ratio "${I[gw-uring]}" "${I[fio]}") | $(bench_ratio "${I[gw-uring]}" "${I[tgt-aio]}") |" \
+		"$(bench_ratio "${I[gw-uring]}" "${I[gw-threads]}") | $(bench_ratio "${I[gw-uring]}" "${I[gw-null]}") |" \
+		"${I[gw-b]} | ${C[gw-b]} | $(bench_ratio "${I[gw-uring]}" "${I[gw-b]}") |" >>"$TABLE"
 	bad=0
 	for way in $BENCH_DISK_WAYS; do [ "${I[$way]}" = - ] && bad=1; done
 	if [ $bad = 1 ]; then

@@ -27,6 +27,7 @@
 # randwrite-4k-qd32].
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/bench.sh"
 
 BENCH_SECS=${BENCH_SECS:-10}
 RUNS=${BENCH_LOOPS_RUNS:-5}
@@ -134,12 +135,6 @@ stats() {
 		printf f " " f " " f "\n", m, v[0], v[n - 1] }'
 }
 
-# ratio A B: A / B to 2 places ("-" when either is missing or B is 0).
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN {
-		if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f\n", a / b }'
-}
-
 # cell "median min max": "median (min-max)".
 cell() {
 	local m lo hi
@@ -177,9 +172,9 @@ for row in $BENCH_LOOPS_ROWS; do
 		read -r i c w <<<"$(one_run 1 "$op" 1)"
 		IO[s]="${IO[s]:-} $i"
 		CPU[s]="${CPU[s]:-} $c"
-		RI="$RI $(ratio "${ri[2]}" "${ri[1]}")"
-		RC="$RC $(ratio "${rc[2]}" "${rc[1]}")"
-		RS="$RS $(ratio "${rc[2]}" "$c")"
+		RI="$RI $(bench_ratio "${ri[2]}" "${ri[1]}")"
+		RC="$RC $(bench_ratio "${rc[2]}" "${rc[1]}")"
+		RS="$RS $(bench_ratio "${rc[2]}" "$c")"
 		unset ri rc
 	done
 	# shellcheck disable=SC2086

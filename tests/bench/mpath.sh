@@ -33,6 +33,7 @@
 # libiscsi or native [libiscsi]; tests/bench/proxy-ab.sh compares the two side by side).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/bench.sh"
 . "$(dirname "$0")/../lib/mpath.sh"
 
 BENCH_SECS=${BENCH_SECS:-10}
@@ -152,16 +153,6 @@ bench_run() {
 		grep '^bench:' | tail -n 1
 }
 
-field() {
-	sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"
-}
-
-median() {
-	[ $# -eq 0 ] && echo - && return
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-	END { printf "%.0f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 TABLE_CUT=$T_DIR/cut.md
 TABLE_BOOT=$T_DIR/boot.md
 TABLE_PROXY=$T_DIR/proxy.md
@@ -199,10 +190,10 @@ elif gw_up cut "$T_DIR/cut.json"; then
 				ip netns exec "$NS_B" iptables -D INPUT -i "bB1$SFX" -j DROP
 			fi
 			line=$(cat "$T_DIR/cut-$kind-$run.out")
-			gap=$(field max_gap_us "$line")
-			lat=$(field max_lat_us "$line")
-			errs=$(field errors "$line")
-			ios=$(field ios "$line")
+			gap=$(bench_field max_gap_us "$line")
+			lat=$(bench_field max_lat_us "$line")
+			errs=$(bench_field errors "$line")
+			ios=$(bench_field ios "$line")
 			if [ -z "$gap" ] || [ "${errs:-1}" != 0 ]; then
 				fail "cut $kind run $run" "${line:-no result}"
 				continue
@@ -266,13 +257,6 @@ cpu_per_io() {
 		else printf "%.1f\n", (b - a) / hz * 1e6 / n }'
 }
 
-# median1 VALUE...: the median with one decimal ("-" without values).
-median1() {
-	[ $# -eq 0 ] && echo - && return
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-	END { printf "%.1f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 {
 	echo "| workload | direct IOPS | direct MiB/s | via gateway IOPS | via gateway MiB/s |" \
 		"gateway/direct | goal | gateway CPU µs/IO proxied | gateway local LUN IOPS |" \
@@ -313,12 +297,12 @@ elif gw_up proxy "$T_DIR/proxy.json"; then
 				line=$(bench_run "$url" ${args//,/ } -t "$BENCH_SECS")
 				c1=$(t_cpu_ticks "$GW_PID")
 				echo "$side $line" >>"$T_DIR/proxy-$name.out"
-				v=$(field "$metric" "$line")
-				if [ -z "$v" ] || [ "$(field errors "$line")" != 0 ]; then
+				v=$(bench_field "$metric" "$line")
+				if [ -z "$v" ] || [ "$(bench_field errors "$line")" != 0 ]; then
 					fail "proxy $name $side" "${line:-no result}"
 					continue
 				fi
-				cpu=$(cpu_per_io "$c0" "$c1" "$(field ios "$line")")
+				cpu=$(cpu_per_io "$c0" "$c1" "$(bench_field ios "$line")")
 				case $side in
 				D) D+=("$v") ;;
 				G) G+=("$v") && GC+=("$cpu") ;;
@@ -327,25 +311,24 @@ elif gw_up proxy "$T_DIR/proxy.json"; then
 			done
 		done
 		[ ${#D[@]} -gt 0 ] && [ ${#G[@]} -gt 0 ] || continue
-		dm=$(median "${D[@]}")
-		gm=$(median "${G[@]}")
-		lm=$(median "${L[@]}")
-		gc=$(median1 "${GC[@]}")
-		lc=$(median1 "${LC[@]}")
+		dm=$(bench_median %.0f "${D[@]}")
+		gm=$(bench_median %.0f "${G[@]}")
+		lm=$(bench_median %.0f "${L[@]}")
+		gc=$(bench_median %.1f "${GC[@]}")
+		lc=$(bench_median %.1f "${LC[@]}")
 		ratio=$(awk -v g="$gm" -v d="$dm" 'BEGIN { printf "%.2f\n", (d > 0 ? g / d : 0) }')
-		cratio=$(awk -v g="$gc" -v l="$lc" 'BEGIN {
-			if (g == "-" || l == "-" || l + 0 <= 0) print "-"; else printf "%.2f\n", g / l }')
+		cratio=$(bench_ratio "$gc" "$lc")
 		met=$(awk -v r="$ratio" -v g="$goal" 'BEGIN {
 			if (g == "-") print "-"; else printf("%s: %s\n", g "x", (r + 0 >= g + 0 ? "met" : "missed")) }')
 		di=$(grep '^D ' "$T_DIR/proxy-$name.out" | tail -n 1)
 		gi=$(grep '^G ' "$T_DIR/proxy-$name.out" | tail -n 1)
 		li=$(grep '^L ' "$T_DIR/proxy-$name.out" | tail -n 1)
 		if [ "$metric" = iops ]; then
-			cells="$dm | $(field mibps "$di") | $gm | $(field mibps "$gi")"
+			cells="$dm | $(bench_field mibps "$di") | $gm | $(bench_field mibps "$gi")"
 			lcell=$lm
 		else
-			cells="$(field iops "$di") | $dm | $(field iops "$gi") | $gm"
-			lcell=$(field iops "$li")
+			cells="$(bench_field iops "$di") | $dm | $(bench_field iops "$gi") | $gm"
+			lcell=$(bench_field iops "$li")
 		fi
 		echo "| $name | $cells | $ratio | $met | $gc | ${lcell:--} | $lc | $cratio |" >>"$TABLE_PROXY"
 		pass "proxy $name: gateway/direct $metric $ratio ($gm / $dm); gateway CPU $gc µs per proxied I/O, $lc per local I/O"

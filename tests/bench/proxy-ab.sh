@@ -36,6 +36,7 @@
 # strace by hand; BENCH_AB_ROWS=none skips the runs).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/bench.sh"
 . "$(dirname "$0")/../lib/mpath.sh"
 
 BENCH_SECS=${BENCH_SECS:-5}
@@ -125,27 +126,6 @@ gw_start A 3260 "$GWD_A" || t_end
 gw_start B 3261 "$GWD_B" || t_end
 t_log "bench-proxy-ab: A = $GWD_A (pid ${GPID[A]}), B = $GWD_B (pid ${GPID[B]})"
 
-field() {
-	sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"
-}
-
-median() {
-	[ $# -eq 0 ] && echo - && return
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-	END { printf "%.1f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# machine_ticks: busy and all clock ticks of every CPU so far (/proc/stat's "cpu" line: user,
-# nice, system, irq, softirq and steal are busy; idle and iowait are not).
-machine_ticks() {
-	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat
-}
-
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 <= 0) print "-";
-		else printf "%.2f\n", a / b }'
-}
-
 STRACE=${BENCH_AB_STRACE:-$(command -v strace >/dev/null && echo 1 || echo 0)}
 # syscalls SIDE ARGS: one run against SIDE under strace -c -f of its gateway; prints the gateway's
 # system calls per I/O.
@@ -163,7 +143,7 @@ syscalls() {
 	wait "$spid" 2>/dev/null
 	# The total line: % time, seconds, usecs/call, calls, [errors,] "total".
 	total=$(awk '$NF == "total" { print $4 }' "$out" 2>/dev/null)
-	awk -v t="${total:-0}" -v n="$(field ios "$line")" 'BEGIN { if (n > 0 && t > 0)
+	awk -v t="${total:-0}" -v n="$(bench_field ios "$line")" 'BEGIN { if (n > 0 && t > 0)
 		printf "%.2f\n", t / n; else print "-" }'
 }
 
@@ -207,25 +187,25 @@ while read -r name args metric; do
 			pid=
 			case $side in ?A) pid=${GPID[A]} ;; ?B) pid=${GPID[B]} ;; esac
 			c0=$([ -n "$pid" ] && t_cpu_ticks "$pid")
-			read -r m0 a0 < <(machine_ticks)
+			read -r m0 a0 < <(bench_machine_ticks)
 			# shellcheck disable=SC2086
 			line=$(timeout -k 5 $((BENCH_SECS + 60)) ip netns exec "$NS_GW" "$BENCH" \
 				${args//,/ } -t "$BENCH_SECS" "${URL[$side]}" </dev/null 2>&1 | grep '^bench:' | tail -n 1)
 			c1=$([ -n "$pid" ] && t_cpu_ticks "$pid")
-			read -r m1 a1 < <(machine_ticks)
+			read -r m1 a1 < <(bench_machine_ticks)
 			echo "$run $side $line" >>"$T_DIR/ab-$name.out"
-			v=$(field "$metric" "$line")
-			if [ -z "$v" ] || [ "$(field errors "$line")" != 0 ]; then
+			v=$(bench_field "$metric" "$line")
+			if [ -z "$v" ] || [ "$(bench_field errors "$line")" != 0 ]; then
 				fail "$name $side run $run" "${line:-no result}"
 				continue
 			fi
 			V[$side]="${V[$side]:-} $v"
-			MU[$side]="${MU[$side]:-} $(awk -v a="$m0" -v b="$m1" -v n="$(field ios "$line")" \
+			MU[$side]="${MU[$side]:-} $(awk -v a="$m0" -v b="$m1" -v n="$(bench_field ios "$line")" \
 				-v hz="$CLK_TCK" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')"
 			MB[$side]="${MB[$side]:-} $(awk -v b="$((m1 - m0))" -v t="$((a1 - a0))" \
 				'BEGIN { printf "%.0f", (t > 0 ? 100 * b / t : 0) }')"
 			if [ -n "$pid" ]; then
-				C[$side]="${C[$side]:-} $(awk -v a="$c0" -v b="$c1" -v n="$(field ios "$line")" \
+				C[$side]="${C[$side]:-} $(awk -v a="$c0" -v b="$c1" -v n="$(bench_field ios "$line")" \
 					-v hz="$CLK_TCK" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')"
 			fi
 		done
@@ -233,22 +213,22 @@ while read -r name args metric; do
 	declare -A M=() MC=() MMU=() MMB=()
 	for side in $SIDES; do
 		# shellcheck disable=SC2086
-		M[$side]=$(median ${V[$side]:-})
+		M[$side]=$(bench_median %.1f ${V[$side]:-})
 		# shellcheck disable=SC2086
-		MC[$side]=$(median ${C[$side]:-})
+		MC[$side]=$(bench_median %.1f ${C[$side]:-})
 		# shellcheck disable=SC2086
-		MMU[$side]=$(median ${MU[$side]:-})
+		MMU[$side]=$(bench_median %.1f ${MU[$side]:-})
 		# shellcheck disable=SC2086
-		MMB[$side]=$(median ${MB[$side]:-})
+		MMB[$side]=$(bench_median %.1f ${MB[$side]:-})
 	done
-	line="| $name | $metric | ${M[D]} | ${M[GA]} | ${M[GB]} | $(ratio "${M[GB]}" "${M[GA]}") |"
-	line="$line $(ratio "${M[GA]}" "${M[D]}") | $(ratio "${M[GB]}" "${M[D]}") |"
-	line="$line ${MC[GA]} | ${MC[GB]} | $(ratio "${MC[GB]}" "${MC[GA]}") |"
+	line="| $name | $metric | ${M[D]} | ${M[GA]} | ${M[GB]} | $(bench_ratio "${M[GB]}" "${M[GA]}") |"
+	line="$line $(bench_ratio "${M[GA]}" "${M[D]}") | $(bench_ratio "${M[GB]}" "${M[D]}") |"
+	line="$line ${MC[GA]} | ${MC[GB]} | $(bench_ratio "${MC[GB]}" "${MC[GA]}") |"
 	line="$line ${MMU[D]} | ${MMU[GA]} | ${MMU[GB]} | ${MMB[D]}% | ${MMB[GA]}% | ${MMB[GB]}% |"
 	[ "$LOCAL" = 1 ] && line="$line ${M[LA]} | ${M[LB]} | ${MC[LA]} | ${MC[LB]} |"
 	[ "$STRACE" = 1 ] && line="$line $(syscalls GA "$args") | $(syscalls GB "$args") |"
 	echo "$line" >>"$TABLE"
-	pass "$name: B/A $metric $(ratio "${M[GB]}" "${M[GA]}"), CPU per I/O B/A $(ratio "${MC[GB]}" "${MC[GA]}")"
+	pass "$name: B/A $metric $(bench_ratio "${M[GB]}" "${M[GA]}"), CPU per I/O B/A $(bench_ratio "${MC[GB]}" "${MC[GA]}")"
 	unset V C M MC MU MB MMU MMB
 done <<<"$ROWS"
 
@@ -270,7 +250,7 @@ if [ "${BENCH_AB_PHASES:-0}" = 1 ] && t_need tcpdump; then
 		wait "$tpid"
 		ph=$(tcpdump -r "$cap" -nn -tt 2>/dev/null | awk -v be=10.214.1.2.3260 \
 			-v gw="${GWADDR[$side]}" -f "$T_ROOT/tests/bench/proxy-phases.awk")
-		echo "| $side | $ph lat_us=$(field lat_us "$line") |" >>"$PHASES"
+		echo "| $side | $ph lat_us=$(bench_field lat_us "$line") |" >>"$PHASES"
 		pass "phases $side: $ph"
 	done
 fi

@@ -21,6 +21,7 @@
 # RELAY_OUT [$BUILD/bench-relay.md; every run's lines beside it in bench-relay-runs.txt].
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/bench.sh"
 . "$(dirname "$0")/../lib/mpath.sh"
 
 SECS=${RELAY_SECS:-3}
@@ -60,26 +61,6 @@ NS_MADE+=("$NS_GW")
 } >"$T_DIR/net.log" 2>&1 || {
 	fail network "$(tail -n 3 "$T_DIR/net.log" | tr '\n' ' ')"
 	t_end
-}
-
-field() {
-	sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"
-}
-
-median() {
-	[ $# -eq 0 ] && echo - && return
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-	END { printf "%.1f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 <= 0) print "-";
-		else printf "%.2f\n", a / b }'
-}
-
-# machine_ticks: busy and all clock ticks of every CPU so far (as tests/bench/proxy-ab.sh).
-machine_ticks() {
-	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat
 }
 
 PORT=4800
@@ -139,52 +120,52 @@ for path in $PATHS; do
 		for k in $(seq 0 $((n - 1))); do
 			mode=${s[$(((k + run - 1) % n))]}
 			PORT=$((PORT + 2))
-			read -r m0 a0 < <(machine_ticks)
+			read -r m0 a0 < <(bench_machine_ticks)
 			one "$path" "$mode" "$SECS"
 			rc=$?
-			read -r m1 a1 < <(machine_ticks)
+			read -r m1 a1 < <(bench_machine_ticks)
 			sed "s/^/$path $mode run $run: /" "$T_DIR/one.out" >>"$T_DIR/runs.out"
 			fl=$(grep '^fwd:' "$T_DIR/one.out")
 			rl=$(grep '^recv:' "$T_DIR/one.out")
 			sl=$(grep '^send:' "$T_DIR/one.out")
-			recs=$(field records "$rl")
-			if [ "$rc" != 0 ] || [ -z "$recs" ] || [ "$recs" = 0 ] || [ "$(field errors "$rl")" != 0 ]; then
+			recs=$(bench_field records "$rl")
+			if [ "$rc" != 0 ] || [ -z "$recs" ] || [ "$recs" = 0 ] || [ "$(bench_field errors "$rl")" != 0 ]; then
 				fail "$path $mode run $run" "$(tr '\n' ' ' <"$T_DIR/one.out")"
 				continue
 			fi
-			TP[$mode]="${TP[$mode]:-} $(field mibps "$rl")"
-			RC[$mode]="${RC[$mode]:-} $(field us_per_rec "$fl")"
-			SC[$mode]="${SC[$mode]:-} $(awk -v a="$(field cpu_us "$sl")" -v n="$recs" \
+			TP[$mode]="${TP[$mode]:-} $(bench_field mibps "$rl")"
+			RC[$mode]="${RC[$mode]:-} $(bench_field us_per_rec "$fl")"
+			SC[$mode]="${SC[$mode]:-} $(awk -v a="$(bench_field cpu_us "$sl")" -v n="$recs" \
 				'BEGIN { printf "%.1f", a / n }')"
-			VC[$mode]="${VC[$mode]:-} $(awk -v a="$(field cpu_us "$rl")" -v n="$recs" \
+			VC[$mode]="${VC[$mode]:-} $(awk -v a="$(bench_field cpu_us "$rl")" -v n="$recs" \
 				'BEGIN { printf "%.1f", a / n }')"
-			PC[$mode]="${PC[$mode]:-} $(awk -v a="$(field cpu_us "$sl")" -v b="$(field cpu_us "$fl")" \
-				-v c="$(field cpu_us "$rl")" -v n="$recs" 'BEGIN { printf "%.1f", (a + b + c) / n }')"
+			PC[$mode]="${PC[$mode]:-} $(awk -v a="$(bench_field cpu_us "$sl")" -v b="$(bench_field cpu_us "$fl")" \
+				-v c="$(bench_field cpu_us "$rl")" -v n="$recs" 'BEGIN { printf "%.1f", (a + b + c) / n }')"
 			MC[$mode]="${MC[$mode]:-} $(awk -v a="$m0" -v b="$m1" -v n="$recs" -v hz="$CLK_TCK" \
 				'BEGIN { printf "%.1f", (b - a) / hz * 1e6 / n }')"
 			MB[$mode]="${MB[$mode]:-} $(awk -v b="$((m1 - m0))" -v t="$((a1 - a0))" \
 				'BEGIN { printf "%.0f", (t > 0 ? 100 * b / t : 0) }')"
 			if [ "$mode" = zc ]; then
-				ZC[$mode]="${ZC[$mode]:-} $(awk -v c="$(field zc_copied_notes "$fl")" \
-					-v n="$(field zc_notes "$fl")" 'BEGIN { printf "%.0f", (n > 0 ? 100 * c / n : 0) }')"
+				ZC[$mode]="${ZC[$mode]:-} $(awk -v c="$(bench_field zc_copied_notes "$fl")" \
+					-v n="$(bench_field zc_notes "$fl")" 'BEGIN { printf "%.0f", (n > 0 ? 100 * c / n : 0) }')"
 			fi
 		done
 	done
 	# shellcheck disable=SC2086
-	c_rc=$(median ${RC[copy]:-}) c_mc=$(median ${MC[copy]:-}) c_tp=$(median ${TP[copy]:-})
+	c_rc=$(bench_median %.1f ${RC[copy]:-}) c_mc=$(bench_median %.1f ${MC[copy]:-}) c_tp=$(bench_median %.1f ${TP[copy]:-})
 	# shellcheck disable=SC2086
-	c_pc=$(median ${PC[copy]:-})
+	c_pc=$(bench_median %.1f ${PC[copy]:-})
 	for mode in $MODES; do
 		# shellcheck disable=SC2086
-		rc_m=$(median ${RC[$mode]:-}) mc_m=$(median ${MC[$mode]:-}) tp_m=$(median ${TP[$mode]:-})
+		rc_m=$(bench_median %.1f ${RC[$mode]:-}) mc_m=$(bench_median %.1f ${MC[$mode]:-}) tp_m=$(bench_median %.1f ${TP[$mode]:-})
 		# shellcheck disable=SC2086
-		pc_m=$(median ${PC[$mode]:-})
+		pc_m=$(bench_median %.1f ${PC[$mode]:-})
 		# shellcheck disable=SC2086
-		echo "| $path | $mode | $tp_m | $rc_m | $(median ${SC[$mode]:-}) | $(median ${VC[$mode]:-}) |" \
-			"$pc_m | $mc_m | $(median ${MB[$mode]:-})% | $(ratio "$rc_m" "$c_rc") | $(ratio "$pc_m" "$c_pc") |" \
-			"$(ratio "$mc_m" "$c_mc") | $(ratio "$tp_m" "$c_tp") |" \
-			"$([ "$mode" = zc ] && echo "$(median ${ZC[$mode]:-})%" || echo -) |" >>"$TABLE"
-		pass "$path $mode: relay CPU $rc_m µs/record ($(ratio "$rc_m" "$c_rc") of copy), $tp_m MiB/s"
+		echo "| $path | $mode | $tp_m | $rc_m | $(bench_median %.1f ${SC[$mode]:-}) | $(bench_median %.1f ${VC[$mode]:-}) |" \
+			"$pc_m | $mc_m | $(bench_median %.1f ${MB[$mode]:-})% | $(bench_ratio "$rc_m" "$c_rc") | $(bench_ratio "$pc_m" "$c_pc") |" \
+			"$(bench_ratio "$mc_m" "$c_mc") | $(bench_ratio "$tp_m" "$c_tp") |" \
+			"$([ "$mode" = zc ] && echo "$(bench_median %.1f ${ZC[$mode]:-})%" || echo -) |" >>"$TABLE"
+		pass "$path $mode: relay CPU $rc_m µs/record ($(bench_ratio "$rc_m" "$c_rc") of copy), $tp_m MiB/s"
 	done
 	unset TP RC SC VC PC MC MB ZC
 done

@@ -27,6 +27,7 @@
 #                 tests/bench/vm-cluster.sh)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/bench.sh"
 
 BENCH_A=${BENCH_A:-isergwd}
 BENCH_B=${BENCH_B:-tgtd}
@@ -143,19 +144,6 @@ one_run() {
 	}'
 }
 
-# median FMT VALUE...: the median (mean of the middle two for an even count), printed with the
-# printf format FMT; "-" when there is no value or any run failed.
-median() {
-	local fmt=$1 v
-	shift
-	[ $# -eq 0 ] && echo - && return
-	for v in "$@"; do
-		[ "$v" = - ] && echo - && return
-	done
-	printf '%s\n' "$@" | sort -g | awk -v fmt="$fmt\n" '{ v[NR] = $1 }
-	END { printf fmt, NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 TABLE=$T_DIR/table.md
 {
 	echo "| workload | tool | ${LABEL[A]} IOPS | ${LABEL[A]} MiB/s | ${LABEL[A]} CPU µs/IO |" \
@@ -188,14 +176,14 @@ for row in $BENCH_ROWS; do
 	for which in A B; do
 		if [ -n "${URL[$which]:-}" ]; then
 			# shellcheck disable=SC2086
-			line="$line $(median %.0f ${R_IOPS[$which]}) | $(median %.1f ${R_MIB[$which]})"
-			line="$line | $(median %.1f ${R_CPU[$which]}) |"
+			line="$line $(bench_median %.0f ${R_IOPS[$which]}) | $(bench_median %.1f ${R_MIB[$which]})"
+			line="$line | $(bench_median %.1f ${R_CPU[$which]}) |"
 		else
 			line="$line - | - | - |"
 		fi
 	done
 	# shellcheck disable=SC2086
-	ia=$(median %.0f ${R_IOPS[A]}) ib=$(median %.0f ${R_IOPS[B]})
+	ia=$(bench_median %.0f ${R_IOPS[A]}) ib=$(bench_median %.0f ${R_IOPS[B]})
 	ratio=$(awk -v a="$ia" -v b="$ib" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }')
 	echo "$line $ratio |" >>"$TABLE"
 	bad=0
