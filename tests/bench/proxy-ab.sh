@@ -66,20 +66,7 @@ if [ -z "${BUILD_A:-}" ] || [ ! -x "$GWD_A" ] || [ ! -x "$GWD_B" ] || [ ! -x "$B
 	fail build "set BUILD_A and BUILD_B to build trees with isergwd ($GWD_A, $GWD_B; $BENCH)"
 	t_end
 fi
-t_ns_reap abgw abbe
-if ! ip netns add "$NS_GW" 2>/dev/null; then
-	skip bench-proxy-ab "cannot create network namespaces here"
-	t_end
-fi
-NS_MADE+=("$NS_GW")
-{
-	ip netns add "$NS_B" && NS_MADE+=("$NS_B") &&
-		ip -n "$NS_B" link set lo up && ip -n "$NS_GW" link set lo up &&
-		mp_link gA1 10.214.1.1 "$NS_B" bA1 10.214.1.2
-} >"$T_DIR/net.log" 2>&1 || {
-	fail network "$(tail -n 3 "$T_DIR/net.log" | tr '\n' ' ')"
-	t_end
-}
+mp_ns_pair bench-proxy-ab gA1 10.214.1.1 bA1 10.214.1.2
 dd if=/dev/urandom of="$T_SHM/be.img" bs=4M count=128 status=none
 mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/be.img" ab-be 10.214.1.2:3260 || fail tgtd setup
 

@@ -49,19 +49,7 @@ if ! cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$RELAY" "$T_ROOT/tests/bench/re
 	fail build "$(head -n 3 "$T_DIR/cc.log" | tr '\n' ' ')"
 	t_end
 fi
-if ! ip netns add "$NS_GW" 2>/dev/null; then
-	skip bench-relay "cannot create network namespaces here"
-	t_end
-fi
-NS_MADE+=("$NS_GW")
-{
-	ip netns add "$NS_B" && NS_MADE+=("$NS_B") &&
-		ip -n "$NS_B" link set lo up && ip -n "$NS_GW" link set lo up &&
-		mp_link rG 10.214.3.1 "$NS_B" rB 10.214.3.2
-} >"$T_DIR/net.log" 2>&1 || {
-	fail network "$(tail -n 3 "$T_DIR/net.log" | tr '\n' ' ')"
-	t_end
-}
+mp_ns_pair bench-relay rG 10.214.3.1 rB 10.214.3.2
 
 PORT=4800
 # one PATH MODE SECS [SPOIL]: one run; its three result lines in $T_DIR/one.out; the receiver's

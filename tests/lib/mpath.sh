@@ -14,6 +14,28 @@ mp_cleanup_ns() {
 	NS_MADE=()
 }
 
+# mp_ns_pair SUITE GW-IF GW-ADDR B-IF B-ADDR: the namespaces NS_GW and NS_B (loopback up in
+# both) and a veth between them; the ones a killed run of SUITE left go first (t_ns_reap, by
+# the names' prefixes). Skips SUITE where namespaces cannot be made, fails it where the link
+# cannot; either way the suite ends there.
+mp_ns_pair() {
+	local suite=$1
+	t_ns_reap "${NS_GW%"$SFX"}" "${NS_B%"$SFX"}"
+	if ! ip netns add "$NS_GW" 2>/dev/null; then
+		skip "$suite" "cannot create network namespaces here"
+		t_end
+	fi
+	NS_MADE+=("$NS_GW")
+	{
+		ip netns add "$NS_B" && NS_MADE+=("$NS_B") &&
+			ip -n "$NS_B" link set lo up && ip -n "$NS_GW" link set lo up &&
+			mp_link "$2" "$3" "$NS_B" "$4" "$5"
+	} >"$T_DIR/net.log" 2>&1 || {
+		fail network "$(tail -n 3 "$T_DIR/net.log" | tr '\n' ' ')"
+		t_end
+	}
+}
+
 # mp_link GW-IF GW-ADDR NS NS-IF NS-ADDR...: a veth pair between ns GW and NS.
 mp_link() {
 	local gif=$1 gaddr=$2 ns=$3 nif=$4 a
