@@ -3,7 +3,9 @@
  * Server-sent events (GET /api/v1/events). Each subscriber has a byte queue; MHD pulls from it
  * through a content reader, and when it is empty the connection is suspended until the next
  * event resumes it, so an idle stream costs nothing. A subscriber that stops reading is cut
- * off once its queue passes 1 MiB. Events: hello, config, gateway, apply, session.
+ * off once its queue passes 1 MiB. A subscriber whose client goes away (closes or resets the
+ * connection) is dropped at once: the server watches a suspended stream's socket and resumes
+ * it, and the read ends the connection (docs/REST.md, "Events"). Events: hello, config, gateway, apply, session.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 
 struct api_sse {
 	struct gw_list node;		/* in ev->subscribers */
+	struct api_events *ev;
 	struct api_req *r;		/* NULL once the request is gone */
 	struct gw_buf q;
 	bool closed;
@@ -76,6 +79,9 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 	size_t n;
 
 	(void)pos;
+	/* The client went away: nobody reads what is queued. */
+	if (s->r && s->r->gone)
+		return API_STREAM_ABORT;
 	if (s->q.len) {
 		n = s->q.len < max ? s->q.len : max;
 		memcpy(buf, s->q.data, n);
@@ -93,6 +99,7 @@ static void sse_free(void *cls)
 {
 	struct api_sse *s = cls;
 
+	s->ev->n--;
 	gw_list_del(&s->node);
 	if (s->r)
 		s->r->stream = NULL;
@@ -120,9 +127,11 @@ int api_events_subscribe(struct api_events *ev, struct api_req *r, const char *h
 
 	if (!s)
 		return -ENOMEM;
+	s->ev = ev;
 	s->r = r;
 	gw_buf_init(&s->q);
 	gw_list_add_tail(&ev->subscribers, &s->node);
+	ev->n++;
 	gw_buf_append(&s->q, hello, len);
 	api_reply_header(r, "Cache-Control", "no-cache");
 	api_reply_stream(r, &sse_ops, s, "text/event-stream");
@@ -144,6 +153,7 @@ int api_events_init(struct api_events *ev, struct gw_loop *loop)
 	int r;
 
 	gw_list_init(&ev->subscribers);
+	ev->n = 0;
 	ev->event_id = 0;
 	r = gw_timer_init(&ev->keepalive, loop, on_keepalive);
 	if (!r)
