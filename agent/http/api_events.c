@@ -22,6 +22,7 @@ struct api_sse {
 	struct gw_list node;		/* in ev->subscribers */
 	struct api_events *ev;
 	struct api_req *r;		/* NULL once the request is gone */
+	char peer[64];			/* the client's address */
 	struct gw_buf q;
 	bool closed;
 };
@@ -120,13 +121,36 @@ static const struct api_stream_ops sse_ops = {
 	.detach = sse_detach,
 };
 
+/* An address's streams may hold a quarter of its connections (--max-connections-per-ip): a
+ * dashboard needs one per tab, and the rest stay free for its REST calls. */
+static unsigned int streams_max(struct api_req *r)
+{
+	unsigned int n = api_http_conf(r->http)->max_conns_per_ip / 4;
+
+	return n ? n : 1;
+}
+
 int api_events_subscribe(struct api_events *ev, struct api_req *r, const char *hello,
 			 size_t len)
 {
-	struct api_sse *s = calloc(1, sizeof(*s));
+	unsigned int n = 0, max = streams_max(r);
+	struct api_sse *s;
+	char peer[64];
 
+	api_req_peer(r, peer, sizeof(peer));
+	gw_list_for_each_entry(s, &ev->subscribers, node)
+		if (s->r && !strcmp(s->peer, peer))
+			n++;
+	if (n >= max) {
+		api_reply_err(r, API_E_RATE_LIMITED, NULL, "%s has %u event streams open, the most "
+			      "one address may (a quarter of --max-connections-per-ip): close one "
+			      "first", peer, n);
+		return 0;
+	}
+	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	snprintf(s->peer, sizeof(s->peer), "%s", peer);
 	s->ev = ev;
 	s->r = r;
 	gw_buf_init(&s->q);

@@ -320,6 +320,26 @@ kill "$SUB_PID" 2>/dev/null
 wait "$SUB_PID" 2>/dev/null
 check "its curl gone, the agent holds no subscriber" \
 	wait_for 10 metric_is isergw_agent_event_subscribers 0
+# Streams held open: an address may hold a quarter of --max-connections-per-ip (40 here: 10).
+sub_pids=
+for i in $(seq 1 10); do
+	curl -s -N -m 60 --interface 127.0.0.6 -H "Authorization: Bearer $ADMIN" \
+		"$URL/api/v1/events" >"$T_DIR/held.$i" 2>/dev/null &
+	sub_pids="$sub_pids $!"
+done
+check "10 event streams held open from 127.0.0.6" \
+	wait_for 10 metric_is isergw_agent_event_subscribers 10
+CODE=$(curl -s -m 10 --interface 127.0.0.6 -o "$T_DIR/body" -w '%{http_code}' \
+	-H "Authorization: Bearer $ADMIN" "$URL/api/v1/events" 2>/dev/null)
+expect "the 11th from that address: 429 rate_limited (JSON)" 429 rate_limited
+check "  naming the limit" grep -q 'max-connections-per-ip' "$T_DIR/body"
+CODE=$(curl -s -m 10 --interface 127.0.0.6 -o "$T_DIR/body" -w '%{http_code}' \
+	-H "Authorization: Bearer $ADMIN" "$URL/api/v1/targets" 2>/dev/null)
+check "while REST calls from 127.0.0.6 are still answered ($CODE)" test "$CODE" = 200
+kill $sub_pids 2>/dev/null
+wait $sub_pids 2>/dev/null
+check "their curls gone, the agent holds no subscriber" \
+	wait_for 10 metric_is isergw_agent_event_subscribers 0
 
 # Requests parked on purpose: the gateway stopped (SIGSTOP), a write waits for its apply and
 # the writes after it wait their turn. Well under the agent's 30 s gateway call timeout.
