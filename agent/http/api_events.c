@@ -3,9 +3,11 @@
  * Server-sent events (GET /api/v1/events). Each subscriber has a byte queue; MHD pulls from it
  * through a content reader, and when it is empty the connection is suspended until the next
  * event resumes it, so an idle stream costs nothing. A subscriber that stops reading is cut
- * off once its queue passes 1 MiB. A subscriber whose client goes away (closes or resets the
- * connection) is dropped at once: the server watches a suspended stream's socket and resumes
- * it, and the read ends the connection (docs/REST.md, "Events"). Events: hello, config, gateway, apply, session.
+ * off once its queue passes 1 MiB. A subscriber whose client goes away (closes, half-closes or
+ * resets the connection) is dropped at once: the server watches a suspended stream's socket and
+ * resumes it, and the read ends the connection. One address may hold a quarter of its
+ * connection limit in streams (docs/REST.md, "Limits"). Events: hello, config, gateway, apply,
+ * session, and the network model's.
  */
 #include <errno.h>
 #include <stdio.h>
