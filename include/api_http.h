@@ -102,6 +102,8 @@ struct api_req {
 	bool dispatched;
 	bool admitted;			/* the access hooks let it in */
 	bool suspended;
+	bool parked;			/* suspended by api_req_park (nothing under way) */
+	bool gone;			/* its client went away while it was suspended */
 	enum api_role role;
 	const char *token_name;
 	const struct api_route *route;
@@ -163,6 +165,8 @@ struct api_http_hook {
  * can outlive the request); read returns bytes, 0 when it suspended the request until there
  * is more, API_STREAM_END at the end. detach: the request is gone. */
 #define API_STREAM_END ((ssize_t)-1)
+/* The client is gone (r->gone): the connection closes without ending the stream. */
+#define API_STREAM_ABORT ((ssize_t)-2)
 struct api_stream_ops {
 	ssize_t (*read)(void *ctx, uint64_t pos, char *buf, size_t max);
 	void (*free)(void *ctx);
@@ -181,6 +185,11 @@ int api_http_hook(struct api_http *h, const struct api_http_hook *ops, void *ctx
 uint64_t api_http_requests(const struct api_http *h);
 /* Connections cut off because their request did not arrive within request_timeout. */
 uint64_t api_http_cut(const struct api_http *h);
+/* Client connections open now; requests suspended now (waiting for the gateway, the store, an
+ * earlier write or an event); suspended requests whose client went away, in all. */
+unsigned int api_http_conns(const struct api_http *h);
+unsigned int api_http_suspended(const struct api_http *h);
+uint64_t api_http_gone(const struct api_http *h);
 /* The server's limits in effect (defaults filled in). */
 const struct api_http_conf *api_http_conf(const struct api_http *h);
 
@@ -206,8 +215,16 @@ void api_reply_header(struct api_req *r, const char *name, const char *value);
 /* 200 with a body read piece by piece (ops), of Content-Type type. */
 void api_reply_stream(struct api_req *r, const struct api_stream_ops *ops, void *ctx,
 		      const char *type);
-/* Waiting for something asynchronous: MHD stops polling the connection until resume. */
+/*
+ * Waiting for something asynchronous (a callback that resumes it): MHD stops polling the
+ * connection until resume, and the loop watches it for the client going away (a close, a
+ * half-close or a reset): r->gone is set, a stream is resumed at once (its read should return
+ * API_STREAM_ABORT), a request ends unanswered when its callback resumes it.
+ */
 void api_req_suspend(struct api_req *r);
+/* The same for a request waiting with nothing under way (a queue's): a gone client ends it
+ * at once (the hooks' gone undoes what parked it). */
+void api_req_park(struct api_req *r);
 void api_req_resume(struct api_req *r);
 /* Builds the error body JSON ({"error":..., "errors":[...]}) used by api_reply_errlist. */
 json_t *api_errlist_body(enum api_err e, const struct gw_errlist *errs, const char *prefix);
@@ -216,6 +233,7 @@ json_t *api_errlist_body(enum api_err e, const struct gw_errlist *errs, const ch
 
 struct api_events {
 	struct gw_list subscribers;	/* struct api_sse.node */
+	unsigned int n;			/* subscribers */
 	uint64_t event_id;
 	struct gw_timer keepalive;
 };

@@ -209,7 +209,8 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 	}
 }
 
-/* Failed tokens and 429s per source address, slow requests cut off. */
+/* Failed tokens and 429s per source address, slow requests cut off, connections and waiting
+ * requests, event subscribers, clients gone while they waited. */
 static void agent_guard_metrics(struct gw_buf *b, struct api_agent *ag)
 {
 	const struct api_gate *g = &ag->gate;
@@ -234,6 +235,20 @@ static void agent_guard_metrics(struct gw_buf *b, struct api_agent *ag)
 		      "request_timeout.");
 	gw_buf_printf(b, "isergw_agent_requests_cut_total %llu\n",
 		      (unsigned long long)api_http_cut(ag->http));
+	api_prom_head(b, "isergw_agent_http_connections", "gauge",
+		      "Client connections open now.");
+	gw_buf_printf(b, "isergw_agent_http_connections %u\n", api_http_conns(ag->http));
+	api_prom_head(b, "isergw_agent_requests_waiting", "gauge",
+		      "Requests suspended now: waiting for the gateway, the store, an earlier write "
+		      "or an event stream's next event.");
+	gw_buf_printf(b, "isergw_agent_requests_waiting %u\n", api_http_suspended(ag->http));
+	api_prom_head(b, "isergw_agent_event_subscribers", "gauge",
+		      "Open event streams (GET /api/v1/events).");
+	gw_buf_printf(b, "isergw_agent_event_subscribers %u\n", ag->events.n);
+	api_prom_head(b, "isergw_agent_clients_gone_total", "counter",
+		      "Waiting requests and event streams whose client went away, ended at once.");
+	gw_buf_printf(b, "isergw_agent_clients_gone_total %llu\n",
+		      (unsigned long long)api_http_gone(ag->http));
 }
 
 char *api_metrics_text(struct api_agent *ag, size_t *len)

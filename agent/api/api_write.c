@@ -91,7 +91,8 @@ static int write_admit(void *ctx, struct api_req *r)
 	if (ag->writes.busy) {
 		w->waits = true;
 		gw_list_add_tail(&ag->writes.wait, &w->node);
-		api_req_suspend(r);
+		/* Nothing under way: a client that goes away leaves the queue at once. */
+		api_req_park(r);
 		return 1;
 	}
 	ag->writes.busy = true;

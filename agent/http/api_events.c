@@ -3,7 +3,11 @@
  * Server-sent events (GET /api/v1/events). Each subscriber has a byte queue; MHD pulls from it
  * through a content reader, and when it is empty the connection is suspended until the next
  * event resumes it, so an idle stream costs nothing. A subscriber that stops reading is cut
- * off once its queue passes 1 MiB. Events: hello, config, gateway, apply, session.
+ * off once its queue passes 1 MiB. A subscriber whose client goes away (closes, half-closes or
+ * resets the connection) is dropped at once: the server watches a suspended stream's socket and
+ * resumes it, and the read ends the connection. One address may hold a quarter of its
+ * connection limit in streams (docs/REST.md, "Limits"). Events: hello, config, gateway, apply,
+ * session, and the network model's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,7 +22,9 @@
 
 struct api_sse {
 	struct gw_list node;		/* in ev->subscribers */
+	struct api_events *ev;
 	struct api_req *r;		/* NULL once the request is gone */
+	char peer[64];			/* the client's address */
 	struct gw_buf q;
 	bool closed;
 };
@@ -76,6 +82,9 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 	size_t n;
 
 	(void)pos;
+	/* The client went away: nobody reads what is queued. */
+	if (s->r && s->r->gone)
+		return API_STREAM_ABORT;
 	if (s->q.len) {
 		n = s->q.len < max ? s->q.len : max;
 		memcpy(buf, s->q.data, n);
@@ -93,6 +102,7 @@ static void sse_free(void *cls)
 {
 	struct api_sse *s = cls;
 
+	s->ev->n--;
 	gw_list_del(&s->node);
 	if (s->r)
 		s->r->stream = NULL;
@@ -113,16 +123,41 @@ static const struct api_stream_ops sse_ops = {
 	.detach = sse_detach,
 };
 
+/* An address's streams may hold a quarter of its connections (--max-connections-per-ip): a
+ * dashboard needs one per tab, and the rest stay free for its REST calls. */
+static unsigned int streams_max(struct api_req *r)
+{
+	unsigned int n = api_http_conf(r->http)->max_conns_per_ip / 4;
+
+	return n ? n : 1;
+}
+
 int api_events_subscribe(struct api_events *ev, struct api_req *r, const char *hello,
 			 size_t len)
 {
-	struct api_sse *s = calloc(1, sizeof(*s));
+	unsigned int n = 0, max = streams_max(r);
+	struct api_sse *s;
+	char peer[64];
 
+	api_req_peer(r, peer, sizeof(peer));
+	gw_list_for_each_entry(s, &ev->subscribers, node)
+		if (s->r && !strcmp(s->peer, peer))
+			n++;
+	if (n >= max) {
+		api_reply_err(r, API_E_RATE_LIMITED, NULL, "%s has %u event streams open, the most "
+			      "one address may (a quarter of --max-connections-per-ip): close one "
+			      "first", peer, n);
+		return 0;
+	}
+	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	snprintf(s->peer, sizeof(s->peer), "%s", peer);
+	s->ev = ev;
 	s->r = r;
 	gw_buf_init(&s->q);
 	gw_list_add_tail(&ev->subscribers, &s->node);
+	ev->n++;
 	gw_buf_append(&s->q, hello, len);
 	api_reply_header(r, "Cache-Control", "no-cache");
 	api_reply_stream(r, &sse_ops, s, "text/event-stream");
@@ -144,6 +179,7 @@ int api_events_init(struct api_events *ev, struct gw_loop *loop)
 	int r;
 
 	gw_list_init(&ev->subscribers);
+	ev->n = 0;
 	ev->event_id = 0;
 	r = gw_timer_init(&ev->keepalive, loop, on_keepalive);
 	if (!r)

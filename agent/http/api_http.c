@@ -24,7 +24,13 @@
  * arriving, so that a client trickling headers or a body is cut off (request_timeout). */
 struct api_conn {
 	struct gw_list node;		/* in api_http.conns */
+	struct api_http *h;
 	int fd;
+	/* While its request is suspended MHD does not poll the socket: the loop watches it for
+	 * the peer going away (EPOLLRDHUP, HUP, ERR), stopped before MHD may close the fd (on
+	 * resume, and at the latest on MHD_CONNECTION_NOTIFY_CLOSED). */
+	struct gw_watch gone_w;
+	struct api_req *req;		/* the suspended request gone_w watches for, or NULL */
 	uint64_t since_ms;		/* the connection's start or its previous reply */
 	bool busy;			/* a request arrived whole: no deadline until it ends */
 	bool line;			/* the current request's line arrived (it is under way) */
@@ -51,6 +57,8 @@ struct api_http {
 	struct gw_defer run;
 	struct gw_list suspended;	/* struct api_req.snode */
 	struct gw_list conns;		/* struct api_conn.node */
+	unsigned int nconns, nsuspended;
+	uint64_t gone;			/* suspended requests whose client went away */
 	struct gw_timer deadline;	/* every second: cuts off requests over request_timeout */
 	uint64_t cut;
 	char *cert, *key;
@@ -82,6 +90,21 @@ uint64_t api_http_requests(const struct api_http *h)
 uint64_t api_http_cut(const struct api_http *h)
 {
 	return h->cut;
+}
+
+unsigned int api_http_conns(const struct api_http *h)
+{
+	return h->nconns;
+}
+
+unsigned int api_http_suspended(const struct api_http *h)
+{
+	return h->nsuspended;
+}
+
+uint64_t api_http_gone(const struct api_http *h)
+{
+	return h->gone;
 }
 
 const struct api_http_conf *api_http_conf(const struct api_http *h)
@@ -395,15 +418,44 @@ json_t *api_req_json(struct api_req *r)
 	return j;
 }
 
-void api_req_suspend(struct api_req *r)
+static struct api_conn *conn_of(struct MHD_Connection *c);
+
+static void suspend_as(struct api_req *r, bool parked)
 {
 	struct api_http *h = r->http;
+	struct api_conn *k;
 
 	if (r->suspended)
 		return;
 	r->suspended = true;
+	r->parked = parked;
+	h->nsuspended++;
 	gw_list_add_tail(&h->suspended, &r->snode);
 	MHD_suspend_connection(r->conn);
+	/* Added now, a peer that went before the suspension is reported at once too. */
+	k = conn_of(r->conn);
+	if (k && k->fd >= 0 && !r->gone && !gw_watch_set(&k->gone_w, EPOLLRDHUP))
+		k->req = r;
+}
+
+void api_req_suspend(struct api_req *r)
+{
+	suspend_as(r, false);
+}
+
+void api_req_park(struct api_req *r)
+{
+	suspend_as(r, true);
+}
+
+static void unwatch(struct api_req *r)
+{
+	struct api_conn *k = conn_of(r->conn);
+
+	if (k && k->req == r) {
+		gw_watch_stop(&k->gone_w);
+		k->req = NULL;
+	}
 }
 
 void api_req_resume(struct api_req *r)
@@ -413,6 +465,8 @@ void api_req_resume(struct api_req *r)
 	if (!r->suspended)
 		return;
 	r->suspended = false;
+	h->nsuspended--;
+	unwatch(r);
 	gw_list_del(&r->snode);
 	MHD_resume_connection(r->conn);
 	/* MHD's ITC wakes its epoll set too; running it from the loop does not depend on it. */
@@ -460,6 +514,7 @@ void api_reply_stream(struct api_req *r, const struct api_stream_ops *ops, void 
 
 /* The stream's read and free go to MHD as they are: the response may outlive the request. */
 _Static_assert(API_STREAM_END == MHD_CONTENT_READER_END_OF_STREAM, "stream end marker");
+_Static_assert(API_STREAM_ABORT == MHD_CONTENT_READER_END_WITH_ERROR, "stream abort marker");
 
 static enum MHD_Result queue_reply(struct api_req *r)
 {
@@ -481,8 +536,10 @@ static enum MHD_Result queue_reply(struct api_req *r)
 		if (resp)
 			r->resp_body = NULL;
 	}
-	if (!resp)
+	if (!resp) {
+		gw_err("http", "%s %s: out of memory for the reply", r->method, r->url);
 		return MHD_NO;
+	}
 	if (r->resp_type && (r->resp_len || r->stream))
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
 	for (i = 0; i < r->nhdr; i++)
@@ -600,8 +657,6 @@ static struct api_req *req_new(struct api_http *h, struct MHD_Connection *c, con
 	return r;
 }
 
-static struct api_conn *conn_of(struct MHD_Connection *c);
-
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct api_conn *k = conn_of(c);
@@ -615,8 +670,11 @@ static void req_free(struct api_req *r)
 {
 	unsigned int i;
 
-	if (r->suspended)
+	if (r->suspended) {
+		r->http->nsuspended--;
+		unwatch(r);
 		gw_list_del(&r->snode);
+	}
 	hooks_gone(r);
 	if (r->stream && r->stream->detach)
 		r->stream->detach(r->stream_ctx);
@@ -651,6 +709,33 @@ static void conn_busy(struct MHD_Connection *c)
 		k->busy = true;
 }
 
+/*
+ * The peer of a suspended request went away: it closed the connection, reset it, or only
+ * half-closed it. The last is legal HTTP/1.1 after a request, but libmicrohttpd (0.9.75, Debian
+ * 12) itself reads the end on resume and closes such a connection unanswered; a request it
+ * handles at once, without suspending, it answers (docs/REST.md, "Limits"). So every one of
+ * them is gone here, only sooner. A stream ends at once; so does a request parked with nothing
+ * under way (api_req_park: a write waiting its turn); one waiting for a callback (the gateway,
+ * the store) ends when the callback resumes it, unanswered, so the callback never meets a freed
+ * request and what it started (an apply) completes.
+ */
+static void on_peer_gone(struct gw_watch *w, uint32_t events)
+{
+	struct api_conn *k = gw_container_of(w, struct api_conn, gone_w);
+	struct api_req *r = k->req;
+
+	(void)events;
+	gw_watch_stop(w);
+	k->req = NULL;
+	if (!r || !r->suspended)
+		return;
+	r->gone = true;
+	k->h->gone++;
+	gw_dbg("http", "%s %s: the client went away while it waited", r->method, r->url);
+	if (r->stream || r->parked)
+		api_req_resume(r);
+}
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
@@ -664,11 +749,17 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		k = calloc(1, sizeof(*k));
 		if (!k)
 			return;		/* untracked: only the idle timeout applies */
+		k->h = h;
 		k->fd = ci ? ci->connect_fd : -1;
 		k->since_ms = gw_now_ms();
+		gw_watch_init(&k->gone_w, h->loop, k->fd, on_peer_gone);
 		gw_list_add_tail(&h->conns, &k->node);
+		h->nconns++;
 		*socket_context = k;
 	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && k) {
+		/* MHD closes the fd after this: it must have left our epoll set by then. */
+		gw_watch_stop(&k->gone_w);
+		h->nconns--;
 		gw_list_del(&k->node);
 		free(k);
 		*socket_context = NULL;
@@ -744,8 +835,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 
 	(void)version;
 	(void)url;
-	/* No request from on_uri: out of memory, the connection closes. */
-	if (!r)
+	/* No request from on_uri: out of memory, the connection closes. A request whose client
+	 * went away while it waited ends here, without an answer nobody would read. */
+	if (!r) {
+		gw_err("http", "out of memory for a request: its connection closes");
+		return MHD_NO;
+	}
+	if (r->gone)
 		return MHD_NO;
 	if (!r->started) {
 		const char *cl, *bad;
@@ -812,13 +908,28 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	*con_cls = NULL;
 }
 
+/* What MHD says when we close a connection on purpose (a request or a stream whose client went
+ * away, counted in isergw_agent_clients_gone_total; out of memory is logged where it happens):
+ * not worth a warning each, or a client dropping streams in a loop would flood the log. */
+static const char *const mhd_ours[] = {
+	"Application reported internal error, closing connection",
+	"Closing connection (application error generating response)",
+};
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char buf[512];
+	size_t i;
 
 	(void)cls;
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	buf[strcspn(buf, "\n")] = 0;
+	for (i = 0; i < GW_ARRAY_SIZE(mhd_ours); i++) {
+		if (!strncmp(buf, mhd_ours[i], strlen(mhd_ours[i]))) {
+			gw_dbg("http", "libmicrohttpd: %s", buf);
+			return;
+		}
+	}
 	gw_warn("http", "libmicrohttpd: %s", buf);
 }
 

@@ -284,6 +284,130 @@ api POST "/api/v1/targets/$IQN/luns" \
 expect "a file in the state folder: 201" 201
 check "  the gateway created it (4 MiB)" wait_for 10 test -s "$STATE/lun1.img"
 
+# ---- clients that go away while they wait: event streams, parked requests ----------------
+
+# metric NAME: its value in /metrics ("" when absent).
+metric() {
+	curl -s -m 10 -H "Authorization: Bearer $ADMIN" "$URL/metrics" 2>/dev/null |
+		sed -n "s/^$1 //p"
+}
+metric_is() { [ "$(metric "$1")" = "$2" ]; }
+metric_ge() { local v; v=$(metric "$1"); [ -n "$v" ] && [ "$v" -ge "$2" ]; }
+# scrape_has NAME OP VALUE...: one scrape of /metrics (at most a second old: a counter that
+# moved proves the rest was read with it) holds every `NAME -OP VALUE` (test's -eq, -ge, -gt).
+scrape_has() {
+	local v
+	curl -s -m 10 -H "Authorization: Bearer $ADMIN" "$URL/metrics" >"$T_DIR/metrics.txt" \
+		2>/dev/null || return 1
+	while [ $# -ge 3 ]; do
+		v=$(sed -n "s/^$1 //p" "$T_DIR/metrics.txt")
+		[ -n "$v" ] && [ "$v" "-$2" "$3" ] || return 1
+		shift 3
+	done
+}
+GONE0=$(metric isergw_agent_clients_gone_total)
+# An event stream idles suspended; its client closing it used to be noticed only at the next
+# event or keepalive (15 s), so 40 drops filled --max-connections-per-ip.
+out=$(timeout -k 5 300 python3 "$TOOL" events-drop "$T_HOST" "$API_PORT" 127.0.0.4 "$ADMIN" 250)
+t_log "  $out"
+refused=$(printf '%s' "$out" | sed -n 's/.* refused=\([0-9]*\).*/\1/p')
+check "250 event streams opened and dropped one after another from 127.0.0.4: none refused \
+(--max-connections-per-ip 40; $out)" test "${refused:-1}" = 0
+# A scrape built after the drops (the text is at most a second old) shows them all ended and
+# counts them gone (one that an event or keepalive reached first ends on its failed write
+# instead, uncounted).
+sleep 1.2
+check "the agent holds no stale subscriber nor waiting request, and counts the clients gone" \
+	wait_for 10 scrape_has isergw_agent_event_subscribers eq 0 \
+	isergw_agent_requests_waiting eq 0 isergw_agent_clients_gone_total gt "${GONE0:-0}"
+t_log "  isergw_agent_clients_gone_total ${GONE0:-?} -> $(sed -n \
+	's/^isergw_agent_clients_gone_total //p' "$T_DIR/metrics.txt")"
+curl -s -N -m 60 --interface 127.0.0.4 -H "Authorization: Bearer $ADMIN" \
+	"$URL/api/v1/events" >"$T_DIR/events.out" 2>/dev/null &
+SUB_PID=$!
+check "a new subscriber from 127.0.0.4 gets its hello" \
+	wait_for 10 grep -q '^event: hello' "$T_DIR/events.out"
+api PUT "/api/v1/targets/$IQN" '{"alias":"events","allow_any_initiator":true,"portals":["tcp0"]}'
+expect "a write beside it: 200" 200
+check "and the subscriber gets its config event" \
+	wait_for 10 grep -q '^event: config' "$T_DIR/events.out"
+kill "$SUB_PID" 2>/dev/null
+wait "$SUB_PID" 2>/dev/null
+check "its curl gone, the agent holds no subscriber" \
+	wait_for 10 metric_is isergw_agent_event_subscribers 0
+# Streams held open: an address may hold a quarter of --max-connections-per-ip (40 here: 10).
+sub_pids=
+for i in $(seq 1 10); do
+	curl -s -N -m 60 --interface 127.0.0.6 -H "Authorization: Bearer $ADMIN" \
+		"$URL/api/v1/events" >"$T_DIR/held.$i" 2>/dev/null &
+	sub_pids="$sub_pids $!"
+done
+check "10 event streams held open from 127.0.0.6" \
+	wait_for 10 metric_is isergw_agent_event_subscribers 10
+CODE=$(curl -s -m 10 --interface 127.0.0.6 -o "$T_DIR/body" -w '%{http_code}' \
+	-H "Authorization: Bearer $ADMIN" "$URL/api/v1/events" 2>/dev/null)
+expect "the 11th from that address: 429 rate_limited (JSON)" 429 rate_limited
+check "  naming the limit" grep -q 'max-connections-per-ip' "$T_DIR/body"
+CODE=$(curl -s -m 10 --interface 127.0.0.6 -o "$T_DIR/body" -w '%{http_code}' \
+	-H "Authorization: Bearer $ADMIN" "$URL/api/v1/targets" 2>/dev/null)
+check "while REST calls from 127.0.0.6 are still answered ($CODE)" test "$CODE" = 200
+kill $sub_pids 2>/dev/null
+wait $sub_pids 2>/dev/null
+check "their curls gone, the agent holds no subscriber" \
+	wait_for 10 metric_is isergw_agent_event_subscribers 0
+
+# Requests parked on purpose: the gateway stopped (SIGSTOP), a write waits for its apply and
+# the writes after it wait their turn. Well under the agent's 30 s gateway call timeout.
+GONE0=$(metric isergw_agent_clients_gone_total)
+kill -STOP "$T_GW_PID"
+curl -s -m 90 -o "$T_DIR/w1.body" -w '%{http_code}' -X PUT -H "Authorization: Bearer $ADMIN" \
+	-H 'Content-Type: application/json' \
+	--data '{"alias":"first","allow_any_initiator":true,"portals":["tcp0"]}' \
+	"$URL/api/v1/targets/$IQN" >"$T_DIR/w1.code" 2>/dev/null &
+W1_PID=$!
+check "a write waits for the stopped gateway" wait_for 10 metric_is isergw_agent_requests_waiting 1
+pids=
+for i in $(seq 1 20); do
+	timeout -k 5 60 python3 "$TOOL" wait-gone "$T_HOST" "$API_PORT" 127.0.0.5 "$ADMIN" PUT \
+		"/api/v1/targets/$IQN" '{"alias":"gone","allow_any_initiator":true,"portals":["tcp0"]}' \
+		reset 0 >"$T_DIR/gone.$i" 2>&1 &
+	pids="$pids $!"
+done
+timeout -k 5 60 python3 "$TOOL" wait-gone "$T_HOST" "$API_PORT" 127.0.0.5 "$ADMIN" GET \
+	/api/v1/sessions '' reset 0 >"$T_DIR/gone.s" 2>&1 &
+pids="$pids $!"
+wait $pids
+n=$(cat "$T_DIR"/gone.[0-9]* | grep -c 'how=reset status=None$')
+check "20 writes waiting their turn, each reset by its client while it waited ($n)" test "$n" = 20
+check "  and a GET /sessions waiting for the gateway, reset too" \
+	grep -q 'how=reset status=None$' "$T_DIR/gone.s"
+check "the 20 writes left the queue at once, counted as gone (+21; waiting: the first write \
+and the GET)" wait_for 10 scrape_has isergw_agent_clients_gone_total ge $((${GONE0:-0} + 21)) \
+	isergw_agent_requests_waiting eq 2
+# A client that half-closes after its request (legal) while it waits: libmicrohttpd itself
+# closes such a connection unanswered when it resumes it, so it counts as gone at once.
+timeout -k 5 90 python3 "$TOOL" wait-gone "$T_HOST" "$API_PORT" 127.0.0.5 "$ADMIN" GET \
+	/api/v1/sessions '' half 60 >"$T_DIR/half.out" 2>&1 &
+HALF_PID=$!
+check "a GET /sessions half-closed while it waits for the gateway counts as gone (+22)" \
+	wait_for 10 metric_ge isergw_agent_clients_gone_total $((${GONE0:-0} + 22))
+kill -CONT "$T_GW_PID"
+wait "$W1_PID"
+check "the gateway back, the first write gets its answer ($(cat "$T_DIR/w1.code"))" \
+	test "$(cat "$T_DIR/w1.code")" = 200
+wait "$HALF_PID"
+check "  the half-closed one is closed unanswered, as libmicrohttpd does ($(cat "$T_DIR/half.out"))" \
+	grep -q 'how=half status=None$' "$T_DIR/half.out"
+out=$(timeout -k 5 60 python3 "$TOOL" wait-gone "$T_HOST" "$API_PORT" 127.0.0.5 "$ADMIN" GET \
+	/api/v1/targets '' half 20)
+check "a half-closed GET /targets, answered without waiting, gets its answer ($out)" \
+	test "$out" = "wait-gone how=half status=200"
+check "nothing waits any more (the reset GET ended with its gateway answer)" \
+	wait_for 10 metric_is isergw_agent_requests_waiting 0
+api GET "/api/v1/targets/$IQN"
+check "none of the gone writes ran (the alias is the first write's)" \
+	test "$(jget "j.get('alias')")" = first
+
 # ---- afterwards: the agent answers writes, its memory and fds are bounded ----------------
 
 api POST "/api/v1/targets/$IQN/luns" '{"lun":2,"backstore":{"type":"ram","size":"4M"}}'

@@ -14,10 +14,19 @@
   agent-hostile.py watch HOST PORT TOKEN OUTFILE
       the well-behaved client: GET /api/v1/health with the token every 0.25 s on a new
       connection until SIGTERM, then writes "ok=N failed=N max_ms=N" to OUTFILE
+  agent-hostile.py events-drop HOST PORT SRC TOKEN COUNT
+      COUNT times from source address SRC, one after the other: opens GET /api/v1/events,
+      waits for its hello event and closes the connection; prints
+      "events-drop opened=N refused=N first_refused=I|- secs=S"
+  agent-hostile.py wait-gone HOST PORT SRC TOKEN METHOD PATH BODY HOW SECS
+      sends one request from SRC: HOW=reset: once it waits at the agent (no answer within
+      0.5 s), closes the connection with a TCP reset; HOW=half: shuts its sending side at once
+      (legal) and reads the answer for up to SECS; prints "wait-gone how=HOW status=CODE|None"
 """
 import json
 import signal
 import socket
+import struct
 import sys
 import time
 
@@ -247,6 +256,59 @@ def watch(host, port, token, outfile):
         f.write("ok=%d failed=%d max_ms=%d\n" % (ok, failed, worst * 1000))
 
 
+def events_drop(host, port, src, token, count):
+    opened = refused = 0
+    first = "-"
+    t0 = time.time()
+    for i in range(count):
+        hello = False
+        try:
+            s = connect(host, port, src, timeout=10)
+            s.sendall(req("GET", "/api/v1/events", ["Authorization: Bearer %s" % token,
+                                                    "Accept: text/event-stream"]))
+            data = b""
+            end = time.time() + 10
+            while b"event: hello" not in data and time.time() < end:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            hello = b"event: hello" in data
+            s.close()
+        except OSError:
+            pass
+        if hello:
+            opened += 1
+        else:
+            refused += 1
+            if first == "-":
+                first = str(i)
+    print("events-drop opened=%d refused=%d first_refused=%s secs=%.1f" %
+          (opened, refused, first, time.time() - t0))
+
+
+def wait_gone(host, port, src, token, method, path, body, how, secs):
+    body = body.encode()
+    s = connect(host, port, src, timeout=10)
+    s.sendall(req(method, path, ["Authorization: Bearer %s" % token,
+                                 "Content-Type: application/json",
+                                 "Content-Length: %d" % len(body)], body))
+    if how == "half":
+        s.shutdown(socket.SHUT_WR)
+        data, _ = read_reply(s, secs)
+        s.close()
+        print("wait-gone how=half status=%s" % parse(data)[0])
+        return
+    data, closed = read_reply(s, 0.5)
+    if data or closed:
+        print("wait-gone how=%s status=%s (answered before it could wait)" %
+              (how, parse(data)[0]))
+        return
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    print("wait-gone how=reset status=None")
+
+
 def main():
     a = sys.argv[1:]
     if len(a) >= 4 and a[0] == "case":
@@ -255,6 +317,10 @@ def main():
         slowloris(a[1], int(a[2]), a[3], int(a[4]), int(a[5]))
     elif len(a) == 5 and a[0] == "watch":
         watch(a[1], int(a[2]), a[3], a[4])
+    elif len(a) == 6 and a[0] == "events-drop":
+        events_drop(a[1], int(a[2]), a[3], a[4], int(a[5]))
+    elif len(a) == 10 and a[0] == "wait-gone":
+        wait_gone(a[1], int(a[2]), a[3], a[4], a[5], a[6], a[7], a[8], float(a[9]))
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

@@ -34,6 +34,27 @@ static int h_ok(struct api_req *r)
 	return 0;
 }
 
+/* Waits for a callback (the test plays it): suspended, as a gateway call leaves it. */
+static struct api_req *waiting;
+
+static int h_wait(struct api_req *r)
+{
+	handled++;
+	waiting = r;
+	api_req_suspend(r);
+	return 0;
+}
+
+static struct api_events events;
+
+static int h_events(struct api_req *r)
+{
+	static const char hello[] = "event: hello\ndata: {}\n\n";
+
+	handled++;
+	return api_events_subscribe(&events, r, hello, sizeof(hello) - 1);
+}
+
 static const struct api_route routes[] = {
 	{ .method = "GET", .pattern = "/api/v1/open", .role = API_ROLE_NONE, .fn = h_ok },
 	{ .method = "GET", .pattern = "/api/v1/guarded", .role = API_ROLE_READ, .fn = h_ok },
@@ -42,6 +63,8 @@ static const struct api_route routes[] = {
 	{ .method = "DELETE", .pattern = "/api/v1/things/{thing}", .role = API_ROLE_NONE,
 	  .fn = h_ok },
 	{ .method = "POST", .pattern = "/api/v1/things", .role = API_ROLE_NONE, .fn = h_ok },
+	{ .method = "GET", .pattern = "/api/v1/wait", .role = API_ROLE_NONE, .fn = h_wait },
+	{ .method = "GET", .pattern = "/api/v1/events", .role = API_ROLE_NONE, .fn = h_events },
 	{ .method = NULL },
 };
 
@@ -63,7 +86,11 @@ static int t_admit(void *ctx, struct api_req *r)
 	admitted++;
 	if (admit_rc < 0)
 		return admit_rc;
-	(void)r;
+	/* Parked in a queue of the hook's, as a write waits its turn. */
+	if (admit_rc > 0 && !r->parked) {
+		api_req_park(r);
+		return 1;
+	}
 	return 0;
 }
 
@@ -343,5 +370,104 @@ Test(api_http, a_request_trickling_in_is_cut_off_after_request_timeout)
 	close(fd);
 	/* The server still answers a whole request. */
 	cr_assert_eq(get("GET", "/api/v1/open", NULL, buf, sizeof(buf)), 200);
+	stop();
+}
+
+/* Connects and sends req whole (the server's loop does not need to run for either). */
+static int send_req(const char *req)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	return fd;
+}
+
+/* Runs the loop until cond holds (true) or about 10 s pass (false). */
+#define RUN_UNTIL(cond)                                                                      \
+	({                                                                                   \
+		int i_;                                                                      \
+		for (i_ = 0; i_ < 2000 && !(cond); i_++)                                     \
+			gw_loop_run_once(&loop, 5);                                          \
+		(cond);                                                                      \
+	})
+
+Test(api_http, a_client_gone_while_its_request_waits_for_a_callback_ends_it_unanswered)
+{
+	int fd;
+
+	start(false);
+	waiting = NULL;
+	fd = send_req("GET /api/v1/wait HTTP/1.1\r\nHost: t\r\n\r\n");
+	cr_assert(RUN_UNTIL(api_http_suspended(srv) == 1));
+	cr_assert_eq(api_http_conns(srv), 1);
+	close(fd);
+	cr_assert(RUN_UNTIL(api_http_gone(srv) == 1), "the close was not noticed");
+	cr_assert(waiting->gone);
+	/* The callback still finds its request, answers and resumes it: the connection ends. */
+	cr_assert_eq(gone, 0);
+	api_reply_json(waiting, 200, json_pack("{s:b}", "ok", 1));
+	api_req_resume(waiting);
+	cr_assert(RUN_UNTIL(gone == 1 && api_http_conns(srv) == 0));
+	cr_assert_eq(api_http_suspended(srv), 0);
+	stop();
+}
+
+Test(api_http, a_half_close_while_a_request_is_parked_ends_it_at_once)
+{
+	char buf[256];
+	int fd;
+
+	start(false);
+	admit_rc = 1;
+	fd = send_req("PUT /api/v1/things/a HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}");
+	cr_assert(RUN_UNTIL(api_http_suspended(srv) == 1));
+	cr_assert_eq(shutdown(fd, SHUT_WR), 0);
+	/* Nothing under way: the hooks hear it is gone, without any resume. */
+	cr_assert(RUN_UNTIL(gone == 1 && api_http_conns(srv) == 0), "gone %u", gone);
+	cr_assert_eq(api_http_gone(srv), 1);
+	cr_assert_eq(api_http_suspended(srv), 0);
+	cr_assert_eq(handled, 0);
+	cr_assert_eq(recv(fd, buf, sizeof(buf), 0), 0, "the parked request was answered");
+	close(fd);
+	/* Answered at once, a half-closed request still gets its answer. */
+	admit_rc = 0;
+	fd = send_req("GET /api/v1/open HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+	cr_assert_eq(shutdown(fd, SHUT_WR), 0);
+	cr_assert_eq(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	buf[0] = 0;
+	cr_assert(RUN_UNTIL(recv(fd, buf, sizeof(buf) - 1, MSG_PEEK) > 0));
+	cr_assert(!strncmp(buf, "HTTP/1.1 200", 12), "%.40s", buf);
+	close(fd);
+	stop();
+}
+
+Test(api_http, an_event_stream_whose_client_goes_leaves_no_subscriber)
+{
+	char buf[256];
+	int fd, n;
+
+	start(false);
+	cr_assert_eq(api_events_init(&events, &loop), 0);
+	for (n = 0; n < 50; n++) {
+		fd = send_req("GET /api/v1/events HTTP/1.1\r\nHost: t\r\n\r\n");
+		cr_assert_eq(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+		memset(buf, 0, sizeof(buf));
+		cr_assert(RUN_UNTIL(recv(fd, buf, sizeof(buf) - 1, MSG_PEEK) > 0 &&
+				    strstr(buf, "event: hello")));
+		cr_assert_eq(events.n, 1);
+		close(fd);
+		cr_assert(RUN_UNTIL(events.n == 0 && api_http_conns(srv) == 0),
+			  "stream %d: %u subscribers", n, events.n);
+	}
+	/* Counted when the watch saw it go (a keepalive that reached one first ends it too). */
+	cr_assert_geq(api_http_gone(srv), 1);
+	cr_assert_leq(api_http_gone(srv), 50);
+	/* An event after it goes nowhere. */
+	api_event(&events, "config", json_pack("{s:i}", "generation", 1));
+	api_events_fini(&events);
 	stop();
 }
