@@ -620,9 +620,65 @@ Test(mp_ini, redirect_followed_same_isid)
 	cr_assert_eq(b.tsih, 0);
 	mp_ini_stats(r.ini, &st);
 	cr_assert_eq(st.redirects, 1);
+	/* Where it went, as the path's state shows it: the portal group tag dropped. */
+	snprintf(to, sizeof(to), v6 ? "[::1]:%d" : "127.0.0.1:%d", b.port);
+	cr_assert_not_null(mp_ini_redirected_to(r.ini));
+	cr_assert_str_eq(mp_ini_redirected_to(r.ini), to);
+	cr_assert_str_eq(mp_ini_address(r.ini), to);
 	rig_close(&r);
 	close(a.lfd);
 	close(b.lfd);
+}
+
+/* A redirect to a DNS name (/etc/hosts answers localhost: no query leaves the host) is looked
+ * up off the loop and followed; the address connected to is the numeric one. */
+Test(mp_ini, redirect_to_a_name_resolved_off_the_loop)
+{
+	struct fake a, b;
+	struct rig r;
+	char to[64], want[64];
+
+	fake_listen(&a, false);
+	fake_listen(&b, false);
+	snprintf(to, sizeof(to), "localhost:%d", b.port);
+	fake_rig(&r, &a);
+	cr_assert(fake_answer(&a, &r, 1, 1, to));
+	cr_assert(fake_answer(&b, &r, 2, 3, NULL), "no login at %s: %s", to, mp_ini_error(r.ini));
+	rig_wait(&r, true);
+	cr_assert_eq(r.login, -1);
+	cr_assert(strstr(mp_ini_error(r.ini), "target not found"), "%s", mp_ini_error(r.ini));
+	cr_assert_str_eq(mp_ini_redirected_to(r.ini), to);
+	snprintf(want, sizeof(want), "127.0.0.1:%d", b.port);
+	cr_assert_str_eq(mp_ini_address(r.ini), want);
+	rig_close(&r);
+	close(a.lfd);
+	close(b.lfd);
+}
+
+/* Destroyed while its portal's name is being looked up: no callback, nothing touched after
+ * (run under ASan by make test-sanitize), and the loop keeps running. */
+Test(mp_ini, destroyed_during_the_name_lookup)
+{
+	struct mp_ini_conf c = {
+		.portal = "localhost:9", .target = "iqn.2026-11.org.isergw:fake",
+		.initiator = "iqn.2026-11.org.isergw:test-mp-ini",
+	};
+	struct rig r;
+
+	memset(&r, 0, sizeof(r));
+	cr_assert_eq(gw_loop_init(&r.loop), 0);
+	for (int i = 0; i < 20; i++) {
+		cr_assert_eq(mp_ini_create(&r.loop, &c, rig_event, &r, &r.ini), 0);
+		cr_assert_str_eq(mp_ini_resolving(r.ini), "localhost");
+		/* Half of them after a loop round: the answer may be posted, or have come. */
+		if (i & 1)
+			gw_loop_run_once(&r.loop, 0);
+		mp_ini_destroy(r.ini);
+	}
+	for (int i = 0; i < 20; i++)
+		gw_loop_run_once(&r.loop, 10);
+	cr_assert_eq(r.login, 0, "a destroyed connection called back");
+	gw_loop_fini(&r.loop);
 }
 
 /* Permanent redirects to itself: followed 8 times, then the login fails naming the loop. */
