@@ -655,7 +655,7 @@ Test(mp_ini, redirect_to_a_name_resolved_off_the_loop)
 	close(b.lfd);
 }
 
-/* Destroyed while its portal's name is being looked up: no callback, nothing touched after
+/* Destroyed while its portal's name is being looked up: no callback after, nothing touched
  * (run under ASan by make test-sanitize), and the loop keeps running. */
 Test(mp_ini, destroyed_during_the_name_lookup)
 {
@@ -663,22 +663,27 @@ Test(mp_ini, destroyed_during_the_name_lookup)
 		.portal = "localhost:9", .target = "iqn.2026-11.org.isergw:fake",
 		.initiator = "iqn.2026-11.org.isergw:test-mp-ini",
 	};
-	struct rig r;
+	struct gw_loop loop;
+	struct rig rs[20];	/* one per connection: whose callback ran */
+	int at_destroy[20];
 
-	memset(&r, 0, sizeof(r));
-	cr_assert_eq(gw_loop_init(&r.loop), 0);
+	memset(rs, 0, sizeof(rs));
+	cr_assert_eq(gw_loop_init(&loop), 0);
 	for (int i = 0; i < 20; i++) {
-		cr_assert_eq(mp_ini_create(&r.loop, &c, rig_event, &r, &r.ini), 0);
-		cr_assert_str_eq(mp_ini_resolving(r.ini), "localhost");
-		/* Half of them after a loop round: the answer may be posted, or have come. */
+		cr_assert_eq(mp_ini_create(&loop, &c, rig_event, &rs[i], &rs[i].ini), 0);
+		cr_assert_str_eq(mp_ini_resolving(rs[i].ini), "localhost");
+		/* Half of them after a loop round: the answer may be posted, or have come (and
+		 * the refused connect called back, which is its right before the destroy). */
 		if (i & 1)
-			gw_loop_run_once(&r.loop, 0);
-		mp_ini_destroy(r.ini);
+			gw_loop_run_once(&loop, 0);
+		at_destroy[i] = rs[i].login;
+		mp_ini_destroy(rs[i].ini);
 	}
 	for (int i = 0; i < 20; i++)
-		gw_loop_run_once(&r.loop, 10);
-	cr_assert_eq(r.login, 0, "a destroyed connection called back");
-	gw_loop_fini(&r.loop);
+		gw_loop_run_once(&loop, 10);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(rs[i].login, at_destroy[i], "connection %d called back when destroyed", i);
+	gw_loop_fini(&loop);
 }
 
 /* Permanent redirects to itself: followed 8 times, then the login fails naming the loop. */
