@@ -592,6 +592,18 @@ static void fake_rig(struct rig *r, struct fake *f)
 	}
 }
 
+/* The login at a is redirected (temporarily) to "to", where b refuses it (target not found):
+ * the login's end. */
+static void fake_redirect_refused(struct rig *r, struct fake *a, struct fake *b, const char *to)
+{
+	fake_rig(r, a);
+	cr_assert(fake_answer(a, r, 1, 1, to));
+	cr_assert(fake_answer(b, r, 2, 3, NULL), "no login at %s: %s", to, mp_ini_error(r->ini));
+	rig_wait(r, true);
+	cr_assert_eq(r->login, -1);
+	cr_assert(strstr(mp_ini_error(r->ini), "target not found"), "%s", mp_ini_error(r->ini));
+}
+
 /* Redirected (temporary, with a portal group tag) from one portal to another (IPv6 if this
  * host has ::1): the second login carries the same ISID and no TSIH, and a refusal there is
  * the login's end. */
@@ -610,12 +622,7 @@ Test(mp_ini, redirect_followed_same_isid)
 	fake_listen(&a, false);
 	fake_listen(&b, v6);
 	snprintf(to, sizeof(to), v6 ? "[::1]:%d,7" : "127.0.0.1:%d,7", b.port);
-	fake_rig(&r, &a);
-	cr_assert(fake_answer(&a, &r, 1, 1, to));
-	cr_assert(fake_answer(&b, &r, 2, 3, NULL), "no login at %s: %s", to, mp_ini_error(r.ini));
-	rig_wait(&r, true);
-	cr_assert_eq(r.login, -1);
-	cr_assert(strstr(mp_ini_error(r.ini), "target not found"), "%s", mp_ini_error(r.ini));
+	fake_redirect_refused(&r, &a, &b, to);
 	cr_assert_eq(memcmp(a.isid, b.isid, 6), 0, "the ISID changed across the redirect");
 	cr_assert_eq(b.tsih, 0);
 	mp_ini_stats(r.ini, &st);
@@ -641,12 +648,7 @@ Test(mp_ini, redirect_to_a_name_resolved_off_the_loop)
 	fake_listen(&a, false);
 	fake_listen(&b, false);
 	snprintf(to, sizeof(to), "localhost:%d", b.port);
-	fake_rig(&r, &a);
-	cr_assert(fake_answer(&a, &r, 1, 1, to));
-	cr_assert(fake_answer(&b, &r, 2, 3, NULL), "no login at %s: %s", to, mp_ini_error(r.ini));
-	rig_wait(&r, true);
-	cr_assert_eq(r.login, -1);
-	cr_assert(strstr(mp_ini_error(r.ini), "target not found"), "%s", mp_ini_error(r.ini));
+	fake_redirect_refused(&r, &a, &b, to);
 	cr_assert_str_eq(mp_ini_redirected_to(r.ini), to);
 	snprintf(want, sizeof(want), "127.0.0.1:%d", b.port);
 	cr_assert_str_eq(mp_ini_address(r.ini), want);
