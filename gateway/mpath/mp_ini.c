@@ -30,6 +30,7 @@
 #include "gw_list.h"
 #include "gw_log.h"
 #include "gw_loop.h"
+#include "gw_resolve.h"
 #include "mp.h"
 #include "mp_ini.h"
 
@@ -70,7 +71,8 @@ enum {
 /* INI_LOGGED_OUT: the target accepted our Logout; nothing more is read or sent.
  * INI_REDIRECT: the target sent us elsewhere; the redirect defer closes the connection and
  * connects to the new address once the loop round is over (nothing more is read or sent). */
-enum ini_state { INI_CONNECTING, INI_LOGIN, INI_FULL, INI_LOGGED_OUT, INI_REDIRECT, INI_FAILED };
+enum ini_state { INI_CONNECTING, INI_LOGIN, INI_FULL, INI_LOGGED_OUT, INI_REDIRECT, INI_FAILED,
+		 INI_RESOLVING };
 /* What a task slot holds: a SCSI command, or one of the immediate requests. */
 enum ini_kind { INI_K_CMD, INI_K_NOP, INI_K_TMF, INI_K_LOGOUT };
 enum ini_login_step { LS_SECURITY, LS_CHAP_A, LS_CHAP_R, LS_OPERATIONAL };
@@ -119,6 +121,10 @@ struct mp_ini {
 	char *target, *initiator;
 	char *redirect_to;		/* INI_REDIRECT: the next portal (TargetAddress, no tpgt) */
 	char *redirected_by;		/* the portal that sent us to this one, or NULL */
+	/* INI_RESOLVING: the portal's name is being looked up off the loop (gw_resolve.h). */
+	struct gw_resolve *rsv;
+	char rsv_host[256];
+	char addr[64];			/* the numeric address connected to ("" before) */
 	char *chap_user, *chap_secret, *mutual_user, *mutual_secret;
 	bool want_hd, want_dd;
 
@@ -213,6 +219,15 @@ static void put_lun(uint8_t *h, int lun)
 static void ini_fail(struct mp_ini *ini, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* " (redirected by PORTAL)" for messages about a redirected login, "" otherwise. */
+static const char *ini_redir_note(const struct mp_ini *ini, char *buf, size_t len)
+{
+	if (!ini->redirected_by)
+		return "";
+	snprintf(buf, len, " (redirected by %s)", ini->redirected_by);
+	return buf;
+}
+
 /* Nothing more to read or send on this connection (failed, or being redirected). */
 static bool ini_done(const struct mp_ini *ini)
 {
@@ -229,6 +244,8 @@ static void ini_fail(struct mp_ini *ini, const char *fmt, ...)
 	vsnprintf(ini->err, sizeof(ini->err), fmt, ap);
 	va_end(ap);
 	ini->state = INI_FAILED;
+	gw_resolve_cancel(ini->rsv);
+	ini->rsv = NULL;
 	gw_watch_stop(&ini->w);
 	gw_defer_cancel(&ini->flush);
 	gw_defer_cancel(&ini->redirect);
@@ -859,8 +876,6 @@ static void ini_negotiated(struct mp_ini *ini, const char *text, size_t len)
 		ini->immediate_data = strcmp(v, "Yes") == 0;
 }
 
-static int ini_parse_portal(const char *portal, char *host, size_t hl, char *port, size_t pl);
-
 /* Status class 1 (RFC 7143 §11.13.5): the target is at TargetAddress. The login starts over
  * there once this loop round is over, with the same ISID (it names the session the path
  * reinstates, wherever that lives). Temporary and permanent alike: the redirect holds for this
@@ -884,7 +899,7 @@ static void ini_login_redirect(struct mp_ini *ini, const uint8_t *h, const char 
 		ini_fail(ini, "out of memory for the login");
 		return;
 	}
-	if (ini_parse_portal(to, host, sizeof(host), port, sizeof(port)) < 0) {
+	if (mp_ini_parse_portal(to, host, sizeof(host), port, sizeof(port)) < 0) {
 		ini_fail(ini, "login to %s at %s: redirected to a malformed TargetAddress \"%.48s\"",
 			 ini->target, ini->portal, to);
 		free(to);
@@ -1479,10 +1494,13 @@ static void ini_watch_fn(struct gw_watch *w, uint32_t events)
 		if (getsockopt(ini->fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
 			err = errno;
 		if (err) {
-			ini_fail(ini, "connect to %s%s%s%s failed: %s", ini->portal,
-				 ini->redirected_by ? " (redirected by " : "",
-				 ini->redirected_by ? ini->redirected_by : "",
-				 ini->redirected_by ? ")" : "", strerror(err));
+			char note[300], at[80] = "";
+
+			/* The address too when the portal is a name: which of its addresses. */
+			if (strcmp(ini->addr, ini->portal) != 0)
+				snprintf(at, sizeof(at), " (%s)", ini->addr);
+			ini_fail(ini, "connect to %s%s%s failed: %s", ini->portal, at,
+				 ini_redir_note(ini, note, sizeof(note)), strerror(err));
 			return;
 		}
 		ini->tx_wait = false;
@@ -1510,7 +1528,7 @@ static void ini_watch_fn(struct gw_watch *w, uint32_t events)
 /* host[:port][,tpgt] (RFC 7143 §13.8's TargetAddress, and the configured portal), an IPv6
  * address in brackets, into host and port (3260 by default); the portal group tag is dropped,
  * as libiscsi does. -EINVAL for anything else. */
-static int ini_parse_portal(const char *portal, char *host, size_t hl, char *port, size_t pl)
+int mp_ini_parse_portal(const char *portal, char *host, size_t hl, char *port, size_t pl)
 {
 	const char *s = portal, *end = strrchr(portal, ','), *e, *colon;
 	const char *ok = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_";
@@ -1552,33 +1570,60 @@ static int ini_parse_portal(const char *portal, char *host, size_t hl, char *por
 	return 0;
 }
 
-/* Connects to ini->portal without blocking (but for the name lookup of a DNS name). */
-static int ini_connect(struct mp_ini *ini)
+/* Connects to a resolved address without blocking. */
+static int ini_connect_addr(struct mp_ini *ini, const struct gw_addr *a)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai;
-	char host[256], port[16];
-	int one = 1, rc = 0;
+	int one = 1, rc;
 
-	if (ini_parse_portal(ini->portal, host, sizeof(host), port, sizeof(port)) < 0)
-		return -EINVAL;
-	if (getaddrinfo(host, port, &hints, &ai) != 0)
-		return -EHOSTUNREACH;
-	ini->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (ini->fd < 0) {
-		rc = -errno;
-		goto out;
-	}
+	gw_addr_str(a, ini->addr, sizeof(ini->addr));
+	ini->fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ini->fd < 0)
+		return -errno;
 	setsockopt(ini->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(ini->fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
-		rc = -errno;
-		goto out;
-	}
+	if (connect(ini->fd, (const struct sockaddr *)&a->ss, a->len) < 0 && errno != EINPROGRESS)
+		return -errno;
 	gw_watch_init(&ini->w, ini->loop, ini->fd, ini_watch_fn);
 	rc = gw_watch_set(&ini->w, EPOLLOUT);
 	if (rc == 0)
 		ini->state = INI_CONNECTING;
-out:
-	freeaddrinfo(ai);
+	return rc;
+}
+
+static void ini_resolved(void *arg, int err, const struct gw_addr *a)
+{
+	struct mp_ini *ini = arg;
+	char note[300];
+	int rc;
+
+	ini->rsv = NULL;
+	if (err) {
+		ini_fail(ini, "name lookup of %s%s failed: %s", ini->rsv_host,
+			 ini_redir_note(ini, note, sizeof(note)), gw_resolve_strerror(err));
+		return;
+	}
+	rc = ini_connect_addr(ini, a);
+	if (rc < 0)
+		ini_fail(ini, "connect to %s (%s)%s: %s", ini->portal, ini->addr,
+			 ini_redir_note(ini, note, sizeof(note)), strerror(-rc));
+}
+
+/* Connects to ini->portal without blocking: a numeric address at once, a name once the
+ * resolver has looked it up (INI_RESOLVING until then; the caller's deadline bounds it). */
+static int ini_connect(struct mp_ini *ini)
+{
+	char port[16];
+	struct gw_addr a;
+	int rc;
+
+	ini->addr[0] = 0;
+	if (mp_ini_parse_portal(ini->portal, ini->rsv_host, sizeof(ini->rsv_host), port,
+				sizeof(port)) < 0)
+		return -EINVAL;
+	rc = gw_resolve_start(ini->loop, ini->rsv_host, port, ini_resolved, ini, &a, &ini->rsv);
+	if (rc == 1)
+		return ini_connect_addr(ini, &a);
+	if (rc == 0)
+		ini->state = INI_RESOLVING;
 	return rc;
 }
 
@@ -1637,7 +1682,7 @@ int mp_ini_create(struct gw_loop *loop, const struct mp_ini_conf *conf, mp_ini_e
 	char host[256], port[16];
 	int rc;
 
-	if (ini_parse_portal(conf->portal, host, sizeof(host), port, sizeof(port)) < 0)
+	if (mp_ini_parse_portal(conf->portal, host, sizeof(host), port, sizeof(port)) < 0)
 		return -EINVAL;
 	ini = calloc(1, sizeof(*ini));
 	if (!ini)
@@ -1723,6 +1768,7 @@ void mp_ini_destroy(struct mp_ini *ini)
 
 	if (!ini)
 		return;
+	gw_resolve_cancel(ini->rsv);
 	gw_watch_stop(&ini->w);
 	gw_defer_cancel(&ini->flush);
 	gw_defer_cancel(&ini->redirect);
@@ -1765,6 +1811,21 @@ void mp_ini_destroy(struct mp_ini *ini)
 const char *mp_ini_error(const struct mp_ini *ini)
 {
 	return ini->err;
+}
+
+const char *mp_ini_resolving(const struct mp_ini *ini)
+{
+	return ini->state == INI_RESOLVING ? ini->rsv_host : NULL;
+}
+
+const char *mp_ini_address(const struct mp_ini *ini)
+{
+	return ini->addr;
+}
+
+const char *mp_ini_redirected_to(const struct mp_ini *ini)
+{
+	return ini->redirected_by ? ini->portal : NULL;
 }
 
 void mp_ini_stats(const struct mp_ini *ini, struct mp_ini_stats *st)

@@ -21,6 +21,7 @@
 #define MP_INI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -91,6 +92,16 @@ int mp_ini_tmf(struct mp_ini *ini, enum mp_ini_tmf fn_code, int lun, const void 
 int mp_ini_logout(struct mp_ini *ini, mp_ini_cmd_fn fn, void *arg);
 /* Why it failed (for logs), "" if it has not. */
 const char *mp_ini_error(const struct mp_ini *ini);
+/* The portal's name while it is being looked up (off the loop, lib/gw_resolve.c), else NULL. */
+const char *mp_ini_resolving(const struct mp_ini *ini);
+/* The numeric address ("192.0.2.1:3260", "[2001:db8::1]:3260") of the connection, the
+ * redirected one if the login was redirected; "" before any. */
+const char *mp_ini_address(const struct mp_ini *ini);
+/* Where the login was redirected (the TargetAddress followed last), NULL if it was not. */
+const char *mp_ini_redirected_to(const struct mp_ini *ini);
+/* host[:port][,tpgt] or [v6addr][:port][,tpgt] into host and port ("3260" by default); the
+ * portal group tag is dropped. 0 or -EINVAL. */
+int mp_ini_parse_portal(const char *portal, char *host, size_t hl, char *port, size_t pl);
 
 /* Counters, for tests and the bench. */
 struct mp_ini_stats {

@@ -40,6 +40,7 @@
 #include <iscsi/scsi-lowlevel.h>
 
 #include "gw_log.h"
+#include "gw_resolve.h"
 #include "mp_ini.h"
 #include "mp_priv.h"
 
@@ -348,6 +349,8 @@ static void mp_path_teardown_fn(struct gw_defer *d)
 
 void mp_path_fini(struct mp_path *p)
 {
+	gw_resolve_cancel(p->rsv);
+	p->rsv = NULL;
 	gw_watch_stop(&p->w);
 	gw_defer_cancel(&p->teardown);
 	gw_defer_cancel(&p->flush);
@@ -416,6 +419,41 @@ static void mp_path_sync_watch(struct mp_path *p)
 	}
 }
 
+/* The portal's name while the current attempt looks it up, else NULL. */
+static const char *mp_path_resolving(const struct mp_path *p)
+{
+	if (p->rsv)
+		return p->rsv_host;
+	return p->ini ? mp_ini_resolving(p->ini) : NULL;
+}
+
+/* Keeps where the native connection went before it is torn down (its state shows it). */
+static void mp_path_note_where(struct mp_path *p)
+{
+	const char *to;
+
+	if (!p->ini)
+		return;
+	snprintf(p->addr, sizeof(p->addr), "%s", mp_ini_address(p->ini));
+	to = mp_ini_redirected_to(p->ini);
+	snprintf(p->redirected_to, sizeof(p->redirected_to), "%s", to ? to : "");
+}
+
+/* The session is over: its lookup too, and the native connection goes to the teardown. */
+static void mp_path_drop_session(struct mp_path *p)
+{
+	gw_resolve_cancel(p->rsv);
+	p->rsv = NULL;
+	gw_watch_stop(&p->w);
+	p->dying = p->ctx;
+	p->ctx = NULL;
+	mp_path_note_where(p);
+	if (p->ini) {
+		p->ini_dying = p->ini;
+		p->ini = NULL;
+	}
+}
+
 void mp_path_fail(struct mp_path *p, const char *fmt, ...)
 {
 	struct mp_lun *lun = p->lun;
@@ -440,13 +478,7 @@ void mp_path_fail(struct mp_path *p, const char *fmt, ...)
 	mp_path_set_state(p, MP_PATH_DOWN, p->last_error);
 	gw_dbg(MP_LOG, "%s: path %s: next login in %llu ms", lun->name, p->url,
 	       (unsigned long long)delay);
-	gw_watch_stop(&p->w);
-	p->dying = p->ctx;
-	p->ctx = NULL;
-	if (p->ini) {
-		p->ini_dying = p->ini;
-		p->ini = NULL;
-	}
+	mp_path_drop_session(p);
 	p->check_pending = false;
 	p->nop_pending = false;
 	p->tmf = MP_TMF_NONE;
@@ -467,13 +499,7 @@ static void mp_path_refuse(struct mp_path *p, const char *msg)
 	p->errors++;
 	p->next_attempt_ms = gw_now_ms() + lun->conf.reconnect_max_ms;
 	mp_path_set_state(p, MP_PATH_REFUSED, "not the LUN's device");
-	gw_watch_stop(&p->w);
-	p->dying = p->ctx;
-	p->ctx = NULL;
-	if (p->ini) {
-		p->ini_dying = p->ini;
-		p->ini = NULL;
-	}
+	mp_path_drop_session(p);
 	p->check_pending = false;
 	p->nop_pending = false;
 	p->tmf = MP_TMF_NONE;
@@ -829,7 +855,7 @@ static int mp_iser_init_transport(struct iscsi_context *ctx)
 static bool mp_iser_cm_created(const struct mp_path *p)
 {
 	char host[128];
-	const char *s = p->portal, *e;
+	const char *s = p->addr, *e;	/* numeric since gw_resolve */
 	unsigned char a[16];
 
 	if (*s == '[') {
@@ -873,10 +899,61 @@ static void mp_path_connect(struct mp_path *p, uint64_t now)
 		p->stale_job = NULL;
 	}
 	p->logins++;
+	p->addr[0] = p->redirected_to[0] = 0;
 	p->deadline_ms = now + (uint64_t)lun->conf.login_timeout * 1000;
 	p->alua = false;
 	p->alua_state = -1;
 	p->eng->connect(p);
+}
+
+/* The libiscsi engine's connect, to the numeric address: libiscsi resolves nothing. */
+static void mp_path_connect_at(struct mp_path *p, const struct gw_addr *a)
+{
+	gw_addr_str(a, p->addr, sizeof(p->addr));
+	if (p->iser) {
+		mp_iser_connect_start(p, p->ctx);
+		return;
+	}
+	if (iscsi_connect_async(p->ctx, p->addr, mp_path_connect_cb, p) != 0) {
+		mp_path_fail(p, "connect to %s: %s", p->portal, iscsi_get_error(p->ctx));
+		return;
+	}
+	mp_path_sync_watch(p);
+}
+
+static void mp_path_resolved(void *arg, int err, const struct gw_addr *a)
+{
+	struct mp_path *p = arg;
+
+	p->rsv = NULL;
+	if (err) {
+		mp_path_fail(p, "name lookup of %s failed: %s", p->rsv_host,
+			     gw_resolve_strerror(err));
+		return;
+	}
+	mp_path_connect_at(p, a);
+}
+
+/* The portal's address: at once if numeric, else from the resolver, off the loop (the path's
+ * login_timeout bounds the wait: mp_path_tick). */
+static void mp_path_resolve_libiscsi(struct mp_path *p)
+{
+	struct gw_addr a;
+	char port[16];
+	int rc;
+
+	if (mp_ini_parse_portal(p->portal, p->rsv_host, sizeof(p->rsv_host), port,
+				sizeof(port)) < 0) {
+		mp_path_fail(p, "connect to %s: not a portal (host[:port])", p->portal);
+		return;
+	}
+	rc = gw_resolve_start(p->lun->loop, p->rsv_host, port, mp_path_resolved, p, &a, &p->rsv);
+	if (rc == 1)
+		mp_path_connect_at(p, &a);
+	else if (rc < 0)
+		mp_path_fail(p, "name lookup of %s: %s", p->rsv_host,
+			     rc == -EAGAIN ? "too many lookups pending (the DNS server is not "
+					     "answering?)" : strerror(-rc));
 }
 
 static void mp_path_connect_libiscsi(struct mp_path *p)
@@ -916,15 +993,7 @@ static void mp_path_connect_libiscsi(struct mp_path *p)
 		mp_path_fail(p, "mutual CHAP: %s", iscsi_get_error(ctx));
 		return;
 	}
-	if (p->iser) {
-		mp_iser_connect_start(p, ctx);
-		return;
-	}
-	if (iscsi_connect_async(ctx, p->portal, mp_path_connect_cb, p) != 0) {
-		mp_path_fail(p, "connect to %s: %s", p->portal, iscsi_get_error(ctx));
-		return;
-	}
-	mp_path_sync_watch(p);
+	mp_path_resolve_libiscsi(p);
 }
 
 static void mp_iser_job_done_fn(struct gw_notify *n)
@@ -964,7 +1033,7 @@ static void mp_iser_connect_start(struct mp_path *p, struct iscsi_context *ctx)
 	pthread_t tid;
 	int rc;
 
-	if (!job || !(job->portal = strdup(p->portal))) {
+	if (!job || !(job->portal = strdup(p->addr))) {
 		free(job);
 		mp_path_fail(p, "connect to %s: out of memory", p->portal);
 		return;
@@ -1117,7 +1186,10 @@ void mp_path_tick(struct mp_path *p, uint64_t now)
 		return;
 	case MP_PATH_CONNECTING:
 	case MP_PATH_PROBING:
-		if (now >= p->deadline_ms)
+		if (now >= p->deadline_ms && mp_path_resolving(p))
+			mp_path_fail(p, "name lookup of %s did not finish within %u s",
+				     mp_path_resolving(p), lun->conf.login_timeout);
+		else if (now >= p->deadline_ms)
 			mp_path_fail(p, "%s timed out after %u s",
 				     p->state == MP_PATH_CONNECTING ? "connect and login" :
 								      "identity probe",
@@ -1493,6 +1565,24 @@ json_t *mp_url_public(const char *url)
 	return j;
 }
 
+/* address: the numeric address the current (or last) login connected to; redirected_to: the
+ * portal that login was redirected to; resolving: the name being looked up right now. */
+static void mp_path_status_where(const struct mp_path *p, json_t *o)
+{
+	const char *addr = p->addr, *to = p->redirected_to, *host = mp_path_resolving(p);
+
+	if (p->ini) {
+		addr = mp_ini_address(p->ini);
+		to = mp_ini_redirected_to(p->ini);
+	}
+	if (addr && *addr)
+		json_object_set_new(o, "address", json_string(addr));
+	if (to && *to)
+		json_object_set_new(o, "redirected_to", json_string(to));
+	if (host)
+		json_object_set_new(o, "resolving", json_string(host));
+}
+
 json_t *mp_path_status(const struct mp_path *p, uint64_t now)
 {
 	const struct mp_lun *lun = p->lun;
@@ -1529,6 +1619,7 @@ json_t *mp_path_status(const struct mp_path *p, uint64_t now)
 		json_object_set_new(o, "max_transfer_bytes", json_integer(p->max_xfer));
 	if (p->max_inflight)
 		json_object_set_new(o, "max_inflight", json_integer(p->max_inflight));
+	mp_path_status_where(p, o);
 	json_object_set_new(o, "last_error", json_string(p->last_error));
 	if (p->state == MP_PATH_DOWN || p->state == MP_PATH_REFUSED)
 		json_object_set_new(o, "next_login_in_ms",

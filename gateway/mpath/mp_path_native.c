@@ -150,7 +150,9 @@ static void mp_path_connect_native(struct mp_path *p)
 	rc = mp_ini_create(p->lun->loop, &c, mp_path_ini_event, p, &p->ini);
 	if (rc < 0) {
 		p->ini = NULL;
-		mp_path_fail(p, "connect to %s: %s", p->portal, strerror(-rc));
+		mp_path_fail(p, "connect to %s: %s", p->portal,
+			     rc == -EAGAIN ? "name lookup: too many lookups pending (the DNS server "
+					     "is not answering?)" : strerror(-rc));
 	}
 }
 

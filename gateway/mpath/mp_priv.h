@@ -17,6 +17,7 @@ struct iscsi_data;
 struct mp_ini;
 struct mp_ctl_native;
 struct mp_engine_ops;
+struct gw_resolve;
 struct mp_grave;
 struct mp_iser_job;
 struct scsi_task;
@@ -203,6 +204,15 @@ struct mp_path {
 	uint64_t lat_ewma_us;
 	char last_error[MP_ERR_MAX];
 	uint64_t state_since_ms;
+	/* Engine libiscsi: the portal's name being looked up off the loop (gw_resolve.h);
+	 * libiscsi is then handed the numeric address, so it never resolves on the loop. The
+	 * native engine's lookup is its mp_ini's (mp_ini_resolving). */
+	struct gw_resolve *rsv;
+	char rsv_host[256];
+	/* Where the current or last login went: the numeric address connected to, and the
+	 * portal a native login was redirected to ("" if none); shown in the path's state. */
+	char addr[64];
+	char redirected_to[128];
 };
 
 /*

@@ -592,6 +592,18 @@ static void fake_rig(struct rig *r, struct fake *f)
 	}
 }
 
+/* The login at a is redirected (temporarily) to "to", where b refuses it (target not found):
+ * the login's end. */
+static void fake_redirect_refused(struct rig *r, struct fake *a, struct fake *b, const char *to)
+{
+	fake_rig(r, a);
+	cr_assert(fake_answer(a, r, 1, 1, to));
+	cr_assert(fake_answer(b, r, 2, 3, NULL), "no login at %s: %s", to, mp_ini_error(r->ini));
+	rig_wait(r, true);
+	cr_assert_eq(r->login, -1);
+	cr_assert(strstr(mp_ini_error(r->ini), "target not found"), "%s", mp_ini_error(r->ini));
+}
+
 /* Redirected (temporary, with a portal group tag) from one portal to another (IPv6 if this
  * host has ::1): the second login carries the same ISID and no TSIH, and a refusal there is
  * the login's end. */
@@ -610,19 +622,70 @@ Test(mp_ini, redirect_followed_same_isid)
 	fake_listen(&a, false);
 	fake_listen(&b, v6);
 	snprintf(to, sizeof(to), v6 ? "[::1]:%d,7" : "127.0.0.1:%d,7", b.port);
-	fake_rig(&r, &a);
-	cr_assert(fake_answer(&a, &r, 1, 1, to));
-	cr_assert(fake_answer(&b, &r, 2, 3, NULL), "no login at %s: %s", to, mp_ini_error(r.ini));
-	rig_wait(&r, true);
-	cr_assert_eq(r.login, -1);
-	cr_assert(strstr(mp_ini_error(r.ini), "target not found"), "%s", mp_ini_error(r.ini));
+	fake_redirect_refused(&r, &a, &b, to);
 	cr_assert_eq(memcmp(a.isid, b.isid, 6), 0, "the ISID changed across the redirect");
 	cr_assert_eq(b.tsih, 0);
 	mp_ini_stats(r.ini, &st);
 	cr_assert_eq(st.redirects, 1);
+	/* Where it went, as the path's state shows it: the portal group tag dropped. */
+	snprintf(to, sizeof(to), v6 ? "[::1]:%d" : "127.0.0.1:%d", b.port);
+	cr_assert_not_null(mp_ini_redirected_to(r.ini));
+	cr_assert_str_eq(mp_ini_redirected_to(r.ini), to);
+	cr_assert_str_eq(mp_ini_address(r.ini), to);
 	rig_close(&r);
 	close(a.lfd);
 	close(b.lfd);
+}
+
+/* A redirect to a DNS name (/etc/hosts answers localhost: no query leaves the host) is looked
+ * up off the loop and followed; the address connected to is the numeric one. */
+Test(mp_ini, redirect_to_a_name_resolved_off_the_loop)
+{
+	struct fake a, b;
+	struct rig r;
+	char to[64], want[64];
+
+	fake_listen(&a, false);
+	fake_listen(&b, false);
+	snprintf(to, sizeof(to), "localhost:%d", b.port);
+	fake_redirect_refused(&r, &a, &b, to);
+	cr_assert_str_eq(mp_ini_redirected_to(r.ini), to);
+	snprintf(want, sizeof(want), "127.0.0.1:%d", b.port);
+	cr_assert_str_eq(mp_ini_address(r.ini), want);
+	rig_close(&r);
+	close(a.lfd);
+	close(b.lfd);
+}
+
+/* Destroyed while its portal's name is being looked up: no callback after, nothing touched
+ * (run under ASan by make test-sanitize), and the loop keeps running. */
+Test(mp_ini, destroyed_during_the_name_lookup)
+{
+	struct mp_ini_conf c = {
+		.portal = "localhost:9", .target = "iqn.2026-11.org.isergw:fake",
+		.initiator = "iqn.2026-11.org.isergw:test-mp-ini",
+	};
+	struct gw_loop loop;
+	struct rig rs[20];	/* one per connection: whose callback ran */
+	int at_destroy[20];
+
+	memset(rs, 0, sizeof(rs));
+	cr_assert_eq(gw_loop_init(&loop), 0);
+	for (int i = 0; i < 20; i++) {
+		cr_assert_eq(mp_ini_create(&loop, &c, rig_event, &rs[i], &rs[i].ini), 0);
+		cr_assert_str_eq(mp_ini_resolving(rs[i].ini), "localhost");
+		/* Half of them after a loop round: the answer may be posted, or have come (and
+		 * the refused connect called back, which is its right before the destroy). */
+		if (i & 1)
+			gw_loop_run_once(&loop, 0);
+		at_destroy[i] = rs[i].login;
+		mp_ini_destroy(rs[i].ini);
+	}
+	for (int i = 0; i < 20; i++)
+		gw_loop_run_once(&loop, 10);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(rs[i].login, at_destroy[i], "connection %d called back when destroyed", i);
+	gw_loop_fini(&loop);
 }
 
 /* Permanent redirects to itself: followed 8 times, then the login fails naming the loop. */
