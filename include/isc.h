@@ -69,6 +69,11 @@ struct isc_login_src {
 };
 
 /* Per-LUN I/O counters, kept by the iSCSI layer (what the control socket reports). */
+struct isc_loop_stats {
+	struct isc_lun_stats *v;
+	size_t n;
+};
+
 struct isc_lun_stats {
 	uint64_t lun;
 	uint64_t read_ops, write_ops, other_ops;
@@ -93,8 +98,12 @@ struct isc_target {
 	struct scsi_dev *dev;
 	struct scsi_port *port;
 	struct gw_list sessions;	/* struct isc_session.tnode, every loop's (gw->reg_lock) */
-	struct isc_lun_stats *stats;
-	size_t nstats;
+	/* Per-LUN counters: one table per loop (lstats[lp->idx]), each written and
+	 * read only on its own loop's thread, so the I/O path shares nothing between loops; the
+	 * state sums them (isc_target_stats). stat_luns: the LUNs listed, in order (loop 0). */
+	struct isc_loop_stats lstats[GW_LOOPS_MAX];
+	uint64_t *stat_luns;
+	size_t nstat_luns;
 	struct gw_list pending_luns;	/* struct isc_lun_block */
 	bool removing;			/* out of the configuration, sessions draining (reg_lock) */
 	/* Set by the owner (ctl): called first by isc_target_destroy, to free what the owner hung
@@ -211,7 +220,11 @@ void isc_target_destroy(struct isc_target *t);
 void isc_target_retire(struct isc_target *t);
 /* Closes the sessions of initiators the target's (new) ACL no longer admits. */
 void isc_target_enforce_acl(struct isc_target *t);
-struct isc_lun_stats *isc_target_lun_stats(struct isc_target *t, uint64_t lun);
+/* On loop 0: lists LUN lun in the target's counters (once). 0 or -ENOMEM. */
+int isc_target_lun_register(struct isc_target *t, uint64_t lun);
+/* On loop 0: out[i] (nstat_luns of them) = the counters of stat_luns[i] summed over every
+ * loop, each loop's read on its own thread. */
+void isc_target_stats(struct isc_target *t, struct isc_lun_stats *out);
 /* True while a removal of (target, lun) waits for commands to drain. */
 bool isc_target_lun_blocked(const struct isc_target *t, uint64_t lun);
 struct isc_target *isc_gw_find_target(struct isc_gw *gw, const char *name);

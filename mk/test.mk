@@ -153,7 +153,7 @@ run:
 # under I/O in integration suites (TSan reports to TSAN_OPTIONS log_path, checked like ASan's:
 # tests/lib/common.sh). Ends with "tsan: N passed, N failed".
 TSAN_BUILD := build/tsan
-TSAN_SUITES ?= tools durability
+TSAN_SUITES ?= tools durability loops resolve
 TSAN_SRC := $(wildcard tests/tsan/*.c)
 TSAN_BIN := $(patsubst %.c,$(BUILD)/%,$(TSAN_SRC))
 

@@ -372,7 +372,9 @@ int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *nc, struct gw_errlist *e
 	for (i = 0; i < nluns; i++) {
 		struct ctl_apply_lun *al = &luns[i];
 
-		isc_target_lun_stats(al->t, al->conf->lu.lun);
+		if (isc_target_lun_register(al->t, al->conf->lu.lun))
+			gw_err("iscsi", "%s: LUN %llu: out of memory listing its counters",
+			       al->t->conf->name, (unsigned long long)al->conf->lu.lun);
 		if (al->replace)
 			ctl_lun_replace(al->t, al->conf->lu.lun, &al->conf->lu, al->bs);
 		else if (ctl_lu_add(al->t->dev, &al->conf->lu, al->bs, al->t->conf->name, errs))
@@ -498,10 +500,14 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 	gw_list_for_each_entry(t, &gw->targets, node) {
 		json_t *luns = json_array();
 		unsigned int n = isc_target_nsessions(t);
+		struct isc_lun_stats *sums = calloc(t->nstat_luns ? t->nstat_luns : 1,
+						    sizeof(*sums));
 		size_t i;
 
-		for (i = 0; i < t->nstats; i++) {
-			const struct isc_lun_stats *st = &t->stats[i];
+		if (sums)
+			isc_target_stats(t, sums);
+		for (i = 0; sums && i < t->nstat_luns; i++) {
+			const struct isc_lun_stats *st = &sums[i];
 			json_t *lo, *bst;
 
 			if (!scsi_dev_find_lu(t->dev, st->lun))
@@ -526,6 +532,7 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 				json_decref(bst);
 			json_array_append_new(luns, lo);
 		}
+		free(sums);
 		json_array_append_new(targets, json_pack("{s:s, s:i, s:o}", "name", t->conf->name,
 							 "sessions", (int)n, "luns", luns));
 	}

@@ -142,7 +142,8 @@ int ctl_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
 			ctl_bs_close(bs);	/* only a successful add takes it over */
 			return r;
 		}
-		isc_target_lun_stats(t, tc->luns[i].lu.lun);
+		if (isc_target_lun_register(t, tc->luns[i].lu.lun))
+			return -ENOMEM;
 	}
 	return 0;
 }

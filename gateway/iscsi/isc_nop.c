@@ -270,11 +270,51 @@ void isc_async_acked(struct isc_conn *c)
 	}
 }
 
+/* An event for the sessions of one target on one loop: posted there, because a session's
+ * connections and their send queues are its loop's alone. */
+struct isc_async_msg {
+	struct isc_gw *gw;
+	struct isc_loop *lp;
+	const struct isc_target *target;	/* compared, never read */
+	struct isc_async_ev ev;
+};
+
+static void isc_async_walk(const struct isc_async_msg *m)
+{
+	struct isc_session *s;
+
+	gw_list_for_each_entry(s, &m->lp->sessions, lnode) {
+		struct isc_conn *c;
+
+		if (s->target != m->target || s->closing)
+			continue;
+		/* One message per session, on its first connection in full feature phase. */
+		gw_list_for_each_entry(c, &s->conns, node) {
+			if (c->state != ISC_CONN_FFP)
+				continue;
+			isc_async_post(c, &m->ev);
+			break;
+		}
+	}
+}
+
+static void isc_async_msg_fn(void *arg)
+{
+	struct isc_async_msg *m = arg;
+	struct isc_gw *gw = m->gw;
+
+	isc_async_walk(m);
+	free(m);
+	__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+}
+
+/* The device's events (on the loop that changed it, loop 0 for the configuration's changes)
+ * reach every session of the target on the session's own loop. */
 void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg)
 {
 	struct isc_target *t = arg;
+	struct isc_gw *gw = t->gw;
 	struct isc_async_ev e = { .lun = lun };
-	struct isc_session *s;
 
 	(void)dev;
 	if (ev == SCSI_EV_LUNS_CHANGED) {
@@ -284,17 +324,27 @@ void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lu
 		e.asc = 0x2a;			/* CAPACITY DATA HAS CHANGED */
 		e.ascq = 0x09;
 	}
-	gw_list_for_each_entry(s, &t->sessions, tnode) {
-		struct isc_conn *c;
+	for (unsigned int i = 0; i < isc_gw_nloops(gw); i++) {
+		struct isc_loop *lp = &gw->lps[i];
+		struct isc_async_msg *m;
 
-		if (s->closing || gw_list_empty(&s->conns))
+		if (gw_loop_current() == lp->loop || !gw->loops) {
+			struct isc_async_msg now = { gw, lp, t, e };
+
+			isc_async_walk(&now);
 			continue;
-		/* One message per session, on its first connection in full feature phase. */
-		gw_list_for_each_entry(c, &s->conns, node) {
-			if (c->state != ISC_CONN_FFP)
-				continue;
-			isc_async_post(c, &e);
-			break;
+		}
+		m = malloc(sizeof(*m));
+		if (!m) {
+			gw_err("iscsi", "out of memory telling loop %u's sessions of LUN %llu's "
+			       "change", lp->idx, (unsigned long long)lun);
+			continue;
+		}
+		*m = (struct isc_async_msg){ gw, lp, t, e };
+		__atomic_fetch_add(&gw->msgs, 1, __ATOMIC_RELAXED);
+		if (gw_loop_send(lp->loop, isc_async_msg_fn, m)) {
+			__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+			free(m);
 		}
 	}
 }

@@ -436,10 +436,32 @@ static struct isc_pdu *isc_scsi_response(struct isc_task *t)
 	return rsp;
 }
 
+/* The session's loop's counters of LUN lun of target t (its own table: no other thread
+ * touches it); NULL for a LUN the state does not list (none configured there) or on ENOMEM. */
+static struct isc_lun_stats *isc_loop_lun_stats(struct isc_target *t, struct isc_loop *lp,
+						uint64_t lun)
+{
+	struct isc_loop_stats *ls = &t->lstats[lp->idx];
+	struct isc_lun_stats *n;
+
+	for (size_t i = 0; i < ls->n; i++)
+		if (ls->v[i].lun == lun)
+			return &ls->v[i];
+	if (!scsi_dev_find_lu(t->dev, lun))
+		return NULL;
+	n = realloc(ls->v, (ls->n + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	ls->v = n;
+	memset(&n[ls->n], 0, sizeof(*n));
+	n[ls->n].lun = lun;
+	return &n[ls->n++];
+}
+
 /* Counters per LUN and session; reads and writes by SBC opcode, everything else as "other". */
 static void isc_task_count(struct isc_task *t, uint32_t read_len)
 {
-	struct isc_lun_stats *st = isc_target_lun_stats(t->sess->target, t->lun);
+	struct isc_lun_stats *st = isc_loop_lun_stats(t->sess->target, t->sess->lp, t->lun);
 	uint8_t op = t->cmd.cdb[0];
 
 	t->sess->cmds++;

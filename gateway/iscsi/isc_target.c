@@ -93,21 +93,69 @@ int isc_target_admit(const struct isc_target *t, const char *initiator,
 	return tc->allow_any_initiator ? 0 : -EACCES;
 }
 
-struct isc_lun_stats *isc_target_lun_stats(struct isc_target *t, uint64_t lun)
+int isc_target_lun_register(struct isc_target *t, uint64_t lun)
 {
-	struct isc_lun_stats *n;
+	uint64_t *n;
 	size_t i;
 
-	for (i = 0; i < t->nstats; i++)
-		if (t->stats[i].lun == lun)
-			return &t->stats[i];
-	n = realloc(t->stats, (t->nstats + 1) * sizeof(*n));
+	for (i = 0; i < t->nstat_luns; i++)
+		if (t->stat_luns[i] == lun)
+			return 0;
+	n = realloc(t->stat_luns, (t->nstat_luns + 1) * sizeof(*n));
 	if (!n)
-		return NULL;
-	t->stats = n;
-	memset(&n[t->nstats], 0, sizeof(*n));
-	n[t->nstats].lun = lun;
-	return &n[t->nstats++];
+		return -ENOMEM;
+	t->stat_luns = n;
+	n[t->nstat_luns++] = lun;
+	return 0;
+}
+
+struct isc_stats_sum {
+	struct isc_target *t;
+	struct isc_lun_stats *out;
+};
+
+static void isc_hist_sum(struct gw_hist *to, const struct gw_hist *from)
+{
+	for (unsigned int b = 0; b <= GW_HIST_BUCKETS; b++)
+		to->count[b] += from->count[b];
+	to->sum_ns += from->sum_ns;
+}
+
+/* One loop's table, on its thread, added into the sums. */
+static void isc_stats_loop(struct isc_loop *lp, void *arg)
+{
+	struct isc_stats_sum *m = arg;
+	const struct isc_loop_stats *ls = &m->t->lstats[lp->idx];
+
+	for (size_t i = 0; i < m->t->nstat_luns; i++) {
+		struct isc_lun_stats *o = &m->out[i];
+
+		for (size_t k = 0; k < ls->n; k++) {
+			const struct isc_lun_stats *st = &ls->v[k];
+
+			if (st->lun != o->lun)
+				continue;
+			o->read_ops += st->read_ops;
+			o->write_ops += st->write_ops;
+			o->other_ops += st->other_ops;
+			o->read_bytes += st->read_bytes;
+			o->write_bytes += st->write_bytes;
+			o->errors += st->errors;
+			isc_hist_sum(&o->read_lat, &st->read_lat);
+			isc_hist_sum(&o->write_lat, &st->write_lat);
+			break;
+		}
+	}
+}
+
+void isc_target_stats(struct isc_target *t, struct isc_lun_stats *out)
+{
+	struct isc_stats_sum m = { t, out };
+
+	memset(out, 0, t->nstat_luns * sizeof(*out));
+	for (size_t i = 0; i < t->nstat_luns; i++)
+		out[i].lun = t->stat_luns[i];
+	isc_gw_each_loop(t->gw, isc_stats_loop, &m);
 }
 
 void isc_target_destroy(struct isc_target *t)
@@ -119,7 +167,9 @@ void isc_target_destroy(struct isc_target *t)
 		t->release(t);
 	if (t->dev)
 		scsi_dev_destroy(t->dev);
-	free(t->stats);
+	for (unsigned int i = 0; i < GW_LOOPS_MAX; i++)
+		free(t->lstats[i].v);
+	free(t->stat_luns);
 	free(t);
 }
 

@@ -2,7 +2,7 @@
 # `make test-tsan`: the threaded parts under ThreadSanitizer, from a SANITIZE=thread build.
 #   1. every tests/tsan/* program (the file backstore's workers under load, buffered and
 #      O_DIRECT), each with TSAN_OPTIONS log_path in its own folder: exit 0 and no report;
-#   2. the integration suites $TSAN_SUITES (default: tools durability: the gateway with file,
+#   2. the integration suites $TSAN_SUITES (default: tools durability loops resolve: the gateway with file,
 #      block and remote backstores under I/O, FUA, flushes, kill -9 and restarts) with
 #      BUILD=build/tsan: common.sh points TSAN_OPTIONS log_path at each run's san/ folder and
 #      fails a suite on any report file.
@@ -12,7 +12,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 export BUILD=${BUILD:-build/tsan}
-SUITES=${TSAN_SUITES:-tools durability}
+SUITES=${TSAN_SUITES:-tools durability loops resolve}
 p=0 f=0
 t0=$SECONDS
 

@@ -309,3 +309,43 @@ Test(isc_nop_loops, the_timer_reads_the_connection_s_loop_clock_not_loop_0_s)
 	tick(&ic->nop_timer);
 	cr_expect(c->closed, "not dropped after nop_timeout: loop 0's clock was read");
 }
+
+/* A device event (raised on loop 0, where the configuration changes) reaches a session on
+ * loop 1 as a message to loop 1: the connection's send queue is touched only there. And the
+ * LUN counters of a target's sessions on two loops are two tables, each its loop's own. */
+Test(isc_nop_loops, events_and_counters_stay_on_the_session_s_loop)
+{
+	struct fake_conn *c0 = h_connect(&H);
+	struct fake_conn *c1 = fake_dmv_connect_on(H.dp, &L1, &H.gw->lps[1].pdus);
+	struct isc_target *t = gw_list_first_entry(&H.gw->targets, struct isc_target, node);
+	uint32_t sn, cs;
+	uint16_t st;
+
+	H.conns[H.nconns++] = c1;
+	h_login(&H, c0, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	h_login(&H, c1, H_INITIATOR, H_TARGET, 2, 0, 0, &st);
+	cr_assert_eq(st, 0);
+	cr_assert_eq(((struct isc_conn *)c1->base.priv)->lp->idx, 1);
+	fake_dmv_drain(c0);
+	fake_dmv_drain(c1);
+	isc_target_scsi_event(NULL, SCSI_EV_CAPACITY_CHANGED, 1, t);
+	fake_dmv_settle(&H.loop);
+	cr_expect_eq(pop_async(c0, &sn), 1, "loop 0's session told");
+	cr_expect_eq(c1->nsent, 0, "loop 1's connection was written from loop 0");
+	fake_dmv_settle(&L1);
+	cr_expect_eq(pop_async(c1, &sn), 1, "loop 1's session not told");
+
+	/* Both sessions' first command takes the CmdSN their logins started at. */
+	cs = H.cmdsn;
+	h_clear_ua(&H, c0);
+	H.cmdsn = cs;
+	h_clear_ua(&H, c1);
+	for (int i = 0; i < 2; i++) {
+		const struct isc_loop_stats *ls = &t->lstats[i];
+
+		cr_assert_eq(ls->n, 1, "loop %d: %zu LUN tables", i, ls->n);
+		cr_expect_eq(ls->v[0].lun, 0);
+		cr_expect_geq(ls->v[0].other_ops + ls->v[0].errors, 1, "loop %d counted nothing", i);
+	}
+}
