@@ -256,10 +256,11 @@ static int list(struct cli *c, const char *path, const char *key, const char *co
  * paths of a dm-multipath map under a block backstore); a local LUN says it has none. */
 static int lun_paths(struct cli *c, const char *path, int argc, char **argv)
 {
-	static const char *const cols[] = { "PATH", "STATE", "GROUP", "PRIO", "ALUA", "IN-USE",
-					    "ERRORS", "FAILOVERS", "LAST-ERROR" };
-	static const char *const f[] = { "url", "state", "group", "priority", "alua_state",
-					 "in_use", "errors", "failovers", "last_error" };
+	/* ADDRESS: where the path's login went (its name resolved, or where it was redirected). */
+	static const char *const cols[] = { "PATH", "ADDRESS", "STATE", "GROUP", "PRIO", "ALUA",
+					    "IN-USE", "ERRORS", "FAILOVERS", "LAST-ERROR" };
+	static const char *const f[] = { "url", "address", "state", "group", "priority",
+					 "alua_state", "in_use", "errors", "failovers", "last_error" };
 	struct cli_table t;
 	json_t *j, *st, *p;
 	size_t i, k;
@@ -304,25 +305,25 @@ static int lun_paths(struct cli *c, const char *path, int argc, char **argv)
 	if (json_string_value(json_object_get(st, "warning")))
 		printf("\nwarning: %s", json_string_value(json_object_get(st, "warning")));
 	printf("\n");
-	cli_table_init(&t, cols, 9);
+	cli_table_init(&t, cols, 10);
 	json_array_foreach(json_object_get(st, "paths"), i, p) {
-		char *cell[9] = { 0 };
+		char *cell[10] = { 0 };
 
-		for (k = 0; k < 9; k++) {
+		for (k = 0; k < 10; k++) {
 			json_t *v = json_object_get(p, f[k]);
 
 			/* dm-multipath paths: device, dm state, checker state. */
 			if (!v && k == 0)
 				v = json_object_get(p, "dev");
-			if (!v && k == 4)
+			if (!v && k == 5)
 				v = json_object_get(p, "dm_st");
-			if (!v && k == 8)
+			if (!v && k == 9)
 				v = json_object_get(p, "chk_st");
 			cell[k] = v && !json_is_null(v) ? cli_cell(v) : NULL;
 		}
 		cli_table_add(&t, cell[0], cell[1], cell[2], cell[3], cell[4], cell[5], cell[6],
-			      cell[7], cell[8]);
-		for (k = 0; k < 9; k++)
+			      cell[7], cell[8], cell[9]);
+		for (k = 0; k < 10; k++)
 			free(cell[k]);
 	}
 	cli_table_print(&t);

@@ -233,8 +233,8 @@ mp_agent_cut() {
 	# The cut path cycles through down and connecting (and probing) while its logins are
 	# retried: any of them, never active, is "not serving".
 	if grep -Eq "10.202.2.2.* (down|connecting|probing) " "$T_DIR/ctl-paths.txt" &&
-		grep -q "10.202.1.2.* active " "$T_DIR/ctl-paths.txt"; then
-		pass "isergwctl lun paths: the cut path not serving (down or retrying), the other active"
+		grep -q "10.202.1.2:3260 *active " "$T_DIR/ctl-paths.txt"; then
+		pass "isergwctl lun paths: the cut path not serving (down or retrying), the other active at the address it logged in to"
 	else
 		fail "isergwctl lun paths" "$(tr '\n' '|' <"$T_DIR/ctl-paths.txt" | head -c 400)"
 	fi
