@@ -270,20 +270,19 @@ void isc_async_acked(struct isc_conn *c)
 	}
 }
 
-/* An event for the sessions of one target on one loop: posted there, because a session's
- * connections and their send queues are its loop's alone. */
+/* An event for the sessions of one target on one loop, queued there: a session's connections
+ * and their send queues are its loop's alone. */
 struct isc_async_msg {
-	struct isc_gw *gw;
-	struct isc_loop *lp;
 	const struct isc_target *target;	/* compared, never read */
 	struct isc_async_ev ev;
 };
 
-static void isc_async_walk(const struct isc_async_msg *m)
+static void isc_async_walk(struct isc_loop *lp, const void *arg)
 {
+	const struct isc_async_msg *m = arg;
 	struct isc_session *s;
 
-	gw_list_for_each_entry(s, &m->lp->sessions, lnode) {
+	gw_list_for_each_entry(s, &lp->sessions, lnode) {
 		struct isc_conn *c;
 
 		if (s->target != m->target || s->closing)
@@ -296,16 +295,6 @@ static void isc_async_walk(const struct isc_async_msg *m)
 			break;
 		}
 	}
-}
-
-static void isc_async_msg_fn(void *arg)
-{
-	struct isc_async_msg *m = arg;
-	struct isc_gw *gw = m->gw;
-
-	isc_async_walk(m);
-	free(m);
-	__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
 }
 
 /* The device's events (on the loop that changed it, loop 0 for the configuration's changes)
@@ -325,26 +314,10 @@ void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lu
 		e.ascq = 0x09;
 	}
 	for (unsigned int i = 0; i < isc_gw_nloops(gw); i++) {
-		struct isc_loop *lp = &gw->lps[i];
-		struct isc_async_msg *m;
+		struct isc_async_msg m = { t, e };
 
-		if (gw_loop_current() == lp->loop || !gw->loops) {
-			struct isc_async_msg now = { gw, lp, t, e };
-
-			isc_async_walk(&now);
-			continue;
-		}
-		m = malloc(sizeof(*m));
-		if (!m) {
+		if (isc_gw_on_loop(gw, &gw->lps[i], isc_async_walk, &m, sizeof(m)) == -ENOMEM)
 			gw_err("iscsi", "out of memory telling loop %u's sessions of LUN %llu's "
-			       "change", lp->idx, (unsigned long long)lun);
-			continue;
-		}
-		*m = (struct isc_async_msg){ gw, lp, t, e };
-		__atomic_fetch_add(&gw->msgs, 1, __ATOMIC_RELAXED);
-		if (gw_loop_send(lp->loop, isc_async_msg_fn, m)) {
-			__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
-			free(m);
-		}
+			       "change", i, (unsigned long long)lun);
 	}
 }

@@ -212,6 +212,11 @@ unsigned isc_gw_nloops(const struct isc_gw *gw);
 /* Runs fn(lp, arg) on every loop's thread in turn, loop 0 first (gw_loop_call: on loop 0
  * only). */
 void isc_gw_each_loop(struct isc_gw *gw, void (*fn)(struct isc_loop *lp, void *arg), void *arg);
+/* Runs fn(lp, arg) on lp's thread: at once when that is the caller's (or the gateway has one
+ * loop), else as a message carrying a copy of arg's len bytes, counted in gw->msgs until it
+ * ran. -ENOMEM (nothing runs) or -errno of the post. */
+int isc_gw_on_loop(struct isc_gw *gw, struct isc_loop *lp,
+		   void (*fn)(struct isc_loop *lp, const void *arg), const void *arg, size_t len);
 bool isc_gw_stopping(const struct isc_gw *gw);
 /* On lp's thread: closes its session tsih if it is alive there. */
 void isc_loop_close_session(struct isc_loop *lp, uint16_t tsih, const char *why);

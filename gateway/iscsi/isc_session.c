@@ -205,20 +205,19 @@ struct isc_session *isc_session_find(struct isc_gw *gw, struct isc_loop *lp,
 	return found;
 }
 
-/* On the session's loop: its TSIH's session there, if alive. */
+/* On the session's loop: its TSIH's session there (or every session of target), if alive. */
 struct isc_close_msg {
-	struct isc_gw *gw;
-	struct isc_loop *lp;
 	const struct isc_target *target;	/* compared, never read (NULL: by tsih) */
 	uint16_t tsih;
 	const char *why;
 };
 
-static void isc_close_walk(const struct isc_close_msg *m)
+static void isc_close_walk(struct isc_loop *lp, const void *arg)
 {
+	const struct isc_close_msg *m = arg;
 	struct isc_session *s, *tmp;
 
-	gw_list_for_each_entry_safe(s, tmp, &m->lp->sessions, lnode) {
+	gw_list_for_each_entry_safe(s, tmp, &lp->sessions, lnode) {
 		if (s->closing)
 			continue;
 		if (m->target ? s->target == m->target : s->tsih == m->tsih)
@@ -226,45 +225,20 @@ static void isc_close_walk(const struct isc_close_msg *m)
 	}
 }
 
-static void isc_session_close_msg(void *arg)
-{
-	struct isc_close_msg *m = arg;
-	struct isc_gw *gw = m->gw;
-
-	isc_close_walk(m);
-	free(m);
-	__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
-}
-
 static void isc_close_on(struct isc_gw *gw, struct isc_loop *lp, const struct isc_target *target,
 			 uint16_t tsih, const char *why)
 {
-	struct isc_close_msg *m;
+	struct isc_close_msg m = { target, tsih, why };
 
-	if (gw_loop_current() == lp->loop || !gw->loops) {
-		struct isc_close_msg now = { gw, lp, target, tsih, why };
-
-		isc_close_walk(&now);
-		return;
-	}
-	m = malloc(sizeof(*m));
-	if (!m) {
+	if (isc_gw_on_loop(gw, lp, isc_close_walk, &m, sizeof(m)) == -ENOMEM)
 		gw_err("iscsi", "out of memory closing session 0x%x on loop %u", tsih, lp->idx);
-		return;
-	}
-	*m = (struct isc_close_msg){ gw, lp, target, tsih, why };
-	__atomic_fetch_add(&gw->msgs, 1, __ATOMIC_RELAXED);
-	if (gw_loop_send(lp->loop, isc_session_close_msg, m)) {
-		__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
-		free(m);
-	}
 }
 
 void isc_loop_close_session(struct isc_loop *lp, uint16_t tsih, const char *why)
 {
-	struct isc_close_msg here = { NULL, lp, NULL, tsih, why };
+	struct isc_close_msg here = { NULL, tsih, why };
 
-	isc_close_walk(&here);
+	isc_close_walk(lp, &here);
 }
 
 void isc_session_close_on(struct isc_gw *gw, struct isc_loop *lp, uint16_t tsih,

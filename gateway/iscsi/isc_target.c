@@ -5,6 +5,7 @@
  * Building them from a configuration (SCSI devices, LUs, backstores) is gateway/ctl/'s job.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,47 @@ void isc_gw_each_loop(struct isc_gw *gw, void (*fn)(struct isc_loop *lp, void *a
 
 		gw_loop_call(gw->lps[i].loop, isc_each_one, &c);
 	}
+}
+
+struct isc_on_loop {
+	struct isc_gw *gw;
+	struct isc_loop *lp;
+	void (*fn)(struct isc_loop *lp, const void *arg);
+	max_align_t arg[];
+};
+
+static void isc_on_loop_msg(void *arg)
+{
+	struct isc_on_loop *m = arg;
+	struct isc_gw *gw = m->gw;
+
+	m->fn(m->lp, m->arg);
+	free(m);
+	__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+}
+
+int isc_gw_on_loop(struct isc_gw *gw, struct isc_loop *lp,
+		   void (*fn)(struct isc_loop *lp, const void *arg), const void *arg, size_t len)
+{
+	struct isc_on_loop *m;
+	int rc;
+
+	if (gw_loop_current() == lp->loop || !gw->loops) {
+		fn(lp, arg);
+		return 0;
+	}
+	m = malloc(sizeof(*m) + len);
+	if (!m)
+		return -ENOMEM;
+	*m = (struct isc_on_loop){ gw, lp, fn };
+	memcpy(m->arg, arg, len);
+	__atomic_fetch_add(&gw->msgs, 1, __ATOMIC_RELAXED);
+	rc = gw_loop_send(lp->loop, isc_on_loop_msg, m);
+	if (rc) {
+		__atomic_fetch_sub(&gw->msgs, 1, __ATOMIC_RELEASE);
+		free(m);
+	}
+	return rc;
 }
 
 bool isc_gw_stopping(const struct isc_gw *gw)
