@@ -236,6 +236,8 @@ int main(int argc, char **argv)
 	boot_wait = cfg.gateway.boot_wait;
 	ctl_gconf.fence_margin_ms = cfg.gateway.fence_margin_ms;
 	ctl_gconf.loops = cfg.gateway.loops;	/* as configured: "config" shows it */
+	ctl_gconf.poll_us = cfg.gateway.poll_us;
+	ctl_loops_set_poll(loops, cfg.gateway.poll_us);
 	cfg.gateway.log_debug = NULL;
 	if (cfg.gateway.control_socket && *cfg.gateway.control_socket)
 		ctl_conf_path = strdup(cfg.gateway.control_socket);

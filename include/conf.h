@@ -356,6 +356,7 @@ struct ctl_gateway_conf {
 	uint32_t boot_wait;		/* s: longest start-up wait for remote LUNs' logins */
 	uint32_t fence_margin_ms;	/* cluster: fence this long before the lease's deadline */
 	uint32_t loops;			/* event loops (threads), read at start-up */
+	uint32_t poll_us;		/* busy polling before a loop sleeps, µs; 0: never */
 };
 
 extern const struct gw_conf_key ctl_gateway_conf_keys[];

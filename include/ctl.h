@@ -82,7 +82,9 @@ void ctl_loops_stop(struct ctl_loops *ls);
 void ctl_loops_drain(struct ctl_loops *ls);
 /* Stops, finishes loops 1..n-1, unpins the calling thread and frees; NULL is fine. */
 void ctl_loops_destroy(struct ctl_loops *ls);
-/* [{loop, cpu, connections}] (new reference). */
+/* gateway.poll_us for every loop (gw_loop_set_poll), each on its own thread; from loop 0's. */
+void ctl_loops_set_poll(struct ctl_loops *ls, unsigned poll_us);
+/* [{loop, cpu, connections, poll_us, sleeps, polls, poll_hits}] (new reference). */
 json_t *ctl_loops_state(const struct ctl_loops *ls);
 
 /* ctl_apply.c: live changes, for the control socket */

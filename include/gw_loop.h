@@ -71,6 +71,16 @@ struct gw_loop {
 	struct gw_watch msg_w;
 	uint64_t msg_runs;		/* messages run (the loop's thread) */
 	uint64_t msg_wakeups;		/* eventfd writes by posters (atomic) */
+	/* Busy polling (gw_loop_set_poll): before sleeping the loop checks its fds and messages
+	 * for up to poll_max_ns, yielding the CPU between checks, while most of its recent waits
+	 * were that short (poll_hist). Written by its thread; the counters are read by others
+	 * (atomic, relaxed). */
+	uint64_t poll_max_ns;		/* 0: never polls */
+	uint8_t poll_hist;		/* the last 8 waits, newest in bit 0: 1 = short */
+	uint8_t poll_skips;		/* waits not polled since the last poll */
+	uint64_t polls;			/* polls started */
+	uint64_t poll_hits;		/* ... that found work: a sleep and wake-up saved */
+	uint64_t sleeps;		/* waits in epoll_wait with a timeout */
 	/* The loop's own thread, when gw_loop_thread_start gave it one. */
 	pthread_t thread;
 	bool has_thread;
@@ -94,6 +104,19 @@ int gw_loop_run(struct gw_loop *loop);
 /* One iteration: deferred work, one epoll_wait of at most timeout_ms (-1: forever), dispatch,
  * then frees closed objects. Returns the number of events dispatched or -errno. */
 int gw_loop_run_once(struct gw_loop *loop, int timeout_ms);
+/*
+ * Busy polling before sleeping, for at most poll_us microseconds (0: never, the default). It is
+ * adaptive: the loop polls only while at least GW_POLL_SHORT_MIN of its last 8 waits for work
+ * ended within poll_us, so a busy loop trades a sleep and a wake-up for a few epoll_wait(0)
+ * calls, and a loop whose waits are mostly longer (idle, or waiting on a disk or a back end)
+ * sleeps at once. Between checks it yields the CPU, so a thread runnable on the same CPU (a
+ * client, a worker) runs instead of the spin. Before the loop's thread starts, or on it.
+ */
+void gw_loop_set_poll(struct gw_loop *loop, unsigned poll_us);
+#define GW_POLL_SHORT_MIN 6
+/* A loop that does not poll still polls every GW_POLL_PROBE-th wait: a sleep's length includes
+ * its wake-up, so sleeps alone may never look short enough to start polling again. */
+#define GW_POLL_PROBE 8
 /* From the loop's thread (another thread: gw_loop_thread_stop, or a message that calls it). */
 void gw_loop_stop(struct gw_loop *loop, int exit_code);
 

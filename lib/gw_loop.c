@@ -13,6 +13,14 @@
  * epoll_wait; the poster pushes before reading the flag. Both are sequentially consistent, so
  * at least one of them sees the other: either the loop sees the message and does not sleep, or
  * the poster sees the flag and wakes it. A wake-up too many is harmless, none too few.
+ *
+ * Busy polling (gw_loop_set_poll): while most of the loop's last 8 waits for work were short
+ * (GW_POLL_SHORT_MIN of them ended within poll_max_ns), it checks its fds (epoll_wait with no
+ * timeout) and its message list for up to poll_max_ns before it sleeps,
+ * calling sched_yield between checks. The flag stays 0 meanwhile, so posters do not write the
+ * eventfd; the list is looked at on every check instead. A sleep and its wake-up cost more than
+ * a few checks (context switches, the eventfd or socket wake-up), and a loop serving one busy
+ * session sleeps between each of its bursts (docs/PERFORMANCE.md, "The loop rows").
  */
 #include <errno.h>
 #include <limits.h>
@@ -358,25 +366,80 @@ void gw_loop_fini(struct gw_loop *loop)
 	loop->epfd = -1;
 }
 
+void gw_loop_set_poll(struct gw_loop *loop, unsigned poll_us)
+{
+	__atomic_store_n(&loop->poll_max_ns, (uint64_t)poll_us * 1000u, __ATOMIC_RELAXED);
+	loop->poll_hist = 0;
+	loop->poll_skips = 0;
+}
+
+static void gw_count(uint64_t *c)
+{
+	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+/* Checks for fds ready and messages until one is there or poll_max_ns has passed since start:
+ * what epoll_wait returned (0: nothing ready, maybe a message). */
+static int gw_loop_poll(struct gw_loop *loop, struct epoll_event *ev, uint64_t start)
+{
+	uint64_t end = start + loop->poll_max_ns;
+	int n;
+
+	for (;;) {
+		n = epoll_wait(loop->epfd, ev, GW_LOOP_BATCH, 0);
+		if (n || __atomic_load_n(&loop->msg_head, __ATOMIC_SEQ_CST) || gw_now_ns() >= end)
+			return n;
+		sched_yield();
+	}
+}
+
 int gw_loop_run_once(struct gw_loop *loop, int timeout_ms)
 {
 	struct epoll_event ev[GW_LOOP_BATCH], *outer;
 	struct gw_loop *outer_loop = gw_loop_cur;
-	int n, i, outer_i, outer_n;
+	int n = 0, i, outer_i, outer_n;
+	uint64_t start = 0, now;
+	bool waited = false;
 
 	gw_loop_cur = loop;
 	gw_loop_run_msgs(loop);
 	gw_loop_run_deferred(loop);
 	if (!gw_list_empty(&loop->deferred) || !gw_list_empty(&loop->closing) || loop->stopping)
 		timeout_ms = 0;
+	if (timeout_ms && loop->poll_max_ns) {
+		start = gw_now_ns();
+		if (__builtin_popcount(loop->poll_hist) >= GW_POLL_SHORT_MIN ||
+		    ++loop->poll_skips >= GW_POLL_PROBE) {
+			loop->poll_skips = 0;
+			gw_count(&loop->polls);
+			n = gw_loop_poll(loop, ev, start);
+			if (n > 0 || __atomic_load_n(&loop->msg_head, __ATOMIC_SEQ_CST)) {
+				/* Found: no sleep. Messages run at the start of the next round. */
+				gw_count(&loop->poll_hits);
+				goto polled;
+			}
+		}
+	}
 	if (timeout_ms) {
 		/* See the top of the file: the flag first, then one last look at the list. */
 		__atomic_store_n(&loop->msg_sleeping, 1, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&loop->msg_head, __ATOMIC_SEQ_CST))
 			timeout_ms = 0;
 	}
+	waited = timeout_ms != 0;
 	n = epoll_wait(loop->epfd, ev, GW_LOOP_BATCH, timeout_ms);
 	__atomic_store_n(&loop->msg_sleeping, 0, __ATOMIC_RELAXED);
+polled:
+	now = gw_now_ns();
+	if (start) {
+		/* Remember whether this wait for work (polling included) ended soon enough that
+		 * a poll would have caught what ended it: a hit did, a miss and a long sleep did
+		 * not (a timer's timeout is at least 1 ms). */
+		loop->poll_hist = (uint8_t)(loop->poll_hist << 1 |
+					    (now - start <= loop->poll_max_ns));
+	}
+	if (waited)
+		gw_count(&loop->sleeps);
 	if (n < 0) {
 		int err = errno;
 
@@ -387,7 +450,7 @@ int gw_loop_run_once(struct gw_loop *loop, int timeout_ms)
 		}
 		n = 0;
 	}
-	loop->now_ms = gw_now_ms();
+	loop->now_ms = now / 1000000ull;
 	/* A run_once nested in a callback (none today) would hide the outer batch: keep it. */
 	outer = loop->batch;
 	outer_i = loop->batch_i;

@@ -209,6 +209,40 @@ static void path_metrics(struct gw_buf *b, const json_t *targets)
 	}
 }
 
+/* ---- the gateway's event loops ---------------------------------------------------------- */
+
+static const char *const loop_fields[][4] = {
+    {"connections", "isergw_loop_connections", "gauge", "Connections placed on the event loop."},
+    {"sessions", "isergw_loop_sessions", "gauge", "Sessions served by the event loop."},
+    {"sleeps", "isergw_loop_sleeps_total", "counter",
+     "Waits of the event loop for work that slept (epoll_wait with a timeout)."},
+    {"polls", "isergw_loop_polls_total", "counter",
+     "Busy polls the event loop started before sleeping (gateway.poll_us)."},
+    {"poll_hits", "isergw_loop_poll_hits_total", "counter",
+     "Busy polls that found work: a sleep and a wake-up saved."},
+};
+
+/* Per loop, labelled with its index and CPU (-1: not pinned, one loop). */
+static void loop_metrics(struct gw_buf *b, const json_t *loops)
+{
+	const json_t *l;
+	size_t c, i;
+
+	for (c = 0; c < GW_ARRAY_SIZE(loop_fields); c++) {
+		api_prom_head(b, loop_fields[c][1], loop_fields[c][2], loop_fields[c][3]);
+		json_array_foreach(loops, i, l) {
+			json_t *v = json_object_get(l, loop_fields[c][0]);
+
+			if (json_is_integer(v))
+				gw_buf_printf(b, "%s{loop=\"%lld\",cpu=\"%lld\"} %lld\n",
+					      loop_fields[c][1],
+					      (long long)json_integer_value(json_object_get(l, "index")),
+					      (long long)json_integer_value(json_object_get(l, "cpu")),
+					      (long long)json_integer_value(v));
+		}
+	}
+}
+
 /* Failed tokens and 429s per source address, slow requests cut off, connections and waiting
  * requests, event subscribers, clients gone while they waited. */
 static void agent_guard_metrics(struct gw_buf *b, struct api_agent *ag)
@@ -311,6 +345,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 	}
 	api_metrics_latency(&b, st);
 	path_metrics(&b, json_object_get(st, "targets"));
+	loop_metrics(&b, json_object_get(st, "loops"));
 	*len = b.len;
 	return gw_buf_steal(&b);
 }

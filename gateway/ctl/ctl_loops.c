@@ -165,6 +165,28 @@ void ctl_loops_destroy(struct ctl_loops *ls)
 	free(ls);
 }
 
+static int ctl_loops_poll_fn(void *arg)
+{
+	gw_loop_set_poll(gw_loop_current(), *(unsigned *)arg);
+	return 0;
+}
+
+void ctl_loops_set_poll(struct ctl_loops *ls, unsigned poll_us)
+{
+	unsigned i;
+
+	if (!ls)
+		return;
+	for (i = 0; i < ls->set.n; i++) {
+		struct gw_loop *l = ls->set.loop[i];
+
+		if (l->has_thread)
+			gw_loop_call(l, ctl_loops_poll_fn, &poll_us);
+		else
+			gw_loop_set_poll(l, poll_us);
+	}
+}
+
 json_t *ctl_loops_state(const struct ctl_loops *ls)
 {
 	json_t *a = json_array();
@@ -173,9 +195,19 @@ json_t *ctl_loops_state(const struct ctl_loops *ls)
 	if (!a || !ls)
 		return a;
 	for (i = 0; i < ls->set.n; i++) {
-		json_t *o = json_pack("{s:i, s:i, s:i}", "loop", (int)i, "cpu", ls->cpu[i],
-				      "connections",
-				      (int)__atomic_load_n(&ls->set.load[i], __ATOMIC_RELAXED));
+		const struct gw_loop *l = ls->set.loop[i];
+		json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "loop", (int)i,
+				      "cpu", ls->cpu[i], "connections",
+				      (int)__atomic_load_n(&ls->set.load[i], __ATOMIC_RELAXED),
+				      "poll_us",
+				      (int)(__atomic_load_n(&l->poll_max_ns, __ATOMIC_RELAXED) /
+					    1000u),
+				      "sleeps",
+				      (json_int_t)__atomic_load_n(&l->sleeps, __ATOMIC_RELAXED),
+				      "polls",
+				      (json_int_t)__atomic_load_n(&l->polls, __ATOMIC_RELAXED),
+				      "poll_hits",
+				      (json_int_t)__atomic_load_n(&l->poll_hits, __ATOMIC_RELAXED));
 
 		if (!o || json_array_append_new(a, o)) {
 			json_decref(a);

@@ -687,6 +687,15 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 			"start", c.gateway.loops, n, n == 1 ? "" : "s");
 	}
 	cs->gconf.loops = c.gateway.loops;
+	if (c.gateway.poll_us != cs->gconf.poll_us) {
+		gw_info("ctl", "loops poll up to %u µs before sleeping (was %u µs)",
+			c.gateway.poll_us, cs->gconf.poll_us);
+		cs->gconf.poll_us = c.gateway.poll_us;
+		if (cs->loops)
+			ctl_loops_set_poll(cs->loops, c.gateway.poll_us);
+		else
+			gw_loop_set_poll(cs->loop, c.gateway.poll_us);
+	}
 	if (c.gateway.fence_margin_ms && c.gateway.fence_margin_ms != cs->gconf.fence_margin_ms) {
 		gw_info("ctl", "fence margin %u ms (was %u ms)", c.gateway.fence_margin_ms,
 			cs->gconf.fence_margin_ms);
@@ -1019,6 +1028,7 @@ int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
 	 * reply's "loops" says how many run. */
 	s->gconf.loops = gconf ? gconf->loops : 0;
 	s->gconf.boot_wait = gconf ? gconf->boot_wait : 0;
+	s->gconf.poll_us = gconf ? gconf->poll_us : 0;
 	if (!s->gconf.log_debug || !s->gconf.control_socket) {
 		r = -ENOMEM;
 		goto fail;

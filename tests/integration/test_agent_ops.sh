@@ -1,7 +1,7 @@
 #!/bin/bash
 # The agent's operator endpoints against the real gateway: per-LUN latency histograms in
 # /metrics after real I/O (counts equal the commands the client completed; the text format's
-# invariants hold; gzip for scrapers that ask), secrets masked in every answer and absent from
+# invariants hold; every event loop's counters; gzip for scrapers that ask), secrets masked in every answer and absent from
 # both daemons' debug logs, bond and RDMA port status from a sysfs fixture tree (ISERGW_SYSFS)
 # with desired settings, drift and events, every API operation covered by isergwctl, and
 # HTTPS: a self-signed certificate served, plain HTTP refused, the CLI with --cacert, and
@@ -139,6 +139,26 @@ check "_count equals the LUN's read_ops_total" test "$(lat_count read 0)" = \
 check "the latency sums are positive" python3 -c "import sys; sys.exit(not (float('$(metric "isergw_lun_write_latency_seconds_sum{target=\"$IQN\",lun=\"0\"}")') > 0 and float('$(metric "isergw_lun_read_latency_seconds_sum{target=\"$IQN\",lun=\"0\"}")') > 0))"
 check "the +Inf bucket holds them all" test "$(metric "isergw_lun_write_latency_seconds_bucket{target=\"$IQN\",lun=\"0\",le=\"+Inf\"}")" = "$WIOS"
 check "the other LUN's histograms stay empty" test "$(lat_count write 1)" = 0 -a "$(lat_count read 1)" = 0
+# loop_metrics: every event loop has its samples, it has slept, and no more polls found work
+# than were started.
+loop_metrics() {
+	python3 - "$T_DIR/metrics" <<'PY'
+import re, sys
+v = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'(isergw_loop_[a-z_]+)\{loop="(\d+)",cpu="(-?\d+)"\} (\d+)$', line)
+    if m:
+        v.setdefault(m.group(2), {})[m.group(1)] = int(m.group(4))
+names = ["isergw_loop_connections", "isergw_loop_sessions", "isergw_loop_sleeps_total",
+         "isergw_loop_polls_total", "isergw_loop_poll_hits_total"]
+print(v)
+ok = bool(v) and all(all(n in l for n in names) and l["isergw_loop_sleeps_total"] > 0 and
+                     l["isergw_loop_poll_hits_total"] <= l["isergw_loop_polls_total"]
+                     for l in v.values())
+sys.exit(0 if ok else 1)
+PY
+}
+check "/metrics has every event loop's placement, sleeps and busy polls" loop_metrics
 
 # Prometheus asks for gzip: the same exposition, compressed.
 curl -s -o "$T_DIR/metrics.gz" -D "$T_DIR/hdr.gz" -H "Accept-Encoding: gzip" \

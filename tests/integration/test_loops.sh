@@ -19,6 +19,8 @@
 #    well before its own end, nothing hangs; then verified writes on LUN 2 after the resets;
 #  - throughout, isergw-verify back to back on LUN 3 (file): every run verifies;
 #  - after every host logged out, no session is left and every loop's counts are back to 0;
+#  - busy polling (gateway.poll_us): off by default (no poll during a busy run), an apply with 20
+#    makes a busy session's loop poll and find work (and is logged), one with 0 stops it again;
 #  - a session alone on a second target with a single LU lands on that LU's owner loop (the
 #    placement's tie-break), so none of its commands crosses to another loop.
 # Until sessions are placed on every loop (s9-sess) and LUs spread (s9-scsi), the placement
@@ -441,6 +443,56 @@ t_log "  verifier: $(wc -l <"$T_DIR/verify.runs") runs"
 check "host A logs out" host_stop A
 check "state: no session left, every loop's connections (and sessions) back to 0" t_wait_for 15 st_is \
 	'len([x for x in s.get("sessions", []) if x.get("type") == "normal"]) == 0 and len(loops) == 2 and all(l.get("connections", 0) == 0 and l.get("sessions", 0) == 0 for l in loops)'
+
+# ---- busy polling (gateway.poll_us) -----------------------------------------------------------
+
+# polls: the loops' polls started, summed ("-" without the fields).
+polls() { st 'sum(l["polls"] for l in loops) if loops and all("polls" in l for l in loops) else "-"'; }
+# busy_run: 3 s of 4 KiB reads at QD 32 on LUN 0, without an error.
+busy_run() {
+	timeout -k 5 60 "$BENCH" -t 3 -q 32 -b 4096 -i "$INI_W" "$URL/0" >"$T_DIR/busy.out" 2>&1 &&
+		grep -q ' errors=0 ' "$T_DIR/busy.out" && grep '^bench:' "$T_DIR/busy.out"
+}
+# apply_poll US: the running configuration with gateway.poll_us US, applied.
+apply_poll() {
+	local reply
+	reply=$(gw_ctl "$CTL" "{\"op\": \"apply\", \"config\": $(python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["gateway"]["poll_us"] = int(sys.argv[2])
+print(json.dumps(c))' "$T_DIR/gw.json" "$1")}") || return 1
+	echo "$reply"
+	case $reply in *'"ok": true'* | *'"ok":true'*) return 0 ;; esac
+	return 1
+}
+# no_polls_during_run: every loop reports poll_us 0, and a busy run starts no poll.
+no_polls_during_run() {
+	local p0 p1
+	st_is 'len(loops) == 2 and all(l.get("poll_us") == 0 for l in loops)' ||
+		{ echo "poll_us is not 0 on every loop: $(st '[l.get("poll_us") for l in loops]')"; return 1; }
+	p0=$(polls) || return 1
+	busy_run || return 1
+	p1=$(polls) || return 1
+	echo "polls before: $p0, after: $p1"
+	[ "$p0" = "$p1" ]
+}
+check "polling: off by default (poll_us 0 on every loop, no poll during a busy run)" no_polls_during_run
+# polls_while_busy: with poll_us 20 a busy session's loop checks for work instead of sleeping,
+# and finds it.
+polls_while_busy() {
+	local p0 p1
+	apply_poll 20 || return 1
+	st_is 'all(l.get("poll_us") == 20 for l in loops)' || { echo "poll_us not 20"; return 1; }
+	p0=$(st 'sum(l["poll_hits"] for l in loops)') || return 1
+	busy_run || return 1
+	p1=$(st 'sum(l["poll_hits"] for l in loops)') || return 1
+	echo "polls that found work during the run: $((p1 - p0)); sleeps: $(st 'sum(l["sleeps"] for l in loops)')"
+	[ "$p1" -gt "$p0" ]
+}
+check "polling: an apply with poll_us 20: a busy session's loop polls and finds work" polls_while_busy
+check "polling: the log says what changed" grep -q 'poll up to 20 µs before sleeping (was 0 µs)' "$T_DIR/gw.log"
+off_again() { apply_poll 0 >/dev/null && no_polls_during_run; }
+check "polling: an apply with poll_us 0 stops it again" off_again
 
 # ---- a session alone on a one-LU target: on its LU's owner loop ----------------------------
 

@@ -311,3 +311,38 @@ Test(ctl_config, loops_defaults_to_0_one_per_cpu_and_is_range_checked)
 	cr_expect(has_error(&errs, "gateway.loops", "16"), "%s", gw_errlist_join(&errs));
 	gw_errlist_fini(&errs);
 }
+
+Test(ctl_config, poll_us_defaults_to_0_and_is_range_checked)
+{
+	static const char base[] =
+		"{ \"portals\": [ { \"name\": \"p\" } ],"
+		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"] } ] }";
+	static const struct { const char *v; int ok; } cases[] = {
+		{ "0", 1 }, { "1", 1 }, { "1000", 1 }, { "1001", 0 }, { "-1", 0 }, { "\"20\"", 0 },
+	};
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+	char text[512];
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse(base, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_expect_eq(cfg.gateway.poll_us, 0);
+	ctl_config_free(&cfg);
+	gw_errlist_fini(&errs);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), "{ \"gateway\": { \"poll_us\": %s }, %s", cases[i].v,
+			 base + 1);
+		gw_errlist_init(&errs);
+		if (cases[i].ok) {
+			cr_assert_eq(parse(text, &cfg, &errs), 0, "poll_us %s: %s", cases[i].v,
+				     gw_errlist_join(&errs));
+			cr_expect_eq(cfg.gateway.poll_us, (uint32_t)atoi(cases[i].v));
+			ctl_config_free(&cfg);
+		} else {
+			cr_assert_neq(parse(text, &cfg, &errs), 0, "poll_us %s accepted", cases[i].v);
+			cr_expect(has_error(&errs, "gateway.poll_us", NULL), "poll_us %s: %s",
+				  cases[i].v, gw_errlist_join(&errs));
+		}
+		gw_errlist_fini(&errs);
+	}
+}

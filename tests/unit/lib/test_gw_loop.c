@@ -818,3 +818,118 @@ Test(loop, drain_runs_what_is_posted_as_the_loop_and_keeps_it_open)
 	gw_loop_fini(&other);
 	cr_expect_eq(drained_other, 3, "gw_loop_fini ran the last one");
 }
+
+/* Busy polling (gw_loop_set_poll) */
+
+static uint64_t ld(const uint64_t *c)
+{
+	return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+/* n waits for work that end at once (a byte already in the pipe). */
+static void short_waits(struct piper *p, int n)
+{
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(write(p->fds[1], "s", 1), 1);
+		cr_assert_eq(gw_loop_run_once(&loop, 1000), 1);
+	}
+}
+
+Test(loop, polling_starts_after_mostly_short_waits_and_stops_when_they_grow_long)
+{
+	struct piper p = { 0 };
+
+	cr_assert_eq(pipe(p.fds), 0);
+	gw_watch_init(&p.w, &loop, p.fds[0], piper_read);
+	cr_assert_eq(gw_watch_set(&p.w, EPOLLIN), 0);
+	gw_loop_set_poll(&loop, 1000);
+	/* GW_POLL_SHORT_MIN short waits: each one slept (briefly), none polled. */
+	short_waits(&p, GW_POLL_SHORT_MIN);
+	cr_expect_eq(ld(&loop.sleeps), GW_POLL_SHORT_MIN);
+	cr_expect_eq(ld(&loop.polls), 0);
+	/* From then on a wait polls first, and the poll finds the byte: no sleep. */
+	short_waits(&p, 2);
+	cr_expect_eq(p.calls, GW_POLL_SHORT_MIN + 2);
+	cr_expect_eq(ld(&loop.polls), 2);
+	cr_expect_eq(ld(&loop.poll_hits), 2);
+	cr_expect_eq(ld(&loop.sleeps), GW_POLL_SHORT_MIN,
+		     "the loop slept although the poll found work");
+	/* Nothing comes: each poll misses and the loop sleeps out its 20 ms, until fewer than
+	 * GW_POLL_SHORT_MIN of the last 8 waits were short (8 - GW_POLL_SHORT_MIN + 1 misses)... */
+	for (int i = 0; i < 8 - GW_POLL_SHORT_MIN + 1; i++)
+		cr_expect_eq(gw_loop_run_once(&loop, 20), 0);
+	cr_expect_eq(ld(&loop.polls), 2 + 8 - GW_POLL_SHORT_MIN + 1);
+	cr_expect_eq(ld(&loop.poll_hits), 2);
+	/* ... then the loop sleeps at once. */
+	cr_expect_eq(gw_loop_run_once(&loop, 20), 0);
+	cr_expect_eq(ld(&loop.polls), 2 + 8 - GW_POLL_SHORT_MIN + 1, "an idle loop polled");
+	cr_expect_eq(ld(&loop.sleeps), GW_POLL_SHORT_MIN + 8 - GW_POLL_SHORT_MIN + 2);
+	/* Off: short waits start no poll. */
+	gw_loop_set_poll(&loop, 0);
+	short_waits(&p, 10);
+	cr_expect_eq(ld(&loop.polls), 2 + 8 - GW_POLL_SHORT_MIN + 1,
+		     "a loop with polling off polled");
+	gw_watch_stop(&p.w);
+	close(p.fds[0]);
+	close(p.fds[1]);
+}
+
+Test(loop, waits_half_short_half_long_poll_only_to_probe)
+{
+	struct piper p = { 0 };
+
+	cr_assert_eq(pipe(p.fds), 0);
+	gw_watch_init(&p.w, &loop, p.fds[0], piper_read);
+	cr_assert_eq(gw_watch_set(&p.w, EPOLLIN), 0);
+	gw_loop_set_poll(&loop, 1000);
+	/* A wait for work that comes at once, then one that does not come within 2 ms: a poll
+	 * would miss every other time and cost its whole window. Only the probes poll (every
+	 * GW_POLL_PROBE-th wait, each one of the long ones here: a miss). */
+	for (int i = 0; i < 12; i++) {
+		short_waits(&p, 1);
+		cr_expect_eq(gw_loop_run_once(&loop, 2), 0);
+	}
+	cr_expect_eq(ld(&loop.polls), 24 / GW_POLL_PROBE);
+	cr_expect_eq(ld(&loop.poll_hits), 0);
+	cr_expect_eq(ld(&loop.sleeps), 24);
+	gw_watch_stop(&p.w);
+	close(p.fds[0]);
+	close(p.fds[1]);
+}
+
+/* Posts once the loop has started polling (its flag says awake: no eventfd write is due). */
+static void *post_while_polling(void *arg)
+{
+	while (!__atomic_load_n(&loop.polls, __ATOMIC_RELAXED))
+		sched_yield();
+	cr_assert_eq(gw_loop_post(&loop, arg), 0);
+	return NULL;
+}
+
+Test(loop, a_message_posted_while_the_loop_polls_ends_the_poll_without_a_sleep)
+{
+	struct note n = { .m.fn = note_fn };
+	struct piper p = { 0 };
+	pthread_t th;
+
+	cr_assert_eq(pipe(p.fds), 0);
+	gw_watch_init(&p.w, &loop, p.fds[0], piper_read);
+	cr_assert_eq(gw_watch_set(&p.w, EPOLLIN), 0);
+	/* A long window (2 s), so the poster's post lands in it however slowly it is scheduled. */
+	gw_loop_set_poll(&loop, 2000000);
+	short_waits(&p, GW_POLL_SHORT_MIN);
+	cr_assert_eq(ld(&loop.polls), 0);
+	cr_assert_eq(pthread_create(&th, NULL, post_while_polling, &n), 0);
+	gw_loop_run_once(&loop, 10000);
+	gw_loop_run_once(&loop, 0);
+	pthread_join(th, NULL);
+	cr_expect_eq(n.runs, 1);
+	/* A poll that missed it would have ended in its 2 s, without a hit. */
+	cr_expect_eq(ld(&loop.poll_hits), 1, "the poll did not notice the message");
+	cr_expect_eq(ld(&loop.sleeps), GW_POLL_SHORT_MIN, "the loop slept with a message posted");
+	cr_expect_eq(__atomic_load_n(&loop.msg_wakeups, __ATOMIC_RELAXED), 0,
+		     "a polling loop was woken through its eventfd");
+	gw_watch_stop(&p.w);
+	close(p.fds[0]);
+	close(p.fds[1]);
+}
