@@ -10,6 +10,8 @@
 #   fio         local `fio --ioengine=io_uring --direct=1` on the file: the ceiling
 #   gw-b        isergwd from another build ($BENCH_DISK_GW_B), set up as gw-uring: an A/B of
 #               two builds on the same file and client in one run (only when that is set)
+#   gw-poll     gw-uring with gateway.poll_us 20: busy polling before the loop sleeps (the
+#               default does not poll), to show what polling does to the wake-up chain
 #   gw-null     isergwd with the null backstore (no disk at all): what the client, the loopback
 #               round trip and the gateway's iSCSI/SCSI path allow, the ceiling of the iSCSI ways
 # The iSCSI rows use tests/tools/isergw-bench (READ16/WRITE16 aligned to the block size, one
@@ -25,7 +27,7 @@
 #   BENCH_DISK_DIR   where the file goes [/var/tmp]
 #   BENCH_DISK_SIZE  file size [1G]
 #   BENCH_DISK_ROWS  subset of the row names below [all]
-#   BENCH_DISK_WAYS  subset of: gw-uring gw-threads tgt-aio fio gw-null gw-b [all but gw-b;
+#   BENCH_DISK_WAYS  subset of: gw-uring gw-threads tgt-aio fio gw-null gw-poll gw-b [all but gw-b;
 #                    gw-b is added when BENCH_DISK_GW_B is set]
 #   BENCH_DISK_GW_B  another build's isergwd binary (named isergwd), for the gw-b way
 #   BENCH_DISK_REPEAT  runs of every row, interleaved (row 1..n, then again) [1]
@@ -39,7 +41,7 @@ BENCH_OUT=${BENCH_OUT:-$T_BUILD/bench.md}
 BENCH_DISK_DIR=${BENCH_DISK_DIR:-/var/tmp}
 BENCH_DISK_SIZE=${BENCH_DISK_SIZE:-1G}
 BENCH_DISK_GW_B=${BENCH_DISK_GW_B:-}
-BENCH_DISK_WAYS=${BENCH_DISK_WAYS:-gw-uring gw-threads tgt-aio fio gw-null${BENCH_DISK_GW_B:+ gw-b}}
+BENCH_DISK_WAYS=${BENCH_DISK_WAYS:-gw-uring gw-threads tgt-aio fio gw-null gw-poll${BENCH_DISK_GW_B:+ gw-b}}
 BENCH_DISK_REPEAT=${BENCH_DISK_REPEAT:-1}
 BENCH=$T_TOOLS/isergw-bench
 CLK_TCK=$(getconf CLK_TCK)
@@ -112,6 +114,7 @@ start_gw() {
 	TG_BACKING=$DISK_FILE
 	TG_SIZE=$BENCH_DISK_SIZE
 	TG_THIN=0
+	[ "$way" = gw-poll ] && TG_GATEWAY='"poll_us": 20'
 	T_PORT=$(t_free_port) || return 1
 	conf=$T_DIR/$way.json
 	gw_write_config "$conf" "$T_PORT"
@@ -159,9 +162,10 @@ for way in $BENCH_DISK_WAYS; do
 	gw-threads) start_gw "$way" threads || fail "start $way" "see $T_DIR" ;;
 	gw-null) start_gw "$way" null || fail "start $way" "see $T_DIR" ;;
 	gw-b) start_gw "$way" uring || fail "start $way" "see $T_DIR ($BENCH_DISK_GW_B)" ;;
+	gw-poll) start_gw "$way" uring || fail "start $way" "see $T_DIR" ;;
 	tgt-aio) start_tgt "$way" || fail "start $way" "see $T_DIR" ;;
 	fio) ;;
-	*) fail "$way" "unknown way (gw-uring gw-threads tgt-aio fio gw-null gw-b)" ;;
+	*) fail "$way" "unknown way (gw-uring gw-threads tgt-aio fio gw-null gw-poll gw-b)" ;;
 	esac
 done
 T_PIN_CPU=
@@ -232,8 +236,9 @@ TABLE=$T_DIR/table.md
 {
 	echo "| workload | gw-uring IOPS | gw-uring CPU µs/IO | client CPU µs/IO | gw-uring disk QD | gw-threads IOPS |" \
 		"gw-threads CPU µs/IO | tgt-aio IOPS | tgt-aio CPU µs/IO | local fio IOPS | fio disk QD | gw-null IOPS |" \
-		"uring/fio | uring/tgt-aio | uring/threads | uring/null | gw-b IOPS | gw-b CPU µs/IO | uring/b |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+		"uring/fio | uring/tgt-aio | uring/threads | uring/null | gw-poll IOPS | gw-poll CPU µs/IO | poll/uring |" \
+		"gw-b IOPS | gw-b CPU µs/IO | uring/b |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >"$TABLE"
 n=0
 ALLROWS=
@@ -250,7 +255,7 @@ for row in $ALLROWS; do
 	# Alternate: every other row runs the ways in reverse order.
 	[ $((n % 2)) = 1 ] && order=$(echo "$BENCH_DISK_WAYS" | tr ' ' '\n' | tac | tr '\n' ' ')
 	n=$((n + 1))
-	for way in gw-uring gw-threads tgt-aio fio gw-null gw-b; do I[$way]=- C[$way]=- K[$way]=- Q[$way]=-; done
+	for way in gw-uring gw-threads tgt-aio fio gw-null gw-poll gw-b; do I[$way]=- C[$way]=- K[$way]=- Q[$way]=-; done
 	for way in $order; do
 		read -r i c k q <<<"$(one_run "$way" "$op" "$pat" "$bs" "$qd")"
 		I[$way]=$i C[$way]=$c K[$way]=$k Q[$way]=$q
@@ -260,13 +265,14 @@ for row in $ALLROWS; do
 		"${Q[fio]} | ${I[gw-null]} |" \
 		"$(bench_ratio "${I[gw-uring]}" "${I[fio]}") | $(bench_ratio "${I[gw-uring]}" "${I[tgt-aio]}") |" \
 		"$(bench_ratio "${I[gw-uring]}" "${I[gw-threads]}") | $(bench_ratio "${I[gw-uring]}" "${I[gw-null]}") |" \
+		"${I[gw-poll]} | ${C[gw-poll]} | $(bench_ratio "${I[gw-poll]}" "${I[gw-uring]}") |" \
 		"${I[gw-b]} | ${C[gw-b]} | $(bench_ratio "${I[gw-uring]}" "${I[gw-b]}") |" >>"$TABLE"
 	bad=0
 	for way in $BENCH_DISK_WAYS; do [ "${I[$way]}" = - ] && bad=1; done
 	if [ $bad = 1 ]; then
 		fail "$row" "a run failed (see $T_DIR)"
 	else
-		pass "$row: uring ${I[gw-uring]}, threads ${I[gw-threads]}, tgt-aio ${I[tgt-aio]}, fio ${I[fio]}, null ${I[gw-null]}${BENCH_DISK_GW_B:+, b ${I[gw-b]}} IOPS"
+		pass "$row: uring ${I[gw-uring]}, threads ${I[gw-threads]}, tgt-aio ${I[tgt-aio]}, fio ${I[fio]}, null ${I[gw-null]}, polling ${I[gw-poll]}${BENCH_DISK_GW_B:+, b ${I[gw-b]}} IOPS"
 	fi
 	unset I C K Q
 done
@@ -280,7 +286,7 @@ mkdir -p "$(dirname "$BENCH_OUT")"
 		"$(uname -r); $PIN_NOTE. Load average before $LOAD0, after $LOAD1."
 	echo "LUN: $BENCH_DISK_SIZE file on $(df --output=source "$BENCH_DISK_DIR" | tail -n 1) ($FSTYPE)," \
 		"written with random data, O_DIRECT in every target; ${BENCH_DISK_REPEAT} ${BENCH_SECS} s run(s) per row and way${BENCH_DISK_GW_B:+; gw-b is $BENCH_DISK_GW_B}."
-	echo "Command: \`make bench\` (BENCH_SECS=$BENCH_SECS tests/bench/disk.sh)"
+	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_DISK_WAYS=\"$BENCH_DISK_WAYS\" BENCH_DISK_ROWS=\"$(echo $BENCH_DISK_ROWS)\" tests/bench/disk.sh\` (part of \`make bench\`)"
 	echo
 	cat "$TABLE"
 } | tee -a "$BENCH_OUT"

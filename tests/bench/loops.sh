@@ -21,10 +21,14 @@
 # median and the range over the runs are reported: a drift of the machine between runs moves
 # both sides of a pair alike.
 #
+# Each row is measured for every value of `gateway.poll_us` in BENCH_LOOPS_POLL (busy polling
+# before a loop sleeps, docs/TUNING.md): 20 and 0 (never, the default), so what polling changes
+# is measured in the same run; each value has a pair of gateways of its own.
+#
 # Environment (as tests/bench/run.sh): BUILD, BENCH_SECS [10], BENCH_LOOPS_RUNS [5] (runs per
-# row; each is three measurements: loops 1, loops 2, loops 1 with one client), BENCH_OUT
-# (Markdown appended to) [$BUILD/bench-loops.md], BENCH_LOOPS_ROWS [randread-4k-qd32
-# randwrite-4k-qd32].
+# row; each is three measurements per poll value: loops 1, loops 2, loops 1 with one client),
+# BENCH_OUT (Markdown appended to) [$BUILD/bench-loops.md], BENCH_LOOPS_ROWS [randread-4k-qd32
+# randwrite-4k-qd32], BENCH_LOOPS_POLL [20 0].
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/bench.sh"
@@ -33,6 +37,7 @@ BENCH_SECS=${BENCH_SECS:-10}
 RUNS=${BENCH_LOOPS_RUNS:-5}
 BENCH_OUT=${BENCH_OUT:-$T_BUILD/bench-loops.md}
 BENCH_LOOPS_ROWS=${BENCH_LOOPS_ROWS:-randread-4k-qd32 randwrite-4k-qd32}
+BENCH_LOOPS_POLL=${BENCH_LOOPS_POLL:-20 0}
 BENCH=$T_TOOLS/isergw-bench
 CLK_TCK=$(getconf CLK_TCK)
 TARGET=isergwd
@@ -46,14 +51,14 @@ NCPU=$(nproc)
 [ "$NCPU" -lt 2 ] && t_log "bench-loops: only $NCPU CPU: loops: 2 shares it (the rows say little)"
 
 declare -A URL1=() URL2=() PID=() CTL=()
-# start_gw N: a gateway with `loops: N`, a null LUN of 1 GiB.
+# start_gw N P: a gateway with `loops: N` and `poll_us: P` (its key: N-P), two null LUNs of 1 GiB.
 start_gw() {
-	local n=$1 port iqn=iqn.2026-11.org.isergw:bench-loops$1
+	local n=$1 k=$1-$2 port iqn=iqn.2026-11.org.isergw:bench-loops$1-$2
 	port=$(t_free_port) || return 1
-	CTL[$n]=$T_DIR/ctl$n.sock
-	cat >"$T_DIR/gw$n.json" <<EOF
+	CTL[$k]=$T_DIR/ctl$k.sock
+	cat >"$T_DIR/gw$k.json" <<EOF
 {
-  "gateway": { "loops": $n, "control_socket": "${CTL[$n]}" },
+  "gateway": { "loops": $n, "poll_us": $2, "control_socket": "${CTL[$k]}" },
   "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$T_HOST", "port": $port } ],
   "targets": [
     { "name": "$iqn-a", "tpgt": 1, "portals": ["tcp0"], "allow_any_initiator": true,
@@ -62,19 +67,21 @@ start_gw() {
       "luns": [ { "lun": 0, "backstore": { "type": "null", "size": "1G", "block_size": 512 } } ] } ]
 }
 EOF
-	gw_start "$T_DIR/gw$n.json" "$T_DIR/gw$n.log" "$port" || return 1
-	PID[$n]=$T_GW_PID
-	URL1[$n]=iscsi://$T_HOST:$port/$iqn-a/0
-	URL2[$n]=iscsi://$T_HOST:$port/$iqn-b/0
+	gw_start "$T_DIR/gw$k.json" "$T_DIR/gw$k.log" "$port" || return 1
+	PID[$k]=$T_GW_PID
+	URL1[$k]=iscsi://$T_HOST:$port/$iqn-a/0
+	URL2[$k]=iscsi://$T_HOST:$port/$iqn-b/0
 }
-for n in 1 2; do
-	if ! start_gw "$n"; then
-		fail "start loops: $n" "the gateway did not start (see $T_DIR)"
-		t_end
-	fi
+for p in $BENCH_LOOPS_POLL; do
+	for n in 1 2; do
+		if ! start_gw "$n" "$p"; then
+			fail "start loops: $n, poll_us: $p" "the gateway did not start (see $T_DIR)"
+			t_end
+		fi
+	done
 done
 
-# sessions_loops N: the loops of the normal sessions now ("0,1"; "-" without the field).
+# sessions_loops KEY: the loops of the normal sessions now ("0,1"; "-" without the field).
 sessions_loops() {
 	gw_ctl "${CTL[$1]}" '{"op":"state"}' 2>/dev/null | python3 -c '
 import json, sys
@@ -83,7 +90,7 @@ l = sorted(str(x.get("loop", "-")) for x in s.get("sessions", []) if x.get("type
 print(",".join(l) or "-")' 2>/dev/null || echo "?"
 }
 
-# one_run N OP [CLIENTS]: CLIENTS (2) clients at once against the loops: N gateway; prints
+# one_run KEY OP [CLIENTS]: CLIENTS (2) clients at once against gateway KEY (N-P); prints
 # "iops cpu_us_per_io loops", or "- - -" when a client failed.
 one_run() {
 	local n=$1 op=$2 nc=${3:-2} c0 c1 t0 t1 i pids=() ios=0 iops=0 v bad=0 where args url
@@ -145,8 +152,8 @@ cell() {
 
 TABLE=$T_DIR/loops.md
 {
-	echo "| workload (2 clients) | loops: 1 IOPS | loops: 1 CPU µs/IO | loops: 2 IOPS | loops: 2 CPU µs/IO | IOPS 2/1 per run | CPU/IO 2/1 per run | loops: 1, one client: CPU µs/IO | CPU/IO 2 / (1, one client) per run | sessions' loops (loops: 2) |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+	echo "| workload (2 clients) | poll_us | loops: 1 IOPS | loops: 1 CPU µs/IO | loops: 2 IOPS | loops: 2 CPU µs/IO | IOPS 2/1 per run | CPU/IO 2/1 per run | loops: 1, one client: CPU µs/IO | CPU/IO 2 / (1, one client) per run | sessions' loops (loops: 2) |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 } >"$TABLE"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for row in $BENCH_LOOPS_ROWS; do
@@ -155,41 +162,47 @@ for row in $BENCH_LOOPS_ROWS; do
 	randwrite-4k-qd32) op=write ;;
 	*) fail "$row" "unknown row (randread-4k-qd32 randwrite-4k-qd32)"; continue ;;
 	esac
-	declare -A IO=() CPU=()
-	RI= RC= RS= WHERE=
+	declare -A IO=() CPU=() RI=() RC=() RS=() WHERE=()
 	for run in $(seq 1 "$RUNS"); do
-		order="1 2"
-		[ $((run % 2)) -eq 0 ] && order="2 1"
-		declare -A ri=() rc=()
-		for n in $order; do
-			read -r i c w <<<"$(one_run "$n" "$op")"
-			IO[$n]="${IO[$n]:-} $i"
-			CPU[$n]="${CPU[$n]:-} $c"
-			ri[$n]=$i rc[$n]=$c
-			[ "$n" = 2 ] && WHERE="$WHERE $w"
+		for p in $BENCH_LOOPS_POLL; do
+			order="1 2"
+			[ $((run % 2)) -eq 0 ] && order="2 1"
+			declare -A ri=() rc=()
+			for n in $order; do
+				read -r i c w <<<"$(one_run "$n-$p" "$op")"
+				IO[$n-$p]="${IO[$n-$p]:-} $i"
+				CPU[$n-$p]="${CPU[$n-$p]:-} $c"
+				ri[$n]=$i rc[$n]=$c
+				[ "$n" = 2 ] && WHERE[$p]="${WHERE[$p]:-} $w"
+			done
+			# The same load per loop as two clients on two loops: one client on one loop.
+			read -r i c w <<<"$(one_run "1-$p" "$op" 1)"
+			IO[s-$p]="${IO[s-$p]:-} $i"
+			CPU[s-$p]="${CPU[s-$p]:-} $c"
+			RI[$p]="${RI[$p]:-} $(bench_ratio "${ri[2]}" "${ri[1]}")"
+			RC[$p]="${RC[$p]:-} $(bench_ratio "${rc[2]}" "${rc[1]}")"
+			RS[$p]="${RS[$p]:-} $(bench_ratio "${rc[2]}" "$c")"
+			unset ri rc
 		done
-		# The same load per loop as two clients on two loops: one client on one loop.
-		read -r i c w <<<"$(one_run 1 "$op" 1)"
-		IO[s]="${IO[s]:-} $i"
-		CPU[s]="${CPU[s]:-} $c"
-		RI="$RI $(bench_ratio "${ri[2]}" "${ri[1]}")"
-		RC="$RC $(bench_ratio "${rc[2]}" "${rc[1]}")"
-		RS="$RS $(bench_ratio "${rc[2]}" "$c")"
-		unset ri rc
 	done
-	# shellcheck disable=SC2086
-	i1=$(stats -i ${IO[1]}) c1=$(stats ${CPU[1]}) i2=$(stats -i ${IO[2]}) c2=$(stats ${CPU[2]})
-	# shellcheck disable=SC2086
-	cs=$(stats ${CPU[s]}) ri=$(stats $RI) rc=$(stats $RC) rs=$(stats $RS)
-	printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |%s |\n' "$row" "$(cell "$i1")" \
-		"$(cell "$c1")" "$(cell "$i2")" "$(cell "$c2")" "$(cell "$ri")" "$(cell "$rc")" \
-		"$(cell "$cs")" "$(cell "$rs")" "$WHERE" >>"$TABLE"
-	if [ "${ri%% *}" = - ] || [ "${rc%% *}" = - ]; then
-		fail "$row" "a run failed (see $T_DIR)"
-	else
-		pass "$row: loops 2 / loops 1, median of $RUNS runs: IOPS ${ri%% *}, CPU per I/O ${rc%% *} (sessions on loops$WHERE)"
-	fi
-	unset IO CPU
+	for p in $BENCH_LOOPS_POLL; do
+		# shellcheck disable=SC2086
+		i1=$(stats -i ${IO[1-$p]}) c1=$(stats ${CPU[1-$p]}) i2=$(stats -i ${IO[2-$p]})
+		# shellcheck disable=SC2086
+		c2=$(stats ${CPU[2-$p]}) cs=$(stats ${CPU[s-$p]})
+		# shellcheck disable=SC2086
+		ri=$(stats ${RI[$p]}) rc=$(stats ${RC[$p]}) rs=$(stats ${RS[$p]})
+		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s |\n' "$row" "$p" \
+			"$(cell "$i1")" "$(cell "$c1")" "$(cell "$i2")" "$(cell "$c2")" \
+			"$(cell "$ri")" "$(cell "$rc")" "$(cell "$cs")" "$(cell "$rs")" \
+			"${WHERE[$p]}" >>"$TABLE"
+		if [ "${ri%% *}" = - ] || [ "${rc%% *}" = - ]; then
+			fail "$row, poll_us $p" "a run failed (see $T_DIR)"
+		else
+			pass "$row, poll_us $p: loops 2 / loops 1, median of $RUNS runs: IOPS ${ri%% *}, CPU per I/O ${rc%% *} (sessions on loops${WHERE[$p]})"
+		fi
+	done
+	unset IO CPU RI RC RS WHERE
 done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -203,7 +216,8 @@ mkdir -p "$(dirname "$BENCH_OUT")"
 	echo "over the runs, ratios taken per run; CPU µs/IO = gateway utime+stime / I/Os."
 	echo "\"loops: 1, one client\" has the load per loop of two clients on two loops: a loop serving"
 	echo "two sessions handles both in one round, so two clients on one loop cost less per I/O."
-	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_LOOPS_RUNS=$RUNS tests/bench/loops.sh\` (part of \`make bench\`)"
+	echo "poll_us: gateway.poll_us of both configurations (busy polling before a loop sleeps; 0: never)."
+	echo "Command: \`BENCH_SECS=$BENCH_SECS BENCH_LOOPS_RUNS=$RUNS BENCH_LOOPS_POLL=\"$BENCH_LOOPS_POLL\" tests/bench/loops.sh\` (part of \`make bench\`)"
 	echo
 	cat "$TABLE"
 } >>"$BENCH_OUT"

@@ -26,7 +26,8 @@
 # BENCH_AB_ENV_A, BENCH_AB_ENV_B (VAR=value ... in the environment of gateway A or B),
 # BENCH_AB_ENGINE_A, BENCH_AB_ENGINE_B (the remote LUN's "engine": libiscsi [default] or native;
 # one build with BENCH_AB_ENGINE_B=native compares the two initiators), BENCH_AB_LOOPS_A,
-# BENCH_AB_LOOPS_B (that gateway's "loops" [unset: the default, one per CPU]),
+# BENCH_AB_LOOPS_B (that gateway's "loops" [unset: the default, one per CPU]), BENCH_AB_POLL_A,
+# BENCH_AB_POLL_B (that gateway's "poll_us" [unset: the default, 20]),
 # BENCH_AB_ONE_TARGET_A, BENCH_AB_ONE_TARGET_B [0] (1: the remote and the file LUN in one target
 # of that gateway), BENCH_AB_STRACE [1 when strace is installed: after the timed runs, one more
 # run per row and proxied side under `strace -c -f` of that gateway, for its system calls per
@@ -74,10 +75,12 @@ mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/be.img" ab-be 10.214.1.2:3260 || fail tgtd s
 declare -A GPID=()
 gw_start() {
 	local which=$1 port=$2 bin=$3 conf=$T_DIR/gw-$1.json log=$T_DIR/gw-$1.log i
-	local enginev=BENCH_AB_ENGINE_$which engine loopsv=BENCH_AB_LOOPS_$which gwobj=
-	local onev=BENCH_AB_ONE_TARGET_$which
+	local enginev=BENCH_AB_ENGINE_$which engine loopsv=BENCH_AB_LOOPS_$which gwobj= gwkeys=
+	local onev=BENCH_AB_ONE_TARGET_$which pollv=BENCH_AB_POLL_$which
 	engine=${!enginev:-libiscsi}
-	[ -n "${!loopsv:-}" ] && gwobj="\"gateway\": { \"loops\": ${!loopsv} },"
+	[ -n "${!loopsv:-}" ] && gwkeys="\"loops\": ${!loopsv}"
+	[ -n "${!pollv:-}" ] && gwkeys="${gwkeys:+$gwkeys, }\"poll_us\": ${!pollv}"
+	[ -n "$gwkeys" ] && gwobj="\"gateway\": { $gwkeys },"
 	local file='{ "lun": LUN, "backstore": { "type": "file", "path": "'$T_SHM/be.img'",
         "size": "512M", "block_size": 512 } }' lun1='' tgt2=''
 	if [ "${!onev:-0}" = 1 ]; then
@@ -256,7 +259,8 @@ mkdir -p "$(dirname "$OUT")"
 	echo "Remote LUN engine: A ${BENCH_AB_ENGINE_A:-libiscsi}, B ${BENCH_AB_ENGINE_B:-libiscsi}."
 	echo "A: ${BENCH_AB_ENV_A:-}${BENCH_AB_ENV_A:+ }$GWD_A; B: ${BENCH_AB_ENV_B:-}${BENCH_AB_ENV_B:+ }$GWD_B. $BENCH_RUNS runs of $BENCH_SECS s per side, rotating order, medians."
 	extra=
-	for v in BENCH_AB_LOOPS_A BENCH_AB_LOOPS_B BENCH_AB_ONE_TARGET_A BENCH_AB_ONE_TARGET_B; do
+	for v in BENCH_AB_LOOPS_A BENCH_AB_LOOPS_B BENCH_AB_POLL_A BENCH_AB_POLL_B \
+		BENCH_AB_ONE_TARGET_A BENCH_AB_ONE_TARGET_B; do
 		[ -n "${!v:-}" ] && extra="$extra$v=${!v} "
 	done
 	echo "Command: BUILD_A=${BUILD_A} BUILD_B=${BUILD_B:-$T_BUILD} BENCH_SECS=$BENCH_SECS" \
