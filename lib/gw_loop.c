@@ -14,13 +14,14 @@
  * at least one of them sees the other: either the loop sees the message and does not sleep, or
  * the poster sees the flag and wakes it. A wake-up too many is harmless, none too few.
  *
- * Busy polling (gw_loop_set_poll): while most of the loop's last 8 waits for work were short
- * (GW_POLL_SHORT_MIN of them ended within poll_max_ns), it checks its fds (epoll_wait with no
- * timeout) and its message list for up to poll_max_ns before it sleeps,
- * calling sched_yield between checks. The flag stays 0 meanwhile, so posters do not write the
- * eventfd; the list is looked at on every check instead. A sleep and its wake-up cost more than
- * a few checks (context switches, the eventfd or socket wake-up), and a loop serving one busy
- * session sleeps between each of its bursts (docs/PERFORMANCE.md, "The loop rows").
+ * Busy polling (gw_loop_set_poll, off unless set): while most of the loop's last 8 waits for
+ * work were short (GW_POLL_SHORT_MIN of them ended within poll_max_ns), and on every
+ * GW_POLL_PROBE-th wait otherwise, it checks its fds (epoll_wait with no timeout) and its
+ * message list for up to poll_max_ns before it sleeps, calling sched_yield between checks. The
+ * flag stays 0 meanwhile, so posters do not write the eventfd; the list is looked at on every
+ * check instead. A sleep and its wake-up cost more than a few checks (context switches, the
+ * eventfd or socket wake-up), and a loop serving one busy session sleeps between each of its
+ * bursts (docs/PERFORMANCE.md, "Busy polling: the loop rows with and without it").
  */
 #include <errno.h>
 #include <limits.h>

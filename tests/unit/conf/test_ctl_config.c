@@ -2,6 +2,7 @@
 /* The configuration walk: the demo parses, every error is reported with its key path, unknown
  * keys are refused, defaults are applied. */
 #include <criterion/criterion.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -268,12 +269,52 @@ Test(ctl_config, boot_wait_defaults_to_2_s_and_is_range_checked)
 	gw_errlist_fini(&errs);
 }
 
+static const char gw_base[] =
+	"{ \"portals\": [ { \"name\": \"p\" } ],"
+	"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"] } ] }";
+
+struct u32_case {
+	const char *v;
+	int ok;
+};
+
+/* gateway.KEY, a U32 at offset off of ctl_gateway_conf: def when absent, then each case taken
+ * (read back) or refused with an error naming the key. */
+static void expect_gateway_u32(const char *key, size_t off, uint32_t def,
+			       const struct u32_case *cases, size_t n)
+{
+	struct ctl_config cfg;
+	struct gw_errlist errs;
+	char text[512], path[64];
+
+	snprintf(path, sizeof(path), "gateway.%s", key);
+	gw_errlist_init(&errs);
+	cr_assert_eq(parse(gw_base, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_expect_eq(*(uint32_t *)((char *)&cfg.gateway + off), def, "%s's default", key);
+	ctl_config_free(&cfg);
+	gw_errlist_fini(&errs);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(text, sizeof(text), "{ \"gateway\": { \"%s\": %s }, %s", key, cases[i].v,
+			 gw_base + 1);
+		gw_errlist_init(&errs);
+		if (cases[i].ok) {
+			cr_assert_eq(parse(text, &cfg, &errs), 0, "%s %s: %s", key, cases[i].v,
+				     gw_errlist_join(&errs));
+			cr_expect_eq(*(uint32_t *)((char *)&cfg.gateway + off),
+				     (uint32_t)atoi(cases[i].v), "%s %s", key, cases[i].v);
+			ctl_config_free(&cfg);
+		} else {
+			cr_assert_neq(parse(text, &cfg, &errs), 0, "%s %s accepted", key, cases[i].v);
+			cr_expect(has_error(&errs, path, NULL), "%s %s: %s", key, cases[i].v,
+				  gw_errlist_join(&errs));
+		}
+		gw_errlist_fini(&errs);
+	}
+}
+
 Test(ctl_config, loops_defaults_to_0_one_per_cpu_and_is_range_checked)
 {
-	static const char base[] =
-		"{ \"portals\": [ { \"name\": \"p\" } ],"
-		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"] } ] }";
-	static const struct { const char *v; int ok; } cases[] = {
+	static const struct u32_case cases[] = {
 		{ "0", 1 }, { "1", 1 }, { "2", 1 }, { "16", 1 }, { "17", 0 }, { "-1", 0 },
 		{ "\"2\"", 0 },
 	};
@@ -282,30 +323,10 @@ Test(ctl_config, loops_defaults_to_0_one_per_cpu_and_is_range_checked)
 	char text[512];
 
 	/* The default: 0, resolved at start-up to one loop per CPU (ctl_loops_start). */
-	gw_errlist_init(&errs);
-	cr_assert_eq(parse(base, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
-	cr_expect_eq(cfg.gateway.loops, 0);
-	ctl_config_free(&cfg);
-	gw_errlist_fini(&errs);
-
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		snprintf(text, sizeof(text), "{ \"gateway\": { \"loops\": %s }, %s", cases[i].v,
-			 base + 1);
-		gw_errlist_init(&errs);
-		if (cases[i].ok) {
-			cr_assert_eq(parse(text, &cfg, &errs), 0, "loops %s: %s", cases[i].v,
-				     gw_errlist_join(&errs));
-			cr_expect_eq(cfg.gateway.loops, (uint32_t)atoi(cases[i].v));
-			ctl_config_free(&cfg);
-		} else {
-			cr_assert_neq(parse(text, &cfg, &errs), 0, "loops %s accepted", cases[i].v);
-			cr_expect(has_error(&errs, "gateway.loops", NULL), "loops %s: %s",
-				  cases[i].v, gw_errlist_join(&errs));
-		}
-		gw_errlist_fini(&errs);
-	}
+	expect_gateway_u32("loops", offsetof(struct ctl_gateway_conf, loops), 0, cases,
+			   sizeof(cases) / sizeof(cases[0]));
 	/* The range the error names is the one the documentation gives. */
-	snprintf(text, sizeof(text), "{ \"gateway\": { \"loops\": 17 }, %s", base + 1);
+	snprintf(text, sizeof(text), "{ \"gateway\": { \"loops\": 17 }, %s", gw_base + 1);
 	gw_errlist_init(&errs);
 	cr_assert_neq(parse(text, &cfg, &errs), 0);
 	cr_expect(has_error(&errs, "gateway.loops", "16"), "%s", gw_errlist_join(&errs));
@@ -314,35 +335,10 @@ Test(ctl_config, loops_defaults_to_0_one_per_cpu_and_is_range_checked)
 
 Test(ctl_config, poll_us_defaults_to_0_and_is_range_checked)
 {
-	static const char base[] =
-		"{ \"portals\": [ { \"name\": \"p\" } ],"
-		"  \"targets\": [ { \"name\": \"iqn.2026-11.org.x:t\", \"portals\": [\"p\"] } ] }";
-	static const struct { const char *v; int ok; } cases[] = {
+	static const struct u32_case cases[] = {
 		{ "0", 1 }, { "1", 1 }, { "1000", 1 }, { "1001", 0 }, { "-1", 0 }, { "\"20\"", 0 },
 	};
-	struct ctl_config cfg;
-	struct gw_errlist errs;
-	char text[512];
 
-	gw_errlist_init(&errs);
-	cr_assert_eq(parse(base, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
-	cr_expect_eq(cfg.gateway.poll_us, 0);
-	ctl_config_free(&cfg);
-	gw_errlist_fini(&errs);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		snprintf(text, sizeof(text), "{ \"gateway\": { \"poll_us\": %s }, %s", cases[i].v,
-			 base + 1);
-		gw_errlist_init(&errs);
-		if (cases[i].ok) {
-			cr_assert_eq(parse(text, &cfg, &errs), 0, "poll_us %s: %s", cases[i].v,
-				     gw_errlist_join(&errs));
-			cr_expect_eq(cfg.gateway.poll_us, (uint32_t)atoi(cases[i].v));
-			ctl_config_free(&cfg);
-		} else {
-			cr_assert_neq(parse(text, &cfg, &errs), 0, "poll_us %s accepted", cases[i].v);
-			cr_expect(has_error(&errs, "gateway.poll_us", NULL), "poll_us %s: %s",
-				  cases[i].v, gw_errlist_join(&errs));
-		}
-		gw_errlist_fini(&errs);
-	}
+	expect_gateway_u32("poll_us", offsetof(struct ctl_gateway_conf, poll_us), 0, cases,
+			   sizeof(cases) / sizeof(cases[0]));
 }

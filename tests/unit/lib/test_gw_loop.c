@@ -826,6 +826,21 @@ static uint64_t ld(const uint64_t *c)
 	return __atomic_load_n(c, __ATOMIC_RELAXED);
 }
 
+/* A pipe whose read end the loop watches (piper_read). */
+static void piper_open(struct piper *p)
+{
+	cr_assert_eq(pipe(p->fds), 0);
+	gw_watch_init(&p->w, &loop, p->fds[0], piper_read);
+	cr_assert_eq(gw_watch_set(&p->w, EPOLLIN), 0);
+}
+
+static void piper_close(struct piper *p)
+{
+	gw_watch_stop(&p->w);
+	close(p->fds[0]);
+	close(p->fds[1]);
+}
+
 /* n waits for work that end at once (a byte already in the pipe). */
 static void short_waits(struct piper *p, int n)
 {
@@ -839,9 +854,7 @@ Test(loop, polling_starts_after_mostly_short_waits_and_stops_when_they_grow_long
 {
 	struct piper p = { 0 };
 
-	cr_assert_eq(pipe(p.fds), 0);
-	gw_watch_init(&p.w, &loop, p.fds[0], piper_read);
-	cr_assert_eq(gw_watch_set(&p.w, EPOLLIN), 0);
+	piper_open(&p);
 	gw_loop_set_poll(&loop, 1000);
 	/* GW_POLL_SHORT_MIN short waits: each one slept (briefly), none polled. */
 	short_waits(&p, GW_POLL_SHORT_MIN);
@@ -869,18 +882,14 @@ Test(loop, polling_starts_after_mostly_short_waits_and_stops_when_they_grow_long
 	short_waits(&p, 10);
 	cr_expect_eq(ld(&loop.polls), 2 + 8 - GW_POLL_SHORT_MIN + 1,
 		     "a loop with polling off polled");
-	gw_watch_stop(&p.w);
-	close(p.fds[0]);
-	close(p.fds[1]);
+	piper_close(&p);
 }
 
 Test(loop, waits_half_short_half_long_poll_only_to_probe)
 {
 	struct piper p = { 0 };
 
-	cr_assert_eq(pipe(p.fds), 0);
-	gw_watch_init(&p.w, &loop, p.fds[0], piper_read);
-	cr_assert_eq(gw_watch_set(&p.w, EPOLLIN), 0);
+	piper_open(&p);
 	gw_loop_set_poll(&loop, 1000);
 	/* A wait for work that comes at once, then one that does not come within 2 ms: a poll
 	 * would miss every other time and cost its whole window. Only the probes poll (every
@@ -892,9 +901,7 @@ Test(loop, waits_half_short_half_long_poll_only_to_probe)
 	cr_expect_eq(ld(&loop.polls), 24 / GW_POLL_PROBE);
 	cr_expect_eq(ld(&loop.poll_hits), 0);
 	cr_expect_eq(ld(&loop.sleeps), 24);
-	gw_watch_stop(&p.w);
-	close(p.fds[0]);
-	close(p.fds[1]);
+	piper_close(&p);
 }
 
 /* Posts once the loop has started polling (its flag says awake: no eventfd write is due). */
@@ -912,9 +919,7 @@ Test(loop, a_message_posted_while_the_loop_polls_ends_the_poll_without_a_sleep)
 	struct piper p = { 0 };
 	pthread_t th;
 
-	cr_assert_eq(pipe(p.fds), 0);
-	gw_watch_init(&p.w, &loop, p.fds[0], piper_read);
-	cr_assert_eq(gw_watch_set(&p.w, EPOLLIN), 0);
+	piper_open(&p);
 	/* A long window (2 s), so the poster's post lands in it however slowly it is scheduled. */
 	gw_loop_set_poll(&loop, 2000000);
 	short_waits(&p, GW_POLL_SHORT_MIN);
@@ -929,7 +934,5 @@ Test(loop, a_message_posted_while_the_loop_polls_ends_the_poll_without_a_sleep)
 	cr_expect_eq(ld(&loop.sleeps), GW_POLL_SHORT_MIN, "the loop slept with a message posted");
 	cr_expect_eq(__atomic_load_n(&loop.msg_wakeups, __ATOMIC_RELAXED), 0,
 		     "a polling loop was woken through its eventfd");
-	gw_watch_stop(&p.w);
-	close(p.fds[0]);
-	close(p.fds[1]);
+	piper_close(&p);
 }
