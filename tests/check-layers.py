@@ -11,7 +11,12 @@ Reads every #include "..." line of lib/, gateway/, agent/ and include/ and fails
 With --build DIR it also reads the objects there with nm and fails on:
   call      a module calling (or reading) a symbol of a module it may not import
   callcycle a module-level cycle in the graph of defined/undefined symbols
-so "no loops" holds for calls as well as includes. And it keeps the architecture document
+so "no loops" holds for calls as well as includes. With --files (and --build) it also fails on:
+  filecycle a cycle between source files of the tree: file A refers to a symbol file B defines
+            (a call, or a function's address taken as a callback) and B, maybe through others,
+            refers back to A. A module's files form a stack: a registry or dispatch file on
+            top, the parts it names below it, their shared core at the bottom.
+And it keeps the architecture document
 true to the tree:
   doc       docs/architecture.dot is not what --dot prints from the table below, or a module
             of the table has no row in docs/ARCHITECTURE.md's module table
@@ -268,6 +273,104 @@ def check_objects(root, build, rep):
         rep.ok()
 
 
+def nm_graph(objs):
+    """Edges between the sources of objs ({source: object}): a -> b when a's object needs a
+    global symbol that b's object defines. Returns (edges, witness {(a, b): [symbols]})."""
+    defined, needs = {}, {}
+    for src, o in sorted(objs.items()):
+        out = subprocess.run(['nm', '--defined-only', '-g', o], capture_output=True, text=True,
+                             check=True).stdout
+        for line in out.splitlines():
+            p = line.split()
+            if len(p) >= 3:
+                defined.setdefault(p[2], set()).add(src)
+        out = subprocess.run(['nm', '-u', o], capture_output=True, text=True, check=True).stdout
+        needs[src] = {line.split()[-1] for line in out.splitlines() if line.strip()}
+    edges, witness = {}, {}
+    for src, syms in sorted(needs.items()):
+        for s in sorted(syms):
+            for target in sorted(defined.get(s, ())):
+                if target != src:
+                    edges.setdefault(src, set()).add(target)
+                    witness.setdefault((src, target), []).append(s)
+    return edges, witness
+
+
+def tree_objects(root, build):
+    """{source: object} for the objects of lib/, gateway/ and agent/ in build (the release
+    objects only: build/san, build/tsan and the tests' objects are other builds of the same
+    files)."""
+    objs = {}
+    for d, dirs, files in os.walk(build):
+        rel = os.path.relpath(d, build)
+        if rel == '.':
+            dirs[:] = [x for x in dirs if x in ('lib', 'gateway', 'agent')]
+        for f in files:
+            if not f.endswith('.o'):
+                continue
+            o = os.path.join(d, f)
+            src = os.path.relpath(o, build)[:-2] + '.c'
+            if os.path.isfile(os.path.join(root, src)):
+                objs[src] = o
+    return objs
+
+
+def check_files(root, build, rep):
+    """No cycle between source files, by the nm graph of the objects in build."""
+    objs = tree_objects(root, build)
+    if not objs:
+        rep.fail(build, 'objects', 'filecycle', 'no objects of lib/, gateway/, agent/ here; '
+                 'build first (make test-build)')
+        return
+    edges, witness = nm_graph(objs)
+    comps = cycles(edges)
+    for comp in comps:
+        where = '; '.join(f'{a}->{b} ({", ".join(witness[(a, b)][:4])}'
+                          f'{", ..." if len(witness[(a, b)]) > 4 else ""})'
+                          for a in comp for b in comp if (a, b) in witness)
+        rep.fail(' <-> '.join(comp), where, 'filecycle', 'source files refer to each other')
+    if not comps:
+        rep.ok()
+
+
+# The file-level fixture: three files in a circle (one edge a callback's address, not a call)
+# and a fourth that only calls into it. --self-test compiles them and expects exactly the circle.
+FILE_FIXTURE = {
+    'gateway/x/x_reg.c': 'void x_a_run(void);\nvoid (*x_reg_first(void))(void)'
+                         ' { return x_a_run; }\n',
+    'gateway/x/x_a.c': 'int x_core_n(void);\nvoid x_a_run(void) { (void)x_core_n(); }\n',
+    'gateway/x/x_core.c': 'void (*x_reg_first(void))(void);\n'
+                          'int x_core_n(void) { return x_reg_first() != 0; }\n',
+    'gateway/x/x_user.c': 'int x_core_n(void);\nint x_user(void) { return x_core_n(); }\n',
+}
+FILE_FIXTURE_CYCLE = 'gateway/x/x_a.c <-> gateway/x/x_core.c <-> gateway/x/x_reg.c'
+
+
+def self_test_files():
+    import tempfile
+    cc = os.environ.get('CC', 'cc')
+    with tempfile.TemporaryDirectory() as tmp:
+        src_root, build = os.path.join(tmp, 'src'), os.path.join(tmp, 'build')
+        for rel, text in FILE_FIXTURE.items():
+            for top, name in ((src_root, rel), (build, rel[:-2] + '.o')):
+                os.makedirs(os.path.dirname(os.path.join(top, name)), exist_ok=True)
+            with open(os.path.join(src_root, rel), 'w', encoding='utf-8') as f:
+                f.write(text)
+            r = subprocess.run([cc, '-c', '-o', os.path.join(build, rel[:-2] + '.o'),
+                                os.path.join(src_root, rel)], capture_output=True, text=True)
+            if r.returncode:
+                print(f'  FAIL  self-test: {cc} cannot build the file fixture: {r.stderr.strip()}')
+                return 1
+        rep = Report(quiet=True)
+        check_files(src_root, build, rep)
+        got = sorted(w for w, _, r in rep.failures if r == 'filecycle')
+    if got != [FILE_FIXTURE_CYCLE]:
+        print(f'  FAIL  self-test: the file fixture reported {got or "no cycle"}, '
+              f'not {FILE_FIXTURE_CYCLE}')
+        return 1
+    return 0
+
+
 # What the fixture must be reported for: (file, rule). Each is one deliberate breach.
 FIXTURE_EXPECT = {
     ('gateway/scsi/scsi_up.c:3', 'dotdot'),
@@ -371,6 +474,8 @@ def main():
     ap.add_argument('--dot', action='store_true', help='print the module graph and exit')
     ap.add_argument('--self-test', action='store_true',
                     help='also check that tests/layers-fixture/ fails as it must')
+    ap.add_argument('--files', action='store_true',
+                    help='with --build: also no cycle between source files (nm graph)')
     a = ap.parse_args()
     if a.dot:
         sys.stdout.write(dot())
@@ -380,9 +485,14 @@ def main():
     check_doc(a.root, rep)
     if a.build:
         check_objects(a.root, a.build, rep)
+    if a.files:
+        if a.build:
+            check_files(a.root, a.build, rep)
+        else:
+            rep.fail('--files', 'no --build', 'filecycle', 'the file graph needs the objects')
     failed = len(rep.failures)
     if a.self_test:
-        bad = self_test(a.root)
+        bad = self_test(a.root) + (self_test_files() if a.files else 0)
         if bad:
             failed += bad
         else:
