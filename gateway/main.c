@@ -171,7 +171,7 @@ int main(int argc, char **argv)
 			/* --check never writes: validate what is there, or the demo. */
 			if (asprintf(&state_config, "%s/isergwd.json", state_dir) < 0)
 				return 1;
-		} else if (ctl_config_ensure_state(state_dir, &state_config)) {
+		} else if (conf_ensure_state(state_dir, &state_config)) {
 			return 1;
 		}
 		config = state_config;
@@ -182,12 +182,12 @@ int main(int argc, char **argv)
 	gw_errlist_init(&errs);
 	if (check && state_dir && access(config, F_OK) != 0) {
 		/* Nothing written yet: what would be written is what gets checked. */
-		json_t *demo = ctl_config_demo(state_dir);
+		json_t *demo = conf_demo(state_dir);
 
-		r = demo ? ctl_config_parse(demo, &cfg, &errs) : -ENOMEM;
+		r = demo ? conf_parse(demo, &cfg, &errs) : -ENOMEM;
 		json_decref(demo);
 	} else {
-		r = ctl_config_load(config, &cfg, &errs);
+		r = conf_load_file(config, &cfg, &errs);
 	}
 	if (r) {
 		print_errors(&errs, config);
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
 		printf("%s: configuration is valid (%zu portal%s, %zu target%s)\n", config,
 		       cfg.isc->nportals, cfg.isc->nportals == 1 ? "" : "s", cfg.isc->ntargets,
 		       cfg.isc->ntargets == 1 ? "" : "s");
-		ctl_config_free(&cfg);
+		conf_free(&cfg);
 		rc = 0;
 		goto out_errs;
 	}
@@ -212,7 +212,7 @@ int main(int argc, char **argv)
 	}
 	r = gw_loop_init(&loop);
 	if (r) {
-		ctl_config_free(&cfg);
+		conf_free(&cfg);
 		goto out_errs;
 	}
 	if (gw_signal_init(&sig, &loop, sigs, 3, on_signal) == 0)
@@ -221,7 +221,7 @@ int main(int argc, char **argv)
 	r = ctl_loops_start(&loop, cfg.gateway.loops, &loops, &errs);
 	if (r) {
 		print_errors(&errs, config);
-		ctl_config_free(&cfg);
+		conf_free(&cfg);
 		goto out_loop;
 	}
 	r = ctl_gw_create_loops(&loop, &loops->set, cfg.isc, &gw, &errs);
@@ -241,7 +241,7 @@ int main(int argc, char **argv)
 	cfg.gateway.log_debug = NULL;
 	if (cfg.gateway.control_socket && *cfg.gateway.control_socket)
 		ctl_conf_path = strdup(cfg.gateway.control_socket);
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	if (r) {
 		print_errors(&errs, config);
 		gw = NULL;

@@ -7,9 +7,9 @@
  * agent and the CLI link it instead of the gateway's engine.
  *
  * Each table keeps the prefix of the module it configures (isc_, scsi_, bs_, mp_, ctl_): the
- * modules, the agent and docs name them so. Files: isc_conf.c (portals, targets, discovery,
- * cluster groups, CHAP, login parameters), scsi_conf.c (LUs), bs_conf.c (backstores),
- * mp_conf.c (a remote backstore's paths and policies), ctl_config.c (the file, the demo).
+ * modules, the agent and docs name them so. Files: conf_isc.c (portals, targets, discovery,
+ * cluster groups, CHAP, login parameters), conf_scsi.c (LUs), conf_bs.c (backstores),
+ * conf_mp.c (a remote backstore's paths and policies), conf_file.c (the file, the demo).
  */
 #ifndef CONF_H
 #define CONF_H
@@ -30,7 +30,7 @@
 #define ISC_CHAP_SECRET_MAX	256
 
 /* ---------------------------------------------------------------------------------------- */
-/* iSCSI CHAP (isc_conf.c) */
+/* iSCSI CHAP (conf_isc.c) */
 
 /* The `chap` object of the config (discovery, target, initiator). Empty user: no CHAP. */
 struct isc_chap_conf {
@@ -41,23 +41,23 @@ struct isc_chap_conf {
 };
 
 /* gw_conf table over struct isc_chap_conf: user, secret, mutual_user, mutual_secret (secrets
- * flagged GW_CONF_SECRET, lengths 0..256 with isc_chap_check_secret). */
-extern const struct gw_conf_key isc_chap_conf_keys[];
+ * flagged GW_CONF_SECRET, lengths 0..256 with conf_chap_check_secret). */
+extern const struct gw_conf_key conf_chap_keys[];
 /* gw_conf `check` for a secret field (field points at the char * member): NULL if empty or
  * 12..256 bytes, else a message. */
-const char *isc_chap_check_secret(const void *field);
+const char *conf_chap_check_secret(const void *field);
 /*
  * Cross-key rules: secret required when user is set, mutual_secret required when mutual_user
  * is set, mutual_secret != secret (a reflected challenge would otherwise let an attacker
  * make the target compute its own answer), mutual_user without user refused. Errors go to errs
  * under "<path>.<key>"; returns 0 or -EINVAL.
  */
-int isc_chap_conf_check(const struct isc_chap_conf *c, const char *path, struct gw_errlist *errs);
+int conf_chap_check(const struct isc_chap_conf *c, const char *path, struct gw_errlist *errs);
 
 /* ---------------------------------------------------------------------------------------- */
-/* iSCSI login parameters (isc_conf.c) */
+/* iSCSI login parameters (conf_isc.c) */
 
-/* Target configuration (the `params` object of a target; see isc_param_conf_keys) */
+/* Target configuration (the `params` object of a target; see conf_param_keys) */
 
 struct isc_param_conf {
 	char *HeaderDigest;		/* "CRC32C,None": digests the target accepts, in order */
@@ -80,21 +80,21 @@ struct isc_param_conf {
 /*
  * gw_conf table over struct isc_param_conf, keys spelled as above (as on the wire).
  * Defaults: "CRC32C,None", "CRC32C,None", 262144, 1048576, 65536, false, true, 1, 1, 2, 20, 0,
- * 128, 10, 30. Call isc_param_conf_check() after parsing for the cross-key rules.
+ * 128, 10, 30. Call conf_param_check() after parsing for the cross-key rules.
  */
-extern const struct gw_conf_key isc_param_conf_keys[];
+extern const struct gw_conf_key conf_param_keys[];
 /* Cross-key rules (FirstBurstLength <= MaxBurstLength). Adds to errs under "<path>.key";
  * returns 0 or -EINVAL. */
-int isc_param_conf_check(const struct isc_param_conf *c, const char *path,
+int conf_param_check(const struct isc_param_conf *c, const char *path,
 			 struct gw_errlist *errs);
 /* HeaderDigest / DataDigest lists ("CRC32C,None") as a mask of these, in any order; 0 for a
  * bad or repeated item. */
 #define ISC_DIGEST_NONE		(1u << 0)
 #define ISC_DIGEST_CRC32C	(1u << 1)
-unsigned int isc_digest_mask(const char *s);
+unsigned int conf_digest_mask(const char *s);
 
 /* ---------------------------------------------------------------------------------------- */
-/* SCSI logical units (scsi_conf.c) */
+/* SCSI logical units (conf_scsi.c) */
 
 enum scsi_alua_state {
 	SCSI_ALUA_AO = 0x0,		/* active/optimized */
@@ -120,10 +120,10 @@ struct scsi_lu_conf {
 	bool alua_pending;		/* ownership moving to alua_group: it reports
 					 * non-optimized until the agent clears this */
 };
-extern const struct gw_conf_key scsi_lu_conf_keys[];
+extern const struct gw_conf_key conf_lu_keys[];
 
 /* ---------------------------------------------------------------------------------------- */
-/* Backstores (bs_conf.c) */
+/* Backstores (conf_bs.c) */
 
 enum bs_type {
 	BS_TYPE_FILE,		/* regular file (created sparse if missing and size given) */
@@ -152,23 +152,23 @@ struct bs_conf {
 	uint32_t threads;	/* worker threads for file/block (the fallback I/O engine) */
 	int io_engine;		/* enum bs_io_engine (file/block) */
 	uint32_t queue_depth;	/* file/block: I/Os in flight to the device (io_uring); 0: 128 */
-	struct mp_conf *remote;	/* remote: paths and policies (heap; see bs_conf_parse) */
+	struct mp_conf *remote;	/* remote: paths and policies (heap; see conf_bs_parse) */
 };
 
-extern const struct gw_conf_key bs_conf_keys[];
+extern const struct gw_conf_key conf_bs_keys[];
 
 /*
- * The backstore object of the configuration: bs_conf_keys, plus for "type": "remote" the
- * policy keys and "paths" array of gateway/mpath (mp_conf_keys). Sets defaults first. Errors
- * name "<path>.<key>". bs_conf_free releases what it allocated.
+ * The backstore object of the configuration: conf_bs_keys, plus for "type": "remote" the
+ * policy keys and "paths" array of gateway/mpath (conf_mp_keys). Sets defaults first. Errors
+ * name "<path>.<key>". conf_bs_free releases what it allocated.
  */
-int bs_conf_parse(struct bs_conf *conf, const json_t *in, const char *path,
+int conf_bs_parse(struct bs_conf *conf, const json_t *in, const char *path,
 		  struct gw_errlist *errs);
-void bs_conf_free(struct bs_conf *conf);
-json_t *bs_conf_to_json(const struct bs_conf *conf, bool mask_secrets);
+void conf_bs_free(struct bs_conf *conf);
+json_t *conf_bs_to_json(const struct bs_conf *conf, bool mask_secrets);
 
 /* ---------------------------------------------------------------------------------------- */
-/* A remote backstore's paths and policies (mp_conf.c) */
+/* A remote backstore's paths and policies (conf_mp.c) */
 
 enum mp_pg_policy {
 	MP_PG_FAILOVER,		/* one path per group, in configuration order */
@@ -231,27 +231,27 @@ struct mp_conf {
 	size_t npaths;
 };
 
-extern const struct gw_conf_key mp_conf_keys[];
-extern const struct gw_conf_key mp_path_conf_keys[];
-extern const struct gw_conf_key mp_chap_conf_keys[];
+extern const struct gw_conf_key conf_mp_keys[];
+extern const struct gw_conf_key conf_mp_path_keys[];
+extern const struct gw_conf_key conf_mp_chap_keys[];
 
 /* Defaults, then the remote keys and the "paths" array of `in` (a backstore object); keys in
  * `ignore` belong to the caller. Errors name "<path>.<key>" / "<path>.paths[i].url". */
-int mp_conf_parse(struct mp_conf *c, const json_t *in, const char *path,
+int conf_mp_parse(struct mp_conf *c, const json_t *in, const char *path,
 		  const char *const *ignore, struct gw_errlist *errs);
-int mp_conf_defaults(struct mp_conf *c);
-void mp_conf_free(struct mp_conf *c);
-int mp_conf_copy(struct mp_conf *dst, const struct mp_conf *src);
-json_t *mp_conf_to_json(const struct mp_conf *c, bool mask_secrets);
+int conf_mp_defaults(struct mp_conf *c);
+void conf_mp_free(struct mp_conf *c);
+int conf_mp_copy(struct mp_conf *dst, const struct mp_conf *src);
+json_t *conf_mp_to_json(const struct mp_conf *c, bool mask_secrets);
 /* "immediate" 0, "manual" -1, "N" N seconds. 0 or -EINVAL. */
-int mp_parse_failback(const char *s, int32_t *out);
+int conf_mp_parse_failback(const char *s, int32_t *out);
 /* "fail" 0, "queue" -1, "N" N polling intervals. 0 or -EINVAL. */
-int mp_parse_no_path_retry(const char *s, int32_t *out);
+int conf_mp_parse_no_path_retry(const char *s, int32_t *out);
 
 /* ---------------------------------------------------------------------------------------- */
-/* iSCSI: portals, targets, discovery, cluster groups (isc_conf.c) */
+/* iSCSI: portals, targets, discovery, cluster groups (conf_isc.c) */
 
-/* The transports a portal can name, and the one table of their names (isc_conf.c): the portal
+/* The transports a portal can name, and the one table of their names (conf_isc.c): the portal
  * key parses with it, and the gateway's state and the agent's metrics print with it. The
  * datamovers are found by the same names (dmv_transport_find). */
 enum isc_portal_transport {
@@ -259,9 +259,9 @@ enum isc_portal_transport {
 	ISC_PORTAL_ISER = 1,
 	ISC_PORTAL_NR,
 };
-extern const struct gw_conf_enum isc_transport_enums[];	/* terminated by { NULL, 0 } */
+extern const struct gw_conf_enum conf_transport_enums[];	/* terminated by { NULL, 0 } */
 /* "tcp", "iser"; NULL for an id out of range. */
-const char *isc_transport_name(int id);
+const char *conf_transport_name(int id);
 
 struct isc_portal_conf {
 	char *name;
@@ -330,24 +330,24 @@ struct isc_gw_conf {
 	size_t ngroups;
 };
 
-extern const struct gw_conf_key isc_portal_conf_keys[];
-extern const struct gw_conf_key isc_initiator_conf_keys[];	/* "name"; "chap" nested */
-extern const struct gw_conf_key isc_target_conf_keys[];	/* nested keys: the caller's */
-extern const struct gw_conf_key isc_discovery_conf_keys[];	/* "auth"; "chap" nested */
-extern const struct gw_conf_key isc_group_conf_keys[];		/* cluster.groups[] */
+extern const struct gw_conf_key conf_portal_keys[];
+extern const struct gw_conf_key conf_initiator_keys[];	/* "name"; "chap" nested */
+extern const struct gw_conf_key conf_target_keys[];	/* nested keys: the caller's */
+extern const struct gw_conf_key conf_discovery_keys[];	/* "auth"; "chap" nested */
+extern const struct gw_conf_key conf_group_keys[];		/* cluster.groups[] */
 
 /* The nested keys of a target object (the caller walks them). */
-extern const char *const isc_target_nested_keys[];
+extern const char *const conf_target_nested_keys[];
 
 /* Checks an iSCSI name (iqn., eui., naa. forms, RFC 7143 §4.2.7); gw_conf `check` signature. */
-const char *isc_check_name(const void *field);
+const char *conf_check_iscsi_name(const void *field);
 /* Cross-object rules (portal names unique and referenced, target names unique, LUNs unique,
  * CHAP rules). Errors under their key path. 0 or -EINVAL. */
-int isc_gw_conf_check(const struct isc_gw_conf *c, struct gw_errlist *errs);
-void isc_gw_conf_free(struct isc_gw_conf *c);
+int conf_gw_check(const struct isc_gw_conf *c, struct gw_errlist *errs);
+void conf_gw_free(struct isc_gw_conf *c);
 
 /* ---------------------------------------------------------------------------------------- */
-/* The configuration file (ctl_config.c) */
+/* The configuration file (conf_file.c) */
 
 struct ctl_gateway_conf {
 	char *log_debug;		/* debug components, "iscsi,scsi" / "all" / "" */
@@ -359,7 +359,7 @@ struct ctl_gateway_conf {
 	uint32_t poll_us;		/* busy polling before a loop sleeps, µs; 0: never */
 };
 
-extern const struct gw_conf_key ctl_gateway_conf_keys[];
+extern const struct gw_conf_key conf_gateway_keys[];
 
 struct ctl_config {
 	struct ctl_gateway_conf gateway;
@@ -368,14 +368,14 @@ struct ctl_config {
 
 /* Parses and checks root. On error errs holds every problem and *cfg is freed. 0 or -EINVAL
  * (or -ENOMEM). */
-int ctl_config_parse(const json_t *root, struct ctl_config *cfg, struct gw_errlist *errs);
+int conf_parse(const json_t *root, struct ctl_config *cfg, struct gw_errlist *errs);
 /* Reads a file and parses it; JSON syntax errors are reported with line and column. */
-int ctl_config_load(const char *path, struct ctl_config *cfg, struct gw_errlist *errs);
-void ctl_config_free(struct ctl_config *cfg);
+int conf_load_file(const char *path, struct ctl_config *cfg, struct gw_errlist *errs);
+void conf_free(struct ctl_config *cfg);
 
 /* The embedded demo configuration for a state directory (new reference). */
-json_t *ctl_config_demo(const char *state_dir);
+json_t *conf_demo(const char *state_dir);
 /* Writes DIR/isergwd.json from the demo unless it exists; *path gets its malloc'ed name. */
-int ctl_config_ensure_state(const char *state_dir, char **path);
+int conf_ensure_state(const char *state_dir, char **path);
 
 #endif

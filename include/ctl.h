@@ -89,7 +89,7 @@ json_t *ctl_loops_state(const struct ctl_loops *ls);
 
 /* ctl_apply.c: live changes, for the control socket */
 /*
- * Makes the running gateway match conf (checked already: ctl_config_parse), changing only what
+ * Makes the running gateway match conf (checked already: conf_parse), changing only what
  * differs: portals, targets, their ACL/CHAP/params (for new logins), LUNs. New backstores and
  * portals are opened first; if one fails nothing changes and errs says why (-EINVAL). Sessions
  * of removed targets, of initiators no longer admitted and of removed portals are closed; a

@@ -29,7 +29,7 @@
  *
  * Up-calls (transport -> iSCSI layer), struct dmv_conn_cb, all on the loop thread:
  *   rx_pdu     a PDU other than Data-Out arrived, digests checked. The PDU reference is lent for
- *              the call; take one (isc_pdu_ref) to keep it.
+ *              the call; take one (pdu_ref) to keep it.
  *   find_task  map an ITT to the task a Data-Out belongs to (NULL: unknown, data discarded).
  *   stamp      fill StatSN (next, not advanced), ExpCmdSN and MaxCmdSN (BHS bytes 24..35) of a
  *              PDU the transport generates itself (R2T, Data-In).
@@ -54,7 +54,7 @@
 
 #include "gw_list.h"
 #include "gw_loop.h"
-#include "isc_pdu.h"
+#include "pdu.h"
 
 struct dmv_conn;
 struct dmv_portal;
@@ -121,7 +121,7 @@ struct dmv_task {
 };
 
 struct dmv_conn_cb {
-	void (*rx_pdu)(struct dmv_conn *c, struct isc_pdu *pdu);
+	void (*rx_pdu)(struct dmv_conn *c, struct pdu *pdu);
 	struct dmv_task *(*find_task)(struct dmv_conn *c, uint32_t itt);
 	void (*stamp)(struct dmv_conn *c, uint8_t *bhs);
 	void (*reject)(struct dmv_conn *c, const uint8_t *bhs, uint8_t reason);
@@ -139,7 +139,7 @@ struct dmv_portal_conf {
 	struct gw_loops *loops;
 	/* With loops: pools[i] is loop i's PDU pool, for the connections placed there (NULL: the
 	 * listener's pool, only right for loop 0). */
-	struct isc_pdu_pool *pools[GW_LOOPS_MAX];
+	struct pdu_pool *pools[GW_LOOPS_MAX];
 	/* With loops: a connection that sends no first PDU within this is closed (0: 30 s). */
 	uint32_t place_timeout_ms;
 };
@@ -149,7 +149,7 @@ struct dmv_transport {
 	const char *name;		/* "tcp", "iser": for logs and the config */
 	unsigned int caps;		/* DMV_CAP_* */
 	int (*listen)(struct gw_loop *loop, const struct dmv_portal_conf *conf,
-		      struct isc_pdu_pool *pool, struct dmv_portal **out);
+		      struct pdu_pool *pool, struct dmv_portal **out);
 	void (*portal_destroy)(struct dmv_portal *p);
 	/* Optional (NULL: nothing to do, as for TCP, whose sockets follow the address): the
 	 * portal's address moved to another port under it (a bond's active slave changed).
@@ -157,8 +157,8 @@ struct dmv_transport {
 	 * initiators reconnect without waiting for their own timeouts. Returns the number of
 	 * connections dropped. */
 	int (*rehome)(struct dmv_portal *p, bool close_conns);
-	int (*send_pdu)(struct dmv_conn *c, struct isc_pdu *pdu);
-	int (*put_data)(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp);
+	int (*send_pdu)(struct dmv_conn *c, struct pdu *pdu);
+	int (*put_data)(struct dmv_task *t, uint32_t len, struct pdu *rsp);
 	int (*get_data)(struct dmv_task *t);
 	void (*task_abort)(struct dmv_task *t);
 	/* Called by the shared Data-Out code when a solicited sequence finished: room for more. */
@@ -201,7 +201,7 @@ struct dmv_portal_res {
 struct dmv_portal {
 	const struct dmv_transport *tp;
 	struct gw_loop *loop;
-	struct isc_pdu_pool *pool;
+	struct pdu_pool *pool;
 	char name[64];
 	char addr[80];			/* "127.0.0.1:3260" as bound */
 	/* False while a transport that retries by itself (iSER without an RDMA device yet) is not
@@ -219,7 +219,7 @@ struct dmv_portal {
 	 * connection's rx_pdu() with that first PDU, run on it, as if it had just arrived there.
 	 * NULL: the least-loaded loop.
 	 */
-	int (*place)(struct dmv_portal *p, const struct isc_pdu *first);
+	int (*place)(struct dmv_portal *p, const struct pdu *first);
 	/*
 	 * Optional, with placement: the owner's limits before a connection waits for its first
 	 * PDU. admit() runs on the listener's loop at accept: 0, and the connection is the
@@ -237,7 +237,7 @@ struct dmv_conn {
 	const struct dmv_transport *tp;
 	struct dmv_portal *portal;
 	struct gw_loop *loop;
-	struct isc_pdu_pool *pool;
+	struct pdu_pool *pool;
 	const struct dmv_conn_cb *cb;
 	void *priv;			/* the iSCSI layer's connection */
 	struct dmv_conn_params params;
@@ -258,7 +258,7 @@ const struct dmv_transport *dmv_transport_find(const char *name);
  * the -errno of socket/bind/listen (logged). A transport may return 0 with a portal that is not
  * listening yet (p->listening false): it keeps trying on its own. */
 int dmv_listen(const char *transport, struct gw_loop *loop, const struct dmv_portal_conf *conf,
-	       struct isc_pdu_pool *pool, struct dmv_portal **out);
+	       struct pdu_pool *pool, struct dmv_portal **out);
 
 static inline void dmv_portal_destroy(struct dmv_portal *p)
 {
@@ -270,12 +270,12 @@ static inline int dmv_portal_rehome(struct dmv_portal *p, bool close_conns)
 	return p->tp->rehome ? p->tp->rehome(p, close_conns) : -EOPNOTSUPP;
 }
 
-static inline int dmv_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)
+static inline int dmv_send_pdu(struct dmv_conn *c, struct pdu *pdu)
 {
 	return c->tp->send_pdu(c, pdu);
 }
 
-static inline int dmv_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
+static inline int dmv_put_data(struct dmv_task *t, uint32_t len, struct pdu *rsp)
 {
 	return t->conn->tp->put_data(t, len, rsp);
 }
@@ -337,7 +337,7 @@ void dmv_task_forget(struct dmv_task *t);
  * is due (all data solicited, the MaxOutstandingR2T window full, the task not getting data) or
  * when the PDU pool is empty (then *nopdu, if given, is set).
  */
-struct isc_pdu *dmv_r2t_next(struct dmv_task *t, bool *nopdu);
+struct pdu *dmv_r2t_next(struct dmv_task *t, bool *nopdu);
 /* A TTT for this connection (never 0xffffffff). */
 uint32_t dmv_conn_next_ttt(struct dmv_conn *c);
 

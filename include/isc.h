@@ -5,7 +5,7 @@
  * sessions (one I_T nexus each), connections and tasks. It sits between a datamover
  * (gateway/dmv/dmv.h, which it never asks the kind of) and the SCSI core (gateway/scsi/scsi.h).
  *
- * The PDU type and its pool are gateway/pdu/isc_pdu.h, shared with the datamovers.
+ * The PDU type and its pool are gateway/pdu/pdu.h, shared with the datamovers.
  * Files: isc_conn.c (connection state, dispatch), isc_xmit.c (building, stamping and sending
  * PDUs, Reject), isc_login.c (login phase), isc_text.c (Text / SendTargets), isc_session.c (sessions, CmdSN
  * window and ordering), isc_scsi.c (SCSI commands and data), isc_tmf.c (task management),
@@ -33,7 +33,7 @@
 #include "gw_hist.h"
 #include "gw_list.h"
 #include "gw_loop.h"
-#include "isc_pdu.h"
+#include "pdu.h"
 #include "scsi.h"
 
 struct isc_gw;
@@ -112,7 +112,7 @@ struct isc_target {
 	void *owner_data;		/* ctl: the old configuration a removed target still uses */
 };
 
-/* gateway.data_memory's default (gateway/conf/ctl_config.c says "1G"). */
+/* gateway.data_memory's default (gateway/conf/conf_file.c says "1G"). */
 #define ISC_DATA_MEM_DEFAULT	(1ull << 30)
 
 /*
@@ -129,7 +129,7 @@ struct isc_target {
 struct isc_loop {
 	struct gw_loop *loop;
 	unsigned idx;			/* in gw->loops (0 with one loop) */
-	struct isc_pdu_pool pdus;
+	struct pdu_pool pdus;
 	struct gw_list task_free;	/* recycled tasks, buffers kept (struct isc_task.cnode) */
 	size_t ntask_free;
 	size_t ntasks;			/* tasks alive on this loop: 0 at rest */
@@ -251,7 +251,7 @@ json_t *isc_gw_login_state(const struct isc_gw *gw);
 void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc);
 /* dmv_portal.place for a portal on several loops: a login with a TSIH goes to its session's
  * loop, a new session to the least loaded (-1). On loop 0. */
-int isc_conn_place(struct dmv_portal *dp, const struct isc_pdu *first);
+int isc_conn_place(struct dmv_portal *dp, const struct pdu *first);
 /* dmv_portal.admit / unadmit: the portal's max_connections counts the connections waiting
  * for placement too; one closed waiting for its first PDU longer than login_timeout counts
  * as a login timeout. */

@@ -63,7 +63,7 @@ ALLOWED = {
 
 # The public header of each module, in include/ (lib has several, all gw_*.h).
 PUBLIC = {
-    'isc_pdu.h': 'pdu', 'dmv.h': 'dmv', 'isc.h': 'iscsi', 'scsi.h': 'scsi', 'bs.h': 'bs',
+    'pdu.h': 'pdu', 'dmv.h': 'dmv', 'isc.h': 'iscsi', 'scsi.h': 'scsi', 'bs.h': 'bs',
     'mp.h': 'mpath', 'ctl.h': 'ctl', 'conf.h': 'conf', 'net.h': 'net',
     'api_http.h': 'agent/http', 'api_err.h': 'agent/http', 'api_auth.h': 'agent/http',
     'api_rcache.h': 'agent/http', 'api_store.h': 'agent/store', 'api_etcd.h': 'agent/store',

@@ -17,9 +17,9 @@ int api_conf_validate(const json_t *cfg, struct gw_errlist *errs)
 	struct ctl_config c;
 	int r;
 
-	r = ctl_config_parse(cfg, &c, errs);
+	r = conf_parse(cfg, &c, errs);
 	if (r == 0)
-		ctl_config_free(&c);
+		conf_free(&c);
 	return r ? -EINVAL : 0;
 }
 

@@ -46,7 +46,7 @@ static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t
 		const char *name = json_string_value(json_object_get(t, "name"));
 
 		for (k = 0; k < ISC_PORTAL_NR; k++) {
-			const char *tn = isc_transport_name((int)k);
+			const char *tn = conf_transport_name((int)k);
 			unsigned int n = 0;
 
 			json_array_foreach(sessions, j, s) {

@@ -113,22 +113,22 @@ static json_t *schemas(void)
 {
 	json_t *sc = json_object(), *o;
 
-	json_object_set_new(sc, "Chap", table(isc_chap_conf_keys));
-	json_object_set_new(sc, "Params", table(isc_param_conf_keys));
-	json_object_set_new(sc, "Portal", table(isc_portal_conf_keys));
-	json_object_set_new(sc, "Backstore", table(bs_conf_keys));
-	json_object_set_new(sc, "Gateway", table(ctl_gateway_conf_keys));
-	o = table(isc_initiator_conf_keys);
+	json_object_set_new(sc, "Chap", table(conf_chap_keys));
+	json_object_set_new(sc, "Params", table(conf_param_keys));
+	json_object_set_new(sc, "Portal", table(conf_portal_keys));
+	json_object_set_new(sc, "Backstore", table(conf_bs_keys));
+	json_object_set_new(sc, "Gateway", table(conf_gateway_keys));
+	o = table(conf_initiator_keys);
 	add_prop(o, "chap", ref("Chap"));
 	json_object_set_new(sc, "Acl", o);
-	o = table(scsi_lu_conf_keys);
+	o = table(conf_lu_keys);
 	add_prop(o, "backstore", ref("Backstore"));
 	add_prop(o, "status", lun_status_schema());
 	json_object_set_new(sc, "Lun", o);
-	o = table(isc_discovery_conf_keys);
+	o = table(conf_discovery_keys);
 	add_prop(o, "chap", ref("Chap"));
 	json_object_set_new(sc, "Discovery", o);
-	o = table(isc_target_conf_keys);
+	o = table(conf_target_keys);
 	add_prop(o, "chap", ref("Chap"));
 	add_prop(o, "params", ref("Params"));
 	add_prop(o, "initiators", array_of("Acl"));
@@ -143,7 +143,7 @@ static json_t *schemas(void)
 	json_object_set_new(sc, "LunList", list_of("luns", "Lun"));
 	json_object_set_new(sc, "AclList", list_of("acls", "Acl"));
 	/* A listed portal also carries its live status (api_live.c), read-only. */
-	o = table(isc_portal_conf_keys);
+	o = table(conf_portal_keys);
 	add_prop(o, "status", json_pack(
 		"{s:s, s:b, s:{s:{s:s, s:b}, s:{s:s}, s:{s:s}}}", "type", "object", "readOnly", 1,
 		"properties", "listening", "type", "boolean", "nullable", 1, "bound", "type", "string",

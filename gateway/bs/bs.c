@@ -2,7 +2,7 @@
 /*
  * Backstore front: creation by type, submission with in-flight accounting, and the deferred
  * completion queue the in-memory backstores complete through. The configuration table is
- * gateway/conf/bs_conf.c.
+ * gateway/conf/conf_bs.c.
  */
 #include <errno.h>
 #include <stddef.h>

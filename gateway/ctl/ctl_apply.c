@@ -29,7 +29,7 @@ static void ctl_conf_hold_put(struct ctl_conf_hold *h)
 {
 	if (!h || --h->refs > 0)
 		return;
-	isc_gw_conf_free(h->conf);
+	conf_gw_free(h->conf);
 	free(h->conf);
 	free(h);
 }
@@ -45,8 +45,8 @@ static bool ctl_lun_same(const struct isc_lun_conf *a, const struct isc_lun_conf
 	bool same;
 
 	/* Owner and ALUA group change in place (a cluster failover must not reopen the LU). */
-	ja = gw_conf_to_json(scsi_lu_conf_keys, &a->lu, false);
-	jb = gw_conf_to_json(scsi_lu_conf_keys, &b->lu, false);
+	ja = gw_conf_to_json(conf_lu_keys, &a->lu, false);
+	jb = gw_conf_to_json(conf_lu_keys, &b->lu, false);
 	json_object_del(ja, "owner");
 	json_object_del(ja, "alua_group");
 	json_object_del(ja, "alua_pending");
@@ -59,9 +59,9 @@ static bool ctl_lun_same(const struct isc_lun_conf *a, const struct isc_lun_conf
 	if (!same)
 		return false;
 	/* The whole backstore object: a remote one's paths and policies are not in
-	 * bs_conf_keys. */
-	ja = bs_conf_to_json(&a->bs, false);
-	jb = bs_conf_to_json(&b->bs, false);
+	 * conf_bs_keys. */
+	ja = conf_bs_to_json(&a->bs, false);
+	jb = conf_bs_to_json(&b->bs, false);
 	same = ja && jb && json_equal(ja, jb);
 	json_decref(ja);
 	json_decref(jb);
@@ -109,7 +109,7 @@ static void ctl_lun_pending_free(struct ctl_lun_pending *lp)
 	gw_list_del(&lp->blk.node);
 	if (lp->bs)
 		ctl_bs_close(lp->bs);
-	gw_conf_free(scsi_lu_conf_keys, &lp->lu);
+	gw_conf_free(conf_lu_keys, &lp->lu);
 	free(lp);
 }
 
@@ -194,13 +194,13 @@ static void ctl_lun_replace(struct isc_target *t, uint64_t lun, const struct scs
 	lp->bs = bs;
 	if (lu) {
 		/* A copy through the table, so the pending entry owns its strings. */
-		json_t *j = gw_conf_to_json(scsi_lu_conf_keys, lu, false);
+		json_t *j = gw_conf_to_json(conf_lu_keys, lu, false);
 		struct gw_errlist errs;
 
 		gw_errlist_init(&errs);
-		gw_conf_defaults(scsi_lu_conf_keys, &lp->lu);
+		gw_conf_defaults(conf_lu_keys, &lp->lu);
 		if (j)
-			gw_conf_parse(scsi_lu_conf_keys, &lp->lu, j, "", NULL, &errs);
+			gw_conf_parse(conf_lu_keys, &lp->lu, j, "", NULL, &errs);
 		json_decref(j);
 		gw_errlist_fini(&errs);
 	}
@@ -428,7 +428,7 @@ fail:
 	free(new_p);
 	free(luns);
 	free(hold);
-	isc_gw_conf_free(nc);
+	conf_gw_free(nc);
 	free(nc);
 	return r ? r : -EINVAL;
 }
@@ -472,7 +472,7 @@ json_t *ctl_gw_state(struct isc_gw *gw)
 	gw_list_for_each_entry(p, &gw->portals, node) {
 		json_t *po = json_pack(
 			"{s:s, s:s, s:s, s:i, s:b, s:s?}", "name", p->conf->name,
-			"transport", isc_transport_name(p->conf->transport),
+			"transport", conf_transport_name(p->conf->transport),
 			"address", p->conf->address ? p->conf->address : "",
 			"port", (int)p->conf->port, "listening", p->dp && p->dp->listening,
 			"bound", p->dp && p->dp->listening ? p->dp->addr : NULL);

@@ -182,7 +182,7 @@ int ctl_gw_create_loops(struct gw_loop *loop, struct gw_loops *loops, struct isc
 	int r;
 
 	if (!gw) {
-		isc_gw_conf_free(conf);
+		conf_gw_free(conf);
 		free(conf);
 		return -ENOMEM;
 	}
@@ -229,7 +229,7 @@ int ctl_gw_listen(struct isc_gw *gw)
 			.address = p->conf->address,
 			.port = (uint16_t)p->conf->port,
 		};
-		const char *tn = isc_transport_name(p->conf->transport);
+		const char *tn = conf_transport_name(p->conf->transport);
 		struct dmv_portal *dp;
 
 		if (p->dp)

@@ -92,32 +92,32 @@ struct ctl_sock {
 
 static json_t *dump_chap(const struct isc_chap_conf *c, bool mask)
 {
-	return gw_conf_to_json(isc_chap_conf_keys, c, mask);
+	return gw_conf_to_json(conf_chap_keys, c, mask);
 }
 
 static json_t *dump_target(const struct isc_target_conf *t, bool mask)
 {
-	json_t *o = gw_conf_to_json(isc_target_conf_keys, t, mask), *a;
+	json_t *o = gw_conf_to_json(conf_target_keys, t, mask), *a;
 	size_t i;
 
 	if (!o)
 		return NULL;
 	a = json_array();
 	for (i = 0; i < t->ninitiators; i++) {
-		json_t *e = gw_conf_to_json(isc_initiator_conf_keys, &t->initiators[i], mask);
+		json_t *e = gw_conf_to_json(conf_initiator_keys, &t->initiators[i], mask);
 
 		json_object_set_new(e, "chap", dump_chap(&t->initiators[i].chap, mask));
 		json_array_append_new(a, e);
 	}
 	json_object_set_new(o, "initiators", a);
 	json_object_set_new(o, "chap", dump_chap(&t->chap, mask));
-	json_object_set_new(o, "params", gw_conf_to_json(isc_param_conf_keys, &t->params, mask));
+	json_object_set_new(o, "params", gw_conf_to_json(conf_param_keys, &t->params, mask));
 	a = json_array();
 	for (i = 0; i < t->nluns; i++) {
-		json_t *e = gw_conf_to_json(scsi_lu_conf_keys, &t->luns[i].lu, mask);
+		json_t *e = gw_conf_to_json(conf_lu_keys, &t->luns[i].lu, mask);
 
-		/* bs_conf_to_json: a remote backstore's policies and paths come with it. */
-		json_object_set_new(e, "backstore", bs_conf_to_json(&t->luns[i].bs, mask));
+		/* conf_bs_to_json: a remote backstore's policies and paths come with it. */
+		json_object_set_new(e, "backstore", conf_bs_to_json(&t->luns[i].bs, mask));
 		json_array_append_new(a, e);
 	}
 	json_object_set_new(o, "luns", a);
@@ -133,14 +133,14 @@ json_t *ctl_config_dump(const struct isc_gw_conf *c, const struct ctl_gateway_co
 	if (!root)
 		return NULL;
 	if (g)
-		json_object_set_new(root, "gateway", gw_conf_to_json(ctl_gateway_conf_keys, g,
+		json_object_set_new(root, "gateway", gw_conf_to_json(conf_gateway_keys, g,
 								     mask_secrets));
 	a = json_array();
 	for (i = 0; i < c->nportals; i++)
-		json_array_append_new(a, gw_conf_to_json(isc_portal_conf_keys, &c->portals[i],
+		json_array_append_new(a, gw_conf_to_json(conf_portal_keys, &c->portals[i],
 							 mask_secrets));
 	json_object_set_new(root, "portals", a);
-	d = gw_conf_to_json(isc_discovery_conf_keys, &c->discovery, mask_secrets);
+	d = gw_conf_to_json(conf_discovery_keys, &c->discovery, mask_secrets);
 	json_object_set_new(d, "chap", dump_chap(&c->discovery.chap, mask_secrets));
 	json_object_set_new(root, "discovery", d);
 	a = json_array();
@@ -150,7 +150,7 @@ json_t *ctl_config_dump(const struct isc_gw_conf *c, const struct ctl_gateway_co
 	if (c->ngroups) {
 		a = json_array();
 		for (i = 0; i < c->ngroups; i++)
-			json_array_append_new(a, gw_conf_to_json(isc_group_conf_keys, &c->groups[i],
+			json_array_append_new(a, gw_conf_to_json(conf_group_keys, &c->groups[i],
 								 mask_secrets));
 		json_object_set_new(root, "cluster", json_pack("{s:o}", "groups", a));
 	}
@@ -647,7 +647,7 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 	if (!json_is_object(cfg))
 		return fail("bad_request", "apply needs a \"config\" object");
 	gw_errlist_init(&errs);
-	if (ctl_config_parse(cfg, &c, &errs)) {
+	if (conf_parse(cfg, &c, &errs)) {
 		reply = errs_json("invalid", &errs);
 		gw_errlist_fini(&errs);
 		return reply;
@@ -659,7 +659,7 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 			gw_errlist_add(&errs, "", "%s", strerror(-r));
 		reply = errs_json("apply_failed", &errs);
 		gw_errlist_fini(&errs);
-		ctl_config_free(&c);
+		conf_free(&c);
 		return reply;
 	}
 	gw_errlist_fini(&errs);
@@ -706,7 +706,7 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 		fence_set(cs, true);
 	if (cs->pr_cluster)
 		pr_set_mode(cs);
-	ctl_config_free(&c);
+	conf_free(&c);
 	cs->applies++;
 	/* Portals may have come or gone: their chains and verdicts follow. */
 	if (cs->net)
@@ -1075,7 +1075,7 @@ fail_timer:
 fail:
 	if (s->fd >= 0)
 		close(s->fd);
-	gw_conf_free(ctl_gateway_conf_keys, &s->gconf);
+	gw_conf_free(conf_gateway_keys, &s->gconf);
 	free(s->path);
 	free(s);
 	return r;
@@ -1122,7 +1122,7 @@ void ctl_sock_destroy(struct ctl_sock *s)
 		close(s->fd);
 		unlink(s->path);
 	}
-	gw_conf_free(ctl_gateway_conf_keys, &s->gconf);
+	gw_conf_free(conf_gateway_keys, &s->gconf);
 	free(s->path);
 	free(s);
 }

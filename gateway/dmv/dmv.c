@@ -28,7 +28,7 @@ const struct dmv_transport *dmv_transport_find(const char *name)
 }
 
 int dmv_listen(const char *transport, struct gw_loop *loop, const struct dmv_portal_conf *conf,
-	       struct isc_pdu_pool *pool, struct dmv_portal **out)
+	       struct pdu_pool *pool, struct dmv_portal **out)
 {
 	const struct dmv_transport *tp = dmv_transport_find(transport);
 
@@ -57,12 +57,12 @@ uint32_t dmv_conn_next_ttt(struct dmv_conn *c)
 	return ttt;
 }
 
-struct isc_pdu *dmv_r2t_next(struct dmv_task *t, bool *nopdu)
+struct pdu *dmv_r2t_next(struct dmv_task *t, bool *nopdu)
 {
 	const struct dmv_conn_params *p = &t->conn->params;
 	uint32_t max_r2t = p->max_outstanding_r2t ? p->max_outstanding_r2t : 1;
 	uint32_t mbl = p->max_burst_length ? p->max_burst_length : 262144;
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 	struct dmv_r2t *r;
 	uint32_t n;
 
@@ -70,7 +70,7 @@ struct isc_pdu *dmv_r2t_next(struct dmv_task *t, bool *nopdu)
 		max_r2t = DMV_R2T_MAX;
 	if (!t->getting || t->aborted || t->nr2t >= max_r2t || t->sol_next >= t->len)
 		return NULL;
-	pdu = isc_pdu_get(t->conn->pool);
+	pdu = pdu_get(t->conn->pool);
 	if (!pdu) {
 		if (nopdu)
 			*nopdu = true;
@@ -89,12 +89,12 @@ struct isc_pdu *dmv_r2t_next(struct dmv_task *t, bool *nopdu)
 	pdu->bhs[0] = ISC_OP_R2T;
 	pdu->bhs[1] = ISC_FL_F;
 	memcpy(pdu->bhs + 8, t->lun, 8);
-	isc_put32(pdu->bhs, 16, t->itt);
-	isc_put32(pdu->bhs, 20, r->ttt);
+	pdu_put32(pdu->bhs, 16, t->itt);
+	pdu_put32(pdu->bhs, 20, r->ttt);
 	t->conn->cb->stamp(t->conn, pdu->bhs);
-	isc_put32(pdu->bhs, 36, t->r2tsn++);
-	isc_put32(pdu->bhs, 40, r->off);
-	isc_put32(pdu->bhs, 44, r->len);
+	pdu_put32(pdu->bhs, 36, t->r2tsn++);
+	pdu_put32(pdu->bhs, 40, r->off);
+	pdu_put32(pdu->bhs, 44, r->len);
 	return pdu;
 }
 
@@ -186,9 +186,9 @@ static struct dmv_r2t *dmv_task_find_r2t(struct dmv_task *t, uint32_t ttt)
 int dmv_dataout_begin(struct dmv_conn *c, const uint8_t *bhs, struct dmv_task **task,
 		      uint8_t **dst)
 {
-	uint32_t itt = isc_bhs_itt(bhs), ttt = isc_get32(bhs, 20);
-	uint32_t datasn = isc_get32(bhs, 36), off = isc_get32(bhs, 40);
-	uint32_t dsl = isc_bhs_dsl(bhs);
+	uint32_t itt = pdu_bhs_itt(bhs), ttt = pdu_get32(bhs, 20);
+	uint32_t datasn = pdu_get32(bhs, 36), off = pdu_get32(bhs, 40);
+	uint32_t dsl = pdu_bhs_dsl(bhs);
 	struct dmv_task *t;
 
 	*task = NULL;
@@ -244,7 +244,7 @@ fail:
 
 int dmv_dataout_end(struct dmv_conn *c, struct dmv_task *t, const uint8_t *bhs)
 {
-	uint32_t ttt = isc_get32(bhs, 20), dsl = isc_bhs_dsl(bhs);
+	uint32_t ttt = pdu_get32(bhs, 20), dsl = pdu_bhs_dsl(bhs);
 	bool final = bhs[1] & ISC_FL_F;
 
 	if (t->aborted || t->error)

@@ -156,15 +156,15 @@ static int iser_post_send(struct iser_conn *ic, struct ibv_send_wr *wr)
 	return 0;
 }
 
-static void iser_pdu_finish(struct isc_pdu *pdu, int status)
+static void iser_pdu_finish(struct pdu *pdu, int status)
 {
 	if (pdu->done)
 		pdu->done(pdu, status);
-	isc_pdu_put(pdu);
+	pdu_put(pdu);
 }
 
 /* Copies pdu into a send slot behind an iSER header and posts it. */
-static int iser_tx_post(struct iser_conn *ic, struct iser_tx *tx, struct isc_pdu *pdu)
+static int iser_tx_post(struct iser_conn *ic, struct iser_tx *tx, struct pdu *pdu)
 {
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
@@ -174,7 +174,7 @@ static int iser_tx_post(struct iser_conn *ic, struct iser_tx *tx, struct isc_pdu
 
 	if (len > ISER_SLOT_LEN) {
 		gw_err_rl("dmv", "%s: %s with a %u-byte data segment does not fit a send buffer",
-			  ic->base.peer, isc_opcode_name(isc_bhs_opcode(pdu->bhs)),
+			  ic->base.peer, pdu_opcode_name(pdu_bhs_opcode(pdu->bhs)),
 			  pdu->data_len);
 		return -EMSGSIZE;
 	}
@@ -193,10 +193,10 @@ static int iser_tx_post(struct iser_conn *ic, struct iser_tx *tx, struct isc_pdu
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED;
-	if (isc_bhs_opcode(pdu->bhs) == ISC_OP_SCSI_RSP) {
+	if (pdu_bhs_opcode(pdu->bhs) == ISC_OP_SCSI_RSP) {
 		/* The command is over: its STags go, and with Send with Invalidate the
 		 * initiator's registration of them too (RFC 7145 §7.3.4). */
-		tag = dmv_iser_tag_find(&ic->tags, isc_bhs_itt(pdu->bhs));
+		tag = dmv_iser_tag_find(&ic->tags, pdu_bhs_itt(pdu->bhs));
 		if (tag && ic->use_send_inv && (tag->rsv || tag->wsv)) {
 			wr.opcode = IBV_WR_SEND_WITH_INV;
 			wr.invalidate_rkey = tag->rsv ? tag->read_stag : tag->write_stag;
@@ -216,7 +216,7 @@ static void iser_tx_flush(struct iser_conn *ic)
 {
 	while (!gw_list_empty(&ic->txq) && !gw_list_empty(&ic->tx_free) &&
 	       ic->state == IC_UP && !ic->base.lost) {
-		struct isc_pdu *pdu = gw_list_first_entry(&ic->txq, struct isc_pdu, node);
+		struct pdu *pdu = gw_list_first_entry(&ic->txq, struct pdu, node);
 		struct iser_tx *tx = gw_list_first_entry(&ic->tx_free, struct iser_tx, node);
 		int r;
 
@@ -235,10 +235,10 @@ static void iser_tx_flush(struct iser_conn *ic)
 	}
 }
 
-static int iser_queue(struct iser_conn *ic, struct isc_pdu *pdu)
+static int iser_queue(struct iser_conn *ic, struct pdu *pdu)
 {
 	if (ic->base.closed || ic->base.lost) {
-		isc_pdu_put(pdu);
+		pdu_put(pdu);
 		return -ECONNRESET;
 	}
 	gw_list_add_tail(&ic->txq, &pdu->node);
@@ -246,7 +246,7 @@ static int iser_queue(struct iser_conn *ic, struct isc_pdu *pdu)
 	return 0;
 }
 
-static int iser_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)
+static int iser_send_pdu(struct dmv_conn *c, struct pdu *pdu)
 {
 	return iser_queue(gw_container_of(c, struct iser_conn, base), pdu);
 }
@@ -289,7 +289,7 @@ static void iser_xfer_maybe_free(struct iser_xfer *x)
 	if (x->t || x->inflight || x->rsp_pending || x->waiting)
 		return;
 	if (x->rsp)
-		isc_pdu_put(x->rsp);
+		pdu_put(x->rsp);
 	gw_list_del(&x->cnode);
 	free(x);
 }
@@ -319,7 +319,7 @@ static void iser_task_done(struct dmv_task *t, int status)
 	fn(t, status);
 }
 
-static void iser_put_sent(struct isc_pdu *pdu, int status)
+static void iser_put_sent(struct pdu *pdu, int status)
 {
 	struct iser_xfer *x = pdu->priv;
 	struct dmv_task *t = x->t;
@@ -411,7 +411,7 @@ static int iser_xfer_post(struct iser_conn *ic, struct iser_xfer *x)
 	/* All Writes are on the send queue: the status Send goes behind them, and RC ordering
 	 * places the data before the initiator sees the response. */
 	if (!x->read && x->rsp) {
-		struct isc_pdu *rsp = x->rsp;
+		struct pdu *rsp = x->rsp;
 
 		x->rsp = NULL;
 		rsp->done = iser_put_sent;
@@ -470,14 +470,14 @@ static void iser_xfer_start(struct iser_conn *ic, struct iser_xfer *x)
 	iser_kick(ic);
 }
 
-static int iser_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
+static int iser_put_data(struct dmv_task *t, uint32_t len, struct pdu *rsp)
 {
 	struct iser_conn *ic = gw_container_of(t->conn, struct iser_conn, base);
 	struct dmv_iser_tag *tag;
 	struct iser_xfer *x;
 
 	if (ic->base.closed || ic->base.lost || ic->state != IC_UP) {
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 		return -ECONNRESET;
 	}
 	if (len > t->len)
@@ -488,12 +488,12 @@ static int iser_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 	if (len && (!tag || !tag->rsv)) {
 		gw_warn_rl("dmv", "%s: ITT 0x%x: %u bytes to send but the command carried no "
 			   "read STag", ic->base.peer, t->itt, len);
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 		return -EPROTO;
 	}
 	x = iser_xfer_new(ic, t, false);
 	if (!x) {
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 		return -ENOMEM;
 	}
 	if (tag) {
@@ -644,7 +644,7 @@ static int iser_post_recv(struct iser_conn *ic, struct iser_rx *rx)
 static void iser_record_tags(struct iser_conn *ic, const struct dmv_iser_hdr *h, const uint8_t *bhs)
 {
 	struct dmv_iser_tag tag = {
-		.itt = isc_bhs_itt(bhs),
+		.itt = pdu_bhs_itt(bhs),
 		.rsv = h->flags & ISER_RSV, .wsv = h->flags & ISER_WSV,
 		.read_stag = h->read_stag, .read_va = h->read_va,
 		.write_stag = h->write_stag, .write_va = h->write_va,
@@ -666,9 +666,9 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	const uint8_t *bhs, *ahs, *data;
 	uint32_t ahs_len, dsl;
 	uint8_t reason = 0;
-	enum isc_bhs_verdict v;
+	enum pdu_bhs_verdict v;
 	const char *why;
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 	bool no_imm = false;
 
 	if (dmv_iser_hdr_parse(buf, n, &h)) {
@@ -689,16 +689,16 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 		return -EPROTO;
 	}
 	bhs = buf + ISER_HDR_LEN;
-	v = isc_bhs_check(bhs, ic->base.params.max_recv_dsl, &reason, &why);
+	v = pdu_bhs_check(bhs, ic->base.params.max_recv_dsl, &reason, &why);
 	if (v == ISC_BHS_FATAL) {
 		gw_warn_rl("dmv", "%s: %s (opcode 0x%02x, %u bytes): dropping the connection",
-			   ic->base.peer, why, isc_bhs_opcode(bhs), isc_bhs_dsl(bhs));
+			   ic->base.peer, why, pdu_bhs_opcode(bhs), pdu_bhs_dsl(bhs));
 		return -EPROTO;
 	}
-	ahs_len = isc_bhs_ahs_len(bhs);
-	dsl = isc_bhs_dsl(bhs);
+	ahs_len = pdu_bhs_ahs_len(bhs);
+	dsl = pdu_bhs_dsl(bhs);
 	if ((uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + ahs_len + dsl > n &&
-	    isc_bhs_opcode(bhs) == ISC_OP_SCSI_CMD && (h.flags & ISER_WSV) &&
+	    pdu_bhs_opcode(bhs) == ISC_OP_SCSI_CMD && (h.flags & ISER_WSV) &&
 	    ISER_HDR_LEN + ISC_BHS_LEN + ahs_len == n) {
 		/* libiscsi 1.19 announces immediate data it never puts in the Send, with the write
 		 * VA at the start of its buffer: take it all by RDMA Read instead. */
@@ -709,7 +709,7 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	}
 	if ((uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + ahs_len + dsl > n) {
 		gw_warn_rl("dmv", "%s: %s claims %u + %u bytes, the message has %u: dropping the "
-			   "connection", ic->base.peer, isc_opcode_name(isc_bhs_opcode(bhs)),
+			   "connection", ic->base.peer, pdu_opcode_name(pdu_bhs_opcode(bhs)),
 			   ahs_len, dsl, n);
 		return -EPROTO;
 	}
@@ -719,11 +719,11 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	ic->base.rx_bytes += n;
 	if (v != ISC_BHS_OK) {
 		gw_warn_rl("dmv", "%s: rejecting %s (opcode 0x%02x): %s", ic->base.peer,
-			   isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_opcode(bhs), why);
+			   pdu_opcode_name(pdu_bhs_opcode(bhs)), pdu_bhs_opcode(bhs), why);
 		ic->base.cb->reject(&ic->base, bhs, reason);
 		return 0;
 	}
-	if (isc_bhs_opcode(bhs) == ISC_OP_DATA_OUT) {
+	if (pdu_bhs_opcode(bhs) == ISC_OP_DATA_OUT) {
 		struct dmv_task *t;
 		uint8_t *dst;
 		int r;
@@ -741,25 +741,25 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 		memcpy(dst, data, dsl);
 		return dmv_dataout_end(&ic->base, t, bhs);
 	}
-	pdu = isc_pdu_get(ic->base.pool);
+	pdu = pdu_get(ic->base.pool);
 	if (!pdu)
 		return -ENOMEM;
 	memcpy(pdu->bhs, bhs, ISC_BHS_LEN);
 	if (no_imm)
-		isc_put24(pdu->bhs, 5, 0);
-	if ((ahs_len && isc_pdu_alloc_ahs(pdu, ahs_len)) ||
-	    (dsl && isc_pdu_alloc_data(pdu, dsl))) {
-		isc_pdu_put(pdu);
+		pdu_put24(pdu->bhs, 5, 0);
+	if ((ahs_len && pdu_alloc_ahs(pdu, ahs_len)) ||
+	    (dsl && pdu_alloc_data(pdu, dsl))) {
+		pdu_put(pdu);
 		return -ENOMEM;
 	}
 	if (ahs_len)
 		memcpy(pdu->ahs, ahs, ahs_len);
 	if (dsl)
 		memcpy(pdu->data, data, dsl);
-	if (isc_bhs_opcode(bhs) == ISC_OP_SCSI_CMD)
+	if (pdu_bhs_opcode(bhs) == ISC_OP_SCSI_CMD)
 		iser_record_tags(ic, &h, bhs);
 	ic->base.cb->rx_pdu(&ic->base, pdu);
-	isc_pdu_put(pdu);
+	pdu_put(pdu);
 	return 0;
 }
 
@@ -799,7 +799,7 @@ static void iser_wc(struct iser_conn *ic, const struct ibv_wc *wc)
 	}
 	case WR_TX: {
 		struct iser_tx *tx = gw_container_of(w, struct iser_tx, wr);
-		struct isc_pdu *pdu = tx->pdu;
+		struct pdu *pdu = tx->pdu;
 
 		tx->pdu = NULL;
 		ic->tx_busy--;
@@ -920,7 +920,7 @@ static void iser_conn_destroy(struct iser_conn *ic)
 		struct iser_xfer *x = gw_list_first_entry(&ic->xfers, struct iser_xfer, cnode);
 
 		if (x->rsp)
-			isc_pdu_put(x->rsp);
+			pdu_put(x->rsp);
 		gw_list_del(&x->cnode);
 		free(x);
 	}
@@ -1006,19 +1006,19 @@ static void iser_close(struct dmv_conn *c)
 	/* Tasks are the iSCSI layer's again; what is in flight completes into nothing. */
 	gw_list_for_each_entry_safe(x, xt, &ic->xfers, cnode) {
 		if (x->rsp) {
-			isc_pdu_put(x->rsp);
+			pdu_put(x->rsp);
 			x->rsp = NULL;
 		}
 		iser_xfer_detach(x);
 	}
 	while (!gw_list_empty(&ic->txq)) {
-		struct isc_pdu *pdu = gw_list_first_entry(&ic->txq, struct isc_pdu, node);
+		struct pdu *pdu = gw_list_first_entry(&ic->txq, struct pdu, node);
 
 		gw_list_del(&pdu->node);
 		iser_pdu_finish(pdu, -ECONNRESET);
 	}
 	for (i = 0; i < ISER_NTX; i++) {
-		struct isc_pdu *pdu = ic->tx[i].pdu;
+		struct pdu *pdu = ic->tx[i].pdu;
 
 		if (pdu) {
 			ic->tx[i].pdu = NULL;
@@ -1568,7 +1568,7 @@ static int iser_rehome(struct dmv_portal *p, bool close_conns)
 }
 
 static int iser_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
-		       struct isc_pdu_pool *pool, struct dmv_portal **out)
+		       struct pdu_pool *pool, struct dmv_portal **out)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST |
 				  AI_PASSIVE | AI_NUMERICSERV };

@@ -51,7 +51,7 @@ struct iser_tx {
 	struct iser_wr wr;
 	struct gw_list node;		/* free list */
 	uint8_t *buf;
-	struct isc_pdu *pdu;		/* NULL: a raw iSER message (HelloReply) or dropped */
+	struct pdu *pdu;		/* NULL: a raw iSER message (HelloReply) or dropped */
 };
 
 struct iser_conn;
@@ -116,7 +116,7 @@ struct iser_xfer {
 	uint32_t base;
 	uint32_t next, end;
 	uint32_t inflight;
-	struct isc_pdu *rsp;		/* Put_Data: the status, sent after the last Write */
+	struct pdu *rsp;		/* Put_Data: the status, sent after the last Write */
 	bool rsp_pending;		/* rsp posted, its completion not seen */
 };
 
@@ -203,7 +203,7 @@ struct iser_portal {
 	struct gw_loops *loops;
 	unsigned nloops;		/* pl[0 .. nloops) */
 	/* pools[i]: loop i's PDU pool for the connections placed there (NULL: base.pool) */
-	struct isc_pdu_pool *pools[GW_LOOPS_MAX];
+	struct pdu_pool *pools[GW_LOOPS_MAX];
 	struct iser_ploop pl[GW_LOOPS_MAX];
 };
 

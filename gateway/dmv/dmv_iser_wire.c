@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "dmv_iser.h"
-#include "isc_pdu.h"
+#include "pdu.h"
 
 static uint64_t dmv_iser_get64(const uint8_t *b)
 {
-	return (uint64_t)isc_get32(b, 0) << 32 | isc_get32(b, 4);
+	return (uint64_t)pdu_get32(b, 0) << 32 | pdu_get32(b, 4);
 }
 
 /* Parses the 28-byte iSER header at b (len bytes available). 0 or -EPROTO. */
@@ -22,9 +22,9 @@ int dmv_iser_hdr_parse(const uint8_t *b, size_t len, struct dmv_iser_hdr *h)
 	memcpy(h->raw, b, 4);
 	h->opcode = b[0] >> 4;
 	h->flags = b[0] & 0x0f;
-	h->write_stag = isc_get32(b, 4);
+	h->write_stag = pdu_get32(b, 4);
 	h->write_va = dmv_iser_get64(b + 8);
-	h->read_stag = isc_get32(b, 16);
+	h->read_stag = pdu_get32(b, 16);
 	h->read_va = dmv_iser_get64(b + 20);
 	return 0;
 }
@@ -45,7 +45,7 @@ void dmv_iser_hdr_build_hello_reply(uint8_t *b, const struct dmv_iser_hdr *hello
 	memset(b, 0, ISER_HDR_LEN);
 	b[0] = (uint8_t)(ISER_OP_HELLO_REPLY << 4 | (ok ? 0 : ISER_HELLO_REJ));
 	b[1] = ISER_VERSION << 4 | (ok ? ISER_VERSION : 0);
-	isc_put16(b, 2, ord);
+	pdu_put16(b, 2, ord);
 }
 
 void dmv_iser_cm_parse(const void *pd, size_t len, struct dmv_iser_cm_info *ci)

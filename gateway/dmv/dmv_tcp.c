@@ -41,7 +41,7 @@ struct tcp_portal {
 	 * plus one per move in flight (atomic), so a portal destroyed meanwhile is freed by the
 	 * last move, which finds it dead and closes its connection. */
 	struct gw_loops *loops;
-	struct isc_pdu_pool *pools[GW_LOOPS_MAX];
+	struct pdu_pool *pools[GW_LOOPS_MAX];
 	uint32_t place_timeout_ms;
 	struct gw_list placing;		/* struct tcp_conn.pnode */
 	int refs;
@@ -72,7 +72,7 @@ struct tcp_conn {
 	uint8_t rx_pad[4];
 	uint8_t rx_reject;		/* Reject reason to send once the PDU is read, 0: none */
 	bool rx_hdig, rx_ddig;		/* digests expected on the PDU being read */
-	struct isc_pdu *rx_pdu;		/* PDU being read (not Data-Out) */
+	struct pdu *rx_pdu;		/* PDU being read (not Data-Out) */
 	struct dmv_task *rx_task;	/* Data-Out destination task */
 	uint8_t *rx_stage;
 	uint32_t stage_off, stage_len;
@@ -123,7 +123,7 @@ static const char *tcp_addr_str(const struct sockaddr_storage *ss, char *buf, si
 
 static void tcp_conn_lost(struct tcp_conn *tc, int err);
 
-static void tcp_pdu_digests(struct tcp_conn *tc, struct isc_pdu *pdu)
+static void tcp_pdu_digests(struct tcp_conn *tc, struct pdu *pdu)
 {
 	static const uint8_t zero[4];
 	uint32_t crc, pad;
@@ -137,7 +137,7 @@ static void tcp_pdu_digests(struct tcp_conn *tc, struct isc_pdu *pdu)
 		memcpy(pdu->hdig, &crc, 4);	/* digests travel little-endian (RFC 7143 B.4) */
 	}
 	if (pdu->tx_ddig) {
-		pad = isc_pad4(pdu->data_len) - pdu->data_len;
+		pad = pdu_pad4(pdu->data_len) - pdu->data_len;
 		crc = gw_crc32c(0, pdu->data, pdu->data_len);
 		if (pad)
 			crc = gw_crc32c(crc, zero, pad);
@@ -149,7 +149,7 @@ static void tcp_pdu_digests(struct tcp_conn *tc, struct isc_pdu *pdu)
 }
 
 /* The wire pieces of pdu from byte `skip` on. Returns the number of iovecs filled. */
-static int tcp_pdu_iov(const struct isc_pdu *pdu, uint32_t skip, struct iovec *iov, int max)
+static int tcp_pdu_iov(const struct pdu *pdu, uint32_t skip, struct iovec *iov, int max)
 {
 	static uint8_t zero[4];
 	struct {
@@ -157,7 +157,7 @@ static int tcp_pdu_iov(const struct isc_pdu *pdu, uint32_t skip, struct iovec *i
 		uint32_t n;
 	} piece[6];
 	int np = 0, n = 0, i;
-	uint32_t pad = isc_pad4(pdu->data_len) - pdu->data_len;
+	uint32_t pad = pdu_pad4(pdu->data_len) - pdu->data_len;
 
 	piece[np++] = (typeof(piece[0])){ pdu->bhs, ISC_BHS_LEN };
 	if (pdu->ahs_len)
@@ -183,18 +183,18 @@ static int tcp_pdu_iov(const struct isc_pdu *pdu, uint32_t skip, struct iovec *i
 	return n;
 }
 
-static uint32_t tcp_pdu_wire_len(const struct isc_pdu *pdu)
+static uint32_t tcp_pdu_wire_len(const struct pdu *pdu)
 {
 	return ISC_BHS_LEN + pdu->ahs_len + (pdu->tx_hdig ? ISC_DIGEST_LEN : 0) +
-	       isc_pad4(pdu->data_len) + (pdu->tx_ddig ? ISC_DIGEST_LEN : 0);
+	       pdu_pad4(pdu->data_len) + (pdu->tx_ddig ? ISC_DIGEST_LEN : 0);
 }
 
-static void tcp_pdu_finish(struct isc_pdu *pdu, int status)
+static void tcp_pdu_finish(struct pdu *pdu, int status)
 {
 	gw_list_del(&pdu->node);
 	if (pdu->done)
 		pdu->done(pdu, status);
-	isc_pdu_put(pdu);
+	pdu_put(pdu);
 }
 
 static void tcp_update_events(struct tcp_conn *tc, bool want_out)
@@ -209,7 +209,7 @@ static void tcp_update_events(struct tcp_conn *tc, bool want_out)
 static void tcp_flush(struct tcp_conn *tc)
 {
 	struct iovec iov[TCP_IOV_MAX];
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 	ssize_t r;
 	int n;
 
@@ -235,7 +235,7 @@ static void tcp_flush(struct tcp_conn *tc)
 		while (r > 0 && !gw_list_empty(&tc->txq)) {
 			uint32_t left;
 
-			pdu = gw_list_first_entry(&tc->txq, struct isc_pdu, node);
+			pdu = gw_list_first_entry(&tc->txq, struct pdu, node);
 			left = tcp_pdu_wire_len(pdu) - pdu->tx_off;
 			if ((size_t)r < left) {
 				pdu->tx_off += (uint32_t)r;
@@ -259,10 +259,10 @@ static void tcp_flush_deferred(struct gw_defer *d)
 	tcp_flush(gw_container_of(d, struct tcp_conn, flush));
 }
 
-static int tcp_queue(struct tcp_conn *tc, struct isc_pdu *pdu)
+static int tcp_queue(struct tcp_conn *tc, struct pdu *pdu)
 {
 	if (tc->base.closed || tc->base.lost) {
-		isc_pdu_put(pdu);
+		pdu_put(pdu);
 		return -ECONNRESET;
 	}
 	tcp_pdu_digests(tc, pdu);
@@ -275,13 +275,13 @@ static int tcp_queue(struct tcp_conn *tc, struct isc_pdu *pdu)
 	return 0;
 }
 
-static int tcp_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)
+static int tcp_send_pdu(struct dmv_conn *c, struct pdu *pdu)
 {
 	return tcp_queue(gw_container_of(c, struct tcp_conn, base), pdu);
 }
 
 /* Put_Data: Data-In PDUs out of the task buffer, no copy. */
-static void tcp_put_done(struct isc_pdu *pdu, int status)
+static void tcp_put_done(struct pdu *pdu, int status)
 {
 	struct dmv_task *t = pdu->priv;
 
@@ -291,18 +291,18 @@ static void tcp_put_done(struct isc_pdu *pdu, int status)
 	t->done(t, 0);
 }
 
-static int tcp_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
+static int tcp_put_data(struct dmv_task *t, uint32_t len, struct pdu *rsp)
 {
 	struct tcp_conn *tc = gw_container_of(t->conn, struct tcp_conn, base);
 	const struct dmv_conn_params *p = &tc->base.params;
 	uint32_t off = 0, datasn = 0, seg = p->max_xmit_dsl ? p->max_xmit_dsl : 8192;
 	uint32_t mbl = p->max_burst_length ? p->max_burst_length : 262144;
 	bool collapse = rsp && rsp->data_len == 0;
-	struct isc_pdu *pdu, *last = NULL;
+	struct pdu *pdu, *last = NULL;
 	struct gw_list batch;
 
 	if (tc->base.closed || tc->base.lost) {
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 		return -ECONNRESET;
 	}
 	if (len > t->len)
@@ -317,17 +317,17 @@ static int tcp_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 			n = seg;
 		if (n > burst_left)
 			n = burst_left;
-		pdu = isc_pdu_get(tc->base.pool);
+		pdu = pdu_get(tc->base.pool);
 		if (!pdu)
 			goto nomem;
 		pdu->bhs[0] = ISC_OP_DATA_IN;
-		isc_put32(pdu->bhs, 16, t->itt);
-		isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
+		pdu_put32(pdu->bhs, 16, t->itt);
+		pdu_put32(pdu->bhs, 20, ISC_RSVD_TAG);
 		tc->base.cb->stamp(&tc->base, pdu->bhs);
-		isc_put32(pdu->bhs, 24, 0);	/* StatSN only with the S bit */
-		isc_put32(pdu->bhs, 36, datasn++);
-		isc_put32(pdu->bhs, 40, off);
-		isc_pdu_set_ext_data(pdu, t->buf + off, n);
+		pdu_put32(pdu->bhs, 24, 0);	/* StatSN only with the S bit */
+		pdu_put32(pdu->bhs, 36, datasn++);
+		pdu_put32(pdu->bhs, 40, off);
+		pdu_set_ext_data(pdu, t->buf + off, n);
 		off += n;
 		if (off == len || off % mbl == 0)
 			pdu->bhs[1] |= ISC_FL_F;
@@ -341,11 +341,11 @@ static int tcp_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 		last->bhs[3] = rsp->bhs[3];
 		memcpy(last->bhs + 24, rsp->bhs + 24, 12);
 		memcpy(last->bhs + 44, rsp->bhs + 44, 4);
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 		rsp = NULL;
 	}
 	if (rsp) {
-		isc_put32(rsp->bhs, 36, datasn);	/* ExpDataSN: Data-In PDUs sent */
+		pdu_put32(rsp->bhs, 36, datasn);	/* ExpDataSN: Data-In PDUs sent */
 		gw_list_add_tail(&batch, &rsp->node);
 		last = rsp;
 	}
@@ -355,18 +355,18 @@ static int tcp_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 	last->priv = t;
 	t->putting = true;
 	while (!gw_list_empty(&batch)) {
-		pdu = gw_list_first_entry(&batch, struct isc_pdu, node);
+		pdu = gw_list_first_entry(&batch, struct pdu, node);
 		gw_list_del(&pdu->node);
 		tcp_queue(tc, pdu);
 	}
 	return 0;
 nomem:
 	while (!gw_list_empty(&batch)) {
-		pdu = gw_list_first_entry(&batch, struct isc_pdu, node);
+		pdu = gw_list_first_entry(&batch, struct pdu, node);
 		gw_list_del(&pdu->node);
-		isc_pdu_put(pdu);
+		pdu_put(pdu);
 	}
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	gw_err_rl("dmv", "%s: out of PDUs for Data-In", tc->base.peer);
 	return -ENOMEM;
 }
@@ -375,7 +375,7 @@ nomem:
 static void tcp_solicit(struct dmv_task *t)
 {
 	struct tcp_conn *tc = gw_container_of(t->conn, struct tcp_conn, base);
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 	bool nopdu = false;
 
 	while ((pdu = dmv_r2t_next(t, &nopdu)))
@@ -439,9 +439,9 @@ static void tcp_rx_set(struct tcp_conn *tc, enum tcp_rx_state st, uint8_t *dst, 
 static int tcp_rx_header_done(struct tcp_conn *tc)
 {
 	const uint8_t *bhs = tc->rx_bhs;
-	uint32_t dsl = isc_bhs_dsl(bhs);
+	uint32_t dsl = pdu_bhs_dsl(bhs);
 
-	if (isc_bhs_opcode(bhs) == ISC_OP_DATA_OUT && !tc->rx_reject) {
+	if (pdu_bhs_opcode(bhs) == ISC_OP_DATA_OUT && !tc->rx_reject) {
 		struct dmv_task *t;
 		uint8_t *dst;
 		int r = dmv_dataout_begin(&tc->base, bhs, &t, &dst);
@@ -453,7 +453,7 @@ static int tcp_rx_header_done(struct tcp_conn *tc)
 		tc->rx_task = r == DMV_DO_OK ? t : NULL;
 		tc->rx_dst = r == DMV_DO_OK ? dst : NULL;
 	} else if (!tc->rx_reject) {
-		if (isc_pdu_alloc_data(tc->rx_pdu, dsl))
+		if (pdu_alloc_data(tc->rx_pdu, dsl))
 			return -ENOMEM;
 		tc->rx_dst = tc->rx_pdu->data;
 	} else {
@@ -467,20 +467,20 @@ static int tcp_rx_header_done(struct tcp_conn *tc)
 /* The whole PDU is in. */
 static int tcp_rx_pdu_done(struct tcp_conn *tc)
 {
-	struct isc_pdu *pdu = tc->rx_pdu;
+	struct pdu *pdu = tc->rx_pdu;
 	int r = 0;
 
 	tc->rx_pdu = NULL;
 	tc->base.rx_pdus++;
 	if (tc->rx_reject) {
 		tc->base.cb->reject(&tc->base, tc->rx_bhs, tc->rx_reject);
-	} else if (isc_bhs_opcode(tc->rx_bhs) == ISC_OP_DATA_OUT) {
+	} else if (pdu_bhs_opcode(tc->rx_bhs) == ISC_OP_DATA_OUT) {
 		if (tc->rx_task)
 			r = dmv_dataout_end(&tc->base, tc->rx_task, tc->rx_bhs);
 	} else {
 		tc->base.cb->rx_pdu(&tc->base, pdu);
 	}
-	isc_pdu_put(pdu);
+	pdu_put(pdu);
 	tcp_rx_reset(tc);
 	return r;
 }
@@ -493,20 +493,20 @@ static int tcp_rx_pdu_done(struct tcp_conn *tc)
  */
 static int tcp_rx_bad_data_digest(struct tcp_conn *tc)
 {
-	struct isc_pdu *pdu = tc->rx_pdu;
+	struct pdu *pdu = tc->rx_pdu;
 	const uint8_t *bhs = tc->rx_bhs;
 	int r = 0;
 
 	gw_warn_rl("dmv", "%s: data digest error on %s (ITT 0x%x): rejected", tc->base.peer,
-		   isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_itt(bhs));
+		   pdu_opcode_name(pdu_bhs_opcode(bhs)), pdu_bhs_itt(bhs));
 	tc->rx_pdu = NULL;
 	tc->base.rx_pdus++;
 	tc->base.cb->reject(&tc->base, bhs, ISC_REJ_DATA_DIGEST);
-	if (!tc->base.closed && isc_bhs_opcode(bhs) == ISC_OP_DATA_OUT && !tc->rx_reject &&
+	if (!tc->base.closed && pdu_bhs_opcode(bhs) == ISC_OP_DATA_OUT && !tc->rx_reject &&
 	    tc->rx_task)
 		r = dmv_dataout_bad_digest(&tc->base, tc->rx_task, bhs);
 	if (pdu)
-		isc_pdu_put(pdu);
+		pdu_put(pdu);
 	tcp_rx_reset(tc);
 	return r;
 }
@@ -521,36 +521,36 @@ static int tcp_rx_advance(struct tcp_conn *tc)
 
 	switch (tc->rx_state) {
 	case RX_BHS: {
-		enum isc_bhs_verdict v;
+		enum pdu_bhs_verdict v;
 
 		/* Digests are fixed per PDU when its header starts. */
 		tc->rx_hdig = tc->base.params.header_digest;
 		tc->rx_ddig = tc->base.params.data_digest;
-		v = isc_bhs_check(bhs, tc->base.params.max_recv_dsl, &tc->rx_reject, &why);
+		v = pdu_bhs_check(bhs, tc->base.params.max_recv_dsl, &tc->rx_reject, &why);
 		if (v == ISC_BHS_FATAL) {
 			gw_warn_rl("dmv", "%s: %s (opcode 0x%02x, %u bytes): dropping the "
-				   "connection", tc->base.peer, why, isc_bhs_opcode(bhs),
-				   isc_bhs_dsl(bhs));
+				   "connection", tc->base.peer, why, pdu_bhs_opcode(bhs),
+				   pdu_bhs_dsl(bhs));
 			return -EPROTO;
 		}
 		if (v != ISC_BHS_OK)
 			gw_warn_rl("dmv", "%s: rejecting %s (opcode 0x%02x): %s", tc->base.peer,
-				   isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_opcode(bhs), why);
-		if (isc_bhs_opcode(bhs) == ISC_OP_DATA_OUT && isc_bhs_ahs_len(bhs)) {
+				   pdu_opcode_name(pdu_bhs_opcode(bhs)), pdu_bhs_opcode(bhs), why);
+		if (pdu_bhs_opcode(bhs) == ISC_OP_DATA_OUT && pdu_bhs_ahs_len(bhs)) {
 			gw_warn_rl("dmv", "%s: Data-Out with an AHS: dropping the connection",
 				   tc->base.peer);
 			return -EPROTO;
 		}
-		if (isc_bhs_opcode(bhs) != ISC_OP_DATA_OUT || tc->rx_reject) {
-			tc->rx_pdu = isc_pdu_get(tc->base.pool);
+		if (pdu_bhs_opcode(bhs) != ISC_OP_DATA_OUT || tc->rx_reject) {
+			tc->rx_pdu = pdu_get(tc->base.pool);
 			if (!tc->rx_pdu)
 				return -ENOMEM;
 			memcpy(tc->rx_pdu->bhs, bhs, ISC_BHS_LEN);
 		}
 		if (tc->rx_hdig)
 			tc->rx_crc = gw_crc32c(0, bhs, ISC_BHS_LEN);
-		if (isc_bhs_ahs_len(bhs)) {
-			r = isc_pdu_alloc_ahs(tc->rx_pdu, isc_bhs_ahs_len(bhs));
+		if (pdu_bhs_ahs_len(bhs)) {
+			r = pdu_alloc_ahs(tc->rx_pdu, pdu_bhs_ahs_len(bhs));
 			if (r)
 				return r;
 			tcp_rx_set(tc, RX_AHS, tc->rx_pdu->ahs, tc->rx_pdu->ahs_len);
@@ -579,18 +579,18 @@ static int tcp_rx_advance(struct tcp_conn *tc)
 			return 0;
 		/* fall through */
 	case RX_DATA:
-		dsl = isc_bhs_dsl(bhs);
-		if (isc_pad4(dsl) != dsl) {
+		dsl = pdu_bhs_dsl(bhs);
+		if (pdu_pad4(dsl) != dsl) {
 			memset(tc->rx_pad, 0, sizeof(tc->rx_pad));
-			tcp_rx_set(tc, RX_PAD, tc->rx_pad, isc_pad4(dsl) - dsl);
+			tcp_rx_set(tc, RX_PAD, tc->rx_pad, pdu_pad4(dsl) - dsl);
 			return 0;
 		}
 		/* fall through */
 	case RX_PAD:
 		if (tc->rx_state == RX_PAD && tc->rx_ddig)
-			tc->rx_crc = gw_crc32c(tc->rx_crc, tc->rx_pad, isc_pad4(isc_bhs_dsl(bhs)) -
-					       isc_bhs_dsl(bhs));
-		if (tc->rx_ddig && isc_bhs_dsl(bhs)) {
+			tc->rx_crc = gw_crc32c(tc->rx_crc, tc->rx_pad, pdu_pad4(pdu_bhs_dsl(bhs)) -
+					       pdu_bhs_dsl(bhs));
+		if (tc->rx_ddig && pdu_bhs_dsl(bhs)) {
 			tcp_rx_set(tc, RX_DDIG, tc->rx_dig, ISC_DIGEST_LEN);
 			return 0;
 		}
@@ -704,7 +704,7 @@ static void tcp_conn_event(struct gw_watch *w, uint32_t events)
 static void tcp_drop_txq(struct tcp_conn *tc)
 {
 	while (!gw_list_empty(&tc->txq)) {
-		struct isc_pdu *pdu = gw_list_first_entry(&tc->txq, struct isc_pdu, node);
+		struct pdu *pdu = gw_list_first_entry(&tc->txq, struct pdu, node);
 
 		tc->txq_n--;
 		tcp_pdu_finish(pdu, -ECONNRESET);
@@ -774,7 +774,7 @@ static void tcp_close(struct dmv_conn *c)
 	 * status): one best-effort non-blocking write; the initiator is going away anyway. */
 	if (!c->lost && !gw_list_empty(&tc->txq)) {
 		struct iovec iov[TCP_IOV_MAX];
-		struct isc_pdu *pdu;
+		struct pdu *pdu;
 		int n = 0;
 
 		gw_list_for_each_entry(pdu, &tc->txq, node) {
@@ -787,7 +787,7 @@ static void tcp_close(struct dmv_conn *c)
 	}
 	tcp_drop_txq(tc);
 	if (tc->rx_pdu) {
-		isc_pdu_put(tc->rx_pdu);
+		pdu_put(tc->rx_pdu);
 		tc->rx_pdu = NULL;
 	}
 	close(tc->w.fd);
@@ -805,7 +805,7 @@ static void tcp_move_fn(struct gw_msg *m)
 	struct tcp_conn *tc = gw_container_of(m, struct tcp_conn, move);
 	struct tcp_portal *tp = gw_container_of(tc->base.portal, struct tcp_portal, base);
 	struct gw_loop *loop = tp->loops->loop[tc->loop_idx];
-	struct isc_pdu *pdu = NULL;
+	struct pdu *pdu = NULL;
 
 	tc->base.loop = loop;
 	tc->base.pool = tp->pools[tc->loop_idx] ? tp->pools[tc->loop_idx] : tp->base.pool;
@@ -818,12 +818,12 @@ static void tcp_move_fn(struct gw_msg *m)
 		tcp_portal_put(tp);
 		return;
 	}
-	pdu = isc_pdu_get(tc->base.pool);
-	if (!pdu || (tc->first_ahs && isc_pdu_alloc_ahs(pdu, tc->first_ahs)) ||
-	    (tc->first_len && isc_pdu_alloc_data(pdu, tc->first_len))) {
+	pdu = pdu_get(tc->base.pool);
+	if (!pdu || (tc->first_ahs && pdu_alloc_ahs(pdu, tc->first_ahs)) ||
+	    (tc->first_len && pdu_alloc_data(pdu, tc->first_len))) {
 		gw_err_rl("dmv", "%s: out of memory moving the connection", tc->base.peer);
 		if (pdu)
-			isc_pdu_put(pdu);
+			pdu_put(pdu);
 		tcp_close(&tc->base);
 		tcp_portal_put(tp);
 		return;
@@ -848,7 +848,7 @@ static void tcp_move_fn(struct gw_msg *m)
 		if (!tc->base.closed && !tc->base.lost)
 			tcp_readable(tc);
 	}
-	isc_pdu_put(pdu);
+	pdu_put(pdu);
 }
 
 /* After the listener's loop finished reading the first PDU (never inside the read, which
@@ -868,7 +868,7 @@ static void tcp_move_post(struct gw_defer *d)
 	}
 }
 
-static void tcp_place_rx(struct dmv_conn *c, struct isc_pdu *pdu)
+static void tcp_place_rx(struct dmv_conn *c, struct pdu *pdu)
 {
 	struct tcp_conn *tc = gw_container_of(c, struct tcp_conn, base);
 	struct tcp_portal *tp = tc->placing_tp;
@@ -1029,7 +1029,7 @@ static void tcp_accept(struct gw_watch *w, uint32_t events)
 }
 
 static int tcp_listen(struct gw_loop *loop, const struct dmv_portal_conf *conf,
-		      struct isc_pdu_pool *pool, struct dmv_portal **out)
+		      struct pdu_pool *pool, struct dmv_portal **out)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST |
 				  AI_PASSIVE | AI_NUMERICSERV };

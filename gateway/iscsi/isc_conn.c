@@ -37,16 +37,16 @@ static const struct isc_conn_ops isc_conn_ops = {
 /* ---------------------------------------------------------------------------------------- */
 /* Up-calls from the datamover */
 
-static void isc_conn_rx_pdu(struct dmv_conn *dc, struct isc_pdu *pdu)
+static void isc_conn_rx_pdu(struct dmv_conn *dc, struct pdu *pdu)
 {
 	struct isc_conn *c = isc_conn_of(dc);
-	uint8_t op = isc_bhs_opcode(pdu->bhs);
+	uint8_t op = pdu_bhs_opcode(pdu->bhs);
 
 	c->last_rx_ms = c->lp->loop->now_ms;
 	if (c->state == ISC_CONN_LOGIN) {
 		if (op != ISC_OP_LOGIN_REQ) {
 			gw_warn_rl("iscsi", "%s: %s during login: closing", dc->peer,
-				   isc_opcode_name(op));
+				   pdu_opcode_name(op));
 			isc_conn_close(c, "non-login PDU during login");
 			return;
 		}
@@ -57,7 +57,7 @@ static void isc_conn_rx_pdu(struct dmv_conn *dc, struct isc_pdu *pdu)
 		return;
 	/* ExpStatSN acknowledges status; at ERL 0 there is nothing to retransmit, so it is only
 	 * recorded. Data-Out never comes here. */
-	c->exp_stat_sn = isc_get32(pdu->bhs, 28);
+	c->exp_stat_sn = pdu_get32(pdu->bhs, 28);
 	if (c->async_out)
 		isc_async_acked(c);
 	switch (op) {
@@ -129,11 +129,11 @@ static void isc_conn_dmv_reject(struct dmv_conn *dc, const uint8_t *bhs, uint8_t
 	 * error to session recovery: the Reject goes out, then the connection closes, and the
 	 * initiator logs in again and re-issues its commands at once.
 	 */
-	if (reason == ISC_REJ_DATA_DIGEST && isc_bhs_opcode(bhs) == ISC_OP_SCSI_CMD && c->sess &&
+	if (reason == ISC_REJ_DATA_DIGEST && pdu_bhs_opcode(bhs) == ISC_OP_SCSI_CMD && c->sess &&
 	    !c->sess->params.error_recovery_level) {
 		gw_warn_rl("iscsi", "%s: ITT 0x%x: data digest error on immediate data at "
 			   "ErrorRecoveryLevel 0: closing the connection (session recovery)",
-			   c->dc->peer, isc_bhs_itt(bhs));
+			   c->dc->peer, pdu_bhs_itt(bhs));
 		isc_conn_reject_close(c, bhs, reason);
 		return;
 	}
@@ -301,7 +301,7 @@ static void isc_conn_do_close(struct isc_conn *c, const char *why)
  * -1 (the datamover's own least-loaded pick) when the first PDU names no target this gateway
  * has (discovery, a Login split over several PDUs).
  */
-static int isc_conn_place_new(struct isc_gw *gw, const struct isc_pdu *first)
+static int isc_conn_place_new(struct isc_gw *gw, const struct pdu *first)
 {
 	const struct gw_loops *set = gw->loops;
 	struct isc_kvlist keys;
@@ -335,7 +335,7 @@ static int isc_conn_place_new(struct isc_gw *gw, const struct isc_pdu *first)
 	return best;
 }
 
-int isc_conn_place(struct dmv_portal *dp, const struct isc_pdu *first)
+int isc_conn_place(struct dmv_portal *dp, const struct pdu *first)
 {
 	struct isc_portal *p = dp->priv;
 	struct isc_gw *gw = p->gw;
@@ -343,9 +343,9 @@ int isc_conn_place(struct dmv_portal *dp, const struct isc_pdu *first)
 	uint16_t tsih;
 	int li = -1;
 
-	if (isc_bhs_opcode(first->bhs) != ISC_OP_LOGIN_REQ)
+	if (pdu_bhs_opcode(first->bhs) != ISC_OP_LOGIN_REQ)
 		return -1;
-	tsih = isc_get16(first->bhs, 14);
+	tsih = pdu_get16(first->bhs, 14);
 	if (!tsih)
 		return isc_conn_place_new(gw, first);
 	/* A later connection of a session: on the session's loop, where its login looks the

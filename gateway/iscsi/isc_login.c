@@ -203,11 +203,11 @@ static bool isc_login_src_refused(struct isc_conn *c)
 
 /* ---------------------------------------------------------------------------------------- */
 
-static struct isc_pdu *isc_login_rsp(struct isc_conn *c, const uint8_t *req, uint8_t flags,
+static struct pdu *isc_login_rsp(struct isc_conn *c, const uint8_t *req, uint8_t flags,
 				     uint16_t tsih, uint16_t status)
 {
 	struct isc_login *l = c->login;
-	struct isc_pdu *pdu = isc_conn_new_pdu(c, ISC_OP_LOGIN_RSP, isc_bhs_itt(req));
+	struct pdu *pdu = isc_conn_new_pdu(c, ISC_OP_LOGIN_RSP, pdu_bhs_itt(req));
 
 	if (!pdu)
 		return NULL;
@@ -215,10 +215,10 @@ static struct isc_pdu *isc_login_rsp(struct isc_conn *c, const uint8_t *req, uin
 	pdu->bhs[2] = 0x00;	/* Version-max */
 	pdu->bhs[3] = 0x00;	/* Version-active */
 	memcpy(pdu->bhs + 8, req + 8, 6);
-	isc_put16(pdu->bhs, 14, tsih);
-	isc_put32(pdu->bhs, 24, c->stat_sn++);
-	isc_put32(pdu->bhs, 28, l ? l->exp_cmdsn : isc_get32(req, 24));
-	isc_put32(pdu->bhs, 32, l ? l->max_cmdsn : isc_get32(req, 24));
+	pdu_put16(pdu->bhs, 14, tsih);
+	pdu_put32(pdu->bhs, 24, c->stat_sn++);
+	pdu_put32(pdu->bhs, 28, l ? l->exp_cmdsn : pdu_get32(req, 24));
+	pdu_put32(pdu->bhs, 32, l ? l->max_cmdsn : pdu_get32(req, 24));
 	pdu->bhs[36] = (uint8_t)(status >> 8);
 	pdu->bhs[37] = (uint8_t)status;
 	return pdu;
@@ -228,7 +228,7 @@ static void isc_login_fail(struct isc_conn *c, const uint8_t *req, uint16_t stat
 			   const char *why)
 {
 	struct isc_login *l = c->login;
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 
 	gw_warn("iscsi", "%s: login of %s%s%s refused (status 0x%04x): %s", c->dc->peer,
 		l && l->initiator[0] ? l->initiator : "initiator",
@@ -297,9 +297,9 @@ static uint16_t isc_login_first(struct isc_conn *c, const uint8_t *req,
 		return ISC_LOGIN_ST_BAD_VERSION;
 	}
 	memcpy(l->isid, req + 8, 6);
-	l->tsih = isc_get16(req, 14);
-	l->cid = isc_get16(req, 20);
-	l->cmdsn = isc_get32(req, 24);
+	l->tsih = pdu_get16(req, 14);
+	l->cid = pdu_get16(req, 20);
+	l->cmdsn = pdu_get32(req, 24);
 	l->exp_cmdsn = l->cmdsn;
 	l->max_cmdsn = l->cmdsn;
 	if (!iname || !*iname) {
@@ -514,7 +514,7 @@ static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 	return 0;
 }
 
-void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
+void isc_login_rx(struct isc_conn *c, struct pdu *pdu)
 {
 	const uint8_t *req = pdu->bhs;
 	bool transit = req[1] & ISC_FL_T, cont = req[1] & ISC_FL_C;
@@ -524,7 +524,7 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 	struct isc_login *l = c->login;
 	const char *why = "";
 	uint16_t status = 0, tsih;
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint8_t flags;
 	int r;
 
@@ -543,13 +543,13 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		gw_buf_init(&l->resp);
 		c->login = l;
 		/* The first Login Response starts the connection's StatSN sequence. */
-		c->stat_sn = isc_get32(req, 28);
+		c->stat_sn = pdu_get32(req, 28);
 		if (isc_login_src_refused(c)) {
 			/* Not isc_login_fail: a refusal neither logs a line per attempt nor
 			 * counts as a new failure (the back-off would never end). */
-			struct isc_pdu *rsp0;
+			struct pdu *rsp0;
 
-			l->exp_cmdsn = l->max_cmdsn = isc_get32(req, 24);
+			l->exp_cmdsn = l->max_cmdsn = pdu_get32(req, 24);
 			rsp0 = isc_login_rsp(c, req, 0, 0, ISC_LOGIN_ST_UNAVAILABLE);
 
 			gw_dbg("iscsi", "%s: login refused: source in back-off", c->dc->peer);
@@ -558,8 +558,8 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 			isc_conn_close(c, "source address in login back-off");
 			return;
 		}
-	} else if (memcmp(l->isid, req + 8, 6) || l->tsih != isc_get16(req, 14) ||
-		   l->cid != isc_get16(req, 20)) {
+	} else if (memcmp(l->isid, req + 8, 6) || l->tsih != pdu_get16(req, 14) ||
+		   l->cid != pdu_get16(req, 20)) {
 		isc_login_fail(c, req, ISC_PARAM_ST_INITIATOR_ERR, "ISID, TSIH or CID changed");
 		return;
 	}
@@ -571,9 +571,9 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		/* More text follows: an empty response asks for it (RFC 7143 §6.3). */
 		if (!l->started) {
 			memcpy(l->isid, req + 8, 6);
-			l->tsih = isc_get16(req, 14);
-			l->cid = isc_get16(req, 20);
-			l->exp_cmdsn = l->max_cmdsn = isc_get32(req, 24);
+			l->tsih = pdu_get16(req, 14);
+			l->cid = pdu_get16(req, 20);
+			l->exp_cmdsn = l->max_cmdsn = pdu_get32(req, 24);
 		}
 		rsp = isc_login_rsp(c, req, (uint8_t)(csg << 2), l->tsih, 0);
 		if (rsp)
@@ -645,8 +645,8 @@ void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		}
 	}
 	rsp = isc_login_rsp(c, req, flags, tsih, 0);
-	if (!rsp || isc_pdu_set_data(rsp, l->resp.data, (uint32_t)l->resp.len)) {
-		isc_pdu_put(rsp);
+	if (!rsp || pdu_set_data(rsp, l->resp.data, (uint32_t)l->resp.len)) {
+		pdu_put(rsp);
 		isc_conn_close(c, "out of memory");
 		return;
 	}
@@ -663,7 +663,7 @@ static void isc_login_last(struct isc_conn *c, const uint8_t *req, uint8_t flags
 {
 	struct isc_login *l = c->login;
 	const char *why = "";
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint16_t status;
 
 	status = isc_login_complete(c, &why);
@@ -679,8 +679,8 @@ static void isc_login_last(struct isc_conn *c, const uint8_t *req, uint8_t flags
 	l->exp_cmdsn = c->sess->exp_cmdsn;
 	l->max_cmdsn = isc_session_max_cmdsn(c->sess);
 	rsp = isc_login_rsp(c, req, flags, c->sess->tsih, 0);
-	if (!rsp || isc_pdu_set_data(rsp, l->resp.data, (uint32_t)l->resp.len)) {
-		isc_pdu_put(rsp);
+	if (!rsp || pdu_set_data(rsp, l->resp.data, (uint32_t)l->resp.len)) {
+		pdu_put(rsp);
 		isc_conn_close(c, "out of memory");
 		return;
 	}

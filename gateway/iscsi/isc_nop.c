@@ -14,13 +14,13 @@
 /* ---------------------------------------------------------------------------------------- */
 /* NOP */
 
-void isc_nop_rx(struct isc_conn *c, struct isc_pdu *pdu)
+void isc_nop_rx(struct isc_conn *c, struct pdu *pdu)
 {
 	const uint8_t *bhs = pdu->bhs;
-	uint32_t itt = isc_bhs_itt(bhs), ttt = isc_get32(bhs, 20);
-	struct isc_pdu *rsp;
+	uint32_t itt = pdu_bhs_itt(bhs), ttt = pdu_get32(bhs, 20);
+	struct pdu *rsp;
 
-	if (itt == ISC_RSVD_TAG && !isc_bhs_immediate(bhs)) {
+	if (itt == ISC_RSVD_TAG && !pdu_bhs_immediate(bhs)) {
 		/* A NOP-Out that wants no answer must be immediate (§11.18). */
 		isc_conn_reject(c, bhs, ISC_REJ_PROTOCOL);
 		return;
@@ -39,11 +39,11 @@ void isc_nop_rx(struct isc_conn *c, struct isc_pdu *pdu)
 	if (!rsp)
 		return;
 	memcpy(rsp->bhs + 8, bhs + 8, 8);
-	isc_put32(rsp->bhs, 20, ISC_RSVD_TAG);
+	pdu_put32(rsp->bhs, 20, ISC_RSVD_TAG);
 	isc_conn_stamp(c, rsp->bhs, true);
 	/* The ping data comes back as it was sent. */
-	if (pdu->data_len && isc_pdu_set_data(rsp, pdu->data, pdu->data_len)) {
-		isc_pdu_put(rsp);
+	if (pdu->data_len && pdu_set_data(rsp, pdu->data, pdu->data_len)) {
+		pdu_put(rsp);
 		return;
 	}
 	isc_conn_send(c, rsp);
@@ -56,7 +56,7 @@ static void isc_nop_tick(struct gw_timer *tm)
 	/* The connection's loop's clock, which last_rx_ms and ping_sent_ms come from: loop 0's
 	 * lags behind while it sleeps (a session on loop 1 was pinged every second under I/O). */
 	uint64_t now = c->lp->loop->now_ms;
-	struct isc_pdu *ping;
+	struct pdu *ping;
 
 	if (c->state != ISC_CONN_FFP || !c->sess || !c->sess->target)
 		return;
@@ -75,7 +75,7 @@ static void isc_nop_tick(struct gw_timer *tm)
 	if (!ping)
 		return;
 	c->ping_ttt = isc_conn_next_ttt(c);
-	isc_put32(ping->bhs, 20, c->ping_ttt);
+	pdu_put32(ping->bhs, 20, c->ping_ttt);
 	/* ITT 0xffffffff: StatSN is not advanced (§11.19.1). */
 	isc_conn_stamp(c, ping->bhs, false);
 	c->ping_sent_ms = now ? now : 1;
@@ -114,7 +114,7 @@ enum {
 	ISC_LOGOUT_RECOVERY = 2,
 };
 
-static void isc_logout_sent(struct isc_pdu *pdu, int status)
+static void isc_logout_sent(struct pdu *pdu, int status)
 {
 	struct isc_conn *c = pdu->priv;
 
@@ -127,14 +127,14 @@ static void isc_logout_sent(struct isc_pdu *pdu, int status)
 		isc_conn_close(c, "logout");
 }
 
-void isc_logout_rx(struct isc_conn *c, struct isc_pdu *pdu)
+void isc_logout_rx(struct isc_conn *c, struct pdu *pdu)
 {
 	const uint8_t *bhs = pdu->bhs;
 	uint8_t reason = bhs[1] & 0x7f, response = 0;
-	uint16_t cid = isc_get16(bhs, 20);
+	uint16_t cid = pdu_get16(bhs, 20);
 	struct isc_session *s = c->sess;
 	struct isc_conn *target = NULL, *oc;
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 
 	if (!isc_conn_take_cmdsn(c, bhs))
 		return;
@@ -157,7 +157,7 @@ void isc_logout_rx(struct isc_conn *c, struct isc_pdu *pdu)
 		isc_conn_reject(c, bhs, ISC_REJ_INVALID_FIELD);
 		return;
 	}
-	rsp = isc_conn_new_pdu(c, ISC_OP_LOGOUT_RSP, isc_bhs_itt(bhs));
+	rsp = isc_conn_new_pdu(c, ISC_OP_LOGOUT_RSP, pdu_bhs_itt(bhs));
 	if (!rsp) {
 		isc_conn_close(c, "out of memory");
 		return;
@@ -203,7 +203,7 @@ static unsigned int isc_async_room(const struct isc_conn *c)
 static void isc_async_send_now(struct isc_conn *c, const struct isc_async_ev *ev)
 {
 	uint8_t sense[2 + 18];
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 
 	memset(sense, 0, sizeof(sense));
 	sense[1] = 18;
@@ -216,10 +216,10 @@ static void isc_async_send_now(struct isc_conn *c, const struct isc_async_ev *ev
 	if (!pdu)
 		return;
 	scsi_lun_encode(ev->lun, pdu->bhs + 8);
-	isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
+	pdu_put32(pdu->bhs, 20, ISC_RSVD_TAG);
 	pdu->bhs[36] = 0;			/* AsyncEvent 0: SCSI asynchronous event */
-	if (isc_pdu_set_data(pdu, sense, sizeof(sense))) {
-		isc_pdu_put(pdu);
+	if (pdu_set_data(pdu, sense, sizeof(sense))) {
+		pdu_put(pdu);
 		return;
 	}
 	if (c->sess->params.max_outstanding_unexpected_pdus)
@@ -258,7 +258,7 @@ void isc_async_acked(struct isc_conn *c)
 	unsigned int i, n = 0, sent = 0;
 
 	for (i = 0; i < c->async_out; i++)
-		if (!isc_sn_lt(c->async_sn[i], c->exp_stat_sn))
+		if (!pdu_sn_lt(c->async_sn[i], c->exp_stat_sn))
 			c->async_sn[n++] = c->async_sn[i];
 	c->async_out = n;
 	while (sent < c->async_nwait && isc_async_room(c))

@@ -344,8 +344,8 @@ int isc_neg_create(const struct isc_neg_init *in, struct isc_neg **out)
 	if (!n)
 		return -ENOMEM;
 	n->conf = in->conf ? in->conf : &conf_defaults;
-	n->hd_allow = isc_digest_mask(n->conf->HeaderDigest);
-	n->dd_allow = isc_digest_mask(n->conf->DataDigest);
+	n->hd_allow = conf_digest_mask(n->conf->HeaderDigest);
+	n->dd_allow = conf_digest_mask(n->conf->DataDigest);
 	/* A conf that skipped validation still gets a working, permissive default. */
 	if (!n->hd_allow)
 		n->hd_allow = ISC_DIGEST_NONE | ISC_DIGEST_CRC32C;
@@ -955,7 +955,7 @@ static int offer_digest(struct isc_neg *n, struct gw_buf *resp, int id, const ch
 	unsigned int allow = digest_allow(n, id);
 	char list[32];
 
-	if (!conf || !isc_digest_mask(conf))
+	if (!conf || !conf_digest_mask(conf))
 		conf = "CRC32C,None";
 	if (!(allow & ISC_DIGEST_NONE))
 		snprintf(list, sizeof(list), "CRC32C");

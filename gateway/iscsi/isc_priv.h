@@ -191,9 +191,9 @@ void isc_conn_enter_ffp(struct isc_conn *c);
 /* Assigns StatSN (advancing it when `advance`), ExpCmdSN and MaxCmdSN to BHS bytes 24..35. */
 void isc_conn_stamp(struct isc_conn *c, uint8_t *bhs, bool advance);
 /* Queues a PDU (consumes the reference). */
-int isc_conn_send(struct isc_conn *c, struct isc_pdu *pdu);
+int isc_conn_send(struct isc_conn *c, struct pdu *pdu);
 /* A target PDU with opcode, F bit, ITT; refcnt 1. NULL on ENOMEM (logged). */
-struct isc_pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt);
+struct pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt);
 /* In full feature phase only (before it the dispatcher closes the connection instead). */
 void isc_conn_reject(struct isc_conn *c, const uint8_t *bhs, uint8_t reason);
 /* The same, then the connection closes once the Reject is out (session recovery). */
@@ -225,13 +225,13 @@ void isc_session_close_on(struct isc_gw *gw, struct isc_loop *lp, uint16_t tsih,
 			  const char *why);
 
 /* isc_login.c */
-void isc_login_rx(struct isc_conn *c, struct isc_pdu *pdu);
+void isc_login_rx(struct isc_conn *c, struct pdu *pdu);
 void isc_login_free(struct isc_conn *c);
 /* Whether a connection still logging in has picked target t. */
 bool isc_login_uses_target(const struct isc_conn *c, const struct isc_target *t);
 
 /* isc_text.c */
-void isc_text_rx(struct isc_conn *c, struct isc_pdu *pdu);
+void isc_text_rx(struct isc_conn *c, struct pdu *pdu);
 /* SendTargets answer for `what` ("All", a target name, "" = this session's target). */
 int isc_text_send_targets(struct isc_conn *c, const char *what, struct gw_buf *out);
 
@@ -278,7 +278,7 @@ void isc_session_maybe_free(struct isc_session *s);
  * placeholder until the gap before it fills); false if it is outside the window: drop it. */
 bool isc_conn_take_cmdsn(struct isc_conn *c, const uint8_t *bhs);
 void isc_session_hold_cmdsn(struct isc_conn *c, uint32_t cmdsn);
-void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu);
+void isc_scsi_rx_cmd(struct isc_conn *c, struct pdu *pdu);
 /* The task's CmdSN turn came (or it was immediate). */
 void isc_task_deliver(struct isc_task *t);
 struct isc_task *isc_task_alloc(struct isc_conn *c);
@@ -298,16 +298,16 @@ void isc_task_abort_other(struct isc_task *t, struct isc_tmf *tmf);
 void isc_conn_orphan_tasks(struct isc_conn *c);
 
 /* isc_tmf.c */
-void isc_tmf_rx(struct isc_conn *c, struct isc_pdu *pdu);
+void isc_tmf_rx(struct isc_conn *c, struct pdu *pdu);
 void isc_tmf_task_ended(struct isc_tmf *tmf);
 /* The connection is closing: its pending TMFs will not be answered. */
 void isc_tmf_conn_gone(struct isc_conn *c);
 
 /* isc_nop.c */
-void isc_nop_rx(struct isc_conn *c, struct isc_pdu *pdu);
+void isc_nop_rx(struct isc_conn *c, struct pdu *pdu);
 void isc_nop_start(struct isc_conn *c);
 void isc_nop_stop(struct isc_conn *c);
-void isc_logout_rx(struct isc_conn *c, struct isc_pdu *pdu);
+void isc_logout_rx(struct isc_conn *c, struct pdu *pdu);
 /* ExpStatSN moved: Asynchronous Messages it acknowledges no longer count as outstanding, and
  * those waiting for room go out. */
 void isc_async_acked(struct isc_conn *c);

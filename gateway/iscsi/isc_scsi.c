@@ -290,15 +290,15 @@ static void isc_scsi_consume_cmdsn(struct isc_conn *c, uint32_t cmdsn, int order
 
 bool isc_conn_take_cmdsn(struct isc_conn *c, const uint8_t *bhs)
 {
-	uint32_t cmdsn = isc_get32(bhs, 24);
+	uint32_t cmdsn = pdu_get32(bhs, 24);
 	int order;
 
-	if (isc_bhs_immediate(bhs))
+	if (pdu_bhs_immediate(bhs))
 		return true;
 	order = isc_session_check_cmdsn(c->sess, cmdsn);
 	if (order < 0) {
 		gw_dbg("iscsi", "%s: %s CmdSN %u outside the window: dropped", c->dc->peer,
-		       isc_opcode_name(isc_bhs_opcode(bhs)), cmdsn);
+		       pdu_opcode_name(pdu_bhs_opcode(bhs)), cmdsn);
 		return false;
 	}
 	isc_scsi_consume_cmdsn(c, cmdsn, order);
@@ -403,10 +403,10 @@ static void isc_task_xfer_done(struct dmv_task *dt, int status)
 }
 
 /* The SCSI Response for a finished command; NULL on ENOMEM. */
-static struct isc_pdu *isc_scsi_response(struct isc_task *t)
+static struct pdu *isc_scsi_response(struct isc_task *t)
 {
 	struct scsi_cmd *cmd = &t->cmd;
-	struct isc_pdu *rsp = isc_conn_new_pdu(t->conn, ISC_OP_SCSI_RSP, t->itt);
+	struct pdu *rsp = isc_conn_new_pdu(t->conn, ISC_OP_SCSI_RSP, t->itt);
 
 	if (!rsp)
 		return NULL;
@@ -415,10 +415,10 @@ static struct isc_pdu *isc_scsi_response(struct isc_task *t)
 	/* Residuals compare what the initiator expected with what the CDB asked for. */
 	if (cmd->cdb_xfer_len > t->edtl) {
 		rsp->bhs[1] |= ISC_FL_O;
-		isc_put32(rsp->bhs, 44, cmd->cdb_xfer_len - t->edtl);
+		pdu_put32(rsp->bhs, 44, cmd->cdb_xfer_len - t->edtl);
 	} else if (cmd->cdb_xfer_len < t->edtl) {
 		rsp->bhs[1] |= ISC_FL_U;
-		isc_put32(rsp->bhs, 44, t->edtl - cmd->cdb_xfer_len);
+		pdu_put32(rsp->bhs, 44, t->edtl - cmd->cdb_xfer_len);
 	}
 	if (cmd->sense_len) {
 		uint8_t sb[2 + SCSI_SENSE_MAX];
@@ -426,8 +426,8 @@ static struct isc_pdu *isc_scsi_response(struct isc_task *t)
 		sb[0] = 0;
 		sb[1] = cmd->sense_len;
 		memcpy(sb + 2, cmd->sense, cmd->sense_len);
-		if (isc_pdu_set_data(rsp, sb, 2u + cmd->sense_len)) {
-			isc_pdu_put(rsp);
+		if (pdu_set_data(rsp, sb, 2u + cmd->sense_len)) {
+			pdu_put(rsp);
 			return NULL;
 		}
 	}
@@ -496,7 +496,7 @@ static void isc_task_count(struct isc_task *t, uint32_t read_len)
 static void isc_task_scsi_done(struct scsi_cmd *cmd)
 {
 	struct isc_task *t = cmd->priv;
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint32_t len;
 
 	if (t->aborted || !t->conn || t->conn->state != ISC_CONN_FFP) {
@@ -543,13 +543,13 @@ static void isc_scsi_fail(struct isc_task *t, uint8_t key, uint8_t asc, uint8_t 
 	isc_task_scsi_done(&t->cmd);
 }
 
-void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
+void isc_scsi_rx_cmd(struct isc_conn *c, struct pdu *pdu)
 {
 	struct isc_session *s = c->sess;
 	const struct isc_params *p = &s->params;
 	const uint8_t *bhs = pdu->bhs;
-	bool imm = isc_bhs_immediate(bhs);
-	uint32_t itt = isc_bhs_itt(bhs), edtl = isc_get32(bhs, 20), cmdsn = isc_get32(bhs, 24);
+	bool imm = pdu_bhs_immediate(bhs);
+	uint32_t itt = pdu_bhs_itt(bhs), edtl = pdu_get32(bhs, 20), cmdsn = pdu_get32(bhs, 24);
 	uint32_t dsl = pdu->data_len, unsol_end;
 	bool bad_cdb = false;
 	struct isc_task *t;
@@ -598,7 +598,7 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct isc_pdu *pdu)
 	t->cmd.cdb_len = 16;
 	if (pdu->ahs_len >= 4 && pdu->ahs[2] == 1) {
 		/* Extended CDB AHS: AHSLength counts the reserved byte and CDB bytes 16 on. */
-		uint32_t alen = isc_get16(pdu->ahs, 0), extra = alen ? alen - 1 : 0;
+		uint32_t alen = pdu_get16(pdu->ahs, 0), extra = alen ? alen - 1 : 0;
 
 		if (extra + 16 > SCSI_CDB_MAX || alen + 3 > pdu->ahs_len)
 			bad_cdb = true;

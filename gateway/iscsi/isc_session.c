@@ -30,7 +30,7 @@ uint32_t isc_session_window(uint32_t queue_depth, uint32_t tp_max, uint32_t moup
 int isc_session_check_cmdsn(struct isc_session *s, uint32_t cmdsn)
 {
 	/* A full window (MaxCmdSN = ExpCmdSN - 1) admits nothing, not even ExpCmdSN. */
-	if (isc_sn_lt(cmdsn, s->exp_cmdsn) || isc_sn_lt(isc_session_max_cmdsn(s), cmdsn))
+	if (pdu_sn_lt(cmdsn, s->exp_cmdsn) || pdu_sn_lt(isc_session_max_cmdsn(s), cmdsn))
 		return -1;
 	return cmdsn == s->exp_cmdsn ? 1 : 0;
 }
@@ -40,7 +40,7 @@ void isc_session_queue(struct isc_session *s, struct isc_task *t)
 	struct isc_task *it;
 
 	gw_list_for_each_entry(it, &s->pending, snode) {
-		if (isc_sn_lt(t->cmdsn, it->cmdsn)) {
+		if (pdu_sn_lt(t->cmdsn, it->cmdsn)) {
 			gw_list__insert(&t->snode, it->snode.prev, &it->snode);
 			return;
 		}

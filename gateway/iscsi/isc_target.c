@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Targets, portals and the isc_gw object that owns the iSCSI side of the gateway: the runtime
- * objects' life cycle (their keyword tables are in gateway/conf/isc_conf.c).
+ * objects' life cycle (their keyword tables are in gateway/conf/conf_isc.c).
  * Building them from a configuration (SCSI devices, LUs, backstores) is gateway/ctl/'s job.
  */
 #include <errno.h>
@@ -320,7 +320,7 @@ struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf)
 	gw->data_mem_max = ISC_DATA_MEM_DEFAULT;
 	for (unsigned i = 0; i < GW_LOOPS_MAX; i++) {
 		gw->lps[i].idx = i;
-		isc_pdu_pool_init(&gw->lps[i].pdus, 0);
+		pdu_pool_init(&gw->lps[i].pdus, 0);
 		gw_list_init(&gw->lps[i].task_free);
 		gw_list_init(&gw->lps[i].sessions);
 		gw_list_init(&gw->lps[i].login_conns);
@@ -448,7 +448,7 @@ static int isc_loop_totals(void *arg)
 	c->out->data_mem += c->lp->data_mem;
 	c->out->task_set_full += c->lp->task_set_full;
 	c->out->pdus_cached += c->lp->pdus.nfree;
-	c->out->pdu_cache_bytes += isc_pdu_pool_cached_bytes(&c->lp->pdus);
+	c->out->pdu_cache_bytes += pdu_pool_cached_bytes(&c->lp->pdus);
 	return 0;
 }
 
@@ -530,9 +530,9 @@ void isc_gw_destroy(struct isc_gw *gw)
 			free(tk->buf);
 			free(tk);
 		}
-		isc_pdu_pool_fini(&lp->pdus);
+		pdu_pool_fini(&lp->pdus);
 	}
-	isc_gw_conf_free(gw->conf);
+	conf_gw_free(gw->conf);
 	free(gw->conf);
 	pthread_mutex_destroy(&gw->reg_lock);
 	free(gw);

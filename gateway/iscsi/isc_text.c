@@ -100,7 +100,7 @@ static void isc_text_send_piece(struct isc_conn *c, uint32_t itt)
 {
 	size_t left = c->text_out.len - c->text_out_off;
 	uint32_t max = c->dc->params.max_xmit_dsl ? c->dc->params.max_xmit_dsl : 8192;
-	struct isc_pdu *pdu = isc_conn_new_pdu(c, ISC_OP_TEXT_RSP, itt);
+	struct pdu *pdu = isc_conn_new_pdu(c, ISC_OP_TEXT_RSP, itt);
 	uint32_t n = left > max ? max : (uint32_t)left;
 
 	if (!pdu)
@@ -109,16 +109,16 @@ static void isc_text_send_piece(struct isc_conn *c, uint32_t itt)
 		pdu->bhs[1] = ISC_FL_C;
 		c->text_ttt = isc_conn_next_ttt(c);
 		c->text_itt = itt;
-		isc_put32(pdu->bhs, 20, c->text_ttt);
+		pdu_put32(pdu->bhs, 20, c->text_ttt);
 	} else {
 		pdu->bhs[1] = ISC_FL_F;
 		c->text_ttt = ISC_RSVD_TAG;
-		isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
+		pdu_put32(pdu->bhs, 20, ISC_RSVD_TAG);
 	}
 	isc_conn_stamp(c, pdu->bhs, true);
 	/* An empty answer has no buffer at all: no arithmetic on its NULL. */
-	if (isc_pdu_set_data(pdu, n ? c->text_out.data + c->text_out_off : NULL, n)) {
-		isc_pdu_put(pdu);
+	if (pdu_set_data(pdu, n ? c->text_out.data + c->text_out_off : NULL, n)) {
+		pdu_put(pdu);
 		isc_conn_close(c, "out of memory");
 		return;
 	}
@@ -130,10 +130,10 @@ static void isc_text_send_piece(struct isc_conn *c, uint32_t itt)
 	isc_conn_send(c, pdu);
 }
 
-void isc_text_rx(struct isc_conn *c, struct isc_pdu *pdu)
+void isc_text_rx(struct isc_conn *c, struct pdu *pdu)
 {
 	const uint8_t *bhs = pdu->bhs;
-	uint32_t itt = isc_bhs_itt(bhs), ttt = isc_get32(bhs, 20);
+	uint32_t itt = pdu_bhs_itt(bhs), ttt = pdu_get32(bhs, 20);
 	struct isc_kvlist keys;
 	const char *st;
 	uint16_t status = 0;
@@ -161,12 +161,12 @@ void isc_text_rx(struct isc_conn *c, struct isc_pdu *pdu)
 	}
 	if (bhs[1] & ISC_FL_C) {
 		/* An empty answer with a TTT asks for the rest of the request. */
-		struct isc_pdu *rsp = isc_conn_new_pdu(c, ISC_OP_TEXT_RSP, itt);
+		struct pdu *rsp = isc_conn_new_pdu(c, ISC_OP_TEXT_RSP, itt);
 
 		if (!rsp)
 			return;
 		rsp->bhs[1] = 0;
-		isc_put32(rsp->bhs, 20, isc_conn_next_ttt(c));
+		pdu_put32(rsp->bhs, 20, isc_conn_next_ttt(c));
 		isc_conn_stamp(c, rsp->bhs, true);
 		isc_conn_send(c, rsp);
 		return;

@@ -37,7 +37,7 @@ enum {
 static void isc_tmf_respond(struct isc_tmf *tmf)
 {
 	struct isc_conn *c = tmf->conn;
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 	struct isc_session *s;
 
 	gw_list_del(&tmf->node);
@@ -46,7 +46,7 @@ static void isc_tmf_respond(struct isc_tmf *tmf)
 		return;
 	}
 	s = c->sess;
-	pdu = isc_conn_new_pdu(c, ISC_OP_TMF_RSP, isc_bhs_itt(tmf->bhs));
+	pdu = isc_conn_new_pdu(c, ISC_OP_TMF_RSP, pdu_bhs_itt(tmf->bhs));
 	if (pdu) {
 		pdu->bhs[2] = tmf->response;
 		isc_conn_stamp(c, pdu->bhs, true);
@@ -218,13 +218,13 @@ static void isc_tmf_abort_target(struct isc_conn *c, struct isc_target *target, 
 	}
 }
 
-void isc_tmf_rx(struct isc_conn *c, struct isc_pdu *pdu)
+void isc_tmf_rx(struct isc_conn *c, struct pdu *pdu)
 {
 	struct isc_session *s = c->sess;
 	struct isc_target *target = s->target;
 	const uint8_t *bhs = pdu->bhs;
 	uint8_t func = bhs[1] & 0x7f;
-	uint32_t rtt = isc_get32(bhs, 20), refcmdsn = isc_get32(bhs, 32);
+	uint32_t rtt = pdu_get32(bhs, 20), refcmdsn = pdu_get32(bhs, 32);
 	uint64_t lun = scsi_lun_decode(bhs + 8);
 	struct isc_tmf *tmf;
 	struct isc_task *t;
@@ -254,7 +254,7 @@ void isc_tmf_rx(struct isc_conn *c, struct isc_pdu *pdu)
 			 * command that never arrived: count it as received (§11.5.1 c/d). */
 			int order = isc_session_check_cmdsn(s, refcmdsn);
 
-			if (order < 0 || isc_sn_le(isc_get32(bhs, 24), refcmdsn)) {
+			if (order < 0 || pdu_sn_le(pdu_get32(bhs, 24), refcmdsn)) {
 				tmf->response = ISC_TMF_RSP_NO_TASK;
 			} else if (order == 1) {
 				isc_session_cmdsn_advance(s);

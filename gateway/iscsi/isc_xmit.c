@@ -25,18 +25,18 @@ void isc_conn_stamp(struct isc_conn *c, uint8_t *bhs, bool advance)
 {
 	struct isc_session *s = c->sess;
 
-	isc_put32(bhs, 24, c->stat_sn);
+	pdu_put32(bhs, 24, c->stat_sn);
 	if (advance)
 		c->stat_sn++;
 	if (s) {
-		isc_put32(bhs, 28, s->exp_cmdsn);
-		isc_put32(bhs, 32, isc_session_max_cmdsn(s));
+		pdu_put32(bhs, 28, s->exp_cmdsn);
+		pdu_put32(bhs, 32, isc_session_max_cmdsn(s));
 	}
 }
 
-struct isc_pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt)
+struct pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t itt)
 {
-	struct isc_pdu *pdu = isc_pdu_get(&c->lp->pdus);
+	struct pdu *pdu = pdu_get(&c->lp->pdus);
 
 	if (!pdu) {
 		gw_err_rl("iscsi", "%s: out of memory for a PDU", c->dc->peer);
@@ -44,14 +44,14 @@ struct isc_pdu *isc_conn_new_pdu(struct isc_conn *c, uint8_t opcode, uint32_t it
 	}
 	pdu->bhs[0] = opcode;
 	pdu->bhs[1] = ISC_FL_F;
-	isc_put32(pdu->bhs, 16, itt);
+	pdu_put32(pdu->bhs, 16, itt);
 	return pdu;
 }
 
-int isc_conn_send(struct isc_conn *c, struct isc_pdu *pdu)
+int isc_conn_send(struct isc_conn *c, struct pdu *pdu)
 {
 	if (c->state == ISC_CONN_CLOSED) {
-		isc_pdu_put(pdu);
+		pdu_put(pdu);
 		return -ECONNRESET;
 	}
 	return dmv_send_pdu(c->dc, pdu);
@@ -63,7 +63,7 @@ uint32_t isc_conn_next_ttt(struct isc_conn *c)
 	return dmv_conn_next_ttt(c->dc);
 }
 
-static void isc_reject_sent_close(struct isc_pdu *pdu, int status)
+static void isc_reject_sent_close(struct pdu *pdu, int status)
 {
 	struct isc_conn *c = pdu->priv;
 
@@ -75,7 +75,7 @@ static void isc_reject_sent_close(struct isc_pdu *pdu, int status)
 static void isc_conn_reject_do(struct isc_conn *c, const uint8_t *bhs, uint8_t reason,
 			       bool then_close)
 {
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 
 	/* Before full feature phase there is no Reject: the dispatcher closes the connection
 	 * instead (isc_conn.c). A closed connection sends nothing. */
@@ -89,14 +89,14 @@ static void isc_conn_reject_do(struct isc_conn *c, const uint8_t *bhs, uint8_t r
 	}
 	pdu->bhs[2] = reason;
 	isc_conn_stamp(c, pdu->bhs, true);
-	if (isc_pdu_set_data(pdu, bhs, ISC_BHS_LEN)) {
-		isc_pdu_put(pdu);
+	if (pdu_set_data(pdu, bhs, ISC_BHS_LEN)) {
+		pdu_put(pdu);
 		if (then_close)
 			isc_conn_close(c, "out of memory for a Reject");
 		return;
 	}
 	gw_dbg("iscsi", "%s: Reject reason 0x%02x for %s ITT 0x%x%s", c->dc->peer, reason,
-	       isc_opcode_name(isc_bhs_opcode(bhs)), isc_bhs_itt(bhs),
+	       pdu_opcode_name(pdu_bhs_opcode(bhs)), pdu_bhs_itt(bhs),
 	       then_close ? ", then the connection closes" : "");
 	if (then_close) {
 		pdu->priv = c;

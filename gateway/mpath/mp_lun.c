@@ -379,15 +379,15 @@ int mp_lun_create(struct gw_loop *loop, const struct mp_conf *conf, uint32_t blo
 	if (!lun)
 		return -ENOMEM;
 	lun->loop = loop;
-	rc = mp_conf_copy(&lun->conf, conf);
+	rc = conf_mp_copy(&lun->conf, conf);
 	if (rc < 0) {
 		free(lun);
 		return rc;
 	}
-	if (mp_parse_failback(lun->conf.failback, &lun->failback) < 0 ||
-	    mp_parse_no_path_retry(lun->conf.no_path_retry, &lun->no_path_retry) < 0) {
+	if (conf_mp_parse_failback(lun->conf.failback, &lun->failback) < 0 ||
+	    conf_mp_parse_no_path_retry(lun->conf.no_path_retry, &lun->no_path_retry) < 0) {
 		gw_errlist_add(errs, "failback", "bad failback or no_path_retry value");
-		mp_conf_free(&lun->conf);
+		conf_mp_free(&lun->conf);
 		free(lun);
 		return -EINVAL;
 	}
@@ -410,7 +410,7 @@ int mp_lun_create(struct gw_loop *loop, const struct mp_conf *conf, uint32_t blo
 	gw_defer_init(&lun->defer, mp_lun_defer_fn);
 	lun->paths = calloc(conf->npaths, sizeof(*lun->paths));
 	if (!lun->paths) {
-		mp_conf_free(&lun->conf);
+		conf_mp_free(&lun->conf);
 		free(lun);
 		return -ENOMEM;
 	}
@@ -454,7 +454,7 @@ fail:
 	for (size_t i = 0; i < lun->npaths; i++)
 		mp_path_fini(&lun->paths[i]);
 	free(lun->paths);
-	mp_conf_free(&lun->conf);
+	conf_mp_free(&lun->conf);
 	free(lun);
 	return rc;
 }
@@ -473,7 +473,7 @@ void mp_lun_destroy(struct mp_lun *lun)
 		mp_path_fini(&lun->paths[i]);
 	mp_lun_flush_graves(lun);
 	free(lun->paths);
-	mp_conf_free(&lun->conf);
+	conf_mp_free(&lun->conf);
 	free(lun);
 }
 

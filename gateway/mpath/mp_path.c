@@ -384,7 +384,7 @@ void mp_path_fini(struct mp_path *p)
 	free(p->portal);
 	free(p->target);
 	free(p->initiator);
-	gw_conf_free(mp_chap_conf_keys, &p->chap);
+	gw_conf_free(conf_mp_chap_keys, &p->chap);
 	p->url = p->portal = p->target = p->initiator = NULL;
 }
 

@@ -396,7 +396,7 @@ uint64_t mp_fence_bound_ms(const struct mp_conf *conf)
 	int32_t n = 0;
 	uint64_t ms, lo = (uint64_t)conf->login_timeout * 1000, hi = (uint64_t)conf->io_timeout * 1000;
 
-	if (mp_parse_no_path_retry(conf->no_path_retry, &n) < 0)
+	if (conf_mp_parse_no_path_retry(conf->no_path_retry, &n) < 0)
 		n = 0;
 	ms = n < 0 ? hi : (uint64_t)n * conf->polling_interval * 1000;
 	if (ms < lo)

@@ -653,7 +653,7 @@ int scsi_dev_add_lu(struct scsi_dev *dev, const struct scsi_lu_conf *conf, struc
 	lu->conf.owner = scsi_strdup_or(conf->owner, "");
 	if (!lu->conf.vendor || !lu->conf.product || !lu->conf.revision || !lu->conf.serial ||
 	    !lu->conf.owner) {
-		gw_conf_free(scsi_lu_conf_keys, &lu->conf);
+		gw_conf_free(conf_lu_keys, &lu->conf);
 		free(lu);
 		return -ENOMEM;
 	}
@@ -725,7 +725,7 @@ static int scsi_lu_free_fn(void *arg)
 	if (lu->bs)
 		bs_set_event_cb(lu->bs, NULL, NULL);
 	bs_destroy(lu->bs);
-	gw_conf_free(scsi_lu_conf_keys, &lu->conf);
+	gw_conf_free(conf_lu_keys, &lu->conf);
 	free(lu);
 	return 0;
 }

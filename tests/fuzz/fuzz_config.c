@@ -23,8 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!root)
 		return 0;
 	gw_errlist_init(&errs);
-	if (ctl_config_parse(root, &cfg, &errs) == 0)
-		ctl_config_free(&cfg);
+	if (conf_parse(root, &cfg, &errs) == 0)
+		conf_free(&cfg);
 	else if (errs.n == 0)
 		__builtin_trap();	/* a refusal must say why */
 	gw_errlist_fini(&errs);

@@ -3,7 +3,7 @@
  * Shared by the fuzzers that talk to a whole gateway: the process moves into a network namespace
  * of its own (when it may: root), so portals a fuzzed configuration opens and the ports the
  * harness listens on touch nothing else on the machine; a gateway is built in-process from a
- * JSON configuration exactly as isergwd builds it (ctl_config_parse, ctl_gw_create,
+ * JSON configuration exactly as isergwd builds it (conf_parse, ctl_gw_create,
  * ctl_gw_listen), and a loopback TCP client talks to its portal while the harness runs the loop.
  * Header-only: each harness is one translation unit.
  */
@@ -105,7 +105,7 @@ static inline void fgw_start(struct fgw *f, const char *conf, uint16_t port)
 		abort();
 	}
 	gw_errlist_init(&errs);
-	if (ctl_config_parse(root, &cfg, &errs)) {
+	if (conf_parse(root, &cfg, &errs)) {
 		fprintf(stderr, "fuzz: configuration refused: %s\n", gw_errlist_join(&errs));
 		abort();
 	}
@@ -119,7 +119,7 @@ static inline void fgw_start(struct fgw *f, const char *conf, uint16_t port)
 		abort();
 	}
 	cfg.isc = NULL;
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	gw_errlist_fini(&errs);
 }
 

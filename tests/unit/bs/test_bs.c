@@ -166,7 +166,7 @@ static int parse(const char *text, struct bs_conf *c)
 
 	cr_assert_not_null(in, "%s", jerr.text);
 	memset(c, 0, sizeof(*c));
-	rc = bs_conf_parse(c, in, "backstores[0]", &errs);
+	rc = conf_bs_parse(c, in, "backstores[0]", &errs);
 	json_decref(in);
 	return rc;
 }
@@ -185,7 +185,7 @@ Test(bs, configuration_defaults_and_round_trip)
 	cr_expect_eq(c.threads, 4, "default worker threads");
 	cr_expect_not(c.readonly);
 	cr_expect_null(c.remote);
-	out = bs_conf_to_json(&c, false);
+	out = conf_bs_to_json(&c, false);
 	cr_assert_not_null(out);
 	text = json_dumps(out, 0);
 	cr_assert_eq(parse(text, &again), 0, "what is printed parses back");
@@ -193,8 +193,8 @@ Test(bs, configuration_defaults_and_round_trip)
 	cr_expect_str_eq(again.path, c.path);
 	free(text);
 	json_decref(out);
-	bs_conf_free(&c);
-	bs_conf_free(&again);
+	conf_bs_free(&c);
+	conf_bs_free(&again);
 }
 
 Test(bs, configuration_errors_name_the_key)
@@ -205,7 +205,7 @@ Test(bs, configuration_errors_name_the_key)
 		     -EINVAL);
 	cr_assert_geq(errs.n, 1);
 	cr_expect_str_eq(errs.v[0].field, "backstores[0].block_size");
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	gw_errlist_fini(&errs);
 	gw_errlist_init(&errs);
 
@@ -215,7 +215,7 @@ Test(bs, configuration_errors_name_the_key)
 	cr_assert_eq(errs.n, 1);
 	cr_expect_str_eq(errs.v[0].field, "backstores[0].failback");
 	cr_expect(strstr(errs.v[0].msg, "remote") != NULL, "%s", errs.v[0].msg);
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 }
 
 Test(bs, remote_configuration_keeps_paths_and_policies)
@@ -230,12 +230,12 @@ Test(bs, remote_configuration_keeps_paths_and_policies)
 	cr_assert_not_null(c.remote);
 	cr_expect_eq(c.remote->npaths, 2);
 	cr_expect_str_eq(c.remote->failback, "manual");
-	out = bs_conf_to_json(&c, true);
+	out = conf_bs_to_json(&c, true);
 	cr_assert_not_null(out);
 	cr_expect_str_eq(json_string_value(json_object_get(out, "failback")), "manual");
 	cr_expect_eq(json_array_size(json_object_get(out, "paths")), 2);
 	json_decref(out);
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	cr_expect_null(c.remote);
 }
 

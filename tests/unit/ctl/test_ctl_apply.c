@@ -38,12 +38,12 @@ static int apply(const char *text, struct gw_errlist *errs)
 	int r;
 
 	cr_assert_not_null(root, "bad test JSON: %s", jerr.text);
-	r = ctl_config_parse(root, &cfg, errs);
+	r = conf_parse(root, &cfg, errs);
 	json_decref(root);
 	cr_assert_eq(r, 0, "config refused: %s", gw_errlist_join(errs));
 	r = ctl_gw_apply(H.gw, cfg.isc, errs);
 	cfg.isc = NULL;
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	return r;
 }
 
@@ -81,7 +81,7 @@ static void run_ms(int ms)
 Test(ctl_apply, adding_a_lun_keeps_the_session_and_announces_it)
 {
 	struct gw_errlist errs;
-	struct isc_pdu *msg;
+	struct pdu *msg;
 
 	gw_errlist_init(&errs);
 	cr_assert_eq(apply(conf_text(ACL_HOST1, LUN0 "," LUN3, true), &errs), 0);
@@ -91,8 +91,8 @@ Test(ctl_apply, adding_a_lun_keeps_the_session_and_announces_it)
 	fake_dmv_settle(&H.loop);
 	msg = fake_dmv_pop(C);
 	cr_assert_not_null(msg, "an Asynchronous Message announces the new LUN");
-	cr_expect_eq(isc_bhs_opcode(msg->bhs), ISC_OP_ASYNC);
-	isc_pdu_put(msg);
+	cr_expect_eq(pdu_bhs_opcode(msg->bhs), ISC_OP_ASYNC);
+	pdu_put(msg);
 	gw_errlist_fini(&errs);
 }
 
@@ -160,7 +160,7 @@ Test(ctl_apply, removing_a_busy_lun_waits_and_refuses_new_commands)
 {
 	struct gw_errlist errs;
 	uint8_t cdb[16];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	int seen_not_supported = 0;
 
 	/* A read in flight (not yet completed: the loop has not run). */
@@ -176,12 +176,12 @@ Test(ctl_apply, removing_a_busy_lun_waits_and_refuses_new_commands)
 	cr_expect_null(scsi_dev_find_lu(target(H_TARGET)->dev, 0), "LUN 0 gone after draining");
 	cr_expect_not(isc_target_lun_blocked(target(H_TARGET), 0));
 	while ((rsp = fake_dmv_pop(C))) {
-		if (isc_bhs_itt(rsp->bhs) == 0x701 && isc_bhs_opcode(rsp->bhs) == ISC_OP_SCSI_RSP) {
+		if (pdu_bhs_itt(rsp->bhs) == 0x701 && pdu_bhs_opcode(rsp->bhs) == ISC_OP_SCSI_RSP) {
 			cr_expect_eq(rsp->bhs[3], SCSI_CHECK_CONDITION);
 			cr_expect_eq(rsp->data[2 + 12], 0x25, "LOGICAL UNIT NOT SUPPORTED");
 			seen_not_supported = 2;
 		}
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 	}
 	cr_expect_neq(seen_not_supported, 1, "the blocked command was answered");
 	gw_errlist_fini(&errs);

@@ -134,37 +134,37 @@ static void host_cmd(struct fake_conn *c, const uint8_t *cdb, uint32_t edtl, int
 		     uint8_t *key, uint8_t *asc, uint8_t *ascq)
 {
 	for (int i = 0; i < 4; i++) {
-		struct isc_pdu *rsp = NULL, *p;
+		struct pdu *rsp = NULL, *p;
 
 		h_scsi_cmd(&H, c, 0x100 + (uint32_t)i, ISC_FL_F | (edtl ? ISC_FL_R : 0), cdb, 16,
 			   edtl, NULL, 0);
 		fake_dmv_settle(&H.loop);
 		/* Data-In (INQUIRY) first, then the SCSI Response. */
 		while ((p = fake_dmv_pop(c))) {
-			if (isc_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP) {
+			if (pdu_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP) {
 				if (rsp)
-					isc_pdu_put(rsp);
+					pdu_put(rsp);
 				rsp = p;
-			} else if (isc_bhs_opcode(p->bhs) == ISC_OP_DATA_IN &&
+			} else if (pdu_bhs_opcode(p->bhs) == ISC_OP_DATA_IN &&
 				   (p->bhs[1] & 0x01)) {
 				/* Status in the last Data-In. */
 				if (rsp)
-					isc_pdu_put(rsp);
+					pdu_put(rsp);
 				rsp = p;
 			} else {
-				isc_pdu_put(p);
+				pdu_put(p);
 			}
 		}
 		cr_assert_not_null(rsp, "no answer to opcode %#x", cdb[0]);
-		H.exp_statsn = isc_get32(rsp->bhs, 24) + 1;
+		H.exp_statsn = pdu_get32(rsp->bhs, 24) + 1;
 		*status = rsp->bhs[3];
 		*key = *asc = *ascq = 0;
-		if (isc_bhs_opcode(rsp->bhs) == ISC_OP_SCSI_RSP && rsp->data_len >= 2 + 14) {
+		if (pdu_bhs_opcode(rsp->bhs) == ISC_OP_SCSI_RSP && rsp->data_len >= 2 + 14) {
 			*key = rsp->data[2 + 2] & 0x0f;
 			*asc = rsp->data[2 + 12];
 			*ascq = rsp->data[2 + 13];
 		}
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 		if (*key != 0x06)	/* a unit attention: once per nexus and event */
 			return;
 	}

@@ -67,13 +67,13 @@ static void setup(void)
 	gw_log_set_level(GW_LOG_WARN - 1);
 	cr_assert_eq(gw_loop_init(&loop), 0);
 	gw_errlist_init(&errs);
-	cr_assert_eq(ctl_config_parse(j, &c, &errs), 0);
+	cr_assert_eq(conf_parse(j, &c, &errs), 0);
 	json_decref(j);
 	cr_assert_eq(ctl_gw_create(&loop, c.isc, &gw, &errs), 0);
 	c.isc = NULL;
 	snprintf(sock_path, sizeof(sock_path), "/tmp/isergw-ctl-test.%d.sock", getpid());
 	cr_assert_eq(ctl_sock_create(&loop, sock_path, gw, &c.gateway, &cs), 0);
-	ctl_config_free(&c);
+	conf_free(&c);
 	gw_errlist_fini(&errs);
 }
 
@@ -123,8 +123,8 @@ Test(ctl_sock, config_returns_what_runs_and_it_parses_again)
 	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(
 		json_object_get(c, "targets"), 0), "name")), "iqn.2026-11.org.isergw:ctl");
 	gw_errlist_init(&errs);
-	cr_assert_eq(ctl_config_parse(c, &cc, &errs), 0);
-	ctl_config_free(&cc);
+	cr_assert_eq(conf_parse(c, &cc, &errs), 0);
+	conf_free(&cc);
 	gw_errlist_fini(&errs);
 	json_decref(r);
 }

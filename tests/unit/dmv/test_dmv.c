@@ -78,11 +78,11 @@ static int data_out(uint32_t ttt, uint32_t datasn, uint32_t off, uint32_t len, b
 	uint8_t *dst;
 	int r;
 
-	isc_put24(bhs, 5, len);
-	isc_put32(bhs, 16, task.itt);
-	isc_put32(bhs, 20, ttt);
-	isc_put32(bhs, 36, datasn);
-	isc_put32(bhs, 40, off);
+	pdu_put24(bhs, 5, len);
+	pdu_put32(bhs, 16, task.itt);
+	pdu_put32(bhs, 20, ttt);
+	pdu_put32(bhs, 36, datasn);
+	pdu_put32(bhs, 40, off);
 	r = dmv_dataout_begin(&conn, bhs, &t, &dst);
 	if (r == DMV_DO_OK) {
 		cr_assert_eq(dst, buf + off, "data lands in the task buffer at its offset");

@@ -53,7 +53,7 @@ Test(dmv_iser, hello_reply_accepts_version_1_and_rejects_others)
 	dmv_iser_hdr_build_hello_reply(out, &h, 16);
 	cr_assert_eq(out[0], 0x30, "HelloReply without the reject bit");
 	cr_assert_eq(out[1], 0x11, "max version 1, current version 1");
-	cr_assert_eq(isc_get16(out, 2), 16, "ORD");
+	cr_assert_eq(pdu_get16(out, 2), 16, "ORD");
 
 	in[1] = 0x22;	/* versions 2..2 only */
 	cr_assert_eq(dmv_iser_hdr_parse(in, sizeof(in), &h), 0);
@@ -236,13 +236,13 @@ Test(dmv_iser, read_depths_follow_what_the_initiator_serves)
 Test(dmv_iser, listen_without_a_device_is_not_fatal)
 {
 	struct gw_loop loop;
-	struct isc_pdu_pool pool;
+	struct pdu_pool pool;
 	struct dmv_portal_conf conf = { .name = "iser0", .address = "127.0.0.1", .port = 3260 };
 	struct dmv_portal *p = NULL;
 	int r;
 
 	cr_assert_eq(gw_loop_init(&loop), 0);
-	isc_pdu_pool_init(&pool, 0);
+	pdu_pool_init(&pool, 0);
 	r = dmv_listen("iser", &loop, &conf, &pool, &p);
 	if (r == 0) {
 		cr_assert_not_null(p);
@@ -260,7 +260,7 @@ Test(dmv_iser, listen_without_a_device_is_not_fatal)
 	p = NULL;
 	cr_assert_eq(dmv_listen("iser", &loop, &conf, &pool, &p), -EINVAL);
 	cr_assert_null(p);
-	isc_pdu_pool_fini(&pool);
+	pdu_pool_fini(&pool);
 	gw_loop_fini(&loop);
 }
 
@@ -278,7 +278,7 @@ Test(dmv_iser_loops, a_portal_keeps_each_loops_objects_apart)
 {
 	struct gw_loop loop0, loop1, *ran = NULL;
 	struct gw_loops loops = { .n = 2, .loop = { &loop0, &loop1 } };
-	struct isc_pdu_pool pool;
+	struct pdu_pool pool;
 	struct dmv_portal_conf conf = { .name = "iser0", .address = "127.0.0.1", .port = 3260,
 					.loops = &loops };
 	struct dmv_portal *p = NULL;
@@ -289,7 +289,7 @@ Test(dmv_iser_loops, a_portal_keeps_each_loops_objects_apart)
 	cr_assert_eq(gw_loop_init(&loop0), 0);
 	cr_assert_eq(gw_loop_init(&loop1), 0);
 	cr_assert_eq(gw_loop_thread_start(&loop1, -1, "test-iser-l1"), 0);
-	isc_pdu_pool_init(&pool, 0);
+	pdu_pool_init(&pool, 0);
 	cr_assert_eq(dmv_listen("iser", &loop0, &conf, &pool, &p), 0);
 	ip = gw_container_of(p, struct iser_portal, base);
 	cr_assert_eq(ip->nloops, 2);
@@ -332,7 +332,7 @@ Test(dmv_iser_loops, a_portal_keeps_each_loops_objects_apart)
 	cr_expect_null(ip->loops);
 	cr_expect_eq(ip->pl[0].res, &p->res);
 	dmv_portal_destroy(p);
-	isc_pdu_pool_fini(&pool);
+	pdu_pool_fini(&pool);
 	gw_loop_fini(&loop1);
 	gw_loop_fini(&loop0);
 }

@@ -20,7 +20,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "../../../gateway/dmv/dmv_iser_int.h"
-#include "isc_pdu.h"
+#include "pdu.h"
 
 #define LIVE_PORT 3270
 #define LIVE_WAIT_MS 20000
@@ -188,7 +188,7 @@ Test(iser_live, connections_go_to_the_least_loaded_loop)
 	const char *addr = getenv("ISER_LIVE_ADDR");
 	struct gw_loop loop0, loop1;
 	struct gw_loops loops = { .n = 2, .loop = { &loop0, &loop1 } };
-	struct isc_pdu_pool pool;
+	struct pdu_pool pool;
 	struct dmv_portal_conf conf = { .name = "iser-live", .port = LIVE_PORT, .loops = &loops };
 	struct dmv_portal *p = NULL;
 	struct live_client a, b;
@@ -201,7 +201,7 @@ Test(iser_live, connections_go_to_the_least_loaded_loop)
 	cr_assert_eq(gw_loop_init(&loop0), 0);
 	cr_assert_eq(gw_loop_init(&loop1), 0);
 	cr_assert_eq(gw_loop_thread_start(&loop1, -1, "iser-live-l1"), 0);
-	isc_pdu_pool_init(&pool, 0);
+	pdu_pool_init(&pool, 0);
 	cr_assert_eq(dmv_listen("iser", &loop0, &conf, &pool, &p), 0);
 	cr_assert(p->listening, "no RDMA device on %s", addr);
 	p->accept = live_accept_fn;
@@ -234,7 +234,7 @@ Test(iser_live, connections_go_to_the_least_loaded_loop)
 		  "QPs, registrations, chunks or load left after both clients disconnected");
 	dmv_portal_destroy(p);
 	cr_expect_eq(gw_loop_thread_stop(&loop1), 0);
-	isc_pdu_pool_fini(&pool);
+	pdu_pool_fini(&pool);
 	gw_loop_fini(&loop1);
 	gw_loop_fini(&loop0);
 }

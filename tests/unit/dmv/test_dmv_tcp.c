@@ -10,22 +10,22 @@
 #include "../../../gateway/dmv/dmv_tcp.c"
 
 static struct gw_loop loop;
-static struct isc_pdu_pool pool;
+static struct pdu_pool pool;
 static struct tcp_conn *tc;
 static int peer;
-static struct isc_pdu *got[8];
+static struct pdu *got[8];
 static int ngot, lost_err, task_done_status = 99, task_dones;
 static struct dmv_task *the_task;
 static uint8_t rejected_reason;
 
-static void cb_rx(struct dmv_conn *c, struct isc_pdu *pdu)
+static void cb_rx(struct dmv_conn *c, struct pdu *pdu)
 {
 	(void)c;
-	isc_pdu_ref(pdu);
+	pdu_ref(pdu);
 	if (ngot < 8)
 		got[ngot++] = pdu;
 	else
-		isc_pdu_put(pdu);
+		pdu_put(pdu);
 }
 
 static struct dmv_task *cb_find(struct dmv_conn *c, uint32_t itt)
@@ -37,9 +37,9 @@ static struct dmv_task *cb_find(struct dmv_conn *c, uint32_t itt)
 static void cb_stamp(struct dmv_conn *c, uint8_t *bhs)
 {
 	(void)c;
-	isc_put32(bhs, 24, 100);
-	isc_put32(bhs, 28, 200);
-	isc_put32(bhs, 32, 300);
+	pdu_put32(bhs, 24, 100);
+	pdu_put32(bhs, 28, 200);
+	pdu_put32(bhs, 32, 300);
 }
 
 static void cb_reject(struct dmv_conn *c, const uint8_t *bhs, uint8_t reason)
@@ -69,7 +69,7 @@ static void setup(void)
 
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
 	cr_assert_eq(gw_loop_init(&loop), 0);
-	isc_pdu_pool_init(&pool, 0);
+	pdu_pool_init(&pool, 0);
 	tc = calloc(1, sizeof(*tc));
 	tc->rx_stage = malloc(TCP_STAGE_LEN);
 	tc->base.tp = &dmv_tcp_transport;
@@ -97,11 +97,11 @@ static void setup(void)
 static void teardown(void)
 {
 	for (int i = 0; i < ngot; i++)
-		isc_pdu_put(got[i]);
+		pdu_put(got[i]);
 	if (!conn_closed)
 		tcp_close(&tc->base);
 	gw_loop_fini(&loop);
-	isc_pdu_pool_fini(&pool);
+	pdu_pool_fini(&pool);
 	close(peer);
 }
 
@@ -132,10 +132,10 @@ static size_t wire_pdu(uint8_t *out, const uint8_t *bhs, const void *data, uint3
 		       bool hd, bool dd)
 {
 	size_t n = 0;
-	uint32_t pad = isc_pad4(len) - len;
+	uint32_t pad = pdu_pad4(len) - len;
 
 	memcpy(out, bhs, ISC_BHS_LEN);
-	isc_put24(out, 5, len);
+	pdu_put24(out, 5, len);
 	n = ISC_BHS_LEN;
 	if (hd) {
 		put_le32(out + n, gw_crc32c(0, out, ISC_BHS_LEN));
@@ -169,7 +169,7 @@ Test(dmv_tcp, receives_padded_pdu_with_digests_in_dribbles)
 	size_t n;
 
 	digests_on();
-	isc_put32(bhs, 16, 0xabc);
+	pdu_put32(bhs, 16, 0xabc);
 	n = wire_pdu(wire, bhs, "a=b\0c", 5, true, true);
 	cr_assert_eq(n, 48 + 4 + 8 + 4);
 	/* One byte at a time: every state of the receiver meets a partial read. */
@@ -179,7 +179,7 @@ Test(dmv_tcp, receives_padded_pdu_with_digests_in_dribbles)
 	}
 	spin();
 	cr_assert_eq(ngot, 1);
-	cr_expect_eq(isc_bhs_itt(got[0]->bhs), 0xabc);
+	cr_expect_eq(pdu_bhs_itt(got[0]->bhs), 0xabc);
 	cr_assert_eq(got[0]->data_len, 5);
 	cr_expect_eq(memcmp(got[0]->data, "a=b\0c", 5), 0);
 	cr_expect_eq(lost_err, 0);
@@ -191,14 +191,14 @@ Test(dmv_tcp, several_pdus_in_one_read)
 	size_t n = 0;
 
 	for (uint32_t i = 0; i < 5; i++) {
-		isc_put32(bhs, 16, i);
+		pdu_put32(bhs, 16, i);
 		n += wire_pdu(wire + n, bhs, "xyz", 3, false, false);
 	}
 	cr_assert_eq(write(peer, wire, n), (ssize_t)n);
 	spin();
 	cr_assert_eq(ngot, 5);
 	for (int i = 0; i < 5; i++)
-		cr_expect_eq(isc_bhs_itt(got[i]->bhs), (uint32_t)i);
+		cr_expect_eq(pdu_bhs_itt(got[i]->bhs), (uint32_t)i);
 }
 
 Test(dmv_tcp, bad_header_digest_drops_the_connection)
@@ -236,7 +236,7 @@ Test(dmv_tcp, oversized_segment_drops_the_connection)
 {
 	uint8_t bhs[ISC_BHS_LEN] = { ISC_OP_SCSI_CMD, ISC_FL_F | ISC_FL_W };
 
-	isc_put24(bhs, 5, 8192 + 4);	/* login-time limit is 8192 */
+	pdu_put24(bhs, 5, 8192 + 4);	/* login-time limit is 8192 */
 	cr_assert_eq(write(peer, bhs, sizeof(bhs)), (ssize_t)sizeof(bhs));
 	spin();
 	cr_expect_eq(lost_err, -EPROTO);
@@ -254,13 +254,13 @@ Test(dmv_tcp, unknown_opcode_is_rejected_after_its_data_is_skipped)
 	spin();
 	cr_expect_eq(rejected_reason, ISC_REJ_CMD_NOT_SUPPORTED);
 	cr_assert_eq(ngot, 1, "the stream stays in sync: the next PDU arrives");
-	cr_expect_eq(isc_bhs_opcode(got[0]->bhs), ISC_OP_NOP_OUT);
+	cr_expect_eq(pdu_bhs_opcode(got[0]->bhs), ISC_OP_NOP_OUT);
 	cr_expect_eq(lost_err, 0);
 }
 
 Test(dmv_tcp, sends_pdu_with_digests_and_zero_padding)
 {
-	struct isc_pdu *pdu = isc_pdu_get(&pool);
+	struct pdu *pdu = pdu_get(&pool);
 	uint8_t wire[256];
 	uint32_t crc;
 	ssize_t n;
@@ -268,14 +268,14 @@ Test(dmv_tcp, sends_pdu_with_digests_and_zero_padding)
 	digests_on();
 	pdu->bhs[0] = ISC_OP_TEXT_RSP;
 	pdu->bhs[1] = ISC_FL_F;
-	isc_pdu_set_data(pdu, "k=v\0z", 5);
+	pdu_set_data(pdu, "k=v\0z", 5);
 	cr_assert_eq(dmv_send_pdu(&tc->base, pdu), 0);
 	spin();
 	n = read(peer, wire, sizeof(wire));
 	cr_assert_eq(n, 48 + 4 + 8 + 4);
 	crc = gw_crc32c(0, wire, 48);
 	cr_expect_eq(memcmp(&crc, wire + 48, 4), 0, "header digest");
-	cr_expect_eq(isc_bhs_dsl(wire), 5);
+	cr_expect_eq(pdu_bhs_dsl(wire), 5);
 	cr_expect_eq(memcmp(wire + 52, "k=v\0z\0\0\0", 8), 0, "zero padding");
 	crc = gw_crc32c(0, wire + 52, 8);
 	cr_expect_eq(memcmp(&crc, wire + 60, 4), 0, "data digest over data and padding");
@@ -292,7 +292,7 @@ Test(dmv_tcp, put_data_splits_by_mrdsl_and_collapses_status)
 {
 	static uint8_t buf[20000];
 	struct dmv_task t;
-	struct isc_pdu *rsp = isc_pdu_get(&pool);
+	struct pdu *rsp = pdu_get(&pool);
 	uint8_t wire[4 * (48 + 8192)];
 	uint8_t lun[8] = { 0 };
 	size_t have = 0, off = 0;
@@ -309,8 +309,8 @@ Test(dmv_tcp, put_data_splits_by_mrdsl_and_collapses_status)
 	rsp->bhs[0] = ISC_OP_SCSI_RSP;
 	rsp->bhs[1] = ISC_FL_F | ISC_FL_U;
 	rsp->bhs[3] = 0x00;	/* GOOD */
-	isc_put32(rsp->bhs, 24, 77);		/* StatSN */
-	isc_put32(rsp->bhs, 44, 480);		/* residual */
+	pdu_put32(rsp->bhs, 24, 77);		/* StatSN */
+	pdu_put32(rsp->bhs, 44, 480);		/* residual */
 	cr_assert_eq(dmv_put_data(&t, sizeof(buf), rsp), 0);
 	cr_expect_eq(task_dones, 0, "never completes inside the call");
 	for (int i = 0; i < 50 && have < sizeof(wire); i++) {
@@ -326,20 +326,20 @@ Test(dmv_tcp, put_data_splits_by_mrdsl_and_collapses_status)
 		have += (size_t)n;
 	while (off < have) {
 		const uint8_t *b = wire + off;
-		uint32_t dsl = isc_bhs_dsl(b);
+		uint32_t dsl = pdu_bhs_dsl(b);
 
-		cr_assert_eq(isc_bhs_opcode(b), ISC_OP_DATA_IN);
+		cr_assert_eq(pdu_bhs_opcode(b), ISC_OP_DATA_IN);
 		cr_expect_leq(dsl, 8192);
-		cr_expect_eq(isc_get32(b, 36), (uint32_t)pdus, "DataSN");
-		cr_expect_eq(isc_get32(b, 40), (uint32_t)pdus * 8192, "buffer offset");
+		cr_expect_eq(pdu_get32(b, 36), (uint32_t)pdus, "DataSN");
+		cr_expect_eq(pdu_get32(b, 40), (uint32_t)pdus * 8192, "buffer offset");
 		cr_expect_eq(memcmp(b + 48, buf + pdus * 8192, dsl), 0);
-		off += 48 + isc_pad4(dsl);
+		off += 48 + pdu_pad4(dsl);
 		pdus++;
 		if (off >= have) {
 			cr_expect(b[1] & ISC_FL_S, "last Data-In carries the status");
 			cr_expect(b[1] & ISC_FL_U);
-			cr_expect_eq(isc_get32(b, 24), 77);
-			cr_expect_eq(isc_get32(b, 44), 480);
+			cr_expect_eq(pdu_get32(b, 24), 77);
+			cr_expect_eq(pdu_get32(b, 44), 480);
 		} else {
 			cr_expect_not(b[1] & ISC_FL_S);
 		}
@@ -376,22 +376,22 @@ Test(dmv_tcp, get_data_sends_r2t_and_lands_data_out_in_the_buffer)
 	cr_assert_eq(dmv_get_data(&t), 0);
 	spin();
 	cr_assert_eq(read(peer, r2t, sizeof(r2t)), 48);
-	cr_expect_eq(isc_bhs_opcode(r2t), ISC_OP_R2T);
-	cr_expect_eq(isc_bhs_itt(r2t), 0x66);
+	cr_expect_eq(pdu_bhs_opcode(r2t), ISC_OP_R2T);
+	cr_expect_eq(pdu_bhs_itt(r2t), 0x66);
 	cr_expect_eq(r2t[9], 3, "LUN echoed");
-	cr_expect_eq(isc_get32(r2t, 24), 100, "stamped by the iSCSI layer");
-	cr_expect_eq(isc_get32(r2t, 40), 0);
-	cr_expect_eq(isc_get32(r2t, 44), sizeof(buf));
-	ttt = isc_get32(r2t, 20);
+	cr_expect_eq(pdu_get32(r2t, 24), 100, "stamped by the iSCSI layer");
+	cr_expect_eq(pdu_get32(r2t, 40), 0);
+	cr_expect_eq(pdu_get32(r2t, 44), sizeof(buf));
+	ttt = pdu_get32(r2t, 20);
 	cr_expect_neq(ttt, ISC_RSVD_TAG);
 	for (uint32_t i = 0, sn = 0; i < sizeof(src); i += 8192, sn++) {
 		memset(bhs, 0, sizeof(bhs));
 		bhs[0] = ISC_OP_DATA_OUT;
 		bhs[1] = i + 8192 == sizeof(src) ? ISC_FL_F : 0;
-		isc_put32(bhs, 16, 0x66);
-		isc_put32(bhs, 20, ttt);
-		isc_put32(bhs, 36, sn);
-		isc_put32(bhs, 40, i);
+		pdu_put32(bhs, 16, 0x66);
+		pdu_put32(bhs, 20, ttt);
+		pdu_put32(bhs, 36, sn);
+		pdu_put32(bhs, 40, i);
 		n = wire_pdu(wire, bhs, src + i, 8192, false, false);
 		cr_assert_eq(write(peer, wire, n), (ssize_t)n);
 	}
@@ -430,15 +430,15 @@ Test(dmv_tcp, data_out_with_bad_digest_fails_its_task_once_all_data_is_in)
 	cr_assert_eq(dmv_get_data(&t), 0);
 	spin();
 	cr_assert_eq(read(peer, r2t, sizeof(r2t)), 52, "R2T with its header digest");
-	ttt = isc_get32(r2t, 20);
+	ttt = pdu_get32(r2t, 20);
 	for (uint32_t i = 0, sn = 0; i < sizeof(buf); i += 8192, sn++) {
 		memset(bhs, 0, sizeof(bhs));
 		bhs[0] = ISC_OP_DATA_OUT;
 		bhs[1] = i + 8192 == sizeof(buf) ? ISC_FL_F : 0;
-		isc_put32(bhs, 16, 0x67);
-		isc_put32(bhs, 20, ttt);
-		isc_put32(bhs, 36, sn);
-		isc_put32(bhs, 40, i);
+		pdu_put32(bhs, 16, 0x67);
+		pdu_put32(bhs, 20, ttt);
+		pdu_put32(bhs, 36, sn);
+		pdu_put32(bhs, 40, i);
 		one = wire_pdu(wire + n, bhs, buf, 8192, true, true);
 		if (i == 0)
 			wire[n + one - 1] ^= 0x01;	/* the first one's data digest */
@@ -458,7 +458,7 @@ Test(dmv_tcp, data_out_with_bad_digest_fails_its_task_once_all_data_is_in)
 
 static struct gw_loop pl_loop1;
 static struct gw_loops pl_set;
-static struct isc_pdu_pool pl_pool1;
+static struct pdu_pool pl_pool1;
 static int pl_place_answer;
 static struct gw_loop *pl_accept_loop;
 static int pl_rx_n;			/* atomic: PDUs received after placement */
@@ -466,17 +466,17 @@ static struct gw_loop *pl_rx_loop[4];
 static uint8_t pl_rx_op[4];
 static uint32_t pl_rx_len[4];
 static uint8_t pl_rx_data0[64];
-static struct isc_pdu_pool *pl_rx_pool[4];
+static struct pdu_pool *pl_rx_pool[4];
 static int pl_lost;			/* atomic */
 
-static void pl_rx(struct dmv_conn *c, struct isc_pdu *pdu)
+static void pl_rx(struct dmv_conn *c, struct pdu *pdu)
 {
 	int i = __atomic_load_n(&pl_rx_n, __ATOMIC_RELAXED);
 
 	(void)c;
 	if (i < 4) {
 		pl_rx_loop[i] = gw_loop_current();
-		pl_rx_op[i] = isc_bhs_opcode(pdu->bhs);
+		pl_rx_op[i] = pdu_bhs_opcode(pdu->bhs);
 		pl_rx_len[i] = pdu->data_len;
 		pl_rx_pool[i] = pdu->pool;
 		if (i == 0)
@@ -505,10 +505,10 @@ static void pl_accept(struct dmv_portal *p, struct dmv_conn *c)
 	c->cb = &pl_cbs;
 }
 
-static int pl_place(struct dmv_portal *p, const struct isc_pdu *first)
+static int pl_place(struct dmv_portal *p, const struct pdu *first)
 {
 	(void)p;
-	cr_expect_eq(isc_bhs_opcode(first->bhs), ISC_OP_LOGIN_REQ);
+	cr_expect_eq(pdu_bhs_opcode(first->bhs), ISC_OP_LOGIN_REQ);
 	return pl_place_answer;
 }
 
@@ -520,8 +520,8 @@ static struct dmv_portal *pl_listen(uint32_t timeout_ms)
 
 	cr_assert_eq(gw_loop_init(&loop), 0);
 	cr_assert_eq(gw_loop_init(&pl_loop1), 0);
-	isc_pdu_pool_init(&pool, 0);
-	isc_pdu_pool_init(&pl_pool1, 0);
+	pdu_pool_init(&pool, 0);
+	pdu_pool_init(&pl_pool1, 0);
 	memset(&pl_set, 0, sizeof(pl_set));
 	pl_set.n = 2;
 	pl_set.loop[0] = &loop;
@@ -564,8 +564,8 @@ static void pl_finish(struct dmv_portal *dp)
 	gw_loop_thread_stop(&pl_loop1);
 	gw_loop_fini(&pl_loop1);
 	gw_loop_fini(&loop);
-	isc_pdu_pool_fini(&pl_pool1);
-	isc_pdu_pool_fini(&pool);
+	pdu_pool_fini(&pl_pool1);
+	pdu_pool_fini(&pool);
 }
 
 /* A Login Request with 40 bytes of data, then a NOP-Out, in one write. */
@@ -604,7 +604,7 @@ Test(dmv_tcp_place, the_first_pdu_moves_the_connection_to_its_loop)
 		const char *what = place_cases[k].what;
 		int to = place_cases[k].to, other = !to;
 		struct gw_loop *tl = to ? &pl_loop1 : &loop;
-		struct isc_pdu_pool *tp = to ? &pl_pool1 : &pool;
+		struct pdu_pool *tp = to ? &pl_pool1 : &pool;
 		unsigned other_load;
 		struct dmv_portal *dp;
 		int fd;

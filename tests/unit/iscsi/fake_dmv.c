@@ -12,29 +12,29 @@ static struct fake_conn *fake_of(struct dmv_conn *c)
 	return gw_container_of(c, struct fake_conn, base);
 }
 
-static void fake_capture(struct fake_conn *fc, struct isc_pdu *pdu)
+static void fake_capture(struct fake_conn *fc, struct pdu *pdu)
 {
 	gw_list_add_tail(&fc->sent, &pdu->node);
 	fc->nsent++;
 }
 
-static int fake_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)
+static int fake_send_pdu(struct dmv_conn *c, struct pdu *pdu)
 {
 	struct fake_conn *fc = fake_of(c);
 
 	if (fc->closed) {
-		isc_pdu_put(pdu);
+		pdu_put(pdu);
 		return -ECONNRESET;
 	}
 	/* Borrowed data would dangle once the sender frees it: keep a copy. */
 	if (pdu->data_ext) {
 		uint8_t *p = pdu->data;
 
-		isc_pdu_set_data(pdu, p, pdu->data_len);
+		pdu_set_data(pdu, p, pdu->data_len);
 	}
 	fake_capture(fc, pdu);
 	if (pdu->done) {
-		isc_pdu_done_fn done = pdu->done;
+		pdu_done_fn done = pdu->done;
 
 		pdu->done = NULL;
 		done(pdu, 0);
@@ -42,12 +42,12 @@ static int fake_send_pdu(struct dmv_conn *c, struct isc_pdu *pdu)
 	return 0;
 }
 
-static int fake_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
+static int fake_put_data(struct dmv_task *t, uint32_t len, struct pdu *rsp)
 {
 	struct fake_conn *fc = fake_of(t->conn);
 	uint32_t seg = fc->base.params.max_xmit_dsl ? fc->base.params.max_xmit_dsl : 8192;
 	uint32_t off = 0, datasn = 0;
-	struct isc_pdu *pdu, *last = NULL;
+	struct pdu *pdu, *last = NULL;
 
 	fc->puts++;
 	if (len > t->len)
@@ -55,15 +55,15 @@ static int fake_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 	while (off < len) {
 		uint32_t n = len - off > seg ? seg : len - off;
 
-		pdu = isc_pdu_get(fc->base.pool);
+		pdu = pdu_get(fc->base.pool);
 		pdu->bhs[0] = ISC_OP_DATA_IN;
-		isc_put32(pdu->bhs, 16, t->itt);
-		isc_put32(pdu->bhs, 20, ISC_RSVD_TAG);
+		pdu_put32(pdu->bhs, 16, t->itt);
+		pdu_put32(pdu->bhs, 20, ISC_RSVD_TAG);
 		fc->base.cb->stamp(&fc->base, pdu->bhs);
-		isc_put32(pdu->bhs, 24, 0);
-		isc_put32(pdu->bhs, 36, datasn++);
-		isc_put32(pdu->bhs, 40, off);
-		isc_pdu_set_data(pdu, t->buf + off, n);
+		pdu_put32(pdu->bhs, 24, 0);
+		pdu_put32(pdu->bhs, 36, datasn++);
+		pdu_put32(pdu->bhs, 40, off);
+		pdu_set_data(pdu, t->buf + off, n);
 		off += n;
 		if (off == len)
 			pdu->bhs[1] |= ISC_FL_F;
@@ -75,9 +75,9 @@ static int fake_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 		last->bhs[3] = rsp->bhs[3];
 		memcpy(last->bhs + 24, rsp->bhs + 24, 12);
 		memcpy(last->bhs + 44, rsp->bhs + 44, 4);
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 	} else if (rsp) {
-		isc_put32(rsp->bhs, 36, datasn);
+		pdu_put32(rsp->bhs, 36, datasn);
 		fake_capture(fc, rsp);
 	}
 	t->putting = true;
@@ -88,7 +88,7 @@ static int fake_put_data(struct dmv_task *t, uint32_t len, struct isc_pdu *rsp)
 static void fake_solicit(struct dmv_task *t)
 {
 	struct fake_conn *fc = fake_of(t->conn);
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 
 	while ((pdu = dmv_r2t_next(t, NULL)))
 		fake_capture(fc, pdu);
@@ -196,7 +196,7 @@ const struct dmv_transport fake_dmv_lend_transport = {
 	.buf_put = fake_buf_put,
 };
 
-struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct isc_pdu_pool *pool)
+struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct pdu_pool *pool)
 {
 	struct dmv_portal *p = calloc(1, sizeof(*p));
 
@@ -215,7 +215,7 @@ struct fake_conn *fake_dmv_connect(struct dmv_portal *dp)
 }
 
 struct fake_conn *fake_dmv_connect_on(struct dmv_portal *dp, struct gw_loop *loop,
-				      struct isc_pdu_pool *pool)
+				      struct pdu_pool *pool)
 {
 	struct fake_conn *fc = calloc(1, sizeof(*fc));
 
@@ -234,7 +234,7 @@ struct fake_conn *fake_dmv_connect_on(struct dmv_portal *dp, struct gw_loop *loo
 
 void fake_dmv_rx(struct fake_conn *c, const uint8_t *bhs, const void *data, uint32_t len)
 {
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 
 	if (c->closed)
 		return;
@@ -245,7 +245,7 @@ void fake_dmv_rx(struct fake_conn *c, const uint8_t *bhs, const void *data, uint
 		int r;
 
 		memcpy(hdr, bhs, ISC_BHS_LEN);
-		isc_put24(hdr, 5, len);
+		pdu_put24(hdr, 5, len);
 		r = dmv_dataout_begin(&c->base, hdr, &t, &dst);
 		if (r < 0) {
 			c->base.cb->lost(&c->base, r);
@@ -258,20 +258,20 @@ void fake_dmv_rx(struct fake_conn *c, const uint8_t *bhs, const void *data, uint
 		}
 		return;
 	}
-	pdu = isc_pdu_get(c->base.pool);
+	pdu = pdu_get(c->base.pool);
 	memcpy(pdu->bhs, bhs, ISC_BHS_LEN);
-	isc_pdu_set_data(pdu, data, len);
+	pdu_set_data(pdu, data, len);
 	c->base.cb->rx_pdu(&c->base, pdu);
-	isc_pdu_put(pdu);
+	pdu_put(pdu);
 }
 
-struct isc_pdu *fake_dmv_pop(struct fake_conn *c)
+struct pdu *fake_dmv_pop(struct fake_conn *c)
 {
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 
 	if (gw_list_empty(&c->sent))
 		return NULL;
-	pdu = gw_list_first_entry(&c->sent, struct isc_pdu, node);
+	pdu = gw_list_first_entry(&c->sent, struct pdu, node);
 	gw_list_del(&pdu->node);
 	c->nsent--;
 	return pdu;
@@ -279,10 +279,10 @@ struct isc_pdu *fake_dmv_pop(struct fake_conn *c)
 
 void fake_dmv_drain(struct fake_conn *c)
 {
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 
 	while ((pdu = fake_dmv_pop(c)))
-		isc_pdu_put(pdu);
+		pdu_put(pdu);
 }
 
 void fake_dmv_settle(struct gw_loop *loop)
@@ -314,5 +314,5 @@ void fake_bhs(uint8_t *bhs, uint8_t opcode, uint8_t flags, uint32_t itt)
 	memset(bhs, 0, ISC_BHS_LEN);
 	bhs[0] = opcode;
 	bhs[1] = flags;
-	isc_put32(bhs, 16, itt);
+	pdu_put32(bhs, 16, itt);
 }

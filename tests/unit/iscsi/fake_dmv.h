@@ -36,16 +36,16 @@ struct fake_lend {
 };
 extern struct fake_lend fake_lend;
 
-struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct isc_pdu_pool *pool);
+struct dmv_portal *fake_dmv_portal_new(struct gw_loop *loop, struct pdu_pool *pool);
 /* A new connection: the portal's accept callback runs. */
 struct fake_conn *fake_dmv_connect(struct dmv_portal *dp);
 /* The same, as if the portal had handed the connection to loop (its PDUs from pool). */
 struct fake_conn *fake_dmv_connect_on(struct dmv_portal *dp, struct gw_loop *loop,
-				      struct isc_pdu_pool *pool);
+				      struct pdu_pool *pool);
 /* Delivers one initiator PDU as a transport would (Data-Out through the shared code). */
 void fake_dmv_rx(struct fake_conn *c, const uint8_t *bhs, const void *data, uint32_t len);
 /* The oldest PDU the target sent (caller puts it), or NULL. */
-struct isc_pdu *fake_dmv_pop(struct fake_conn *c);
+struct pdu *fake_dmv_pop(struct fake_conn *c);
 /* Drops everything sent so far. */
 void fake_dmv_drain(struct fake_conn *c);
 /* Runs the loop until nothing is pending (bounded). */

@@ -68,7 +68,7 @@ static inline void h_setup(struct h *h, const char *conf)
 	memset(h, 0, sizeof(*h));
 	cr_assert_not_null(root, "bad test JSON: %s", jerr.text);
 	gw_errlist_init(&errs);
-	if (ctl_config_parse(root, &cfg, &errs)) {
+	if (conf_parse(root, &cfg, &errs)) {
 		char *s = gw_errlist_join(&errs);
 
 		cr_assert_fail("config: %s", s);
@@ -77,7 +77,7 @@ static inline void h_setup(struct h *h, const char *conf)
 	cr_assert_eq(gw_loop_init(&h->loop), 0);
 	cr_assert_eq(ctl_gw_create(&h->loop, cfg.isc, &h->gw, &errs), 0);
 	cfg.isc = NULL;
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	gw_errlist_fini(&errs);
 	p = gw_list_first_entry(&h->gw->portals, struct isc_portal, node);
 	h->dp = fake_dmv_portal_new(&h->loop, &h->gw->lps[0].pdus);
@@ -116,7 +116,7 @@ static inline void h_teardown(struct h *h)
 }
 
 /* The value of key in a PDU's text data, into buf ("" if absent). */
-static inline const char *h_key(const struct isc_pdu *pdu, const char *key, char *buf, size_t len)
+static inline const char *h_key(const struct pdu *pdu, const char *key, char *buf, size_t len)
 {
 	struct isc_kvlist l;
 	const char *v;
@@ -133,7 +133,7 @@ static inline const char *h_key(const struct isc_pdu *pdu, const char *key, char
 }
 
 /* Sends one Login Request and returns the response (caller puts it), or NULL. */
-static inline struct isc_pdu *h_login_req(struct h *h, struct fake_conn *c, uint8_t flags,
+static inline struct pdu *h_login_req(struct h *h, struct fake_conn *c, uint8_t flags,
 					  uint8_t isid_last, uint16_t tsih, uint16_t cid,
 					  const char *text, size_t len)
 {
@@ -142,10 +142,10 @@ static inline struct isc_pdu *h_login_req(struct h *h, struct fake_conn *c, uint
 	fake_bhs(bhs, ISC_OP_LOGIN_REQ | ISC_BHS_I, flags, h->itt);
 	bhs[8] = 0x80;
 	bhs[13] = isid_last;
-	isc_put16(bhs, 14, tsih);
-	isc_put16(bhs, 20, cid);
-	isc_put32(bhs, 24, h->cmdsn);
-	isc_put32(bhs, 28, h->exp_statsn);
+	pdu_put16(bhs, 14, tsih);
+	pdu_put16(bhs, 20, cid);
+	pdu_put32(bhs, 24, h->cmdsn);
+	pdu_put32(bhs, 28, h->exp_statsn);
 	fake_dmv_rx(c, bhs, text, (uint32_t)len);
 	fake_dmv_settle(&h->loop);
 	for (int i = 0; h->loop1 && i < 2; i++) {
@@ -155,7 +155,7 @@ static inline struct isc_pdu *h_login_req(struct h *h, struct fake_conn *c, uint
 	return fake_dmv_pop(c);
 }
 
-static inline uint16_t h_status(const struct isc_pdu *rsp)
+static inline uint16_t h_status(const struct pdu *rsp)
 {
 	return (uint16_t)(rsp->bhs[36] << 8 | rsp->bhs[37]);
 }
@@ -170,7 +170,7 @@ static inline uint16_t h_login(struct h *h, struct fake_conn *c, const char *ini
 {
 	char text[512];
 	int n;
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint16_t out = 0;
 
 	if (target)
@@ -182,15 +182,15 @@ static inline uint16_t h_login(struct h *h, struct fake_conn *c, const char *ini
 	*status = 0;
 	rsp = h_login_req(h, c, ISC_FL_T | (0 << 2) | 1, isid_last, tsih, cid, text, (size_t)n);
 	cr_assert_not_null(rsp, "no Login Response");
-	cr_assert_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_LOGIN_RSP);
-	h->exp_statsn = isc_get32(rsp->bhs, 24) + 1;
+	cr_assert_eq(pdu_bhs_opcode(rsp->bhs), ISC_OP_LOGIN_RSP);
+	h->exp_statsn = pdu_get32(rsp->bhs, 24) + 1;
 	*status = h_status(rsp);
 	if (*status) {
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 		return 0;
 	}
 	cr_assert(rsp->bhs[1] & ISC_FL_T, "no transit to the operational stage");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	/* Leading-only keys only on the leading connection. */
 	if (tsih)
 		n = snprintf(text, sizeof(text), "HeaderDigest=None%cDataDigest=None%c"
@@ -204,19 +204,19 @@ static inline uint16_t h_login(struct h *h, struct fake_conn *c, const char *ini
 		rsp = h_login_req(h, c, ISC_FL_T | (1 << 2) | 3, isid_last, tsih, cid, text,
 				  (size_t)n);
 		cr_assert_not_null(rsp, "no Login Response");
-		h->exp_statsn = isc_get32(rsp->bhs, 24) + 1;
+		h->exp_statsn = pdu_get32(rsp->bhs, 24) + 1;
 		*status = h_status(rsp);
 		if (*status) {
-			isc_pdu_put(rsp);
+			pdu_put(rsp);
 			return 0;
 		}
 		if (rsp->bhs[1] & ISC_FL_T) {
-			out = isc_get16(rsp->bhs, 14);
-			h->max_cmdsn = isc_get32(rsp->bhs, 32);
-			isc_pdu_put(rsp);
+			out = pdu_get16(rsp->bhs, 14);
+			h->max_cmdsn = pdu_get32(rsp->bhs, 32);
+			pdu_put(rsp);
 			return out;
 		}
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 		n = 0;
 	}
 	cr_assert_fail("login never reached full feature phase");
@@ -231,9 +231,9 @@ static inline void h_scsi_cmd(struct h *h, struct fake_conn *c, uint32_t itt, ui
 	uint8_t bhs[ISC_BHS_LEN];
 
 	fake_bhs(bhs, ISC_OP_SCSI_CMD, flags, itt);
-	isc_put32(bhs, 20, edtl);
-	isc_put32(bhs, 24, h->cmdsn++);
-	isc_put32(bhs, 28, h->exp_statsn);
+	pdu_put32(bhs, 20, edtl);
+	pdu_put32(bhs, 24, h->cmdsn++);
+	pdu_put32(bhs, 28, h->exp_statsn);
 	memcpy(bhs + 32, cdb, cdb_len);
 	fake_dmv_rx(c, bhs, imm, imm_len);
 }
@@ -277,7 +277,7 @@ static inline void h_clear_ua(struct h *h, struct fake_conn *c)
 	static const uint8_t tur[16];
 
 	for (int i = 0; i < 4; i++) {
-		struct isc_pdu *rsp;
+		struct pdu *rsp;
 		int st;
 
 		h_scsi_cmd(h, c, 0xfff0 + (uint32_t)i, ISC_FL_F, tur, 16, 0, NULL, 0);
@@ -285,8 +285,8 @@ static inline void h_clear_ua(struct h *h, struct fake_conn *c)
 		rsp = fake_dmv_pop(c);
 		cr_assert_not_null(rsp, "no answer to TEST UNIT READY");
 		st = rsp->bhs[3];
-		h->exp_statsn = isc_get32(rsp->bhs, 24) + 1;
-		isc_pdu_put(rsp);
+		h->exp_statsn = pdu_get32(rsp->bhs, 24) + 1;
+		pdu_put(rsp);
 		fake_dmv_drain(c);
 		if (st == SCSI_GOOD)
 			return;
@@ -298,8 +298,8 @@ static inline void h_cdb_rw10(uint8_t *cdb, uint8_t op, uint32_t lba, uint16_t b
 {
 	memset(cdb, 0, 16);
 	cdb[0] = op;
-	isc_put32(cdb, 2, lba);
-	isc_put16(cdb, 7, blocks);
+	pdu_put32(cdb, 2, lba);
+	pdu_put16(cdb, 7, blocks);
 }
 
 #endif

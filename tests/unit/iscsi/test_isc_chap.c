@@ -386,15 +386,15 @@ Test(chap, config_validation)
 	struct isc_chap_conf bad = mutual;
 	struct gw_errlist errs;
 
-	cr_assert_not_null(isc_chap_check_secret(&s_short));
-	cr_assert_null(isc_chap_check_secret(&s_ok));
-	cr_assert_null(isc_chap_check_secret(&s_empty));
+	cr_assert_not_null(conf_chap_check_secret(&s_short));
+	cr_assert_null(conf_chap_check_secret(&s_ok));
+	cr_assert_null(conf_chap_check_secret(&s_empty));
 
 	gw_errlist_init(&errs);
-	cr_assert_eq(isc_chap_conf_check(&mutual, "targets[0].chap", &errs), 0);
+	cr_assert_eq(conf_chap_check(&mutual, "targets[0].chap", &errs), 0);
 	cr_assert_eq(errs.n, 0);
 	bad.mutual_secret = bad.secret;
-	cr_assert_eq(isc_chap_conf_check(&bad, "targets[0].chap", &errs), -EINVAL);
+	cr_assert_eq(conf_chap_check(&bad, "targets[0].chap", &errs), -EINVAL);
 	cr_assert_eq(errs.n, 1);
 	cr_assert_str_eq(errs.v[0].field, "targets[0].chap.mutual_secret");
 	gw_errlist_fini(&errs);
@@ -402,7 +402,7 @@ Test(chap, config_validation)
 	gw_errlist_init(&errs);
 	bad = one_way;
 	bad.secret = s_empty;
-	cr_assert_eq(isc_chap_conf_check(&bad, "", &errs), -EINVAL);
+	cr_assert_eq(conf_chap_check(&bad, "", &errs), -EINVAL);
 	cr_assert_str_eq(errs.v[0].field, "secret");
 	gw_errlist_fini(&errs);
 }

@@ -26,18 +26,18 @@ TestSuite(isc_conn, .init = setup, .fini = teardown);
 static void expect_reject(uint8_t opcode, uint8_t reason)
 {
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rej;
+	struct pdu *rej;
 
 	fake_bhs(bhs, opcode | ISC_BHS_I, ISC_FL_F, 0x42);
 	fake_dmv_rx(C, bhs, NULL, 0);
 	rej = fake_dmv_pop(C);
 	cr_assert_not_null(rej, "no Reject for opcode 0x%02x", opcode);
-	cr_expect_eq(isc_bhs_opcode(rej->bhs), ISC_OP_REJECT);
+	cr_expect_eq(pdu_bhs_opcode(rej->bhs), ISC_OP_REJECT);
 	cr_expect_eq(rej->bhs[2], reason);
-	cr_expect_eq(isc_bhs_itt(rej->bhs), ISC_RSVD_TAG);
+	cr_expect_eq(pdu_bhs_itt(rej->bhs), ISC_RSVD_TAG);
 	cr_assert_eq(rej->data_len, ISC_BHS_LEN);
 	cr_expect_eq(memcmp(rej->data, bhs, ISC_BHS_LEN), 0, "the offending header comes back");
-	isc_pdu_put(rej);
+	pdu_put(rej);
 	cr_expect_not(C->closed);
 }
 
@@ -54,7 +54,7 @@ Test(isc_conn, login_in_full_feature_phase_is_a_protocol_error)
 Test(isc_conn, reject_advances_statsn)
 {
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *a, *b;
+	struct pdu *a, *b;
 
 	fake_bhs(bhs, ISC_OP_SNACK, ISC_FL_F, 1);
 	fake_dmv_rx(C, bhs, NULL, 0);
@@ -62,9 +62,9 @@ Test(isc_conn, reject_advances_statsn)
 	a = fake_dmv_pop(C);
 	b = fake_dmv_pop(C);
 	cr_assert(a && b);
-	cr_expect_eq(isc_get32(b->bhs, 24), isc_get32(a->bhs, 24) + 1);
-	isc_pdu_put(a);
-	isc_pdu_put(b);
+	cr_expect_eq(pdu_get32(b->bhs, 24), pdu_get32(a->bhs, 24) + 1);
+	pdu_put(a);
+	pdu_put(b);
 }
 
 Test(isc_conn, bhs_check_verdicts)
@@ -73,32 +73,32 @@ Test(isc_conn, bhs_check_verdicts)
 	const char *why;
 
 	fake_bhs(bhs, 0x1c, ISC_FL_F, 1);
-	cr_expect_eq(isc_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_BAD_OPCODE);
+	cr_expect_eq(pdu_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_BAD_OPCODE);
 	cr_expect_eq(reason, ISC_REJ_CMD_NOT_SUPPORTED);
 	fake_bhs(bhs, ISC_OP_TEXT_REQ, ISC_FL_F | ISC_FL_C, 1);
-	cr_expect_eq(isc_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_BAD_FIELD);
+	cr_expect_eq(pdu_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_BAD_FIELD);
 	cr_expect_eq(reason, ISC_REJ_PROTOCOL);
 	fake_bhs(bhs, ISC_OP_SCSI_CMD, ISC_FL_F, 1);
-	isc_put24(bhs, 5, 8193);
-	cr_expect_eq(isc_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_FATAL,
+	pdu_put24(bhs, 5, 8193);
+	cr_expect_eq(pdu_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_FATAL,
 		     "a segment longer than declared cannot be trusted");
-	isc_put24(bhs, 5, 8192);
-	cr_expect_eq(isc_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_OK);
+	pdu_put24(bhs, 5, 8192);
+	cr_expect_eq(pdu_bhs_check(bhs, 8192, &reason, &why), ISC_BHS_OK);
 }
 
 Test(isc_conn, logout_closes_the_session_after_the_response)
 {
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 
 	fake_bhs(bhs, ISC_OP_LOGOUT_REQ | ISC_BHS_I, ISC_FL_F | 0, 0x50);
-	isc_put32(bhs, 24, H.cmdsn);
+	pdu_put32(bhs, 24, H.cmdsn);
 	fake_dmv_rx(C, bhs, NULL, 0);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp);
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_LOGOUT_RSP);
+	cr_expect_eq(pdu_bhs_opcode(rsp->bhs), ISC_OP_LOGOUT_RSP);
 	cr_expect_eq(rsp->bhs[2], 0, "closed successfully");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	cr_expect(C->closed);
 	fake_dmv_settle(&H.loop);
 	cr_expect(gw_list_empty(&H.gw->sessions), "the session is gone");
@@ -107,14 +107,14 @@ Test(isc_conn, logout_closes_the_session_after_the_response)
 Test(isc_conn, logout_for_recovery_is_not_supported)
 {
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 
 	fake_bhs(bhs, ISC_OP_LOGOUT_REQ | ISC_BHS_I, ISC_FL_F | 2, 0x51);
 	fake_dmv_rx(C, bhs, NULL, 0);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp);
 	cr_expect_eq(rsp->bhs[2], 2);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	cr_expect_not(C->closed);
 }
 
@@ -198,9 +198,9 @@ Test(isc_conn, place_sends_a_tsih_to_its_session_s_loop)
 	struct h h;
 	struct gw_loop l1;
 	struct gw_loops ls = { .n = 2 };
-	struct isc_pdu_pool *pool;
+	struct pdu_pool *pool;
 	struct isc_session *s;
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 	struct fake_conn *c;
 	uint16_t st, tsih;
 
@@ -217,22 +217,22 @@ Test(isc_conn, place_sends_a_tsih_to_its_session_s_loop)
 	s = gw_list_first_entry(&h.gw->sessions, struct isc_session, node);
 	cr_assert_eq(s->lp->idx, 1);
 
-	pdu = isc_pdu_get(pool);
+	pdu = pdu_get(pool);
 	cr_assert_not_null(pdu);
 	memset(pdu->bhs, 0, ISC_BHS_LEN);
 	pdu->bhs[0] = ISC_OP_LOGIN_REQ | ISC_BHS_I;
 	pdu->bhs[8] = 0x80;
 	pdu->bhs[13] = 1;
-	isc_put16(pdu->bhs, 14, tsih);
+	pdu_put16(pdu->bhs, 14, tsih);
 	cr_expect_eq(isc_conn_place(h.dp, pdu), 1, "the session's loop");
-	isc_put16(pdu->bhs, 14, 0);
+	pdu_put16(pdu->bhs, 14, 0);
 	cr_expect_eq(isc_conn_place(h.dp, pdu), -1, "a new session: the least loaded");
-	isc_put16(pdu->bhs, 14, (uint16_t)(tsih + 1));
+	pdu_put16(pdu->bhs, 14, (uint16_t)(tsih + 1));
 	cr_expect_eq(isc_conn_place(h.dp, pdu), -1, "no such session");
 	pdu->bhs[13] = 2;
-	isc_put16(pdu->bhs, 14, tsih);
+	pdu_put16(pdu->bhs, 14, tsih);
 	cr_expect_eq(isc_conn_place(h.dp, pdu), -1, "a TSIH with another ISID is not its");
-	isc_pdu_put(pdu);
+	pdu_put(pdu);
 
 	isc_gw_stop(h.gw);
 	for (int i = 0; i < 3; i++) {

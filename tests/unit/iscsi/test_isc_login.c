@@ -22,7 +22,7 @@ Test(isc_login, normal_login_reaches_ffp_with_tsih_and_tpgt)
 {
 	struct fake_conn *c = h_connect(&H);
 	char text[256], v[64];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint16_t st, tsih;
 	int n;
 
@@ -36,8 +36,8 @@ Test(isc_login, normal_login_reaches_ffp_with_tsih_and_tpgt)
 	cr_expect_eq(rsp->bhs[1] & 3, 1, "NSG should be operational");
 	cr_expect_str_eq(h_key(rsp, "AuthMethod", v, sizeof(v)), "None");
 	cr_expect_str_eq(h_key(rsp, "TargetPortalGroupTag", v, sizeof(v)), "1");
-	cr_expect_eq(isc_get16(rsp->bhs, 14), 0, "no TSIH before the final response");
-	isc_pdu_put(rsp);
+	cr_expect_eq(pdu_get16(rsp->bhs, 14), 0, "no TSIH before the final response");
+	pdu_put(rsp);
 
 	c = h_connect(&H);
 	tsih = h_login(&H, c, H_INITIATOR, H_TARGET, 2, 0, 0, &st);
@@ -47,20 +47,20 @@ Test(isc_login, normal_login_reaches_ffp_with_tsih_and_tpgt)
 	/* In full feature phase now: a NOP-Out gets its NOP-In. */
 	{
 		uint8_t bhs[ISC_BHS_LEN];
-		struct isc_pdu *nop;
+		struct pdu *nop;
 
 		fake_bhs(bhs, ISC_OP_NOP_OUT | ISC_BHS_I, ISC_FL_F, 0x77);
-		isc_put32(bhs, 20, ISC_RSVD_TAG);
-		isc_put32(bhs, 24, H.cmdsn);
+		pdu_put32(bhs, 20, ISC_RSVD_TAG);
+		pdu_put32(bhs, 24, H.cmdsn);
 		fake_dmv_rx(c, bhs, "ping", 4);
 		nop = fake_dmv_pop(c);
 		cr_assert_not_null(nop);
-		cr_expect_eq(isc_bhs_opcode(nop->bhs), ISC_OP_NOP_IN);
-		cr_expect_eq(isc_bhs_itt(nop->bhs), 0x77);
+		cr_expect_eq(pdu_bhs_opcode(nop->bhs), ISC_OP_NOP_IN);
+		cr_expect_eq(pdu_bhs_itt(nop->bhs), 0x77);
 		cr_expect_eq(nop->data_len, 4);
 		cr_expect_eq(memcmp(nop->data, "ping", 4), 0);
-		cr_expect_eq(isc_get32(nop->bhs, 24), H.exp_statsn, "StatSN continues the login's");
-		isc_pdu_put(nop);
+		cr_expect_eq(pdu_get32(nop->bhs, 24), H.exp_statsn, "StatSN continues the login's");
+		pdu_put(nop);
 	}
 }
 
@@ -93,11 +93,11 @@ Test(isc_login, missing_initiator_name_is_0207)
 {
 	struct fake_conn *c = h_connect(&H);
 	static const char text[] = "TargetName=" H_TARGET "\0AuthMethod=None";
-	struct isc_pdu *rsp = h_login_req(&H, c, ISC_FL_T | 1, 1, 0, 0, text, sizeof(text));
+	struct pdu *rsp = h_login_req(&H, c, ISC_FL_T | 1, 1, 0, 0, text, sizeof(text));
 
 	cr_assert_not_null(rsp);
 	cr_expect_eq(h_status(rsp), 0x0207);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 }
 
 Test(isc_login, unsupported_version_is_0205)
@@ -105,7 +105,7 @@ Test(isc_login, unsupported_version_is_0205)
 	struct fake_conn *c = h_connect(&H);
 	static const char text[] = "InitiatorName=" H_INITIATOR "\0TargetName=" H_TARGET;
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 
 	fake_bhs(bhs, ISC_OP_LOGIN_REQ | ISC_BHS_I, ISC_FL_T | 1, 1);
 	bhs[2] = 3;	/* Version-max */
@@ -114,7 +114,7 @@ Test(isc_login, unsupported_version_is_0205)
 	rsp = fake_dmv_pop(c);
 	cr_assert_not_null(rsp);
 	cr_expect_eq(h_status(rsp), 0x0205);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 }
 
 Test(isc_login, same_isid_reinstates_the_session)
@@ -192,7 +192,7 @@ static uint16_t chap_login(struct h *h, struct fake_conn *c, const char *secret)
 {
 	char text[1024], v[600];
 	uint8_t chal[ISC_CHAP_CHALLENGE_LEN + 8], digest[ISC_CHAP_DIGEST_MAX];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	struct gw_buf b;
 	int n, clen, id;
 	uint16_t st;
@@ -203,7 +203,7 @@ static uint16_t chap_login(struct h *h, struct fake_conn *c, const char *secret)
 	cr_assert_not_null(rsp);
 	cr_assert_eq(h_status(rsp), 0);
 	cr_expect_str_eq(h_key(rsp, "AuthMethod", v, sizeof(v)), "CHAP");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	n = snprintf(text, sizeof(text), "CHAP_A=5%c", 0);
 	rsp = h_login_req(h, c, 0 << 2, 1, 0, 0, text, (size_t)n);
 	cr_assert_not_null(rsp);
@@ -211,7 +211,7 @@ static uint16_t chap_login(struct h *h, struct fake_conn *c, const char *secret)
 	id = atoi(h_key(rsp, "CHAP_I", v, sizeof(v)));
 	clen = isc_chap_decode(h_key(rsp, "CHAP_C", v, sizeof(v)), chal, sizeof(chal));
 	cr_assert_gt(clen, 0);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	cr_assert_eq(isc_chap_response(5, (uint8_t)id, secret, strlen(secret), chal, (size_t)clen,
 				       digest), 0);
 	gw_buf_init(&b);
@@ -224,7 +224,7 @@ static uint16_t chap_login(struct h *h, struct fake_conn *c, const char *secret)
 	st = h_status(rsp);
 	if (!st)
 		cr_expect(rsp->bhs[1] & ISC_FL_T, "authenticated: transit to operational");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	return st;
 }
 
@@ -252,20 +252,20 @@ Test(isc_login, rdma_extensions_are_refused_over_tcp)
 {
 	struct fake_conn *c = h_connect(&H);
 	char text[256], v[64];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	int n;
 
 	n = snprintf(text, sizeof(text), "InitiatorName=%s%cTargetName=%s%cAuthMethod=None%c",
 		     H_INITIATOR, 0, H_TARGET, 0, 0);
 	rsp = h_login_req(&H, c, ISC_FL_T | 1, 1, 0, 0, text, (size_t)n);
 	cr_assert_not_null(rsp);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	n = snprintf(text, sizeof(text), "RDMAExtensions=Yes%c", 0);
 	rsp = h_login_req(&H, c, (1 << 2), 1, 0, 0, text, (size_t)n);
 	cr_assert_not_null(rsp);
 	cr_expect_eq(h_status(rsp), 0);
 	cr_expect_str_eq(h_key(rsp, "RDMAExtensions", v, sizeof(v)), "No");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -38,7 +38,7 @@ Test(isc_nop, idle_connection_is_pinged_and_dropped_without_answer, .timeout = 1
 {
 	struct fake_conn *c = h_connect(&H);
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *ping;
+	struct pdu *ping;
 	uint32_t ttt;
 	uint16_t st;
 
@@ -47,16 +47,16 @@ Test(isc_nop, idle_connection_is_pinged_and_dropped_without_answer, .timeout = 1
 	run_for(2300);
 	ping = fake_dmv_pop(c);
 	cr_assert_not_null(ping, "no NOP-In after nop_interval of silence");
-	cr_expect_eq(isc_bhs_opcode(ping->bhs), ISC_OP_NOP_IN);
-	cr_expect_eq(isc_bhs_itt(ping->bhs), ISC_RSVD_TAG);
-	ttt = isc_get32(ping->bhs, 20);
+	cr_expect_eq(pdu_bhs_opcode(ping->bhs), ISC_OP_NOP_IN);
+	cr_expect_eq(pdu_bhs_itt(ping->bhs), ISC_RSVD_TAG);
+	ttt = pdu_get32(ping->bhs, 20);
 	cr_expect_neq(ttt, ISC_RSVD_TAG);
-	cr_expect_eq(isc_get32(ping->bhs, 24), H.exp_statsn, "a ping does not advance StatSN");
-	isc_pdu_put(ping);
+	cr_expect_eq(pdu_get32(ping->bhs, 24), H.exp_statsn, "a ping does not advance StatSN");
+	pdu_put(ping);
 	/* Answered: the connection lives on. */
 	fake_bhs(bhs, ISC_OP_NOP_OUT | ISC_BHS_I, ISC_FL_F, ISC_RSVD_TAG);
-	isc_put32(bhs, 20, ttt);
-	isc_put32(bhs, 24, H.cmdsn);
+	pdu_put32(bhs, 20, ttt);
+	pdu_put32(bhs, 24, H.cmdsn);
 	fake_dmv_rx(c, bhs, NULL, 0);
 	cr_expect_eq(c->nsent, 0, "no answer to an answer");
 	run_for(1500);
@@ -73,7 +73,7 @@ Test(isc_nop, new_lun_sends_an_asynchronous_message)
 	struct scsi_lu_conf lc;
 	struct bs_conf bc;
 	struct gw_errlist errs;
-	struct isc_pdu *msg;
+	struct pdu *msg;
 	struct bs *bs;
 	uint16_t st;
 
@@ -82,8 +82,8 @@ Test(isc_nop, new_lun_sends_an_asynchronous_message)
 	gw_errlist_init(&errs);
 	memset(&lc, 0, sizeof(lc));
 	memset(&bc, 0, sizeof(bc));
-	gw_conf_defaults(scsi_lu_conf_keys, &lc);
-	gw_conf_defaults(bs_conf_keys, &bc);
+	gw_conf_defaults(conf_lu_keys, &lc);
+	gw_conf_defaults(conf_bs_keys, &bc);
 	lc.lun = 7;
 	bc.type = BS_TYPE_RAM;
 	bc.size = 1 << 20;
@@ -92,17 +92,17 @@ Test(isc_nop, new_lun_sends_an_asynchronous_message)
 	fake_dmv_settle(&H.loop);
 	msg = fake_dmv_pop(c);
 	cr_assert_not_null(msg, "no Asynchronous Message");
-	cr_expect_eq(isc_bhs_opcode(msg->bhs), ISC_OP_ASYNC);
+	cr_expect_eq(pdu_bhs_opcode(msg->bhs), ISC_OP_ASYNC);
 	cr_expect_eq(msg->bhs[36], 0, "AsyncEvent 0: SCSI asynchronous event");
 	cr_expect_eq(scsi_lun_decode(msg->bhs + 8), 7);
 	cr_assert_geq(msg->data_len, 2 + 14);
 	cr_expect_eq(msg->data[2 + 2] & 0xf, SCSI_SK_UNIT_ATTENTION);
 	cr_expect_eq(msg->data[2 + 12], 0x3f);
 	cr_expect_eq(msg->data[2 + 13], 0x0e);
-	cr_expect_eq(isc_get32(msg->bhs, 24), H.exp_statsn, "StatSN assigned");
-	isc_pdu_put(msg);
-	gw_conf_free(scsi_lu_conf_keys, &lc);
-	gw_conf_free(bs_conf_keys, &bc);
+	cr_expect_eq(pdu_get32(msg->bhs, 24), H.exp_statsn, "StatSN assigned");
+	pdu_put(msg);
+	gw_conf_free(conf_lu_keys, &lc);
+	gw_conf_free(conf_bs_keys, &bc);
 	gw_errlist_fini(&errs);
 }
 
@@ -110,7 +110,7 @@ Test(isc_nop, two_connections_share_one_cmdsn_order)
 {
 	struct fake_conn *c1 = h_connect(&H), *c2 = h_connect(&H);
 	static const uint8_t tur[16];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint32_t first;
 	uint16_t st, tsih;
 
@@ -130,25 +130,25 @@ Test(isc_nop, two_connections_share_one_cmdsn_order)
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(c1);
 	cr_assert_not_null(rsp);
-	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0xb1);
-	isc_pdu_put(rsp);
+	cr_expect_eq(pdu_bhs_itt(rsp->bhs), 0xb1);
+	pdu_put(rsp);
 	rsp = fake_dmv_pop(c2);
 	cr_assert_not_null(rsp, "the response goes back on the connection the command came on");
-	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0xb2);
-	cr_expect_eq(isc_get32(rsp->bhs, 28), first + 2);
-	isc_pdu_put(rsp);
+	cr_expect_eq(pdu_bhs_itt(rsp->bhs), 0xb2);
+	cr_expect_eq(pdu_get32(rsp->bhs, 28), first + 2);
+	pdu_put(rsp);
 	/* Logging out one connection leaves the session up. */
 	{
 		uint8_t bhs[ISC_BHS_LEN];
 
 		fake_bhs(bhs, ISC_OP_LOGOUT_REQ | ISC_BHS_I, ISC_FL_F | 1, 0xb3);
-		isc_put16(bhs, 20, 1);
-		isc_put32(bhs, 24, first + 2);
+		pdu_put16(bhs, 20, 1);
+		pdu_put32(bhs, 24, first + 2);
 		fake_dmv_rx(c2, bhs, NULL, 0);
 		rsp = fake_dmv_pop(c2);
 		cr_assert_not_null(rsp);
 		cr_expect_eq(rsp->bhs[2], 0);
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 		cr_expect(c2->closed);
 		cr_expect_not(c1->closed);
 	}
@@ -160,9 +160,9 @@ static void ack_statsn(struct fake_conn *c, uint32_t exp)
 	uint8_t bhs[ISC_BHS_LEN];
 
 	fake_bhs(bhs, ISC_OP_NOP_OUT | ISC_BHS_I, ISC_FL_F, ISC_RSVD_TAG);
-	isc_put32(bhs, 20, ISC_RSVD_TAG);
-	isc_put32(bhs, 24, H.cmdsn);
-	isc_put32(bhs, 28, exp);
+	pdu_put32(bhs, 20, ISC_RSVD_TAG);
+	pdu_put32(bhs, 24, H.cmdsn);
+	pdu_put32(bhs, 28, exp);
 	fake_dmv_rx(c, bhs, NULL, 0);
 	fake_dmv_settle(&H.loop);
 }
@@ -170,15 +170,15 @@ static void ack_statsn(struct fake_conn *c, uint32_t exp)
 /* Pops an Asynchronous Message and returns its LUN and StatSN (-1: none was sent). */
 static int64_t pop_async(struct fake_conn *c, uint32_t *statsn)
 {
-	struct isc_pdu *msg = fake_dmv_pop(c);
+	struct pdu *msg = fake_dmv_pop(c);
 	int64_t lun;
 
 	if (!msg)
 		return -1;
-	cr_assert_eq(isc_bhs_opcode(msg->bhs), ISC_OP_ASYNC);
+	cr_assert_eq(pdu_bhs_opcode(msg->bhs), ISC_OP_ASYNC);
 	lun = (int64_t)scsi_lun_decode(msg->bhs + 8);
-	*statsn = isc_get32(msg->bhs, 24);
-	isc_pdu_put(msg);
+	*statsn = pdu_get32(msg->bhs, 24);
+	pdu_put(msg);
 	return lun;
 }
 
@@ -268,7 +268,7 @@ Test(isc_nop_loops, the_timer_reads_the_connection_s_loop_clock_not_loop_0_s)
 	struct fake_conn *c = fake_dmv_connect_on(H.dp, &L1, &H.gw->lps[1].pdus);
 	void (*tick)(struct gw_timer *);
 	struct isc_conn *ic;
-	struct isc_pdu *ping;
+	struct pdu *ping;
 	uint64_t rx;
 	uint16_t st;
 
@@ -298,8 +298,8 @@ Test(isc_nop_loops, the_timer_reads_the_connection_s_loop_clock_not_loop_0_s)
 	tick(&ic->nop_timer);
 	ping = fake_dmv_pop(c);
 	cr_assert_not_null(ping, "not pinged 1.5 s after the last PDU: loop 0's clock was read");
-	cr_expect_eq(isc_bhs_opcode(ping->bhs), ISC_OP_NOP_IN);
-	isc_pdu_put(ping);
+	cr_expect_eq(pdu_bhs_opcode(ping->bhs), ISC_OP_NOP_IN);
+	pdu_put(ping);
 	cr_expect_eq(ic->ping_sent_ms, rx + 1500, "the ping is stamped with loop 1's clock");
 	/* Unanswered for nop_timeout (2 s) on loop 1's clock: dropped, whatever loop 0's says. */
 	L1.now_ms = rx + 1500 + 1900;

@@ -22,7 +22,7 @@ struct t {
 static void conf_defaults(struct isc_param_conf *c)
 {
 	memset(c, 0, sizeof(*c));
-	cr_assert_eq(gw_conf_defaults(isc_param_conf_keys, c), 0);
+	cr_assert_eq(gw_conf_defaults(conf_param_keys, c), 0);
 }
 
 static void t_open(struct t *t, bool leading, unsigned int caps, const struct isc_params *sess)
@@ -40,7 +40,7 @@ static void t_close(struct t *t)
 {
 	isc_neg_destroy(t->n);
 	isc_kvlist_fini(&t->ans);
-	gw_conf_free(isc_param_conf_keys, &t->conf);
+	gw_conf_free(conf_param_keys, &t->conf);
 }
 
 /* One request; the answer lands in t->ans. */
@@ -129,13 +129,13 @@ Test(param, conf_defaults_and_check)
 	cr_assert_eq(c.nop_timeout, 30);
 
 	gw_errlist_init(&errs);
-	cr_assert_eq(gw_conf_set_text(isc_param_conf_keys, &c, "HeaderDigest", "MD5", &errs),
+	cr_assert_eq(gw_conf_set_text(conf_param_keys, &c, "HeaderDigest", "MD5", &errs),
 		     -EINVAL, "only CRC32C and None are digests");
 	c.FirstBurstLength = 2 * c.MaxBurstLength;
-	cr_assert_eq(isc_param_conf_check(&c, "targets[0].params", &errs), -EINVAL);
+	cr_assert_eq(conf_param_check(&c, "targets[0].params", &errs), -EINVAL);
 	cr_assert_str_eq(errs.v[errs.n - 1].field, "targets[0].params.FirstBurstLength");
 	gw_errlist_fini(&errs);
-	gw_conf_free(isc_param_conf_keys, &c);
+	gw_conf_free(conf_param_keys, &c);
 }
 
 Test(param, normal_leading_login)
@@ -425,7 +425,7 @@ Test(param, non_leading_needs_session)
 
 	conf_defaults(&c);
 	cr_assert_eq(isc_neg_create(&in, &n), -EINVAL);
-	gw_conf_free(isc_param_conf_keys, &c);
+	gw_conf_free(conf_param_keys, &c);
 }
 
 Test(param, target_offers_when_default_breaks_config)

@@ -25,20 +25,20 @@ static void teardown(void)
 TestSuite(isc_scsi, .init = setup, .fini = teardown);
 
 /* Pops PDUs until the status for itt; collects Data-In into buf. Returns the status byte. */
-static int collect(uint32_t itt, uint8_t *buf, uint32_t *got, struct isc_pdu **rsp_out)
+static int collect(uint32_t itt, uint8_t *buf, uint32_t *got, struct pdu **rsp_out)
 {
-	struct isc_pdu *p;
+	struct pdu *p;
 	uint32_t expect_datasn = 0;
 
 	*got = 0;
 	fake_dmv_settle(&H.loop);
 	while ((p = fake_dmv_pop(C))) {
-		uint8_t op = isc_bhs_opcode(p->bhs);
+		uint8_t op = pdu_bhs_opcode(p->bhs);
 
-		cr_assert_eq(isc_bhs_itt(p->bhs), itt, "PDU for another task");
+		cr_assert_eq(pdu_bhs_itt(p->bhs), itt, "PDU for another task");
 		if (op == ISC_OP_DATA_IN) {
-			cr_expect_eq(isc_get32(p->bhs, 36), expect_datasn++, "DataSN in order");
-			memcpy(buf + isc_get32(p->bhs, 40), p->data, p->data_len);
+			cr_expect_eq(pdu_get32(p->bhs, 36), expect_datasn++, "DataSN in order");
+			memcpy(buf + pdu_get32(p->bhs, 40), p->data, p->data_len);
 			*got += p->data_len;
 			if (p->bhs[1] & ISC_FL_S) {
 				int st = p->bhs[3];
@@ -46,20 +46,20 @@ static int collect(uint32_t itt, uint8_t *buf, uint32_t *got, struct isc_pdu **r
 				if (rsp_out)
 					*rsp_out = p;
 				else
-					isc_pdu_put(p);
+					pdu_put(p);
 				return st;
 			}
-			isc_pdu_put(p);
+			pdu_put(p);
 			continue;
 		}
-		cr_assert_eq(op, ISC_OP_SCSI_RSP, "unexpected %s", isc_opcode_name(op));
+		cr_assert_eq(op, ISC_OP_SCSI_RSP, "unexpected %s", pdu_opcode_name(op));
 		{
 			int st = p->bhs[3];
 
 			if (rsp_out)
 				*rsp_out = p;
 			else
-				isc_pdu_put(p);
+				pdu_put(p);
 			return st;
 		}
 	}
@@ -89,7 +89,7 @@ Test(isc_scsi, write_immediate_then_read_back)
 Test(isc_scsi, read_splits_data_in_by_initiator_mrdsl_and_collapses_status)
 {
 	uint8_t cdb[16], back[16384];
-	struct isc_pdu *last = NULL;
+	struct pdu *last = NULL;
 	uint32_t got;
 
 	/* The initiator declared MaxRecvDataSegmentLength=8192: 16 KiB come as 2 Data-In. */
@@ -102,15 +102,15 @@ Test(isc_scsi, read_splits_data_in_by_initiator_mrdsl_and_collapses_status)
 	cr_assert_not_null(last);
 	cr_expect(last->bhs[1] & ISC_FL_S, "status in the last Data-In");
 	cr_expect(last->bhs[1] & ISC_FL_F);
-	cr_expect_eq(isc_get32(last->bhs, 24), H.exp_statsn, "StatSN on the collapsed status");
-	isc_pdu_put(last);
+	cr_expect_eq(pdu_get32(last->bhs, 24), H.exp_statsn, "StatSN on the collapsed status");
+	pdu_put(last);
 }
 
 Test(isc_scsi, write_beyond_first_burst_uses_unsolicited_then_r2t)
 {
 	uint8_t cdb[16], data[32768], back[32768];
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *r2t[4];
+	struct pdu *r2t[4];
 	uint32_t got, off;
 	int n = 0;
 
@@ -123,21 +123,21 @@ Test(isc_scsi, write_beyond_first_burst_uses_unsolicited_then_r2t)
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(C->nsent, 1, "one R2T: MaxOutstandingR2T=1");
 	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, 0x30);
-	isc_put32(bhs, 20, ISC_RSVD_TAG);
-	isc_put32(bhs, 36, 0);
-	isc_put32(bhs, 40, 4096);
+	pdu_put32(bhs, 20, ISC_RSVD_TAG);
+	pdu_put32(bhs, 36, 0);
+	pdu_put32(bhs, 40, 4096);
 	fake_dmv_rx(C, bhs, data + 4096, 4096);
 	fake_dmv_settle(&H.loop);
 	off = 8192;
 	while (off < sizeof(data)) {
-		struct isc_pdu *r = fake_dmv_pop(C);
+		struct pdu *r = fake_dmv_pop(C);
 		uint32_t roff, rlen;
 
 		cr_assert_not_null(r, "missing R2T for offset %u", off);
-		cr_assert_eq(isc_bhs_opcode(r->bhs), ISC_OP_R2T);
-		cr_expect_eq(isc_get32(r->bhs, 36), (uint32_t)n, "R2TSN");
-		roff = isc_get32(r->bhs, 40);
-		rlen = isc_get32(r->bhs, 44);
+		cr_assert_eq(pdu_bhs_opcode(r->bhs), ISC_OP_R2T);
+		cr_expect_eq(pdu_get32(r->bhs, 36), (uint32_t)n, "R2TSN");
+		roff = pdu_get32(r->bhs, 40);
+		rlen = pdu_get32(r->bhs, 44);
 		cr_expect_eq(roff, off);
 		cr_expect_leq(rlen, 16384);
 		/* Answer in two Data-Out PDUs. */
@@ -146,13 +146,13 @@ Test(isc_scsi, write_beyond_first_burst_uses_unsolicited_then_r2t)
 
 			fake_bhs(bhs, ISC_OP_DATA_OUT, d + len == rlen ? ISC_FL_F : 0, 0x30);
 			memcpy(bhs + 20, r->bhs + 20, 4);
-			isc_put32(bhs, 36, sn);
-			isc_put32(bhs, 40, roff + d);
+			pdu_put32(bhs, 36, sn);
+			pdu_put32(bhs, 40, roff + d);
 			fake_dmv_rx(C, bhs, data + roff + d, len);
 		}
 		r2t[n < 4 ? n : 3] = r;
 		n++;
-		isc_pdu_put(r);
+		pdu_put(r);
 		off += rlen;
 		fake_dmv_settle(&H.loop);
 		if (off < sizeof(data))
@@ -172,21 +172,21 @@ Test(isc_scsi, data_out_with_wrong_datasn_fails_the_task_not_the_connection)
 {
 	uint8_t cdb[16], data[8192], back[8];
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rsp = NULL;
+	struct pdu *rsp = NULL;
 	uint32_t got;
 
 	memset(data, 0x5a, sizeof(data));
 	h_cdb_rw10(cdb, 0x2a, 0, 16);
 	h_scsi_cmd(&H, C, 0x40, ISC_FL_W, cdb, 10, sizeof(data), data, 4096);
 	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, 0x40);
-	isc_put32(bhs, 20, ISC_RSVD_TAG);
-	isc_put32(bhs, 36, 5);	/* should be 0 */
-	isc_put32(bhs, 40, 4096);
+	pdu_put32(bhs, 20, ISC_RSVD_TAG);
+	pdu_put32(bhs, 36, 5);	/* should be 0 */
+	pdu_put32(bhs, 40, 4096);
 	fake_dmv_rx(C, bhs, data + 4096, 4096);
 	cr_assert_eq(collect(0x40, back, &got, &rsp), SCSI_CHECK_CONDITION);
 	cr_assert_geq(rsp->data_len, 2 + 14);
 	cr_expect_eq(rsp->data[2 + 2] & 0xf, SCSI_SK_ABORTED_COMMAND);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	cr_expect_not(C->closed);
 }
 
@@ -194,7 +194,7 @@ Test(isc_scsi, data_out_with_bad_digest_ends_check_condition_47_05_and_writes_no
 {
 	uint8_t cdb[16], data[8192], before[8192], back[8192];
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rsp = NULL;
+	struct pdu *rsp = NULL;
 	struct dmv_task *t;
 	uint8_t *dst;
 	uint32_t got;
@@ -207,10 +207,10 @@ Test(isc_scsi, data_out_with_bad_digest_ends_check_condition_47_05_and_writes_no
 	h_scsi_cmd(&H, C, 0x41, ISC_FL_W, cdb, 10, sizeof(data), data, 4096);
 	/* The unsolicited Data-Out failed its data digest (the transport rejected it). */
 	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, 0x41);
-	isc_put32(bhs, 20, ISC_RSVD_TAG);
-	isc_put32(bhs, 36, 0);
-	isc_put32(bhs, 40, 4096);
-	isc_put24(bhs, 5, 4096);
+	pdu_put32(bhs, 20, ISC_RSVD_TAG);
+	pdu_put32(bhs, 36, 0);
+	pdu_put32(bhs, 40, 4096);
+	pdu_put24(bhs, 5, 4096);
 	cr_assert_eq(dmv_dataout_begin(&C->base, bhs, &t, &dst), DMV_DO_OK);
 	memcpy(dst, data + 4096, 4096);
 	cr_assert_eq(dmv_dataout_bad_digest(&C->base, t, bhs), 0);
@@ -219,7 +219,7 @@ Test(isc_scsi, data_out_with_bad_digest_ends_check_condition_47_05_and_writes_no
 	cr_expect_eq(rsp->data[2 + 2] & 0xf, SCSI_SK_ABORTED_COMMAND);
 	cr_expect_eq(rsp->data[2 + 12], 0x47, "PROTOCOL SERVICE CRC ERROR");
 	cr_expect_eq(rsp->data[2 + 13], 0x05);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	cr_expect_not(C->closed);
 	h_cdb_rw10(cdb, 0x28, 200, 16);
 	h_scsi_cmd(&H, C, 0x43, ISC_FL_F | ISC_FL_R, cdb, 10, sizeof(back), NULL, 0);
@@ -230,7 +230,7 @@ Test(isc_scsi, data_out_with_bad_digest_ends_check_condition_47_05_and_writes_no
 Test(isc_scsi, short_edtl_reports_overflow_residual)
 {
 	uint8_t cdb[16], back[4096];
-	struct isc_pdu *rsp = NULL;
+	struct pdu *rsp = NULL;
 	uint32_t got;
 
 	/* The CDB asks for 8 blocks, the initiator expects 2048 bytes. */
@@ -239,27 +239,27 @@ Test(isc_scsi, short_edtl_reports_overflow_residual)
 	cr_assert_eq(collect(0x50, back, &got, &rsp), SCSI_GOOD);
 	cr_expect_eq(got, 2048, "never more than the EDTL");
 	cr_expect(rsp->bhs[1] & ISC_FL_O, "overflow flag");
-	cr_expect_eq(isc_get32(rsp->bhs, 44), 4096 - 2048);
-	isc_pdu_put(rsp);
+	cr_expect_eq(pdu_get32(rsp->bhs, 44), 4096 - 2048);
+	pdu_put(rsp);
 }
 
 Test(isc_scsi, unknown_lun_gets_check_condition_with_sense)
 {
 	uint8_t cdb[16] = { 0x00 }, back[8];	/* TEST UNIT READY */
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rsp = NULL;
+	struct pdu *rsp = NULL;
 	uint32_t got;
 
 	fake_bhs(bhs, ISC_OP_SCSI_CMD, ISC_FL_F, 0x60);
 	bhs[9] = 5;	/* LUN 5 does not exist */
-	isc_put32(bhs, 24, H.cmdsn++);
+	pdu_put32(bhs, 24, H.cmdsn++);
 	memcpy(bhs + 32, cdb, 6);
 	fake_dmv_rx(C, bhs, NULL, 0);
 	cr_assert_eq(collect(0x60, back, &got, &rsp), SCSI_CHECK_CONDITION);
 	cr_assert_gt(rsp->data_len, 2);
-	cr_expect_eq(isc_get16(rsp->data, 0), rsp->data_len - 2, "SenseLength then sense");
+	cr_expect_eq(pdu_get16(rsp->data, 0), rsp->data_len - 2, "SenseLength then sense");
 	cr_expect_eq(rsp->data[2 + 2] & 0xf, SCSI_SK_ILLEGAL_REQUEST);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 }
 
 /* A transport that lends registered task buffers (iSER): commands use them, give each back once
@@ -319,7 +319,7 @@ Test(isc_scsi, task_buffers_from_a_lending_transport)
 Test(isc_scsi, one_session_holds_at_most_its_share_of_data_memory)
 {
 	uint8_t cdb[16];
-	struct isc_pdu *p;
+	struct pdu *p;
 	int st2 = -1, st3 = -1;
 
 	/* 256 KiB of data memory: a session may hold 64 KiB (ISC_SESSION_MEM_SHARE 4). */
@@ -335,13 +335,13 @@ Test(isc_scsi, one_session_holds_at_most_its_share_of_data_memory)
 	h_scsi_cmd(&H, C, 3, ISC_FL_F | ISC_FL_R, cdb, 16, 8 * 512, NULL, 0);
 	fake_dmv_settle(&H.loop);
 	while ((p = fake_dmv_pop(C))) {
-		if (isc_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP && isc_bhs_itt(p->bhs) == 2)
+		if (pdu_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP && pdu_bhs_itt(p->bhs) == 2)
 			st2 = p->bhs[3];
-		if (isc_bhs_itt(p->bhs) == 3 && (isc_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP ||
-						 (isc_bhs_opcode(p->bhs) == ISC_OP_DATA_IN &&
+		if (pdu_bhs_itt(p->bhs) == 3 && (pdu_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP ||
+						 (pdu_bhs_opcode(p->bhs) == ISC_OP_DATA_IN &&
 						  (p->bhs[1] & 0x01))))
 			st3 = p->bhs[3];
-		isc_pdu_put(p);
+		pdu_put(p);
 	}
 	cr_expect_eq(st2, SCSI_TASK_SET_FULL, "second write: status 0x%02x", st2);
 	cr_expect_eq(st3, SCSI_GOOD, "read within the share: status 0x%02x", st3);
@@ -356,7 +356,7 @@ Test(isc_scsi, loop_shares_of_data_memory_come_from_one_budget)
 {
 	uint8_t cdb[16], back[4096];
 	uint32_t got;
-	struct isc_pdu *p;
+	struct pdu *p;
 	int st = -1;
 
 	H.gw->data_mem_max = 256 << 10;
@@ -365,7 +365,7 @@ Test(isc_scsi, loop_shares_of_data_memory_come_from_one_budget)
 	h_scsi_cmd(&H, C, 1, ISC_FL_F | ISC_FL_W, cdb, 16, 96 * 512, NULL, 0);
 	fake_dmv_settle(&H.loop);
 	while ((p = fake_dmv_pop(C)))
-		isc_pdu_put(p);
+		pdu_put(p);
 	cr_expect_geq(H.gw->lps[0].data_mem_held, 96 * 512);
 	cr_expect_eq(H.gw->data_mem_held, H.gw->lps[0].data_mem_held, "one loop: its share is all");
 	cr_expect_leq(H.gw->data_mem_held, 256 << 10);
@@ -377,9 +377,9 @@ Test(isc_scsi, loop_shares_of_data_memory_come_from_one_budget)
 	h_scsi_cmd(&H, C, 2, ISC_FL_F | ISC_FL_R, cdb, 16, 16 * 512, NULL, 0);
 	fake_dmv_settle(&H.loop);
 	while ((p = fake_dmv_pop(C))) {
-		if (isc_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP && isc_bhs_itt(p->bhs) == 2)
+		if (pdu_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP && pdu_bhs_itt(p->bhs) == 2)
 			st = p->bhs[3];
-		isc_pdu_put(p);
+		pdu_put(p);
 	}
 	cr_expect_eq(st, SCSI_TASK_SET_FULL, "status 0x%02x", st);
 	cr_expect_eq(H.gw->lps[0].task_set_full, 1);

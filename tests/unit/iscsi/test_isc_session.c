@@ -28,22 +28,22 @@ static void tur(uint32_t itt, uint32_t cmdsn)
 	uint8_t bhs[ISC_BHS_LEN];
 
 	fake_bhs(bhs, ISC_OP_SCSI_CMD, ISC_FL_F, itt);
-	isc_put32(bhs, 24, cmdsn);
+	pdu_put32(bhs, 24, cmdsn);
 	fake_dmv_rx(C, bhs, NULL, 0);	/* CDB all zero: TEST UNIT READY */
 }
 
 Test(isc_session, responses_carry_the_window)
 {
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint32_t first = H.cmdsn;
 
 	tur(1, first);
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp);
-	cr_expect_eq(isc_get32(rsp->bhs, 28), first + 1, "ExpCmdSN past the command");
-	cr_expect_eq(isc_get32(rsp->bhs, 32), first + 4, "MaxCmdSN = ExpCmdSN + queue_depth - 1");
-	isc_pdu_put(rsp);
+	cr_expect_eq(pdu_get32(rsp->bhs, 28), first + 1, "ExpCmdSN past the command");
+	cr_expect_eq(pdu_get32(rsp->bhs, 32), first + 4, "MaxCmdSN = ExpCmdSN + queue_depth - 1");
+	pdu_put(rsp);
 }
 
 Test(isc_session, command_beyond_max_cmdsn_is_dropped)
@@ -62,7 +62,7 @@ Test(isc_session, command_beyond_max_cmdsn_is_dropped)
 
 Test(isc_session, out_of_order_commands_wait_for_the_gap)
 {
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint32_t first = H.cmdsn;
 
 	tur(0x22, first + 2);
@@ -74,31 +74,31 @@ Test(isc_session, out_of_order_commands_wait_for_the_gap)
 	cr_assert_eq(C->nsent, 3);
 	for (uint32_t i = 0; i < 3; i++) {
 		rsp = fake_dmv_pop(C);
-		cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x20 + i, "answered in CmdSN order");
-		isc_pdu_put(rsp);
+		cr_expect_eq(pdu_bhs_itt(rsp->bhs), 0x20 + i, "answered in CmdSN order");
+		pdu_put(rsp);
 	}
 	tur(0x23, first + 3);
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp);
-	cr_expect_eq(isc_get32(rsp->bhs, 28), first + 4);
-	isc_pdu_put(rsp);
+	cr_expect_eq(pdu_get32(rsp->bhs, 28), first + 4);
+	pdu_put(rsp);
 }
 
 Test(isc_session, immediate_commands_do_not_use_the_window)
 {
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint32_t first = H.cmdsn;
 
 	fake_bhs(bhs, ISC_OP_SCSI_CMD | ISC_BHS_I, ISC_FL_F, 0x30);
-	isc_put32(bhs, 24, first);
+	pdu_put32(bhs, 24, first);
 	fake_dmv_rx(C, bhs, NULL, 0);
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp);
-	cr_expect_eq(isc_get32(rsp->bhs, 28), first, "ExpCmdSN unchanged by an immediate command");
-	isc_pdu_put(rsp);
+	cr_expect_eq(pdu_get32(rsp->bhs, 28), first, "ExpCmdSN unchanged by an immediate command");
+	pdu_put(rsp);
 }
 
 Test(isc_session, full_window_admits_nothing_until_a_command_completes)
@@ -127,7 +127,7 @@ Test(isc_session_window, the_window_stays_within_what_the_transport_can_receive,
      .fini = teardown)
 {
 	static struct dmv_transport small_rx;
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint32_t first;
 	uint16_t st;
 
@@ -147,8 +147,8 @@ Test(isc_session_window, the_window_stays_within_what_the_transport_can_receive,
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp);
-	cr_expect_eq(isc_get32(rsp->bhs, 32), first + 2, "MaxCmdSN = ExpCmdSN + 2 - 1");
-	isc_pdu_put(rsp);
+	cr_expect_eq(pdu_get32(rsp->bhs, 32), first + 2, "MaxCmdSN = ExpCmdSN + 2 - 1");
+	pdu_put(rsp);
 }
 
 Test(isc_session_window, the_smallest_limit_wins)
@@ -315,7 +315,7 @@ Test(isc_session_loops, target_cold_reset_answers_once_the_other_loop_answered)
 {
 	struct fake_conn *a, *b;
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint16_t st;
 
 	login_on(&a, 0, 1, 0, 0, &st);
@@ -323,8 +323,8 @@ Test(isc_session_loops, target_cold_reset_answers_once_the_other_loop_answered)
 	login_on(&b, 1, 2, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | 7), 0x77);
-	isc_put32(bhs, 20, ISC_RSVD_TAG);
-	isc_put32(bhs, 24, H.cmdsn);
+	pdu_put32(bhs, 20, ISC_RSVD_TAG);
+	pdu_put32(bhs, 24, H.cmdsn);
 	fake_dmv_rx(a, bhs, NULL, 0);
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(a->nsent, 0, "no response before loop 1 has aborted its sessions' tasks");
@@ -332,9 +332,9 @@ Test(isc_session_loops, target_cold_reset_answers_once_the_other_loop_answered)
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(a);
 	cr_assert_not_null(rsp, "answered after loop 1's answer");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(pdu_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
 	cr_expect_eq(rsp->bhs[2], 0, "function complete");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	settle_both();
 	cr_expect(a->closed, "a cold reset ends the asker's session");
 	cr_expect(b->closed, "and the session on the other loop");

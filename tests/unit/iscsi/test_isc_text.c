@@ -9,20 +9,20 @@ static void teardown(void)
 	h_teardown(&H);
 }
 
-static struct isc_pdu *send_text(struct fake_conn *c, uint32_t itt, uint32_t ttt, const char *text,
+static struct pdu *send_text(struct fake_conn *c, uint32_t itt, uint32_t ttt, const char *text,
 				 size_t len)
 {
 	uint8_t bhs[ISC_BHS_LEN];
 
 	fake_bhs(bhs, ISC_OP_TEXT_REQ | ISC_BHS_I, ISC_FL_F, itt);
-	isc_put32(bhs, 20, ttt);
-	isc_put32(bhs, 24, H.cmdsn);
+	pdu_put32(bhs, 20, ttt);
+	pdu_put32(bhs, 24, H.cmdsn);
 	fake_dmv_rx(c, bhs, text, (uint32_t)len);
 	fake_dmv_settle(&H.loop);
 	return fake_dmv_pop(c);
 }
 
-static int count(const struct isc_pdu *p, const char *needle)
+static int count(const struct pdu *p, const char *needle)
 {
 	int n = 0;
 
@@ -36,7 +36,7 @@ Test(isc_text, discovery_lists_targets_the_initiator_may_see, .fini = teardown)
 {
 	static const char st_all[] = "SendTargets=All";
 	struct fake_conn *c;
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint16_t st;
 
 	h_setup(&H, H_CONF_DEFAULT);
@@ -44,13 +44,13 @@ Test(isc_text, discovery_lists_targets_the_initiator_may_see, .fini = teardown)
 	cr_assert_neq(h_login(&H, c, H_INITIATOR, NULL, 1, 0, 0, &st), 0);
 	rsp = send_text(c, 5, ISC_RSVD_TAG, st_all, sizeof(st_all));
 	cr_assert_not_null(rsp);
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TEXT_RSP);
+	cr_expect_eq(pdu_bhs_opcode(rsp->bhs), ISC_OP_TEXT_RSP);
 	cr_expect(rsp->bhs[1] & ISC_FL_F);
-	cr_expect_eq(isc_get32(rsp->bhs, 20), ISC_RSVD_TAG);
+	cr_expect_eq(pdu_get32(rsp->bhs, 20), ISC_RSVD_TAG);
 	cr_expect_eq(count(rsp, "TargetName=" H_TARGET), 1);
 	cr_expect_eq(count(rsp, "TargetName=iqn.2026-11.org.isergw:t2"), 1);
 	cr_expect_eq(count(rsp, "TargetAddress=127.0.0.1:3260,1"), 2);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 
 	/* An initiator outside t1's ACL only sees t2. */
 	c = h_connect(&H);
@@ -59,28 +59,28 @@ Test(isc_text, discovery_lists_targets_the_initiator_may_see, .fini = teardown)
 	cr_assert_not_null(rsp);
 	cr_expect_eq(count(rsp, "TargetName=" H_TARGET), 0);
 	cr_expect_eq(count(rsp, "TargetName=iqn.2026-11.org.isergw:t2"), 1);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 }
 
 Test(isc_text, discovery_session_refuses_scsi_commands, .fini = teardown)
 {
 	struct fake_conn *c;
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *rej;
+	struct pdu *rej;
 	uint16_t st;
 
 	h_setup(&H, H_CONF_DEFAULT);
 	c = h_connect(&H);
 	cr_assert_neq(h_login(&H, c, H_INITIATOR, NULL, 1, 0, 0, &st), 0);
 	fake_bhs(bhs, ISC_OP_SCSI_CMD, ISC_FL_F, 9);
-	isc_put32(bhs, 24, H.cmdsn);
+	pdu_put32(bhs, 24, H.cmdsn);
 	fake_dmv_rx(c, bhs, NULL, 0);
 	rej = fake_dmv_pop(c);
 	cr_assert_not_null(rej);
-	cr_expect_eq(isc_bhs_opcode(rej->bhs), ISC_OP_REJECT);
+	cr_expect_eq(pdu_bhs_opcode(rej->bhs), ISC_OP_REJECT);
 	cr_expect_eq(rej->bhs[2], ISC_REJ_PROTOCOL);
 	cr_expect_eq(rej->data_len, ISC_BHS_LEN, "the rejected header comes back");
-	isc_pdu_put(rej);
+	pdu_put(rej);
 }
 
 Test(isc_text, long_answer_continues_with_ttt, .fini = teardown)
@@ -88,7 +88,7 @@ Test(isc_text, long_answer_continues_with_ttt, .fini = teardown)
 	static const char st_all[] = "SendTargets=All";
 	struct gw_buf conf, all;
 	struct fake_conn *c;
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 	uint16_t st;
 	int pieces = 0;
 
@@ -113,15 +113,15 @@ Test(isc_text, long_answer_continues_with_ttt, .fini = teardown)
 		cr_assert_leq(rsp->data_len, 8192);
 		gw_buf_append(&all, rsp->data, rsp->data_len);
 		if (rsp->bhs[1] & ISC_FL_F) {
-			isc_pdu_put(rsp);
+			pdu_put(rsp);
 			break;
 		}
 		cr_assert(rsp->bhs[1] & ISC_FL_C, "not final: C set");
-		cr_assert_neq(isc_get32(rsp->bhs, 20), ISC_RSVD_TAG, "not final: a TTT");
+		cr_assert_neq(pdu_get32(rsp->bhs, 20), ISC_RSVD_TAG, "not final: a TTT");
 		{
-			uint32_t ttt = isc_get32(rsp->bhs, 20);
+			uint32_t ttt = pdu_get32(rsp->bhs, 20);
 
-			isc_pdu_put(rsp);
+			pdu_put(rsp);
 			rsp = send_text(c, 7, ttt, NULL, 0);
 		}
 	}

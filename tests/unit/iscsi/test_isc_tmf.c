@@ -30,16 +30,16 @@ static void teardown(void)
 
 TestSuite(isc_tmf, .init = setup, .fini = teardown);
 
-static struct isc_pdu *tmf(uint8_t func, uint32_t itt, uint32_t rtt, uint32_t refcmdsn,
+static struct pdu *tmf(uint8_t func, uint32_t itt, uint32_t rtt, uint32_t refcmdsn,
 			   uint8_t lun)
 {
 	uint8_t bhs[ISC_BHS_LEN];
 
 	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | func), itt);
 	bhs[9] = lun;
-	isc_put32(bhs, 20, rtt);
-	isc_put32(bhs, 24, H.cmdsn);
-	isc_put32(bhs, 32, refcmdsn);
+	pdu_put32(bhs, 20, rtt);
+	pdu_put32(bhs, 24, H.cmdsn);
+	pdu_put32(bhs, 32, refcmdsn);
 	fake_dmv_rx(C, bhs, NULL, 0);
 	fake_dmv_settle(&H.loop);
 	return fake_dmv_pop(C);
@@ -49,7 +49,7 @@ Test(isc_tmf, abort_task_waiting_for_r2t_data)
 {
 	uint8_t cdb[16], data[32768] = { 0 };
 	uint8_t bhs[ISC_BHS_LEN];
-	struct isc_pdu *r2t, *rsp;
+	struct pdu *r2t, *rsp;
 	uint32_t cmdsn = H.cmdsn;
 
 	h_cdb_rw10(cdb, 0x2a, 0, 64);
@@ -57,69 +57,69 @@ Test(isc_tmf, abort_task_waiting_for_r2t_data)
 	fake_dmv_settle(&H.loop);
 	r2t = fake_dmv_pop(C);
 	cr_assert_not_null(r2t);
-	cr_assert_eq(isc_bhs_opcode(r2t->bhs), ISC_OP_R2T);
+	cr_assert_eq(pdu_bhs_opcode(r2t->bhs), ISC_OP_R2T);
 	rsp = tmf(1, 0x71, 0x70, cmdsn, 0);
 	cr_assert_not_null(rsp);
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
-	cr_expect_eq(isc_bhs_itt(rsp->bhs), 0x71);
+	cr_expect_eq(pdu_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(pdu_bhs_itt(rsp->bhs), 0x71);
 	cr_expect_eq(rsp->bhs[2], 0, "function complete");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	cr_expect_eq(C->aborts, 1, "the datamover stopped the transfer");
 	/* Late data for the aborted task is dropped quietly. */
 	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, 0x70);
 	memcpy(bhs + 20, r2t->bhs + 20, 4);
-	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
+	pdu_put32(bhs, 40, pdu_get32(r2t->bhs, 40));
 	fake_dmv_rx(C, bhs, data, 8192);
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(C->nsent, 0, "no SCSI Response for an aborted task");
 	cr_expect_not(C->closed);
-	isc_pdu_put(r2t);
+	pdu_put(r2t);
 }
 
 Test(isc_tmf, abort_of_a_finished_task_is_task_does_not_exist)
 {
-	struct isc_pdu *rsp;
+	struct pdu *rsp;
 
 	/* RefCmdSN below ExpCmdSN: the command came and went. */
 	rsp = tmf(1, 0x80, 0x1234, H.cmdsn - 1, 0);
 	cr_assert_not_null(rsp);
 	cr_expect_eq(rsp->bhs[2], 1);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 }
 
 Test(isc_tmf, lun_reset_of_a_missing_lun)
 {
-	struct isc_pdu *rsp = tmf(5, 0x81, ISC_RSVD_TAG, 0, 9);
+	struct pdu *rsp = tmf(5, 0x81, ISC_RSVD_TAG, 0, 9);
 
 	cr_assert_not_null(rsp);
 	cr_expect_eq(rsp->bhs[2], 2, "LUN does not exist");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	rsp = tmf(5, 0x82, ISC_RSVD_TAG, 0, 0);
 	cr_assert_not_null(rsp);
 	cr_expect_eq(rsp->bhs[2], 0);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 }
 
 Test(isc_tmf, clear_aca_and_task_reassign_are_refused)
 {
-	struct isc_pdu *rsp = tmf(3, 0x90, ISC_RSVD_TAG, 0, 0);
+	struct pdu *rsp = tmf(3, 0x90, ISC_RSVD_TAG, 0, 0);
 
 	cr_assert_not_null(rsp);
 	cr_expect_eq(rsp->bhs[2], 5, "task management function not supported");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	rsp = tmf(8, 0x91, 0x70, 0, 0);
 	cr_assert_not_null(rsp);
 	cr_expect_eq(rsp->bhs[2], 4, "allegiance reassignment not supported");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 }
 
 Test(isc_tmf, target_cold_reset_answers_then_drops_the_session)
 {
-	struct isc_pdu *rsp = tmf(7, 0x92, ISC_RSVD_TAG, 0, 0);
+	struct pdu *rsp = tmf(7, 0x92, ISC_RSVD_TAG, 0, 0);
 
 	cr_assert_not_null(rsp);
 	cr_expect_eq(rsp->bhs[2], 0);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	cr_expect(C->closed);
 }
 
@@ -127,18 +127,18 @@ Test(isc_tmf, target_cold_reset_answers_then_drops_the_session)
  * ABORTED, and the reset (on C) only after it. */
 static void expect_task_aborted_then_reset_answered(struct fake_conn *c2, uint32_t itt)
 {
-	struct isc_pdu *rsp = fake_dmv_pop(c2);
+	struct pdu *rsp = fake_dmv_pop(c2);
 
 	cr_assert_not_null(rsp, "the other session's task is answered");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
-	cr_expect_eq(isc_bhs_itt(rsp->bhs), itt);
+	cr_expect_eq(pdu_bhs_opcode(rsp->bhs), ISC_OP_SCSI_RSP);
+	cr_expect_eq(pdu_bhs_itt(rsp->bhs), itt);
 	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp, "the reset is answered once the other task was");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(pdu_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
 	cr_expect_eq(rsp->bhs[2], 0, "function complete");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 }
 
 /* A LUN RESET from one session ends another session's write that waits for its data the way
@@ -148,7 +148,7 @@ Test(isc_tmf, lun_reset_answers_another_sessions_write_task_aborted)
 {
 	uint8_t cdb[16], bhs[ISC_BHS_LEN], data[8192];
 	struct fake_conn *c2 = h_connect(&H);
-	struct isc_pdu *r2t, *rsp;
+	struct pdu *r2t, *rsp;
 	uint32_t cmdsn1 = H.cmdsn, cmdsn2;
 	uint16_t st;
 
@@ -162,23 +162,23 @@ Test(isc_tmf, lun_reset_answers_another_sessions_write_task_aborted)
 	fake_dmv_settle(&H.loop);
 	r2t = fake_dmv_pop(c2);
 	cr_assert_not_null(r2t);
-	cr_assert_eq(isc_bhs_opcode(r2t->bhs), ISC_OP_R2T);
+	cr_assert_eq(pdu_bhs_opcode(r2t->bhs), ISC_OP_R2T);
 
 	H.cmdsn = cmdsn1;
 	rsp = tmf(5, 0x71, ISC_RSVD_TAG, 0, 0);
 	cr_expect_null(rsp, "the reset waits for the other session's write");
 	if (rsp)
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 	cr_expect_eq(c2->aborts, 0, "the other session's data transfer goes on");
 
 	H.cmdsn = cmdsn2;
 	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, 0x70);
 	memcpy(bhs + 20, r2t->bhs + 20, 4);
-	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
+	pdu_put32(bhs, 40, pdu_get32(r2t->bhs, 40));
 	fake_dmv_rx(c2, bhs, data, sizeof(data));
 	fake_dmv_settle(&H.loop);
 	expect_task_aborted_then_reset_answered(c2, 0x70);
-	isc_pdu_put(r2t);
+	pdu_put(r2t);
 }
 
 /* The same write, aborted by its own session's ABORT TASK while the other session's LUN RESET
@@ -187,7 +187,7 @@ Test(isc_tmf, abort_task_of_a_write_another_sessions_reset_waits_for)
 {
 	uint8_t cdb[16], bhs[ISC_BHS_LEN];
 	struct fake_conn *c2 = h_connect(&H);
-	struct isc_pdu *r2t, *rsp;
+	struct pdu *r2t, *rsp;
 	uint32_t cmdsn1 = H.cmdsn, cmdsn2, wcmdsn;
 	uint16_t st;
 
@@ -205,26 +205,26 @@ Test(isc_tmf, abort_task_of_a_write_another_sessions_reset_waits_for)
 	rsp = tmf(5, 0x71, ISC_RSVD_TAG, 0, 0);
 	cr_expect_null(rsp, "the reset waits for the other session's write");
 	if (rsp)
-		isc_pdu_put(rsp);
+		pdu_put(rsp);
 
 	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | 1), 0x72);
-	isc_put32(bhs, 20, 0x70);
-	isc_put32(bhs, 24, cmdsn2);
-	isc_put32(bhs, 32, wcmdsn);
+	pdu_put32(bhs, 20, 0x70);
+	pdu_put32(bhs, 24, cmdsn2);
+	pdu_put32(bhs, 32, wcmdsn);
 	fake_dmv_rx(c2, bhs, NULL, 0);
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(c2);
 	cr_assert_not_null(rsp, "ABORT TASK answered");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(pdu_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
 	cr_expect_eq(rsp->bhs[2], 0, "function complete");
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	cr_expect_null(fake_dmv_pop(c2), "no SCSI Response for the task its own session aborted");
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp, "the reset is answered once the write ended");
-	cr_expect_eq(isc_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
+	cr_expect_eq(pdu_bhs_opcode(rsp->bhs), ISC_OP_TMF_RSP);
 	cr_expect_eq(rsp->bhs[2], 0);
-	isc_pdu_put(rsp);
-	isc_pdu_put(r2t);
+	pdu_put(rsp);
+	pdu_put(r2t);
 }
 
 /* ---- A TMF whose tasks are on two loops (issue 13): the asker's session on loop 0, another
@@ -247,7 +247,7 @@ static void loops_teardown(void)
 TestSuite(isc_tmf_loops, .init = loops_setup, .fini = loops_teardown);
 
 /* A session on loop 1 with a write waiting for its data (its R2T returned). */
-static struct fake_conn *loop1_write(uint32_t itt, struct isc_pdu **r2t, uint32_t *cmdsn)
+static struct fake_conn *loop1_write(uint32_t itt, struct pdu **r2t, uint32_t *cmdsn)
 {
 	struct fake_conn *c2 = h_connect_on_loop1(&H);
 	uint8_t cdb[16];
@@ -264,19 +264,19 @@ static struct fake_conn *loop1_write(uint32_t itt, struct isc_pdu **r2t, uint32_
 	h_settle(&H);
 	*r2t = fake_dmv_pop(c2);
 	cr_assert_not_null(*r2t);
-	cr_assert_eq(isc_bhs_opcode((*r2t)->bhs), ISC_OP_R2T);
+	cr_assert_eq(pdu_bhs_opcode((*r2t)->bhs), ISC_OP_R2T);
 	return c2;
 }
 
 /* The write's data, as its R2T asked; both loops run. */
-static void loop1_write_data(struct fake_conn *c2, uint32_t itt, const struct isc_pdu *r2t)
+static void loop1_write_data(struct fake_conn *c2, uint32_t itt, const struct pdu *r2t)
 {
 	uint8_t bhs[ISC_BHS_LEN], data[8192];
 
 	memset(data, 0x5a, sizeof(data));
 	fake_bhs(bhs, ISC_OP_DATA_OUT, ISC_FL_F, itt);
 	memcpy(bhs + 20, r2t->bhs + 20, 4);
-	isc_put32(bhs, 40, isc_get32(r2t->bhs, 40));
+	pdu_put32(bhs, 40, pdu_get32(r2t->bhs, 40));
 	fake_dmv_rx(c2, bhs, data, sizeof(data));
 	h_settle(&H);
 }
@@ -287,8 +287,8 @@ static void lun_reset_from_loop0(uint32_t itt, uint32_t cmdsn)
 	uint8_t bhs[ISC_BHS_LEN];
 
 	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | 5), itt);
-	isc_put32(bhs, 20, ISC_RSVD_TAG);
-	isc_put32(bhs, 24, cmdsn);
+	pdu_put32(bhs, 20, ISC_RSVD_TAG);
+	pdu_put32(bhs, 24, cmdsn);
 	fake_dmv_rx(C, bhs, NULL, 0);
 }
 
@@ -297,7 +297,7 @@ static void lun_reset_from_loop0(uint32_t itt, uint32_t cmdsn)
 Test(isc_tmf_loops, lun_reset_waits_for_a_write_on_the_other_loop)
 {
 	uint32_t cmdsn1 = H.cmdsn, cmdsn2;
-	struct isc_pdu *r2t;
+	struct pdu *r2t;
 	struct fake_conn *c2 = loop1_write(0x70, &r2t, &cmdsn2);
 
 	lun_reset_from_loop0(0x71, cmdsn1);
@@ -308,7 +308,7 @@ Test(isc_tmf_loops, lun_reset_waits_for_a_write_on_the_other_loop)
 	H.cmdsn = cmdsn2;
 	loop1_write_data(c2, 0x70, r2t);
 	expect_task_aborted_then_reset_answered(c2, 0x70);
-	isc_pdu_put(r2t);
+	pdu_put(r2t);
 }
 
 /* The same with loop 1's task inside the SCSI core: a READ of a session on loop 1 crossing to
@@ -347,7 +347,7 @@ Test(isc_tmf_loops, lun_reset_waits_for_a_command_of_the_other_loop_in_the_scsi_
 Test(isc_tmf_loops, lun_reset_whose_connection_dies_before_the_other_loop_answers)
 {
 	uint32_t cmdsn1 = H.cmdsn, cmdsn2;
-	struct isc_pdu *r2t, *rsp;
+	struct pdu *r2t, *rsp;
 	struct fake_conn *c2 = loop1_write(0x70, &r2t, &cmdsn2);
 
 	/* The abort is on its way to loop 1 when the asker goes. */
@@ -364,10 +364,10 @@ Test(isc_tmf_loops, lun_reset_whose_connection_dies_before_the_other_loop_answer
 	rsp = fake_dmv_pop(c2);
 	cr_assert_not_null(rsp, "loop 1's write is answered");
 	cr_expect_eq(rsp->bhs[3], SCSI_TASK_ABORTED, "status 0x%02x", rsp->bhs[3]);
-	isc_pdu_put(rsp);
+	pdu_put(rsp);
 	cr_expect_null(fake_dmv_pop(C), "no response on the dead connection");
 	cr_expect_eq(H.gw->lps[1].ntasks, 0);
 	cr_expect_eq(__atomic_load_n(&H.gw->msgs, __ATOMIC_ACQUIRE), 0,
 		     "loop 1's answer arrived and was counted");
-	isc_pdu_put(r2t);
+	pdu_put(r2t);
 }

@@ -91,7 +91,7 @@ static __attribute__((unused)) void setup(void)
 	memset(&rec, 0, sizeof(rec));
 	cr_assert_eq(gw_loop_init(&loop), 0);
 	memset(&lun, 0, sizeof(lun));
-	cr_assert_eq(mp_conf_defaults(&lun.conf), 0);
+	cr_assert_eq(conf_mp_defaults(&lun.conf), 0);
 	lun.conf.engine = MP_ENGINE_LIBISCSI;	/* the fake back end is a fake libiscsi */
 	lun.loop = &loop;
 	lun.block_size = FAKE_BLOCK;
@@ -104,7 +104,7 @@ static __attribute__((unused)) void teardown(void)
 {
 	lun.destroying = true;
 	mp_path_fini(&path);
-	mp_conf_free(&lun.conf);
+	conf_mp_free(&lun.conf);
 	gw_loop_fini(&loop);
 }
 

@@ -22,7 +22,7 @@ static int parse_bs(const char *text, struct bs_conf *c, struct gw_errlist *errs
 
 	cr_assert_not_null(j, "test JSON: %s", je.text);
 	memset(c, 0, sizeof(*c));
-	rc = bs_conf_parse(c, j, "targets[0].luns[0].backstore", errs);
+	rc = conf_bs_parse(c, j, "targets[0].luns[0].backstore", errs);
 	json_decref(j);
 	return rc;
 }
@@ -54,11 +54,11 @@ Test(mp_conf, remote_backstore_with_defaults)
 	cr_assert_eq(c.remote->pg_policy, MP_PG_GROUP_BY_PRIO);
 	cr_assert_eq(c.remote->selector, MP_SEL_SERVICE_TIME);
 	cr_assert_eq(c.remote->polling_interval, 5);
-	cr_assert_eq(mp_parse_failback(c.remote->failback, &v), 0);
+	cr_assert_eq(conf_mp_parse_failback(c.remote->failback, &v), 0);
 	cr_assert_eq(v, MP_FAILBACK_IMMEDIATE);
-	cr_assert_eq(mp_parse_no_path_retry(c.remote->no_path_retry, &v), 0);
+	cr_assert_eq(conf_mp_parse_no_path_retry(c.remote->no_path_retry, &v), 0);
 	cr_assert_eq(v, 4);
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	gw_errlist_fini(&errs);
 }
 
@@ -75,11 +75,11 @@ Test(mp_conf, multipath_conf_spellings)
 			      "{ \"url\": \"iscsi://h/iqn.2026-11.test:a/0\" } ] }", &c, &errs), 0);
 	cr_assert_eq(c.remote->pg_policy, MP_PG_FAILOVER);
 	cr_assert_eq(c.remote->selector, MP_SEL_ROUND_ROBIN);
-	cr_assert_eq(mp_parse_failback(c.remote->failback, &fb), 0);
+	cr_assert_eq(conf_mp_parse_failback(c.remote->failback, &fb), 0);
 	cr_assert_eq(fb, 15, "a JSON number is seconds");
-	cr_assert_eq(mp_parse_no_path_retry(c.remote->no_path_retry, &npr), 0);
+	cr_assert_eq(conf_mp_parse_no_path_retry(c.remote->no_path_retry, &npr), 0);
 	cr_assert_eq(npr, MP_NO_PATH_RETRY_QUEUE);
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	gw_errlist_fini(&errs);
 }
 
@@ -108,7 +108,7 @@ Test(mp_conf, errors_name_the_key_and_the_range)
 	cr_assert(has_err(&errs, f, "12 to 256"), "chap secret error missing");
 	snprintf(f, sizeof(f), "%s.paths[2]", p);
 	cr_assert(has_err(&errs, f, "same as paths[1]"), "duplicate path error missing");
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	gw_errlist_fini(&errs);
 }
 
@@ -120,14 +120,14 @@ Test(mp_conf, remote_needs_paths_and_keys_need_remote)
 	gw_errlist_init(&errs);
 	cr_assert_eq(parse_bs("{ \"type\": \"remote\" }", &c, &errs), -EINVAL);
 	cr_assert(has_err(&errs, "targets[0].luns[0].backstore.paths", "required"));
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	gw_errlist_fini(&errs);
 
 	gw_errlist_init(&errs);
 	cr_assert_eq(parse_bs("{ \"type\": \"ram\", \"size\": \"1M\", \"no_path_retry\": 3 }",
 			      &c, &errs), -EINVAL);
 	cr_assert(has_err(&errs, "targets[0].luns[0].backstore.no_path_retry", "remote"));
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	gw_errlist_fini(&errs);
 
 	/* An unknown key is reported once, not by both tables. */
@@ -135,7 +135,7 @@ Test(mp_conf, remote_needs_paths_and_keys_need_remote)
 	cr_assert_eq(parse_bs("{ \"type\": \"remote\", \"colour\": 1, \"paths\": ["
 			      "{ \"url\": \"iscsi://h/iqn.x:y/0\" } ] }", &c, &errs), -EINVAL);
 	cr_assert_eq(errs.n, 1, "%zu errors", errs.n);
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	gw_errlist_fini(&errs);
 }
 
@@ -150,7 +150,7 @@ Test(mp_conf, existing_types_unchanged)
 	cr_assert_eq(c.type, BS_TYPE_FILE);
 	cr_assert_null(c.remote);
 	cr_assert_eq(c.size, 1ull << 30);
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	gw_errlist_fini(&errs);
 }
 
@@ -194,7 +194,7 @@ Test(mp_conf, path_url_passwords_stay_out_of_logs_and_errors)
 	cr_expect_null(strstr(all, "S3cretPw"), "%s", all);
 	cr_expect_not_null(strstr(all, "iscsi://gw@/iqn.2026-11.test:a/x"), "%s", all);
 	free(all);
-	bs_conf_free(&c);
+	conf_bs_free(&c);
 	gw_errlist_fini(&errs);
 	gw_loop_fini(&loop);
 }

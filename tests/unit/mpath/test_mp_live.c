@@ -301,12 +301,12 @@ static int live_run(void)
 
 		gw_errlist_init(&errs);
 		memset(&bc, 0, sizeof(bc));
-		LIVE_CHECK(bs_conf_parse(&bc, json_array_get(arr, i), "backstore", &errs) == 0,
+		LIVE_CHECK(conf_bs_parse(&bc, json_array_get(arr, i), "backstore", &errs) == 0,
 			   "%s", errs.n ? gw_errlist_join(&errs) : "");
 		LIVE_CHECK(bs_create(&lv.loop, &bc, &lv.bs[i], &errs) == 0, "%s",
 			   errs.n ? gw_errlist_join(&errs) : "");
 		lv.nbs++;
-		bs_conf_free(&bc);
+		conf_bs_free(&bc);
 		gw_errlist_fini(&errs);
 	}
 	json_decref(arr);

@@ -75,7 +75,7 @@ static void open_lun_caw(const char *failback, const char *no_path_retry, uint8_
 	fake_tgt[PORT_A].caw_blocks = caw;
 	fake_tgt[PORT_B].caw_blocks = caw;
 	cr_assert_eq(gw_loop_init(&loop), 0);
-	cr_assert_eq(mp_conf_defaults(&conf), 0);
+	cr_assert_eq(conf_mp_defaults(&conf), 0);
 	conf.engine = MP_ENGINE_LIBISCSI;	/* the fake back end is a fake libiscsi */
 	free(conf.failback);
 	free(conf.no_path_retry);
@@ -87,7 +87,7 @@ static void open_lun_caw(const char *failback, const char *no_path_retry, uint8_
 	cr_assert_eq(mp_lun_create(&loop, &conf, FAKE_BLOCK, 0, NULL, NULL, &lun, &errs), 0);
 	conf.paths = NULL;
 	conf.npaths = 0;
-	mp_conf_free(&conf);
+	conf_mp_free(&conf);
 	/* Ticks come from wait_ms, on the fake clock. */
 	gw_timer_disarm(&lun->tick);
 	wait_ms(MP_TICK_MS);

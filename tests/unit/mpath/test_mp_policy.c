@@ -284,7 +284,7 @@ Test(mp_tmf, bounds_follow_the_lun_settings)
 {
 	struct mp_conf c;
 
-	cr_assert_eq(mp_conf_defaults(&c), 0);
+	cr_assert_eq(conf_mp_defaults(&c), 0);
 	cr_expect_eq(mp_tmf_bound_ms(&c), c.nop_timeout_ms);
 	/* Default no_path_retry 4 x polling_interval 5 s: the LUN's own no-path wait. */
 	cr_expect_eq(mp_fence_bound_ms(&c), 4ull * c.polling_interval * 1000);
@@ -295,5 +295,5 @@ Test(mp_tmf, bounds_follow_the_lun_settings)
 	c.no_path_retry = strdup("fail");
 	cr_expect_eq(mp_fence_bound_ms(&c), (uint64_t)c.login_timeout * 1000,
 		     "at least one login");
-	mp_conf_free(&c);
+	conf_mp_free(&c);
 }

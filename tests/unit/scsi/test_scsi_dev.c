@@ -187,13 +187,13 @@ Test(scsi_dev, lu_conf_table_defaults)
 	struct scsi_lu_conf c;
 
 	memset(&c, 0, sizeof(c));
-	cr_assert_eq(gw_conf_defaults(scsi_lu_conf_keys, &c), 0);
+	cr_assert_eq(gw_conf_defaults(conf_lu_keys, &c), 0);
 	cr_assert_str_eq(c.vendor, "ISERGW");
 	cr_assert_str_eq(c.product, "isergw LUN");
 	cr_assert_str_eq(c.revision, "0001");
 	cr_assert(c.write_cache);
 	cr_assert(c.thin);
-	gw_conf_free(scsi_lu_conf_keys, &c);
+	gw_conf_free(conf_lu_keys, &c);
 }
 
 Test(scsi_dev, lus_opened_before_any_is_added_spread_over_the_loops)

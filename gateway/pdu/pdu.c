@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "gw_log.h"
-#include "isc_pdu.h"
+#include "pdu.h"
 
-void isc_pdu_pool_init(struct isc_pdu_pool *pp, size_t max)
+void pdu_pool_init(struct pdu_pool *pp, size_t max)
 {
 	gw_list_init(&pp->free);
 	pp->nfree = 0;
@@ -19,27 +19,27 @@ void isc_pdu_pool_init(struct isc_pdu_pool *pp, size_t max)
 	pp->kept = 0;
 }
 
-size_t isc_pdu_pool_cached_bytes(const struct isc_pdu_pool *pp)
+size_t pdu_pool_cached_bytes(const struct pdu_pool *pp)
 {
-	return pp->nfree * sizeof(struct isc_pdu) + pp->kept;
+	return pp->nfree * sizeof(struct pdu) + pp->kept;
 }
 
-static void isc_pdu_free(struct isc_pdu *pdu)
+static void pdu_free(struct pdu *pdu)
 {
 	free(pdu->own);
 	free(pdu->ahs);
 	free(pdu);
 }
 
-void isc_pdu_pool_fini(struct isc_pdu_pool *pp)
+void pdu_pool_fini(struct pdu_pool *pp)
 {
-	struct isc_pdu *pdu, *tmp;
+	struct pdu *pdu, *tmp;
 
 	if (pp->live)
 		gw_warn("iscsi", "PDU pool freed with %zu PDUs still referenced", pp->live);
 	gw_list_for_each_entry_safe(pdu, tmp, &pp->free, node) {
 		gw_list_del(&pdu->node);
-		isc_pdu_free(pdu);
+		pdu_free(pdu);
 	}
 	pp->nfree = 0;
 	pp->kept = 0;
@@ -47,14 +47,14 @@ void isc_pdu_pool_fini(struct isc_pdu_pool *pp)
 
 /* The pool is a free list of whole PDU objects rather than a gw_pool: a recycled PDU must keep
  * its data buffer, and gw_pool objects come back uninitialised. */
-struct isc_pdu *isc_pdu_get(struct isc_pdu_pool *pp)
+struct pdu *pdu_get(struct pdu_pool *pp)
 {
-	struct isc_pdu *pdu;
+	struct pdu *pdu;
 	uint8_t *own = NULL;
 	uint32_t cap = 0;
 
 	if (!gw_list_empty(&pp->free)) {
-		pdu = gw_list_first_entry(&pp->free, struct isc_pdu, node);
+		pdu = gw_list_first_entry(&pp->free, struct pdu, node);
 		gw_list_del(&pdu->node);
 		pp->nfree--;
 		own = pdu->own;
@@ -76,14 +76,14 @@ struct isc_pdu *isc_pdu_get(struct isc_pdu_pool *pp)
 	return pdu;
 }
 
-void isc_pdu_ref(struct isc_pdu *pdu)
+void pdu_ref(struct pdu *pdu)
 {
 	pdu->refcnt++;
 }
 
-void isc_pdu_put(struct isc_pdu *pdu)
+void pdu_put(struct pdu *pdu)
 {
-	struct isc_pdu_pool *pp;
+	struct pdu_pool *pp;
 
 	if (!pdu || --pdu->refcnt > 0)
 		return;
@@ -92,7 +92,7 @@ void isc_pdu_put(struct isc_pdu *pdu)
 	free(pdu->ahs);
 	pdu->ahs = NULL;
 	if (pp->nfree >= pp->max_free) {
-		isc_pdu_free(pdu);
+		pdu_free(pdu);
 		return;
 	}
 	if (pdu->own && (pdu->data_cap > ISC_PDU_KEEP_MAX ||
@@ -107,10 +107,10 @@ void isc_pdu_put(struct isc_pdu *pdu)
 	pp->nfree++;
 }
 
-int isc_pdu_alloc_data(struct isc_pdu *pdu, uint32_t len)
+int pdu_alloc_data(struct pdu *pdu, uint32_t len)
 {
 	/* Room for the pad bytes too, so a receiver can read data + pad in one go. */
-	uint32_t need = isc_pad4(len);
+	uint32_t need = pdu_pad4(len);
 
 	if (len > ISC_DSL_MAX)
 		return -EINVAL;
@@ -126,13 +126,13 @@ int isc_pdu_alloc_data(struct isc_pdu *pdu, uint32_t len)
 	pdu->data = pdu->own;
 	pdu->data_ext = false;
 	pdu->data_len = len;
-	isc_put24(pdu->bhs, 5, len);
+	pdu_put24(pdu->bhs, 5, len);
 	return 0;
 }
 
-int isc_pdu_set_data(struct isc_pdu *pdu, const void *p, uint32_t len)
+int pdu_set_data(struct pdu *pdu, const void *p, uint32_t len)
 {
-	int r = isc_pdu_alloc_data(pdu, len);
+	int r = pdu_alloc_data(pdu, len);
 
 	if (r)
 		return r;
@@ -141,15 +141,15 @@ int isc_pdu_set_data(struct isc_pdu *pdu, const void *p, uint32_t len)
 	return 0;
 }
 
-void isc_pdu_set_ext_data(struct isc_pdu *pdu, void *p, uint32_t len)
+void pdu_set_ext_data(struct pdu *pdu, void *p, uint32_t len)
 {
 	pdu->data = p;
 	pdu->data_len = len;
 	pdu->data_ext = true;
-	isc_put24(pdu->bhs, 5, len);
+	pdu_put24(pdu->bhs, 5, len);
 }
 
-int isc_pdu_alloc_ahs(struct isc_pdu *pdu, uint32_t len)
+int pdu_alloc_ahs(struct pdu *pdu, uint32_t len)
 {
 	if (len % 4 || len > 255 * 4)
 		return -EINVAL;
@@ -167,7 +167,7 @@ int isc_pdu_alloc_ahs(struct isc_pdu *pdu, uint32_t len)
 	return 0;
 }
 
-const char *isc_opcode_name(uint8_t op)
+const char *pdu_opcode_name(uint8_t op)
 {
 	switch (op) {
 	case ISC_OP_NOP_OUT: return "NOP-Out";
@@ -192,11 +192,11 @@ const char *isc_opcode_name(uint8_t op)
 	}
 }
 
-enum isc_bhs_verdict isc_bhs_check(const uint8_t *bhs, uint32_t max_dsl, uint8_t *reason,
+enum pdu_bhs_verdict pdu_bhs_check(const uint8_t *bhs, uint32_t max_dsl, uint8_t *reason,
 				   const char **why)
 {
-	uint8_t op = isc_bhs_opcode(bhs);
-	uint32_t dsl = isc_bhs_dsl(bhs);
+	uint8_t op = pdu_bhs_opcode(bhs);
+	uint32_t dsl = pdu_bhs_dsl(bhs);
 
 	*reason = 0;
 	*why = "";

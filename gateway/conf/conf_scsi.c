@@ -15,7 +15,7 @@ static const char *scsi_check_ascii(const void *field)
 	return NULL;
 }
 
-const struct gw_conf_key scsi_lu_conf_keys[] = {
+const struct gw_conf_key conf_lu_keys[] = {
 	{ .name = "lun", .type = GW_CONF_U64, .offset = offsetof(struct scsi_lu_conf, lun),
 	  .min = 0, .max = 16383, .flags = GW_CONF_REQUIRED,
 	  .help = "logical unit number, 0..16383" },

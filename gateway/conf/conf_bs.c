@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* A backstore object of the configuration: its type, path, size and I/O settings, and for a
- * remote backstore the paths and policies of mp_conf.c beside it. */
+ * remote backstore the paths and policies of conf_mp.c beside it. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -35,7 +35,7 @@ static const char *bs_check_block_size(const void *field)
 	return NULL;
 }
 
-const struct gw_conf_key bs_conf_keys[] = {
+const struct gw_conf_key conf_bs_keys[] = {
 	{ .name = "type", .type = GW_CONF_ENUM, .offset = offsetof(struct bs_conf, type),
 	  .enums = bs_type_enums, .flags = GW_CONF_REQUIRED,
 	  .help = "where the blocks live: file, block (device), ram, null, or remote (a back-end "
@@ -75,7 +75,7 @@ static bool bs_key_in(const struct gw_conf_key *tbl, const char *name)
 	return gw_conf_find(tbl, name) != NULL || strcmp(name, "paths") == 0;
 }
 
-int bs_conf_parse(struct bs_conf *conf, const json_t *in, const char *path,
+int conf_bs_parse(struct bs_conf *conf, const json_t *in, const char *path,
 		  struct gw_errlist *errs)
 {
 	const char *ign_mp[64], *ign_bs[64];
@@ -83,7 +83,7 @@ int bs_conf_parse(struct bs_conf *conf, const json_t *in, const char *path,
 	const char *key;
 	json_t *v;
 
-	if (gw_conf_defaults(bs_conf_keys, conf) < 0) {
+	if (gw_conf_defaults(conf_bs_keys, conf) < 0) {
 		gw_errlist_add(errs, path, "out of memory");
 		return -ENOMEM;
 	}
@@ -92,30 +92,30 @@ int bs_conf_parse(struct bs_conf *conf, const json_t *in, const char *path,
 		gw_errlist_add(errs, path, "expected an object");
 		return -EINVAL;
 	}
-	for (const struct gw_conf_key *k = mp_conf_keys; k->name && n < 62; k++)
+	for (const struct gw_conf_key *k = conf_mp_keys; k->name && n < 62; k++)
 		ign_mp[n++] = k->name;
 	ign_mp[n++] = "paths";
 	ign_mp[n] = NULL;
 	/* Keys the remote table does not know were reported by the first parse already. */
 	n = 0;
 	json_object_foreach((json_t *)in, key, v) {
-		if (n < GW_ARRAY_SIZE(ign_bs) - 1 && !bs_key_in(mp_conf_keys, key))
+		if (n < GW_ARRAY_SIZE(ign_bs) - 1 && !bs_key_in(conf_mp_keys, key))
 			ign_bs[n++] = key;
 	}
 	ign_bs[n] = NULL;
 
-	gw_conf_parse(bs_conf_keys, conf, in, path, ign_mp, errs);
+	gw_conf_parse(conf_bs_keys, conf, in, path, ign_mp, errs);
 	if (conf->type == BS_TYPE_REMOTE) {
 		conf->remote = calloc(1, sizeof(*conf->remote));
 		if (!conf->remote) {
 			gw_errlist_add(errs, path, "out of memory");
 			return -ENOMEM;
 		}
-		mp_conf_parse(conf->remote, in, path, ign_bs, errs);
+		conf_mp_parse(conf->remote, in, path, ign_bs, errs);
 	} else {
 		json_object_foreach((json_t *)in, key, v) {
 			(void)v;
-			if (!gw_conf_find(bs_conf_keys, key) && bs_key_in(mp_conf_keys, key)) {
+			if (!gw_conf_find(conf_bs_keys, key) && bs_key_in(conf_mp_keys, key)) {
 				char f[512];
 
 				snprintf(f, sizeof(f), "%s%s%s", path, path && *path ? "." : "",
@@ -128,22 +128,22 @@ int bs_conf_parse(struct bs_conf *conf, const json_t *in, const char *path,
 	return errs->n == before ? 0 : -EINVAL;
 }
 
-void bs_conf_free(struct bs_conf *conf)
+void conf_bs_free(struct bs_conf *conf)
 {
-	gw_conf_free(bs_conf_keys, conf);
+	gw_conf_free(conf_bs_keys, conf);
 	if (conf->remote) {
-		mp_conf_free(conf->remote);
+		conf_mp_free(conf->remote);
 		free(conf->remote);
 		conf->remote = NULL;
 	}
 }
 
-json_t *bs_conf_to_json(const struct bs_conf *conf, bool mask_secrets)
+json_t *conf_bs_to_json(const struct bs_conf *conf, bool mask_secrets)
 {
-	json_t *o = gw_conf_to_json(bs_conf_keys, conf, mask_secrets);
+	json_t *o = gw_conf_to_json(conf_bs_keys, conf, mask_secrets);
 
 	if (o && conf->remote) {
-		json_t *r = mp_conf_to_json(conf->remote, mask_secrets);
+		json_t *r = conf_mp_to_json(conf->remote, mask_secrets);
 
 		if (r)
 			json_object_update(o, r);

@@ -8,11 +8,11 @@
  * iSCSI layer agree on what is malformed.
  *
  * Its own module (gateway/pdu/) below both the datamovers and the iSCSI engine, so neither
- * includes the other to get the type they pass between them. The isc_pdu_ prefix is kept: it
- * is the iSCSI PDU, and every caller names it so.
+ * includes the other to get the type they pass between them. Its symbols carry its own
+ * prefix, pdu_; the iSCSI wire constants keep the protocol's ISC_ names.
  */
-#ifndef ISC_PDU_H
-#define ISC_PDU_H
+#ifndef PDU_H
+#define PDU_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -84,23 +84,23 @@ enum {
 };
 
 /* Big-endian field access; offsets are RFC 7143 byte numbers within the BHS. */
-static inline uint32_t isc_get32(const uint8_t *b, size_t off)
+static inline uint32_t pdu_get32(const uint8_t *b, size_t off)
 {
 	return (uint32_t)b[off] << 24 | (uint32_t)b[off + 1] << 16 | (uint32_t)b[off + 2] << 8 |
 	       b[off + 3];
 }
 
-static inline uint16_t isc_get16(const uint8_t *b, size_t off)
+static inline uint16_t pdu_get16(const uint8_t *b, size_t off)
 {
 	return (uint16_t)(b[off] << 8 | b[off + 1]);
 }
 
-static inline uint32_t isc_get24(const uint8_t *b, size_t off)
+static inline uint32_t pdu_get24(const uint8_t *b, size_t off)
 {
 	return (uint32_t)b[off] << 16 | (uint32_t)b[off + 1] << 8 | b[off + 2];
 }
 
-static inline void isc_put32(uint8_t *b, size_t off, uint32_t v)
+static inline void pdu_put32(uint8_t *b, size_t off, uint32_t v)
 {
 	b[off] = (uint8_t)(v >> 24);
 	b[off + 1] = (uint8_t)(v >> 16);
@@ -108,13 +108,13 @@ static inline void isc_put32(uint8_t *b, size_t off, uint32_t v)
 	b[off + 3] = (uint8_t)v;
 }
 
-static inline void isc_put16(uint8_t *b, size_t off, uint16_t v)
+static inline void pdu_put16(uint8_t *b, size_t off, uint16_t v)
 {
 	b[off] = (uint8_t)(v >> 8);
 	b[off + 1] = (uint8_t)v;
 }
 
-static inline void isc_put24(uint8_t *b, size_t off, uint32_t v)
+static inline void pdu_put24(uint8_t *b, size_t off, uint32_t v)
 {
 	b[off] = (uint8_t)(v >> 16);
 	b[off + 1] = (uint8_t)(v >> 8);
@@ -122,54 +122,54 @@ static inline void isc_put24(uint8_t *b, size_t off, uint32_t v)
 }
 
 /* Common fields */
-static inline uint8_t isc_bhs_opcode(const uint8_t *bhs)
+static inline uint8_t pdu_bhs_opcode(const uint8_t *bhs)
 {
 	return bhs[0] & ISC_BHS_OPMASK;
 }
 
-static inline bool isc_bhs_immediate(const uint8_t *bhs)
+static inline bool pdu_bhs_immediate(const uint8_t *bhs)
 {
 	return bhs[0] & ISC_BHS_I;
 }
 
-static inline uint32_t isc_bhs_ahs_len(const uint8_t *bhs)
+static inline uint32_t pdu_bhs_ahs_len(const uint8_t *bhs)
 {
 	return (uint32_t)bhs[4] * 4;
 }
 
-static inline uint32_t isc_bhs_dsl(const uint8_t *bhs)
+static inline uint32_t pdu_bhs_dsl(const uint8_t *bhs)
 {
-	return isc_get24(bhs, 5);
+	return pdu_get24(bhs, 5);
 }
 
-static inline uint32_t isc_bhs_itt(const uint8_t *bhs)
+static inline uint32_t pdu_bhs_itt(const uint8_t *bhs)
 {
-	return isc_get32(bhs, 16);
+	return pdu_get32(bhs, 16);
 }
 
 /* Serial number arithmetic (RFC 1982, 32 bits) as CmdSN/StatSN use it. */
-static inline bool isc_sn_lt(uint32_t a, uint32_t b)
+static inline bool pdu_sn_lt(uint32_t a, uint32_t b)
 {
 	return a != b && (int32_t)(a - b) < 0;
 }
 
-static inline bool isc_sn_le(uint32_t a, uint32_t b)
+static inline bool pdu_sn_le(uint32_t a, uint32_t b)
 {
 	return a == b || (int32_t)(a - b) < 0;
 }
 
 /* Round a data segment length up to its 4-byte padded size. */
-static inline uint32_t isc_pad4(uint32_t n)
+static inline uint32_t pdu_pad4(uint32_t n)
 {
 	return (n + 3) & ~3u;
 }
 
-struct isc_pdu_pool;
-struct isc_pdu;
+struct pdu_pool;
+struct pdu;
 
-typedef void (*isc_pdu_done_fn)(struct isc_pdu *pdu, int status);
+typedef void (*pdu_done_fn)(struct pdu *pdu, int status);
 
-struct isc_pdu {
+struct pdu {
 	uint8_t bhs[ISC_BHS_LEN];
 	uint8_t *ahs;			/* malloc'ed, ahs_len bytes (multiple of 4), or NULL */
 	uint32_t ahs_len;
@@ -179,11 +179,11 @@ struct isc_pdu {
 	uint8_t *own;			/* the own buffer, even while data is borrowed */
 	bool data_ext;
 	int refcnt;
-	struct isc_pdu_pool *pool;
+	struct pdu_pool *pool;
 	/* Send side: the transport links queued PDUs here and calls done (if set) once the
 	 * PDU has left (status 0) or was dropped with the connection (-ECONNRESET). */
 	struct gw_list node;
-	isc_pdu_done_fn done;
+	pdu_done_fn done;
 	void *priv;
 	/* Transport scratch: wire progress and digests, filled when queued. */
 	uint32_t tx_off;
@@ -199,7 +199,7 @@ struct isc_pdu {
  * 256 KiB per loop cached for good. */
 #define ISC_PDU_KEPT_MAX (8u << 20)
 
-struct isc_pdu_pool {
+struct pdu_pool {
 	struct gw_list free;
 	size_t nfree, max_free;
 	size_t live;			/* PDUs handed out and not yet put */
@@ -207,30 +207,30 @@ struct isc_pdu_pool {
 };
 
 /* What a pool keeps for reuse (bytes): its free PDUs and their buffers. */
-size_t isc_pdu_pool_cached_bytes(const struct isc_pdu_pool *pp);
+size_t pdu_pool_cached_bytes(const struct pdu_pool *pp);
 
 /* max: PDUs kept on the free list (0: 1024); beyond it, put frees. */
-void isc_pdu_pool_init(struct isc_pdu_pool *pp, size_t max);
-void isc_pdu_pool_fini(struct isc_pdu_pool *pp);
+void pdu_pool_init(struct pdu_pool *pp, size_t max);
+void pdu_pool_fini(struct pdu_pool *pp);
 
 /* A zeroed BHS with refcnt 1, no data. NULL on ENOMEM / pool exhausted. */
-struct isc_pdu *isc_pdu_get(struct isc_pdu_pool *pp);
-void isc_pdu_ref(struct isc_pdu *pdu);
+struct pdu *pdu_get(struct pdu_pool *pp);
+void pdu_ref(struct pdu *pdu);
 /* Drops a reference; the last one returns the PDU to its pool (without calling done). */
-void isc_pdu_put(struct isc_pdu *pdu);
+void pdu_put(struct pdu *pdu);
 
 /* Makes the own buffer hold len bytes (contents undefined), sets data = own, data_len = len and
  * the BHS DataSegmentLength. 0 or -ENOMEM. */
-int isc_pdu_alloc_data(struct isc_pdu *pdu, uint32_t len);
+int pdu_alloc_data(struct pdu *pdu, uint32_t len);
 /* Copies len bytes in as the data segment. 0 or -ENOMEM. */
-int isc_pdu_set_data(struct isc_pdu *pdu, const void *p, uint32_t len);
+int pdu_set_data(struct pdu *pdu, const void *p, uint32_t len);
 /* Points the data segment at borrowed memory, which must outlive the send. */
-void isc_pdu_set_ext_data(struct isc_pdu *pdu, void *p, uint32_t len);
+void pdu_set_ext_data(struct pdu *pdu, void *p, uint32_t len);
 /* Allocates the AHS (len a multiple of 4, <= 1020) and sets TotalAHSLength. 0 or -errno. */
-int isc_pdu_alloc_ahs(struct isc_pdu *pdu, uint32_t len);
+int pdu_alloc_ahs(struct pdu *pdu, uint32_t len);
 
 /* Header validation result for a received BHS. */
-enum isc_bhs_verdict {
+enum pdu_bhs_verdict {
 	ISC_BHS_OK,
 	ISC_BHS_BAD_OPCODE,	/* not an initiator opcode: Reject 0x05 */
 	ISC_BHS_BAD_FIELD,	/* reserved/ill-formed field: Reject 0x04/0x09 (see *reason) */
@@ -242,9 +242,9 @@ enum isc_bhs_verdict {
  * accepts on this connection (its MaxRecvDataSegmentLength, or 8192 during login). *reason gets
  * the Reject reason for BAD_OPCODE / BAD_FIELD, and *why a message for the log.
  */
-enum isc_bhs_verdict isc_bhs_check(const uint8_t *bhs, uint32_t max_dsl, uint8_t *reason,
+enum pdu_bhs_verdict pdu_bhs_check(const uint8_t *bhs, uint32_t max_dsl, uint8_t *reason,
 				   const char **why);
 
-const char *isc_opcode_name(uint8_t opcode);
+const char *pdu_opcode_name(uint8_t opcode);
 
 #endif

@@ -16,7 +16,7 @@ static int parse(const char *text, struct ctl_config *cfg, struct gw_errlist *er
 	int r;
 
 	cr_assert_not_null(root, "bad test JSON: %s", jerr.text);
-	r = ctl_config_parse(root, cfg, errs);
+	r = conf_parse(root, cfg, errs);
 	json_decref(root);
 	return r;
 }
@@ -31,13 +31,13 @@ static bool has_error(const struct gw_errlist *e, const char *field, const char 
 
 Test(ctl_config, demo_parses_with_schema_values)
 {
-	json_t *demo = ctl_config_demo("/tmp/state");
+	json_t *demo = conf_demo("/tmp/state");
 	struct ctl_config cfg;
 	struct gw_errlist errs;
 	struct isc_target_conf *t;
 
 	gw_errlist_init(&errs);
-	cr_assert_eq(ctl_config_parse(demo, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	cr_assert_eq(conf_parse(demo, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
 	cr_assert_eq(cfg.isc->nportals, 1);
 	cr_expect_str_eq(cfg.isc->portals[0].address, "127.0.0.1");
 	cr_expect_eq(cfg.isc->portals[0].port, 3260);
@@ -49,7 +49,7 @@ Test(ctl_config, demo_parses_with_schema_values)
 	cr_assert_eq(t->nluns, 1);
 	cr_expect_str_eq(t->luns[0].bs.path, "/tmp/state/demo.img");
 	cr_expect_eq(t->luns[0].bs.size, 1ull << 30);
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	gw_errlist_fini(&errs);
 	json_decref(demo);
 }
@@ -70,7 +70,7 @@ Test(ctl_config, defaults_fill_what_is_left_out)
 	cr_expect_not(cfg.isc->targets[0].allow_any_initiator);
 	cr_expect_eq(cfg.isc->targets[0].params.MaxRecvDataSegmentLength, 262144);
 	cr_expect_eq(cfg.isc->discovery.auth, ISC_DISC_AUTH_NONE);
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	gw_errlist_fini(&errs);
 }
 
@@ -145,19 +145,19 @@ Test(ctl_config, state_dir_gets_the_demo_once)
 	FILE *f;
 
 	cr_assert_not_null(mkdtemp(dir));
-	cr_assert_eq(ctl_config_ensure_state(dir, &path), 0);
+	cr_assert_eq(conf_ensure_state(dir, &path), 0);
 	gw_errlist_init(&errs);
-	cr_assert_eq(ctl_config_load(path, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
-	ctl_config_free(&cfg);
+	cr_assert_eq(conf_load_file(path, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
+	conf_free(&cfg);
 	/* An operator's edit survives the next start. */
 	f = fopen(path, "w");
 	fputs("{ \"portals\": [] }", f);
 	fclose(f);
 	free(path);
-	cr_assert_eq(ctl_config_ensure_state(dir, &path), 0);
-	cr_assert_eq(ctl_config_load(path, &cfg, &errs), 0);
+	cr_assert_eq(conf_ensure_state(dir, &path), 0);
+	cr_assert_eq(conf_load_file(path, &cfg, &errs), 0);
 	cr_expect_eq(cfg.isc->ntargets, 0);
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	gw_errlist_fini(&errs);
 	unlink(path);
 	free(path);
@@ -175,7 +175,7 @@ Test(ctl_config, json_syntax_error_names_line_and_column)
 	cr_assert_eq(write(fd, "{\n  \"portals\": [ ,\n}", 20), 20);
 	close(fd);
 	gw_errlist_init(&errs);
-	cr_expect_neq(ctl_config_load(path, &cfg, &errs), 0);
+	cr_expect_neq(conf_load_file(path, &cfg, &errs), 0);
 	cr_assert_eq(errs.n, 1);
 	cr_expect_not_null(strstr(errs.v[0].msg, "line 2"), "%s", errs.v[0].msg);
 	gw_errlist_fini(&errs);
@@ -209,7 +209,7 @@ Test(ctl_config, cluster_groups_parse_and_are_checked)
 	cr_expect_eq(cfg.isc->groups[1].state, SCSI_ALUA_UNAVAILABLE);
 	cr_expect_eq(cfg.isc->targets[0].luns[0].lu.alua_group, 1);
 	cr_expect_str_eq(cfg.isc->targets[0].luns[0].lu.owner, "gw-a");
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 
 	cr_assert_neq(parse(bad, &cfg, &errs), 0);
 	cr_expect(has_error(&errs, "cluster", "leader"), "%s", gw_errlist_join(&errs));
@@ -252,14 +252,14 @@ Test(ctl_config, boot_wait_defaults_to_2_s_and_is_range_checked)
 	cr_assert_eq(parse(base, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
 	cr_expect_eq(cfg.gateway.boot_wait, 2);
 	cr_expect_eq(cfg.isc->targets[0].luns[0].bs.remote->initial_login_retry_max, 1);
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	gw_errlist_fini(&errs);
 
 	snprintf(text, sizeof(text), "{ \"gateway\": { \"boot_wait\": 0 }, %s", base + 1);
 	gw_errlist_init(&errs);
 	cr_assert_eq(parse(text, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
 	cr_expect_eq(cfg.gateway.boot_wait, 0);
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	gw_errlist_fini(&errs);
 
 	snprintf(text, sizeof(text), "{ \"gateway\": { \"boot_wait\": 601 }, %s", base + 1);
@@ -291,7 +291,7 @@ static void expect_gateway_u32(const char *key, size_t off, uint32_t def,
 	gw_errlist_init(&errs);
 	cr_assert_eq(parse(gw_base, &cfg, &errs), 0, "%s", gw_errlist_join(&errs));
 	cr_expect_eq(*(uint32_t *)((char *)&cfg.gateway + off), def, "%s's default", key);
-	ctl_config_free(&cfg);
+	conf_free(&cfg);
 	gw_errlist_fini(&errs);
 	for (size_t i = 0; i < n; i++) {
 		snprintf(text, sizeof(text), "{ \"gateway\": { \"%s\": %s }, %s", key, cases[i].v,
@@ -302,7 +302,7 @@ static void expect_gateway_u32(const char *key, size_t off, uint32_t def,
 				     gw_errlist_join(&errs));
 			cr_expect_eq(*(uint32_t *)((char *)&cfg.gateway + off),
 				     (uint32_t)atoi(cases[i].v), "%s %s", key, cases[i].v);
-			ctl_config_free(&cfg);
+			conf_free(&cfg);
 		} else {
 			cr_assert_neq(parse(text, &cfg, &errs), 0, "%s %s accepted", key, cases[i].v);
 			cr_expect(has_error(&errs, path, NULL), "%s %s: %s", key, cases[i].v,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Configuration walk. Each object's keys come from its own table in this library
- * (isc_conf.c, scsi_conf.c, bs_conf.c, mp_conf.c beside it); this file only knows the shape of
+ * (conf_isc.c, conf_scsi.c, conf_bs.c, conf_mp.c beside it); this file only knows the shape of
  * the tree and the path to name in errors ("targets[0].luns[1].backstore.size").
  */
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include "gw_log.h"
 #include "gw_loop.h"
 
-const struct gw_conf_key ctl_gateway_conf_keys[] = {
+const struct gw_conf_key conf_gateway_keys[] = {
 	{ .name = "log_debug", .type = GW_CONF_STR,
 	  .offset = offsetof(struct ctl_gateway_conf, log_debug), .min = 0, .max = 255, .def = "",
 	  .help = "Components with debug output, comma separated (iscsi, scsi, bs, dmv, ...), "
@@ -126,7 +126,7 @@ static void ctl_parse_chap(struct isc_chap_conf *c, const json_t *parent, const 
 	char p[192];
 
 	ctl_path(p, sizeof(p), "%s.chap", path);
-	ctl_parse_obj(isc_chap_conf_keys, c, parent, "chap", p, NULL, errs, NULL);
+	ctl_parse_obj(conf_chap_keys, c, parent, "chap", p, NULL, errs, NULL);
 }
 
 static void ctl_parse_target(struct isc_target_conf *t, const json_t *j, const char *path,
@@ -138,16 +138,16 @@ static void ctl_parse_target(struct isc_target_conf *t, const json_t *j, const c
 	char p[192], q[224];
 	size_t i, n;
 
-	if (gw_conf_defaults(isc_target_conf_keys, t))
+	if (gw_conf_defaults(conf_target_keys, t))
 		gw_errlist_add(errs, path, "out of memory");
 	if (!json_is_object(j)) {
 		gw_errlist_add(errs, path, "expected an object");
 		return;
 	}
-	gw_conf_parse(isc_target_conf_keys, t, j, path, isc_target_nested_keys, errs);
+	gw_conf_parse(conf_target_keys, t, j, path, conf_target_nested_keys, errs);
 	ctl_parse_chap(&t->chap, j, path, errs);
 	ctl_path(p, sizeof(p), "%s.params", path);
-	ctl_parse_obj(isc_param_conf_keys, &t->params, j, "params", p, NULL, errs, NULL);
+	ctl_parse_obj(conf_param_keys, &t->params, j, "params", p, NULL, errs, NULL);
 
 	ctl_path(p, sizeof(p), "%s.initiators", path);
 	a = ctl_array(j, "initiators", p, false, &n, errs);
@@ -163,13 +163,13 @@ static void ctl_parse_target(struct isc_target_conf *t, const json_t *j, const c
 		const json_t *e = json_array_get(a, i);
 
 		ctl_path(p, sizeof(p), "%s.initiators[%zu]", path, i);
-		gw_conf_defaults(isc_initiator_conf_keys, &t->initiators[i]);
+		gw_conf_defaults(conf_initiator_keys, &t->initiators[i]);
 		if (!json_is_object(e)) {
 			gw_errlist_add(errs, p, "expected an object");
-			gw_conf_defaults(isc_chap_conf_keys, &t->initiators[i].chap);
+			gw_conf_defaults(conf_chap_keys, &t->initiators[i].chap);
 			continue;
 		}
-		gw_conf_parse(isc_initiator_conf_keys, &t->initiators[i], e, p, ign_chap, errs);
+		gw_conf_parse(conf_initiator_keys, &t->initiators[i], e, p, ign_chap, errs);
 		ctl_parse_chap(&t->initiators[i].chap, e, p, errs);
 	}
 
@@ -188,20 +188,20 @@ static void ctl_parse_target(struct isc_target_conf *t, const json_t *j, const c
 		struct isc_lun_conf *l = &t->luns[i];
 
 		ctl_path(p, sizeof(p), "%s.luns[%zu]", path, i);
-		gw_conf_defaults(scsi_lu_conf_keys, &l->lu);
-		gw_conf_defaults(bs_conf_keys, &l->bs);
+		gw_conf_defaults(conf_lu_keys, &l->lu);
+		gw_conf_defaults(conf_bs_keys, &l->bs);
 		if (!json_is_object(e)) {
 			gw_errlist_add(errs, p, "expected an object");
 			continue;
 		}
-		gw_conf_parse(scsi_lu_conf_keys, &l->lu, e, p, ign_bs, errs);
+		gw_conf_parse(conf_lu_keys, &l->lu, e, p, ign_bs, errs);
 		ctl_path(q, sizeof(q), "%s.backstore", p);
 		if (!json_object_get(e, "backstore")) {
 			gw_errlist_add(errs, q, "required");
 			continue;
 		}
-		/* bs_conf_keys, and for "type": "remote" the paths and multipath keys. */
-		bs_conf_parse(&l->bs, json_object_get(e, "backstore"), q, errs);
+		/* conf_bs_keys, and for "type": "remote" the paths and multipath keys. */
+		conf_bs_parse(&l->bs, json_object_get(e, "backstore"), q, errs);
 	}
 }
 
@@ -233,26 +233,26 @@ static void ctl_parse_cluster(struct isc_gw_conf *c, const json_t *j, struct gw_
 		const json_t *e = json_array_get(a, i);
 
 		ctl_path(p, sizeof(p), "cluster.groups[%zu]", i);
-		gw_conf_defaults(isc_group_conf_keys, &c->groups[i]);
+		gw_conf_defaults(conf_group_keys, &c->groups[i]);
 		if (!json_is_object(e)) {
 			gw_errlist_add(errs, p, "expected an object");
 			continue;
 		}
-		gw_conf_parse(isc_group_conf_keys, &c->groups[i], e, p, NULL, errs);
+		gw_conf_parse(conf_group_keys, &c->groups[i], e, p, NULL, errs);
 	}
 }
 
-void ctl_config_free(struct ctl_config *cfg)
+void conf_free(struct ctl_config *cfg)
 {
-	gw_conf_free(ctl_gateway_conf_keys, &cfg->gateway);
+	gw_conf_free(conf_gateway_keys, &cfg->gateway);
 	if (cfg->isc) {
-		isc_gw_conf_free(cfg->isc);
+		conf_gw_free(cfg->isc);
 		free(cfg->isc);
 	}
 	memset(cfg, 0, sizeof(*cfg));
 }
 
-int ctl_config_parse(const json_t *root, struct ctl_config *cfg, struct gw_errlist *errs)
+int conf_parse(const json_t *root, struct ctl_config *cfg, struct gw_errlist *errs)
 {
 	static const char *const ign_chap[] = { "chap", NULL };
 	size_t before = errs->n, i, n;
@@ -281,7 +281,7 @@ int ctl_config_parse(const json_t *root, struct ctl_config *cfg, struct gw_errli
 			gw_errlist_add(errs, key, "unknown key (allowed: gateway, portals, "
 				       "discovery, targets, cluster)");
 	}
-	ctl_parse_obj(ctl_gateway_conf_keys, &cfg->gateway, root, "gateway", "gateway", NULL,
+	ctl_parse_obj(conf_gateway_keys, &cfg->gateway, root, "gateway", "gateway", NULL,
 		      errs, NULL);
 
 	a = ctl_array(root, "portals", "portals", true, &n, errs);
@@ -295,15 +295,15 @@ int ctl_config_parse(const json_t *root, struct ctl_config *cfg, struct gw_errli
 		const json_t *e = json_array_get(a, i);
 
 		ctl_path(p, sizeof(p), "portals[%zu]", i);
-		gw_conf_defaults(isc_portal_conf_keys, &c->portals[i]);
+		gw_conf_defaults(conf_portal_keys, &c->portals[i]);
 		if (!json_is_object(e)) {
 			gw_errlist_add(errs, p, "expected an object");
 			continue;
 		}
-		gw_conf_parse(isc_portal_conf_keys, &c->portals[i], e, p, NULL, errs);
+		gw_conf_parse(conf_portal_keys, &c->portals[i], e, p, NULL, errs);
 	}
 
-	ctl_parse_obj(isc_discovery_conf_keys, &c->discovery, root, "discovery", "discovery",
+	ctl_parse_obj(conf_discovery_keys, &c->discovery, root, "discovery", "discovery",
 		      ign_chap, errs, &v);
 	ctl_parse_chap(&c->discovery.chap, v, "discovery", errs);
 
@@ -321,18 +321,18 @@ int ctl_config_parse(const json_t *root, struct ctl_config *cfg, struct gw_errli
 	v = json_object_get(root, "cluster");
 	if (v)
 		ctl_parse_cluster(c, v, errs);
-	isc_gw_conf_check(c, errs);
+	conf_gw_check(c, errs);
 	if (errs->n > before)
 		goto fail;
 	return 0;
 nomem:
 	gw_errlist_add(errs, "", "out of memory");
 fail:
-	ctl_config_free(cfg);
+	conf_free(cfg);
 	return -EINVAL;
 }
 
-int ctl_config_load(const char *path, struct ctl_config *cfg, struct gw_errlist *errs)
+int conf_load_file(const char *path, struct ctl_config *cfg, struct gw_errlist *errs)
 {
 	json_error_t jerr;
 	json_t *root;
@@ -349,12 +349,12 @@ int ctl_config_load(const char *path, struct ctl_config *cfg, struct gw_errlist 
 			gw_errlist_add(errs, "", "%s", jerr.text);
 		return -EINVAL;
 	}
-	r = ctl_config_parse(root, cfg, errs);
+	r = conf_parse(root, cfg, errs);
 	json_decref(root);
 	return r;
 }
 
-json_t *ctl_config_demo(const char *state_dir)
+json_t *conf_demo(const char *state_dir)
 {
 	char img[4096];
 
@@ -380,7 +380,7 @@ json_t *ctl_config_demo(const char *state_dir)
 		"backstore", "type", "file", "path", img, "size", "1G", "block_size", 512);
 }
 
-int ctl_config_ensure_state(const char *state_dir, char **path)
+int conf_ensure_state(const char *state_dir, char **path)
 {
 	char *p = NULL;
 	json_t *demo;
@@ -397,7 +397,7 @@ int ctl_config_ensure_state(const char *state_dir, char **path)
 		*path = p;
 		return 0;
 	}
-	demo = ctl_config_demo(state_dir);
+	demo = conf_demo(state_dir);
 	if (!demo) {
 		free(p);
 		return -ENOMEM;

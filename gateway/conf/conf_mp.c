@@ -53,7 +53,7 @@ static int mp_parse_count(const char *s, int32_t *out)
 	return 0;
 }
 
-int mp_parse_failback(const char *s, int32_t *out)
+int conf_mp_parse_failback(const char *s, int32_t *out)
 {
 	if (s && strcmp(s, "immediate") == 0) {
 		*out = MP_FAILBACK_IMMEDIATE;
@@ -66,7 +66,7 @@ int mp_parse_failback(const char *s, int32_t *out)
 	return mp_parse_count(s, out);
 }
 
-int mp_parse_no_path_retry(const char *s, int32_t *out)
+int conf_mp_parse_no_path_retry(const char *s, int32_t *out)
 {
 	if (s && strcmp(s, "fail") == 0) {
 		*out = MP_NO_PATH_RETRY_FAIL;
@@ -83,7 +83,7 @@ static const char *mp_check_failback(const void *field)
 {
 	int32_t v;
 
-	if (mp_parse_failback(*(char *const *)field, &v) < 0)
+	if (conf_mp_parse_failback(*(char *const *)field, &v) < 0)
 		return "must be \"immediate\", \"manual\" or a number of seconds 1..86400";
 	return NULL;
 }
@@ -92,7 +92,7 @@ static const char *mp_check_no_path_retry(const void *field)
 {
 	int32_t v;
 
-	if (mp_parse_no_path_retry(*(char *const *)field, &v) < 0)
+	if (conf_mp_parse_no_path_retry(*(char *const *)field, &v) < 0)
 		return "must be \"fail\", \"queue\" or a number of polling intervals 1..86400";
 	return NULL;
 }
@@ -112,7 +112,7 @@ static const char *mp_check_url(const void *field)
 
 #define MPK(field) offsetof(struct mp_conf, field)
 
-const struct gw_conf_key mp_conf_keys[] = {
+const struct gw_conf_key conf_mp_keys[] = {
 	{ .name = "path_grouping_policy", .type = GW_CONF_ENUM, .offset = MPK(pg_policy),
 	  .enums = mp_pg_enums, .def = "group_by_prio",
 	  .help = "failover (one path at a time, in order), multibus (all paths), group_by_prio "
@@ -173,7 +173,7 @@ const struct gw_conf_key mp_conf_keys[] = {
 	GW_CONF_END,
 };
 
-const struct gw_conf_key mp_chap_conf_keys[] = {
+const struct gw_conf_key conf_mp_chap_keys[] = {
 	{ .name = "user", .type = GW_CONF_STR, .offset = offsetof(struct mp_chap_conf, user),
 	  .min = 0, .max = 255,
 	  .help = "CHAP user the back end knows the gateway by; empty: none" },
@@ -188,7 +188,7 @@ const struct gw_conf_key mp_chap_conf_keys[] = {
 	GW_CONF_END,
 };
 
-const struct gw_conf_key mp_path_conf_keys[] = {
+const struct gw_conf_key conf_mp_path_keys[] = {
 	{ .name = "url", .type = GW_CONF_STR, .offset = offsetof(struct mp_path_conf, url),
 	  .min = 1, .max = 1024, .flags = GW_CONF_REQUIRED, .check = mp_check_url,
 	  .help = "iscsi://HOST[:PORT]/TARGET-IQN/LUN; iser:// needs RDMA hardware" },
@@ -198,19 +198,19 @@ const struct gw_conf_key mp_path_conf_keys[] = {
 	GW_CONF_END,
 };
 
-int mp_conf_defaults(struct mp_conf *c)
+int conf_mp_defaults(struct mp_conf *c)
 {
 	memset(c, 0, sizeof(*c));
-	return gw_conf_defaults(mp_conf_keys, c);
+	return gw_conf_defaults(conf_mp_keys, c);
 }
 
 static void mp_path_conf_free(struct mp_path_conf *p)
 {
-	gw_conf_free(mp_chap_conf_keys, &p->chap);
-	gw_conf_free(mp_path_conf_keys, p);
+	gw_conf_free(conf_mp_chap_keys, &p->chap);
+	gw_conf_free(conf_mp_path_keys, p);
 }
 
-void mp_conf_free(struct mp_conf *c)
+void conf_mp_free(struct mp_conf *c)
 {
 	if (!c)
 		return;
@@ -219,7 +219,7 @@ void mp_conf_free(struct mp_conf *c)
 	free(c->paths);
 	c->paths = NULL;
 	c->npaths = 0;
-	gw_conf_free(mp_conf_keys, c);
+	gw_conf_free(conf_mp_keys, c);
 }
 
 static void mp_chap_check(const struct mp_chap_conf *ch, const char *field,
@@ -243,7 +243,7 @@ static void mp_parse_path(struct mp_path_conf *pc, const json_t *e, const char *
 	const json_t *chap;
 	char f[640];
 
-	if (gw_conf_defaults(mp_path_conf_keys, pc) || gw_conf_defaults(mp_chap_conf_keys,
+	if (gw_conf_defaults(conf_mp_path_keys, pc) || gw_conf_defaults(conf_mp_chap_keys,
 									  &pc->chap)) {
 		gw_errlist_add(errs, field, "out of memory");
 		return;
@@ -252,7 +252,7 @@ static void mp_parse_path(struct mp_path_conf *pc, const json_t *e, const char *
 		gw_errlist_add(errs, field, "expected an object with \"url\"");
 		return;
 	}
-	gw_conf_parse(mp_path_conf_keys, pc, e, field, ign, errs);
+	gw_conf_parse(conf_mp_path_keys, pc, e, field, ign, errs);
 	chap = json_object_get(e, "chap");
 	snprintf(f, sizeof(f), "%s.chap", field);
 	if (chap && !json_is_null(chap)) {
@@ -260,12 +260,12 @@ static void mp_parse_path(struct mp_path_conf *pc, const json_t *e, const char *
 			gw_errlist_add(errs, f, "expected an object");
 			return;
 		}
-		gw_conf_parse(mp_chap_conf_keys, &pc->chap, chap, f, NULL, errs);
+		gw_conf_parse(conf_mp_chap_keys, &pc->chap, chap, f, NULL, errs);
 		mp_chap_check(&pc->chap, f, errs);
 	}
 }
 
-int mp_conf_parse(struct mp_conf *c, const json_t *in, const char *path,
+int conf_mp_parse(struct mp_conf *c, const json_t *in, const char *path,
 		  const char *const *ignore, struct gw_errlist *errs)
 {
 	const char *ign[64];
@@ -275,7 +275,7 @@ int mp_conf_parse(struct mp_conf *c, const json_t *in, const char *path,
 	char f[512];
 	int rc;
 
-	rc = mp_conf_defaults(c);
+	rc = conf_mp_defaults(c);
 	if (rc < 0) {
 		gw_errlist_add(errs, path, "out of memory");
 		return rc;
@@ -303,7 +303,7 @@ int mp_conf_parse(struct mp_conf *c, const json_t *in, const char *path,
 			json_object_set_new(copy, key, json_string(num));
 		}
 	}
-	gw_conf_parse(mp_conf_keys, c, copy, path, ign, errs);
+	gw_conf_parse(conf_mp_keys, c, copy, path, ign, errs);
 	json_decref(copy);
 
 	paths = json_object_get(in, "paths");
@@ -347,7 +347,7 @@ static int mp_strdup_into(char **dst, const char *src)
 	return src && !*dst ? -ENOMEM : 0;
 }
 
-int mp_conf_copy(struct mp_conf *dst, const struct mp_conf *src)
+int conf_mp_copy(struct mp_conf *dst, const struct mp_conf *src)
 {
 	int rc = 0;
 
@@ -378,15 +378,15 @@ int mp_conf_copy(struct mp_conf *dst, const struct mp_conf *src)
 		}
 	}
 	if (rc) {
-		mp_conf_free(dst);
+		conf_mp_free(dst);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-json_t *mp_conf_to_json(const struct mp_conf *c, bool mask_secrets)
+json_t *conf_mp_to_json(const struct mp_conf *c, bool mask_secrets)
 {
-	json_t *o = gw_conf_to_json(mp_conf_keys, c, mask_secrets);
+	json_t *o = gw_conf_to_json(conf_mp_keys, c, mask_secrets);
 	json_t *a = json_array();
 
 	if (!o || !a) {
@@ -395,10 +395,10 @@ json_t *mp_conf_to_json(const struct mp_conf *c, bool mask_secrets)
 		return NULL;
 	}
 	for (size_t i = 0; i < c->npaths; i++) {
-		json_t *p = gw_conf_to_json(mp_path_conf_keys, &c->paths[i], mask_secrets);
+		json_t *p = gw_conf_to_json(conf_mp_path_keys, &c->paths[i], mask_secrets);
 
 		if (p)
-			json_object_set_new(p, "chap", gw_conf_to_json(mp_chap_conf_keys,
+			json_object_set_new(p, "chap", gw_conf_to_json(conf_mp_chap_keys,
 								       &c->paths[i].chap,
 								       mask_secrets));
 		json_array_append_new(a, p);

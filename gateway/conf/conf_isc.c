@@ -15,7 +15,7 @@
 /* ---------------------------------------------------------------------------------------- */
 /* CHAP (the `chap` object of discovery, a target, an initiator) */
 
-const char *isc_chap_check_secret(const void *field)
+const char *conf_chap_check_secret(const void *field)
 {
 	const char *const *s = field;
 	size_t len = *s ? strlen(*s) : 0;
@@ -29,13 +29,13 @@ const char *isc_chap_check_secret(const void *field)
 	{ .name = #n, .type = GW_CONF_STR, .offset = offsetof(struct isc_chap_conf, n), \
 	  .min = 0, .max = (maxlen), .flags = (fl), .check = (chk), .help = (h) }
 
-const struct gw_conf_key isc_chap_conf_keys[] = {
+const struct gw_conf_key conf_chap_keys[] = {
 	CC_STR(user, ISC_VAL_MAX, 0, NULL, "CHAP user the initiator must present; empty: no CHAP"),
-	CC_STR(secret, ISC_CHAP_SECRET_MAX, GW_CONF_SECRET, isc_chap_check_secret,
+	CC_STR(secret, ISC_CHAP_SECRET_MAX, GW_CONF_SECRET, conf_chap_check_secret,
 	       "CHAP secret for user, 12 to 256 bytes"),
 	CC_STR(mutual_user, ISC_VAL_MAX, 0, NULL,
 	       "user the target presents for mutual CHAP; empty: one-way CHAP"),
-	CC_STR(mutual_secret, ISC_CHAP_SECRET_MAX, GW_CONF_SECRET, isc_chap_check_secret,
+	CC_STR(mutual_secret, ISC_CHAP_SECRET_MAX, GW_CONF_SECRET, conf_chap_check_secret,
 	       "secret for mutual CHAP, 12 to 256 bytes, different from secret"),
 	GW_CONF_END
 };
@@ -53,7 +53,7 @@ static void conf_err(struct gw_errlist *errs, const char *path, const char *key,
 	gw_errlist_add(errs, field, "%s", msg);
 }
 
-int isc_chap_conf_check(const struct isc_chap_conf *c, const char *path, struct gw_errlist *errs)
+int conf_chap_check(const struct isc_chap_conf *c, const char *path, struct gw_errlist *errs)
 {
 	int r = 0;
 
@@ -91,7 +91,7 @@ int isc_chap_conf_check(const struct isc_chap_conf *c, const char *path, struct 
 /* Login parameters (the `params` object of a target) */
 
 /* Parses "CRC32C,None" into a mask, in order; returns 0 on a bad or repeated item. */
-unsigned int isc_digest_mask(const char *s)
+unsigned int conf_digest_mask(const char *s)
 {
 	unsigned int mask = 0, bit;
 	const char *p = s, *c;
@@ -122,7 +122,7 @@ static const char *check_digest(const void *field)
 {
 	const char *const *s = field;
 
-	if (!isc_digest_mask(*s))
+	if (!conf_digest_mask(*s))
 		return "must be a list of CRC32C and None, e.g. \"CRC32C,None\"";
 	return NULL;
 }
@@ -134,7 +134,7 @@ static const char *check_digest(const void *field)
 	{ .name = #n, .type = GW_CONF_BOOL, .offset = offsetof(struct isc_param_conf, n), \
 	  .def = (d), .help = (h) }
 
-const struct gw_conf_key isc_param_conf_keys[] = {
+const struct gw_conf_key conf_param_keys[] = {
 	{ .name = "HeaderDigest", .type = GW_CONF_STR,
 	  .offset = offsetof(struct isc_param_conf, HeaderDigest), .min = 4, .max = 16,
 	  .def = "CRC32C,None", .check = check_digest,
@@ -164,7 +164,7 @@ const struct gw_conf_key isc_param_conf_keys[] = {
 	GW_CONF_END
 };
 
-int isc_param_conf_check(const struct isc_param_conf *c, const char *path,
+int conf_param_check(const struct isc_param_conf *c, const char *path,
 			 struct gw_errlist *errs)
 {
 	char field[256];
@@ -182,7 +182,7 @@ int isc_param_conf_check(const struct isc_param_conf *c, const char *path,
 /* ---------------------------------------------------------------------------------------- */
 /* Portals, targets, initiators, discovery, cluster groups */
 
-const char *isc_check_name(const void *field)
+const char *conf_check_iscsi_name(const void *field)
 {
 	const char *s = *(const char *const *)field;
 	size_t i, n;
@@ -225,27 +225,27 @@ const char *isc_check_name(const void *field)
 	return NULL;
 }
 
-const struct gw_conf_enum isc_transport_enums[] = {
+const struct gw_conf_enum conf_transport_enums[] = {
 	{ "tcp", ISC_PORTAL_TCP },
 	{ "iser", ISC_PORTAL_ISER },
 	{ NULL, 0 },
 };
 
-const char *isc_transport_name(int id)
+const char *conf_transport_name(int id)
 {
-	for (const struct gw_conf_enum *e = isc_transport_enums; e->name; e++)
+	for (const struct gw_conf_enum *e = conf_transport_enums; e->name; e++)
 		if (e->value == id)
 			return e->name;
 	return NULL;
 }
 
-const struct gw_conf_key isc_portal_conf_keys[] = {
+const struct gw_conf_key conf_portal_keys[] = {
 	{ .name = "name", .type = GW_CONF_STR, .offset = offsetof(struct isc_portal_conf, name),
 	  .min = 1, .max = 63, .flags = GW_CONF_REQUIRED,
 	  .help = "Portal name, referenced by targets[].portals." },
 	{ .name = "transport", .type = GW_CONF_ENUM,
 	  .offset = offsetof(struct isc_portal_conf, transport), .def = "tcp",
-	  .enums = isc_transport_enums,
+	  .enums = conf_transport_enums,
 	  .help = "Datamover: tcp (iSCSI over TCP) or iser (iSCSI Extensions for RDMA)." },
 	{ .name = "address", .type = GW_CONF_STR,
 	  .offset = offsetof(struct isc_portal_conf, address), .min = 0, .max = 63,
@@ -279,17 +279,17 @@ const struct gw_conf_key isc_portal_conf_keys[] = {
 	GW_CONF_END,
 };
 
-const struct gw_conf_key isc_initiator_conf_keys[] = {
+const struct gw_conf_key conf_initiator_keys[] = {
 	{ .name = "name", .type = GW_CONF_STR,
 	  .offset = offsetof(struct isc_initiator_conf, name), .min = 1, .max = ISC_NAME_MAX,
-	  .flags = GW_CONF_REQUIRED, .check = isc_check_name,
+	  .flags = GW_CONF_REQUIRED, .check = conf_check_iscsi_name,
 	  .help = "Initiator iSCSI name allowed to log in." },
 	GW_CONF_END,
 };
 
-const struct gw_conf_key isc_target_conf_keys[] = {
+const struct gw_conf_key conf_target_keys[] = {
 	{ .name = "name", .type = GW_CONF_STR, .offset = offsetof(struct isc_target_conf, name),
-	  .min = 1, .max = ISC_NAME_MAX, .flags = GW_CONF_REQUIRED, .check = isc_check_name,
+	  .min = 1, .max = ISC_NAME_MAX, .flags = GW_CONF_REQUIRED, .check = conf_check_iscsi_name,
 	  .help = "Target iSCSI name (iqn./eui./naa.)." },
 	{ .name = "alias", .type = GW_CONF_STR, .offset = offsetof(struct isc_target_conf, alias),
 	  .min = 0, .max = 255, .def = "", .help = "TargetAlias declared at login; empty: none." },
@@ -314,7 +314,7 @@ const struct gw_conf_key isc_target_conf_keys[] = {
 	GW_CONF_END,
 };
 
-const char *const isc_target_nested_keys[] = {
+const char *const conf_target_nested_keys[] = {
 	"initiators", "chap", "params", "luns", NULL,
 };
 
@@ -326,7 +326,7 @@ static const struct gw_conf_enum isc_alua_enums[] = {
 	{ NULL, 0 },
 };
 
-const struct gw_conf_key isc_group_conf_keys[] = {
+const struct gw_conf_key conf_group_keys[] = {
 	{ .name = "id", .type = GW_CONF_U32, .offset = offsetof(struct isc_group_conf, id),
 	  .min = 1, .max = 65535, .flags = GW_CONF_REQUIRED,
 	  .help = "Target port group id: the tpgt of that gateway's targets, and the relative "
@@ -346,7 +346,7 @@ static const struct gw_conf_enum isc_disc_auth_enums[] = {
 	{ NULL, 0 },
 };
 
-const struct gw_conf_key isc_discovery_conf_keys[] = {
+const struct gw_conf_key conf_discovery_keys[] = {
 	{ .name = "auth", .type = GW_CONF_ENUM,
 	  .offset = offsetof(struct isc_discovery_conf, auth), .def = "none",
 	  .enums = isc_disc_auth_enums,
@@ -356,45 +356,45 @@ const struct gw_conf_key isc_discovery_conf_keys[] = {
 
 static void isc_chap_conf_free(struct isc_chap_conf *c)
 {
-	gw_conf_free(isc_chap_conf_keys, c);
+	gw_conf_free(conf_chap_keys, c);
 }
 
-void isc_gw_conf_free(struct isc_gw_conf *c)
+void conf_gw_free(struct isc_gw_conf *c)
 {
 	size_t i, j;
 
 	if (!c)
 		return;
 	for (i = 0; i < c->nportals; i++)
-		gw_conf_free(isc_portal_conf_keys, &c->portals[i]);
+		gw_conf_free(conf_portal_keys, &c->portals[i]);
 	free(c->portals);
-	gw_conf_free(isc_discovery_conf_keys, &c->discovery);
+	gw_conf_free(conf_discovery_keys, &c->discovery);
 	isc_chap_conf_free(&c->discovery.chap);
 	for (i = 0; i < c->ntargets; i++) {
 		struct isc_target_conf *t = &c->targets[i];
 
-		gw_conf_free(isc_target_conf_keys, t);
+		gw_conf_free(conf_target_keys, t);
 		for (j = 0; j < t->ninitiators; j++) {
-			gw_conf_free(isc_initiator_conf_keys, &t->initiators[j]);
+			gw_conf_free(conf_initiator_keys, &t->initiators[j]);
 			isc_chap_conf_free(&t->initiators[j].chap);
 		}
 		free(t->initiators);
 		isc_chap_conf_free(&t->chap);
-		gw_conf_free(isc_param_conf_keys, &t->params);
+		gw_conf_free(conf_param_keys, &t->params);
 		for (j = 0; j < t->nluns; j++) {
-			gw_conf_free(scsi_lu_conf_keys, &t->luns[j].lu);
-			bs_conf_free(&t->luns[j].bs);
+			gw_conf_free(conf_lu_keys, &t->luns[j].lu);
+			conf_bs_free(&t->luns[j].bs);
 		}
 		free(t->luns);
 	}
 	free(c->targets);
 	for (i = 0; i < c->ngroups; i++)
-		gw_conf_free(isc_group_conf_keys, &c->groups[i]);
+		gw_conf_free(conf_group_keys, &c->groups[i]);
 	free(c->groups);
 	memset(c, 0, sizeof(*c));
 }
 
-int isc_gw_conf_check(const struct isc_gw_conf *c, struct gw_errlist *errs)
+int conf_gw_check(const struct isc_gw_conf *c, struct gw_errlist *errs)
 {
 	size_t before = errs->n, i, j, k;
 	char path[128];
@@ -442,7 +442,7 @@ int isc_gw_conf_check(const struct isc_gw_conf *c, struct gw_errlist *errs)
 	    (!c->discovery.chap.user || !*c->discovery.chap.user))
 		gw_errlist_add(errs, "discovery.chap.user",
 			       "required when discovery.auth is \"chap\"");
-	isc_chap_conf_check(&c->discovery.chap, "discovery.chap", errs);
+	conf_chap_check(&c->discovery.chap, "discovery.chap", errs);
 	for (i = 0; i < c->ntargets; i++) {
 		const struct isc_target_conf *t = &c->targets[i];
 
@@ -467,14 +467,14 @@ int isc_gw_conf_check(const struct isc_gw_conf *c, struct gw_errlist *errs)
 			}
 		}
 		snprintf(path, sizeof(path), "targets[%zu].chap", i);
-		isc_chap_conf_check(&t->chap, path, errs);
+		conf_chap_check(&t->chap, path, errs);
 		snprintf(path, sizeof(path), "targets[%zu].params", i);
-		isc_param_conf_check(&t->params, path, errs);
+		conf_param_check(&t->params, path, errs);
 		for (j = 0; j < t->ninitiators; j++) {
 			const char *in = t->initiators[j].name;
 
 			snprintf(path, sizeof(path), "targets[%zu].initiators[%zu].chap", i, j);
-			isc_chap_conf_check(&t->initiators[j].chap, path, errs);
+			conf_chap_check(&t->initiators[j].chap, path, errs);
 			for (k = 0; k < j; k++) {
 				const char *other = t->initiators[k].name;
 
