@@ -6,11 +6,10 @@
  * (gateway/dmv/dmv.h, which it never asks the kind of) and the SCSI core (gateway/scsi/scsi.h).
  *
  * The PDU type and its pool are gateway/pdu/pdu.h, shared with the datamovers.
- * Files: isc_conn.c (connection state, dispatch), isc_xmit.c (building, stamping and sending
- * PDUs, Reject), isc_login.c (login phase), isc_text.c (Text / SendTargets), isc_session.c (sessions, CmdSN
- * window and ordering), isc_scsi.c (SCSI commands and data), isc_tmf.c (task management),
- * isc_nop.c (NOP, logout, async messages), isc_target.c (configuration, targets, portals and
- * the isc_gw object), isc_state.c (the sessions' live state).
+ * Its files form a stack, each calling only those below it: isc_conn.c (dispatch), isc_gw.c
+ * (the engine object and its lists), isc_login.c / isc_text.c / isc_nop.c, isc_tmf.c,
+ * isc_scsi.c, isc_task.c (tasks, data memory, the CmdSN queue), isc_session.c, isc_target.c,
+ * isc_state.c, isc_loop.c, isc_xmit.c, isc_chap.c, isc_param.c (gateway/iscsi/isc_priv.h).
  *
  * This is its public part; gateway/iscsi/isc_priv.h has the connection, session and task
  * objects and what the engine's files call among themselves.
@@ -40,6 +39,7 @@ struct isc_gw;
 struct isc_session;
 struct isc_conn;
 struct isc_target;
+struct isc_task_ops;
 
 /* ---------------------------------------------------------------------------------------- */
 /* Runtime objects */
@@ -147,6 +147,7 @@ struct isc_gw {
 	/* The gateway's loops (gateway.loops; not owned): NULL or one loop, everything on loop. */
 	struct gw_loops *loops;
 	struct isc_gw_conf *conf;	/* owned */
+	const struct isc_task_ops *task_ops;	/* the task layer's up-calls (isc_gw.c) */
 	/* Per loop: lps[i] is loops->loop[i]'s (lps[0] alone without loops). */
 	struct isc_loop lps[GW_LOOPS_MAX];
 	struct gw_list portals;

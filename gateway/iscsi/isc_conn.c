@@ -288,8 +288,13 @@ static void isc_conn_do_close(struct isc_conn *c, const char *why)
 	gw_list_del(&c->node);
 	__atomic_fetch_sub(&c->gw->nconns, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&c->portal->nconns, 1, __ATOMIC_RELAXED);
-	if (s)
+	if (s) {
 		isc_session_del_conn(s, c);
+		/* ErrorRecoveryLevel 0: the failed session's commands still waiting for their
+		 * CmdSN turn go with it. */
+		if (!s->nconns)
+			isc_task_drop_pending(s);
+	}
 	c->sess = NULL;
 	gw_loop_close(c->lp->loop, &c->cl, isc_conn_free);
 }

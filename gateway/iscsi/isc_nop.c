@@ -25,7 +25,7 @@ void isc_nop_rx(struct isc_conn *c, struct pdu *pdu)
 		isc_conn_reject(c, bhs, ISC_REJ_PROTOCOL);
 		return;
 	}
-	if (!isc_conn_take_cmdsn(c, bhs))
+	if (!isc_cmdsn_take(c, bhs))
 		return;
 	if (ttt != ISC_RSVD_TAG) {
 		if (c->ping_sent_ms && ttt == c->ping_ttt)
@@ -136,7 +136,7 @@ void isc_logout_rx(struct isc_conn *c, struct pdu *pdu)
 	struct isc_conn *target = NULL, *oc;
 	struct pdu *rsp;
 
-	if (!isc_conn_take_cmdsn(c, bhs))
+	if (!isc_cmdsn_take(c, bhs))
 		return;
 	switch (reason) {
 	case ISC_LOGOUT_CLOSE_SESSION:

@@ -1,14 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to gateway/iscsi/: connections, sessions, tasks and task management, and what the
- * engine's files (isc_conn.c, isc_xmit.c, isc_login.c, isc_text.c, isc_session.c, isc_scsi.c,
- * isc_tmf.c, isc_nop.c, isc_target.c, isc_state.c) call among themselves. The public part is
- * isc.h.
+ * engine's files call among themselves. The public part is isc.h.
  *
- * isc_conn.c is connection state and dispatch; isc_xmit.c builds, stamps and sends PDUs and
- * Rejects, and calls nothing above it. The PDU handlers close a connection or move it to full
- * feature phase through the ops the dispatcher registers with each connection at accept
- * (struct isc_conn_ops), so they never call the dispatcher by name while it calls them.
+ * The files form a stack; each calls only those below it (tests/check-layers.py --files):
+ *   isc_conn.c      connection state and PDU dispatch (the top)
+ *   isc_gw.c        the engine object, its lists of portals and targets, service walks
+ *   isc_login.c, isc_text.c, isc_nop.c   login, Text/SendTargets, NOP, Logout, async events
+ *   isc_tmf.c       task management
+ *   isc_scsi.c      SCSI commands, their data and responses
+ *   isc_task.c      tasks, data memory, the CmdSN queue (up-calls through struct isc_task_ops)
+ *   isc_session.c   sessions, the registry of TSIHs, the command window
+ *   isc_target.c    targets: lookup, admission, counters, end
+ *   isc_state.c     the sessions' live state
+ *   isc_loop.c      per-loop parts, running work on a loop
+ *   isc_xmit.c      building, stamping and sending PDUs, Reject, closing a connection
+ *   isc_chap.c, isc_param.c   CHAP, key=value negotiation
+ * The PDU handlers close a connection or move it to full feature phase through the ops the
+ * dispatcher registers with each connection at accept (struct isc_conn_ops).
  */
 #ifndef ISC_PRIV_H
 #define ISC_PRIV_H
@@ -203,7 +212,7 @@ uint32_t isc_conn_next_ttt(struct isc_conn *c);
  * changed some (at login, isc_conn_enter_ffp does it). */
 void isc_conn_apply_params(struct isc_conn *c);
 
-/* isc_target.c */
+/* isc_loop.c: the bottom file */
 /* The per-loop part of the gateway for a connection on loop (lps[0] for a loop not among the
  * gateway's loops, as with one loop). */
 struct isc_loop *isc_gw_loop_of(struct isc_gw *gw, const struct gw_loop *loop);
@@ -267,23 +276,45 @@ uint32_t isc_session_window(uint32_t queue_depth, uint32_t tp_max, uint32_t moup
  * (queue it), -1 outside the window (drop silently, RFC 7143 §4.2.2.1).
  */
 int isc_session_check_cmdsn(struct isc_session *s, uint32_t cmdsn);
-/* A request in order: advance ExpCmdSN past it and deliver whatever queued tasks follow. */
-void isc_session_cmdsn_advance(struct isc_session *s);
-/* Queues a task ahead of its turn (sorted by CmdSN). */
-void isc_session_queue(struct isc_session *s, struct isc_task *t);
 void isc_session_maybe_free(struct isc_session *s);
 
-/* isc_scsi.c */
+/* isc_task.c: tasks, their buffers, the CmdSN queue */
+/* What the task layer calls above it, installed by the gateway object (isc_gw.c). */
+struct isc_task_ops {
+	/* The task's CmdSN turn came (or it was immediate): isc_task_deliver. */
+	void (*deliver)(struct isc_task *t);
+	/* A task a TMF waited for has ended: isc_tmf_task_ended. */
+	void (*tmf_ended)(struct isc_tmf *tmf);
+};
+struct isc_task *isc_task_alloc(struct isc_conn *c);
+void isc_task_free(struct isc_task *t);
+/* A data buffer of at least len bytes for t, within the session's share and its loop's share
+ * of gateway.data_memory: 0, -EBUSY (the budget is spent: TASK SET FULL), -ENOMEM. */
+int isc_task_buf(struct isc_task *t, uint32_t len);
+/* The task no longer occupies a slot of the session's command window. */
+void isc_task_release_slot(struct isc_task *t);
+struct isc_task *isc_conn_find_task(struct isc_conn *c, uint32_t itt);
+/* Connection gone: its tasks are orphaned (freed as they end). */
+void isc_conn_orphan_tasks(struct isc_conn *c);
+/* The session failed (its last connection is gone): the tasks waiting for their CmdSN turn
+ * are freed. */
+void isc_task_drop_pending(struct isc_session *s);
 /* CmdSN of a non-SCSI request (NOP-Out, Text, TMF, Logout): consumed in order (or held as a
  * placeholder until the gap before it fills); false if it is outside the window: drop it. */
-bool isc_conn_take_cmdsn(struct isc_conn *c, const uint8_t *bhs);
-void isc_session_hold_cmdsn(struct isc_conn *c, uint32_t cmdsn);
+bool isc_cmdsn_take(struct isc_conn *c, const uint8_t *bhs);
+void isc_cmdsn_hold(struct isc_conn *c, uint32_t cmdsn);
+/* A request refused before delivery still uses up its CmdSN (order: isc_session_check_cmdsn's
+ * answer: 1 advance past it, 0 hold its place). */
+void isc_cmdsn_consume(struct isc_conn *c, uint32_t cmdsn, int order);
+/* A request in order: advance ExpCmdSN past it and deliver whatever queued tasks follow. */
+void isc_cmdsn_advance(struct isc_session *s);
+/* Queues a task ahead of its turn (sorted by CmdSN). */
+void isc_cmdsn_queue(struct isc_session *s, struct isc_task *t);
+
+/* isc_scsi.c */
 void isc_scsi_rx_cmd(struct isc_conn *c, struct pdu *pdu);
 /* The task's CmdSN turn came (or it was immediate). */
 void isc_task_deliver(struct isc_task *t);
-struct isc_task *isc_task_alloc(struct isc_conn *c);
-void isc_task_free(struct isc_task *t);
-struct isc_task *isc_conn_find_task(struct isc_conn *c, uint32_t itt);
 /* Ends a task without a response (abort, connection loss): stops transfers, lets the SCSI
  * core finish if it runs, frees it when nothing refers to it any more. */
 void isc_task_abort(struct isc_task *t, struct isc_tmf *tmf);
@@ -294,8 +325,6 @@ void isc_task_abort(struct isc_task *t, struct isc_tmf *tmf);
  * tmf (on the task's loop: a TMF or another loop's TMF's share there, or NULL): answered
  * only once the task has been. */
 void isc_task_abort_other(struct isc_task *t, struct isc_tmf *tmf);
-/* Connection gone: its tasks are orphaned (freed as they end). */
-void isc_conn_orphan_tasks(struct isc_conn *c);
 
 /* isc_tmf.c */
 void isc_tmf_rx(struct isc_conn *c, struct pdu *pdu);

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Sessions: identity (initiator name + ISID, TSIH), connections (MC/S up to MaxConnections),
- * the I_T nexus, and the command window. Commands reach the SCSI core in CmdSN order whatever
- * connection they came on: one ahead of ExpCmdSN waits in `pending` until the gap fills.
+ * the I_T nexus, the session registry (TSIH) and the command window. Commands reach the SCSI
+ * core in CmdSN order whatever connection they came on: one ahead of ExpCmdSN waits in
+ * `pending` until the gap fills (the queue is isc_task.c's, which calls this file, never the
+ * other way round).
  *
  * Window: MaxCmdSN = ExpCmdSN - 1 + (queue_depth - active), where active counts delivered,
  * unanswered commands. Delivering a command moves ExpCmdSN and active together and answering
@@ -33,37 +35,6 @@ int isc_session_check_cmdsn(struct isc_session *s, uint32_t cmdsn)
 	if (pdu_sn_lt(cmdsn, s->exp_cmdsn) || pdu_sn_lt(isc_session_max_cmdsn(s), cmdsn))
 		return -1;
 	return cmdsn == s->exp_cmdsn ? 1 : 0;
-}
-
-void isc_session_queue(struct isc_session *s, struct isc_task *t)
-{
-	struct isc_task *it;
-
-	gw_list_for_each_entry(it, &s->pending, snode) {
-		if (pdu_sn_lt(t->cmdsn, it->cmdsn)) {
-			gw_list__insert(&t->snode, it->snode.prev, &it->snode);
-			return;
-		}
-	}
-	gw_list_add_tail(&s->pending, &t->snode);
-}
-
-void isc_session_cmdsn_advance(struct isc_session *s)
-{
-	s->exp_cmdsn++;
-	while (!gw_list_empty(&s->pending)) {
-		struct isc_task *t = gw_list_first_entry(&s->pending, struct isc_task, snode);
-
-		if (t->cmdsn != s->exp_cmdsn)
-			break;
-		gw_list_del(&t->snode);
-		s->exp_cmdsn++;
-		if (t->kind == ISC_TASK_PLACEHOLDER) {
-			isc_task_free(t);
-			continue;
-		}
-		isc_task_deliver(t);
-	}
 }
 
 /* On loop 0: a removed target whose last session ended on another loop. */
@@ -270,15 +241,9 @@ void isc_session_del_conn(struct isc_session *s, struct isc_conn *c)
 	/* ErrorRecoveryLevel 0: a session whose last connection is gone has failed; what it
 	 * still holds is released as its commands come back from the SCSI core. */
 	if (!s->nconns) {
-		struct isc_task *t, *tmp;
-
 		pthread_mutex_lock(&s->gw->reg_lock);
 		s->closing = true;
 		pthread_mutex_unlock(&s->gw->reg_lock);
-		gw_list_for_each_entry_safe(t, tmp, &s->pending, snode) {
-			gw_list_del(&t->snode);
-			isc_task_free(t);
-		}
 		if (s->itn)
 			scsi_itn_nexus_loss(s->itn);
 	}

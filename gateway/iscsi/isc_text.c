@@ -139,7 +139,7 @@ void isc_text_rx(struct isc_conn *c, struct pdu *pdu)
 	uint16_t status = 0;
 	int r;
 
-	if (!isc_conn_take_cmdsn(c, bhs))
+	if (!isc_cmdsn_take(c, bhs))
 		return;
 	if (ttt != ISC_RSVD_TAG && c->text_in.len == 0) {
 		/* Continuation of a long answer of ours. */

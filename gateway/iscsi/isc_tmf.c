@@ -229,7 +229,7 @@ void isc_tmf_rx(struct isc_conn *c, struct pdu *pdu)
 	struct isc_tmf *tmf;
 	struct isc_task *t;
 
-	if (!isc_conn_take_cmdsn(c, bhs))
+	if (!isc_cmdsn_take(c, bhs))
 		return;
 	tmf = calloc(1, sizeof(*tmf));
 	if (!tmf) {
@@ -257,9 +257,9 @@ void isc_tmf_rx(struct isc_conn *c, struct pdu *pdu)
 			if (order < 0 || pdu_sn_le(pdu_get32(bhs, 24), refcmdsn)) {
 				tmf->response = ISC_TMF_RSP_NO_TASK;
 			} else if (order == 1) {
-				isc_session_cmdsn_advance(s);
+				isc_cmdsn_advance(s);
 			} else {
-				isc_session_hold_cmdsn(c, refcmdsn);
+				isc_cmdsn_hold(c, refcmdsn);
 			}
 		} else {
 			tmf->response = ISC_TMF_RSP_NO_TASK;

@@ -294,6 +294,69 @@ static inline void h_clear_ua(struct h *h, struct fake_conn *c)
 	cr_assert_fail("unit attention does not clear");
 }
 
+/* Pops c's PDUs until the status for itt; collects Data-In into buf. Returns the status byte. */
+static inline int h_collect(struct h *h, struct fake_conn *c, uint32_t itt, uint8_t *buf,
+			    uint32_t *got, struct pdu **rsp_out)
+{
+	struct pdu *p;
+	uint32_t expect_datasn = 0;
+
+	*got = 0;
+	h_settle(h);
+	while ((p = fake_dmv_pop(c))) {
+		uint8_t op = pdu_bhs_opcode(p->bhs);
+
+		cr_assert_eq(pdu_bhs_itt(p->bhs), itt, "PDU for another task");
+		if (op == ISC_OP_DATA_IN) {
+			cr_expect_eq(pdu_get32(p->bhs, 36), expect_datasn++, "DataSN in order");
+			memcpy(buf + pdu_get32(p->bhs, 40), p->data, p->data_len);
+			*got += p->data_len;
+			if (p->bhs[1] & ISC_FL_S) {
+				int st = p->bhs[3];
+
+				if (rsp_out)
+					*rsp_out = p;
+				else
+					pdu_put(p);
+				return st;
+			}
+			pdu_put(p);
+			continue;
+		}
+		cr_assert_eq(op, ISC_OP_SCSI_RSP, "unexpected %s", pdu_opcode_name(op));
+		{
+			int st = p->bhs[3];
+
+			if (rsp_out)
+				*rsp_out = p;
+			else
+				pdu_put(p);
+			return st;
+		}
+	}
+	return -1;
+}
+
+/* A new connection on loop 0, or on the second loop of h_setup_loops (loop 1), logged in as
+ * H_INITIATOR with ISID ending in isid_last: h_login's answer. */
+static inline uint16_t h_login_on(struct h *h, struct fake_conn **out, int loop, uint8_t isid_last,
+				  uint16_t tsih, uint16_t cid, uint16_t *st)
+{
+	*out = loop ? h_connect_on_loop1(h) : h_connect(h);
+	return h_login(h, *out, H_INITIATOR, H_TARGET, isid_last, tsih, cid, st);
+}
+
+/* The live (not closing) session with this TSIH, NULL when there is none. */
+static inline struct isc_session *h_session_of(struct h *h, uint16_t tsih)
+{
+	struct isc_session *s;
+
+	gw_list_for_each_entry(s, &h->gw->sessions, node)
+		if (s->tsih == tsih && !s->closing)
+			return s;
+	return NULL;
+}
+
 static inline void h_cdb_rw10(uint8_t *cdb, uint8_t op, uint32_t lba, uint16_t blocks)
 {
 	memset(cdb, 0, 16);

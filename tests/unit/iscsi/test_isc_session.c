@@ -60,31 +60,6 @@ Test(isc_session, command_beyond_max_cmdsn_is_dropped)
 	cr_expect_not(C->closed);
 }
 
-Test(isc_session, out_of_order_commands_wait_for_the_gap)
-{
-	struct pdu *rsp;
-	uint32_t first = H.cmdsn;
-
-	tur(0x22, first + 2);
-	tur(0x21, first + 1);
-	fake_dmv_settle(&H.loop);
-	cr_expect_eq(C->nsent, 0, "nothing runs before CmdSN %u arrives", first);
-	tur(0x20, first);
-	fake_dmv_settle(&H.loop);
-	cr_assert_eq(C->nsent, 3);
-	for (uint32_t i = 0; i < 3; i++) {
-		rsp = fake_dmv_pop(C);
-		cr_expect_eq(pdu_bhs_itt(rsp->bhs), 0x20 + i, "answered in CmdSN order");
-		pdu_put(rsp);
-	}
-	tur(0x23, first + 3);
-	fake_dmv_settle(&H.loop);
-	rsp = fake_dmv_pop(C);
-	cr_assert_not_null(rsp);
-	cr_expect_eq(pdu_get32(rsp->bhs, 28), first + 4);
-	pdu_put(rsp);
-}
-
 Test(isc_session, immediate_commands_do_not_use_the_window)
 {
 	uint8_t bhs[ISC_BHS_LEN];
@@ -195,33 +170,6 @@ static void loops_teardown(void)
 
 TestSuite(isc_session_loops, .init = loops_setup, .fini = loops_teardown);
 
-/* A connection handed to loop 1, logged in there (its loop settled as h_login settles 0). */
-static uint16_t login_on(struct fake_conn **out, int loop, uint8_t isid_last, uint16_t tsih,
-			 uint16_t cid, uint16_t *st)
-{
-	struct fake_conn *c;
-
-	if (loop) {
-		c = fake_dmv_connect_on(H.dp, &L1, &H.gw->lps[1].pdus);
-		cr_assert_lt(H.nconns, 32);
-		H.conns[H.nconns++] = c;
-	} else {
-		c = h_connect(&H);
-	}
-	*out = c;
-	return h_login(&H, c, H_INITIATOR, H_TARGET, isid_last, tsih, cid, st);
-}
-
-static struct isc_session *session_of(uint16_t tsih)
-{
-	struct isc_session *s;
-
-	gw_list_for_each_entry(s, &H.gw->sessions, node)
-		if (s->tsih == tsih && !s->closing)
-			return s;
-	return NULL;
-}
-
 Test(isc_session_loops, each_session_lives_on_its_connection_s_loop)
 {
 	struct fake_conn *a, *b;
@@ -230,16 +178,16 @@ Test(isc_session_loops, each_session_lives_on_its_connection_s_loop)
 	size_t i;
 	int seen[2] = { 0, 0 };
 
-	ta = login_on(&a, 0, 1, 0, 0, &st);
+	ta = h_login_on(&H, &a, 0, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);
-	tb = login_on(&b, 1, 2, 0, 0, &st);
+	tb = h_login_on(&H, &b, 1, 2, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	cr_assert_neq(ta, tb, "one TSIH space for both loops");
-	cr_expect_eq(session_of(ta)->lp->idx, 0);
-	cr_expect_eq(session_of(tb)->lp->idx, 1);
+	cr_expect_eq(h_session_of(&H, ta)->lp->idx, 0);
+	cr_expect_eq(h_session_of(&H, tb)->lp->idx, 1);
 	cr_expect_eq(gw_list_first_entry(&H.gw->lps[1].sessions, struct isc_session, lnode),
-		     session_of(tb), "loop 1's own list has its session");
-	cr_expect_eq(isc_target_nsessions(session_of(ta)->target), 2, "the target counts both");
+		     h_session_of(&H, tb), "loop 1's own list has its session");
+	cr_expect_eq(isc_target_nsessions(h_session_of(&H, ta)->target), 2, "the target counts both");
 	/* The state reports each session and connection with its loop. */
 	state = isc_gw_sessions_state(H.gw);
 	cr_assert_eq(json_array_size(state), 2);
@@ -260,16 +208,16 @@ Test(isc_session_loops, a_second_connection_on_another_loop_is_refused_service_u
 	struct fake_conn *a, *b;
 	uint16_t st, ta;
 
-	ta = login_on(&a, 0, 1, 0, 0, &st);
+	ta = h_login_on(&H, &a, 0, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	/* The same session (its TSIH) from a connection that landed on loop 1 (iSER cannot
 	 * move): 0x0301, which initiators retry; the session itself is untouched. */
-	login_on(&b, 1, 1, ta, 1, &st);
+	h_login_on(&H, &b, 1, 1, ta, 1, &st);
 	cr_expect_eq(st, 0x0301);
 	settle_both();
 	cr_expect(b->closed);
 	cr_expect_not(a->closed);
-	cr_expect_not_null(session_of(ta));
+	cr_expect_not_null(h_session_of(&H, ta));
 }
 
 Test(isc_session_loops, reinstatement_closes_the_old_session_on_its_own_loop)
@@ -277,38 +225,18 @@ Test(isc_session_loops, reinstatement_closes_the_old_session_on_its_own_loop)
 	struct fake_conn *a, *b;
 	uint16_t st, ta, tb;
 
-	ta = login_on(&a, 0, 1, 0, 0, &st);
+	ta = h_login_on(&H, &a, 0, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	/* Same initiator and ISID, TSIH 0, on loop 1: the session on loop 0 is closed by a
 	 * message to loop 0, whose answer lets the login go on: the new one lives on loop 1. */
-	tb = login_on(&b, 1, 1, 0, 0, &st);
+	tb = h_login_on(&H, &b, 1, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	cr_assert_neq(ta, tb);
 	settle_both();
 	cr_expect(a->closed, "the old session's connection was closed on loop 0");
-	cr_expect_null(session_of(ta));
-	cr_expect_eq(session_of(tb)->lp->idx, 1);
+	cr_expect_null(h_session_of(&H, ta));
+	cr_expect_eq(h_session_of(&H, tb)->lp->idx, 1);
 	cr_expect_not(b->closed);
-}
-
-Test(isc_session_loops, drop_and_stop_reach_sessions_on_loop_1)
-{
-	struct fake_conn *a, *b;
-	uint16_t st, tb;
-
-	login_on(&a, 0, 1, 0, 0, &st);
-	cr_assert_eq(st, 0);
-	tb = login_on(&b, 1, 2, 0, 0, &st);
-	cr_assert_eq(st, 0);
-	cr_expect_eq(isc_gw_drop_session(H.gw, tb), 0);
-	cr_expect_eq(isc_gw_drop_session(H.gw, tb), -ENOENT, "already closing");
-	settle_both();
-	cr_expect(b->closed);
-	cr_expect_not(a->closed);
-	isc_gw_stop(H.gw);
-	settle_both();
-	cr_expect(a->closed);
-	cr_expect(isc_gw_idle(H.gw), "no session, connection or message left");
 }
 
 Test(isc_session_loops, target_cold_reset_answers_once_the_other_loop_answered)
@@ -318,9 +246,9 @@ Test(isc_session_loops, target_cold_reset_answers_once_the_other_loop_answered)
 	struct pdu *rsp;
 	uint16_t st;
 
-	login_on(&a, 0, 1, 0, 0, &st);
+	h_login_on(&H, &a, 0, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);
-	login_on(&b, 1, 2, 0, 0, &st);
+	h_login_on(&H, &b, 1, 2, 0, 0, &st);
 	cr_assert_eq(st, 0);
 	fake_bhs(bhs, ISC_OP_TMF_REQ | ISC_BHS_I, (uint8_t)(ISC_FL_F | 7), 0x77);
 	pdu_put32(bhs, 20, ISC_RSVD_TAG);
@@ -340,33 +268,3 @@ Test(isc_session_loops, target_cold_reset_answers_once_the_other_loop_answered)
 	cr_expect(b->closed, "and the session on the other loop");
 }
 
-/* The same walks with loop 1 on a thread of its own: the state gather, drop and stop run on
- * loop 1's thread (gw_loop_call from this thread, loop 0's), and the sessions there end on it. */
-Test(isc_session_loops, walks_run_on_a_loop_thread)
-{
-	struct fake_conn *a, *b;
-	uint16_t st, tb;
-	json_t *state;
-	bool idle = false;
-
-	login_on(&a, 0, 1, 0, 0, &st);
-	cr_assert_eq(st, 0);
-	tb = login_on(&b, 1, 2, 0, 0, &st);
-	cr_assert_eq(st, 0);
-	H.loop1 = NULL;
-	cr_assert_eq(gw_loop_thread_start(&L1, -1, "t-loop1"), 0);
-	state = isc_gw_sessions_state(H.gw);
-	cr_expect_eq(json_array_size(state), 2, "both loops' sessions gathered");
-	json_decref(state);
-	cr_expect_eq(isc_gw_drop_session(H.gw, tb), 0);
-	cr_expect(b->closed, "closed on loop 1 before the call returned");
-	cr_expect_not(a->closed);
-	isc_gw_stop(H.gw);
-	cr_expect(a->closed);
-	for (int i = 0; i < 500 && !idle; i++) {
-		fake_dmv_settle(&H.loop);
-		idle = isc_gw_idle(H.gw);
-	}
-	cr_expect(idle, "loop 1 freed its session on its own thread");
-	gw_loop_thread_stop(&L1);
-}
