@@ -91,8 +91,12 @@ STATE=$T_DIR/state
 OUT=$T_DIR/demo.out
 # As `make run` does (mk/test.mk: BUILD=$(BUILD) deploy/run-demo.sh), from the top folder.
 cd "$T_ROOT" || exit 1
+# Sanitizer reports (a BUILD=build/san run) go to the run folder, where t_san_check finds them.
 t_daemon_start demo demo "$OUT" ip netns exec "$NS" env ISERGW_STATE="$STATE" \
-	BUILD="$BUILD" deploy/run-demo.sh
+	BUILD="$BUILD" \
+	ASAN_OPTIONS="log_path=$T_DIR/san/asan:detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+	UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+	deploy/run-demo.sh
 DEMO=$T_LAST_PID
 
 # The banner is printed once the portal accepts; its last part names open-iscsi.
@@ -172,11 +176,15 @@ else
 	rc=$?
 	t_forget "$DEMO"
 	left=$(ip netns pids "$NS" 2>/dev/null | tr '\n' ' ')
-	if [ "$rc" -eq 0 ] && grep -q '^isergw: stopped$' "$OUT" && [ -z "$left" ]; then
+	# run-demo.sh exits 0 whatever its daemons did: each must have said it stopped.
+	if [ "$rc" -eq 0 ] && grep -q '^isergw: stopped$' "$OUT" && [ -z "$left" ] &&
+		grep -q '^isergwd: main: stopped$' "$OUT" &&
+		grep -q '^isergw-agent: agent: stopped$' "$OUT"; then
 		pass "stopping the demo stops the gateway and the agent, exit 0"
 	else
 		fail stop "exit $rc, processes left: ${left:-none}: $(tail -n 3 "$OUT" | tr '\n' '|')"
 		for p in $left; do kill -KILL "$p" 2>/dev/null; done
 	fi
 fi
+t_san_check
 t_end
