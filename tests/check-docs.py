@@ -273,7 +273,7 @@ def check_ctl(path, lines, cmds, rep):
                 continue
             # An option that takes no argument ate the command ("--json target list").
             om = re.search(r'--(json|insecure|dry-run|apply|force)\s+([a-z][a-z-]*)$', opts or '')
-            if om and not cmd in cmds:
+            if om and cmd not in cmds:
                 cmd, sub = om.group(2), cmd
             if cmd not in cmds:
                 rep.fail(f'{path}:{i}', f'isergwctl {cmd}', 'ctl', 'no such command')
