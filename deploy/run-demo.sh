@@ -74,20 +74,25 @@ if [ -n "$agent_pid" ]; then
 else
 	echo "  agent        not built yet (REST agent and dashboard come with a later release)"
 fi
+# Each "Try it" line is a command that works as printed, from this folder, with what
+# `make run` installed (tests/integration/test_run.sh runs every one of them).
 cat <<MSG
 
 Try it:
   iscsi-ls -s iscsi://127.0.0.1/
   iscsi-inq iscsi://127.0.0.1/iqn.2026-11.org.isergw:demo/0
-  iscsiadm -m discovery -t st -p 127.0.0.1     (open-iscsi, from another host namespace)
 MSG
 if [ -n "$agent_pid" ]; then
 	cat <<MSG
   curl -s http://127.0.0.1:8080/api/v1/health
   $BUILD/isergwctl --state-dir $STATE/agent target list
-
 MSG
 fi
+cat <<MSG
+
+Linux's own initiator (open-iscsi: iscsiadm) belongs on another host: give the portal an
+address that host reaches (docs/CONFIGURATION.md, "portals[]").
+MSG
 echo
 wait "$gw_pid"
 rc=$?

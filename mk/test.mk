@@ -1,6 +1,9 @@
 # Test suites. `make test` is the sum of the named parts below, each of which runs alone:
 #   make test-unit         Criterion unit tests (tests/unit/<module>/test_*.c), then check-layers
+#                          and check-docs
 #   make check-layers      the module layering: #include lines and the nm call graph (tests/check-layers.py)
+#   make check-docs        the docs against the programs: keys, REST paths, isergwctl commands,
+#                          sizes, links (tests/check-docs.py)
 #   make test-integration  real daemons against real peers on loopback (tests/integration/)
 #   make test-browser      the dashboard in headless Chromium against real daemons (tests/browser/)
 #   make test-sanitize     unit + integration again, built with ASan+UBSan
@@ -18,7 +21,7 @@ UNIT_SRC := $(foreach f,$(call rwildcard,tests/unit,*.c),$(if $(filter test_%,$(
 UNIT_BIN := $(patsubst %.c,$(BUILD)/%,$(UNIT_SRC))
 UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(call rwildcard,tests/unit,*.c))
 
-.PHONY: check-layers test test-build test-unit test-integration test-sanitize bench soak run test-browser
+.PHONY: check-layers check-docs test test-build test-unit test-integration test-sanitize bench soak run test-browser
 
 # Every unit test binary links the whole engine; a test that includes a .c file to reach its
 # static functions overrides that object, as the linker only pulls archive members it needs.
@@ -90,11 +93,16 @@ test: deps
 
 test-unit: test-build
 	@rc=0; tests/run-unit.sh $(UNIT_BIN) || rc=1; \
-	python3 tests/check-layers.py --self-test --build $(BUILD) || rc=1; exit $$rc
+	python3 tests/check-layers.py --self-test --build $(BUILD) || rc=1; \
+	python3 tests/check-docs.py --self-test --build $(BUILD) || rc=1; exit $$rc
 
 # Which module may include and call which: the table is in the script. Needs the objects built.
 check-layers: all
 	@python3 tests/check-layers.py --self-test --build $(BUILD)
+
+# Every key, REST path and isergwctl command the docs name exists (asked of the programs built).
+check-docs: all
+	@python3 tests/check-docs.py --self-test --build $(BUILD)
 
 test-integration: all $(TOOL_BIN)
 	@$(call test_loops_env,$(TEST_LOOPS_INTEGRATION))BUILD=$(BUILD) tests/integration/run.sh
