@@ -29,7 +29,7 @@ static struct gw_loop loop;
 static bool stop_requested;
 /* What SIGHUP needs: the file, the running gateway and its control socket once they exist. */
 static const char *reload_path;
-static struct isc_gw *reload_gw;
+static struct ctl_gw *reload_gw;
 static struct ctl_sock *reload_ctl;
 
 static void usage(FILE *f)
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
 	struct net_mon *net = NULL;
 	struct ctl_loops *loops = NULL;
 	char *state_config = NULL, *dbg = NULL;
-	struct isc_gw *gw = NULL;
+	struct ctl_gw *gw = NULL;
 	struct ctl_config cfg;
 	struct gw_errlist errs;
 	struct gw_signal sig;
@@ -227,10 +227,8 @@ int main(int argc, char **argv)
 	r = ctl_gw_create_loops(&loop, &loops->set, cfg.isc, &gw, &errs);
 	cfg.isc = NULL;		/* the gw owns it now, on success and failure */
 	/* The control socket starts once the gateway serves; keep what it needs. */
-	if (!r) {
-		gw->data_mem_max = cfg.gateway.data_memory;
-		r = isc_gw_set_loops(gw, &loops->set);
-	}
+	if (!r)
+		ctl_gw_set_data_memory(gw, cfg.gateway.data_memory);
 	ctl_gconf.log_debug = cfg.gateway.log_debug;
 	ctl_gconf.boot_wait = cfg.gateway.boot_wait;
 	boot_wait = cfg.gateway.boot_wait;
@@ -272,7 +270,7 @@ int main(int argc, char **argv)
 	if (r)
 		gw_warn("main", "no network model: %s", strerror(-r));
 	else
-		net_mon_set_portals(net, gw->conf->portals, gw->conf->nportals);
+		net_mon_set_portals(net, ctl_gw_conf(gw)->portals, ctl_gw_conf(gw)->nportals);
 	ctl_net_follow(gw, net);
 	r = ctl_gw_listen(gw);
 	if (r)
@@ -300,13 +298,12 @@ out_gw:
 	reload_ctl = NULL;
 	ctl_sock_destroy(ctl);
 	net_mon_destroy(net);
-	isc_gw_stop(gw);
-	ctl_gw_bs_shutdown(gw);
+	ctl_gw_stop(gw);
 	/* Drain: commands still in the backstores complete and their sessions go away. */
 	deadline = gw_now_ms() + DRAIN_MAX_MS;
-	while (!isc_gw_idle(gw) && gw_now_ms() < deadline)
+	while (!ctl_gw_idle(gw) && gw_now_ms() < deadline)
 		gw_loop_run_once(&loop, 100);
-	if (!isc_gw_idle(gw)) {
+	if (!ctl_gw_idle(gw)) {
 		gw_warn("main", "I/O still in flight after %u ms: exiting anyway", DRAIN_MAX_MS);
 		rc = rc ? rc : 1;
 		/* Freeing what backstore threads still use would be worse than a leak. */
@@ -318,7 +315,7 @@ out_gw:
 	/* Their last messages (a nexus every LU owner forgets) name the targets: run them while
 	 * those still exist. */
 	ctl_loops_drain(loops);
-	isc_gw_destroy(gw);
+	ctl_gw_destroy(gw);
 out_loop:
 	ctl_loops_destroy(loops);
 	if (sig_on)

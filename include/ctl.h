@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The gateway composed from its configuration: the layer above the iSCSI engine that wires
- * portals to datamovers and targets to SCSI devices, LUs and backstores (ctl_gw.c), applies live
- * configuration changes and reports the live state (ctl_apply.c), and serves both on the
- * control socket (ctl_sock.c). The iSCSI layer (isc.h) runs what is built here; it never opens
+ * The gateway composed from its configuration: the layer above the iSCSI engine that owns the
+ * gateway object (struct ctl_gw), wires targets to SCSI devices, LUs and backstores
+ * (ctl_gw.c, ctl_target.c, ctl_lu.c), applies live configuration changes (ctl_apply.c),
+ * reports the live state (ctl_state.c), and serves both on the control socket (ctl_sock.c). The iSCSI layer (isc.h) runs what is built here; it never opens
  * a backstore itself. The configuration it is built from is conf.h's.
  */
 #ifndef CTL_H
@@ -18,37 +18,51 @@
 #include "gw_loop.h"
 #include "isc.h"
 
-/* ctl_gw.c */
-/* Builds targets (SCSI devices, LUs, ports) from conf, which the gw takes over (also on error).
- * Does not listen yet. errs gets what failed, by key path. */
-int ctl_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct isc_gw **out,
+/*
+ * The gateway, composed (ctl_gw.c): the iSCSI engine with its portals and targets, the
+ * configuration they run on, and what ctl keeps beside them. Opaque; loop 0 owns it and every
+ * call below runs there.
+ */
+struct ctl_gw;
+
+/* Builds targets (SCSI devices, LUs, ports) and portals from conf, which the gateway takes
+ * over (also on error). Does not listen yet. errs gets what failed, by key path. */
+int ctl_gw_create(struct gw_loop *loop, struct isc_gw_conf *conf, struct ctl_gw **out,
 		  struct gw_errlist *errs);
 /* The same with the gateway's loops (loops->loop[0] is loop) set before the targets are
  * built, so their LUs spread over the loops from the start. */
 int ctl_gw_create_loops(struct gw_loop *loop, struct gw_loops *loops, struct isc_gw_conf *conf,
-			struct isc_gw **out, struct gw_errlist *errs);
+			struct ctl_gw **out, struct gw_errlist *errs);
+/* Frees the gateway (after ctl_gw_stop and the drain): the engine, its targets and portals,
+ * the configuration. NULL is fine. */
+void ctl_gw_destroy(struct ctl_gw *g);
+/* The iSCSI engine (isc.h), for what reads or acts on it directly. */
+struct isc_gw *ctl_gw_engine(const struct ctl_gw *g);
+/* The running configuration (read-only). */
+const struct isc_gw_conf *ctl_gw_conf(const struct ctl_gw *g);
+/* gateway.data_memory, applied at once (the one place that sets it). */
+void ctl_gw_set_data_memory(struct ctl_gw *g, uint64_t bytes);
+uint64_t ctl_gw_data_memory(const struct ctl_gw *g);
 /* Opens every portal; logs "listening on ADDR (tcp)" per portal. 0 or the first -errno. */
-int ctl_gw_listen(struct isc_gw *gw);
+int ctl_gw_listen(struct ctl_gw *g);
 /* Start-up: every remote backstore has a path or spent its initial login budget (its first
  * login_timeout x initial_login_retry_max, default 1 attempt). */
-bool ctl_gw_settled(const struct isc_gw *gw);
+bool ctl_gw_settled(const struct ctl_gw *g);
 /* Runs the loop until ctl_gw_settled or bound_ms passed (gateway.boot_wait; 0: returns at
  * once), so main() opens the portals and sends READY=1 within the bound however many back
  * ends are unreachable. LUNs not settled keep logging in and answer NOT READY, becoming ready
  * (02/04/01) until a path is up. 0 settled, -ETIMEDOUT, or -EINTR (the loop was stopped). */
-int ctl_gw_boot_wait(struct gw_loop *loop, const struct isc_gw *gw, uint64_t bound_ms);
-/* Shutdown: remote backstores stop queueing and fail what is still in flight after their
- * drain_timeout_ms, so the drain below never waits on a dead back end. */
-void ctl_gw_bs_shutdown(struct isc_gw *gw);
-/* Builds a target from tc (LUs included) without linking it; *out is set even on error (then
- * isc_target_destroy it). errs entries are named "targets[idx]...". */
-int ctl_target_new(struct isc_gw *gw, struct isc_target_conf *tc, size_t idx,
-		   struct gw_errlist *errs, struct isc_target **out);
-/* Every target's SCSI device gets the cluster's groups (no-op without a cluster). */
-int ctl_target_set_groups(struct isc_target *t, const struct isc_gw_conf *c);
-/* bs_create / scsi_dev_add_lu with their errors filed under path (a key path prefix). The
- * backstore is created on loop, by a call into it (from loop 0): it is the loop that will own
- * the LU (scsi_dev_next_lu_loop). ctl_bs_close destroys one on its own loop. */
+int ctl_gw_boot_wait(struct gw_loop *loop, const struct ctl_gw *g, uint64_t bound_ms);
+/* Shutdown: stops accepting, closes every connection (each on its loop), and remote
+ * backstores stop queueing and fail what is still in flight after their drain_timeout_ms, so
+ * the drain (ctl_gw_idle) never waits on a dead back end. */
+void ctl_gw_stop(struct ctl_gw *g);
+/* No session, connection or task is left. */
+bool ctl_gw_idle(const struct ctl_gw *g);
+/* bs_create / scsi_dev_add_lu with their errors filed under path (a key path prefix)
+ * (ctl_lu.c). The backstore is created on loop, by a call into it (from loop 0): it is the
+ * loop that will own the LU (scsi_dev_next_lu_loop). ctl_bs_close destroys one on its own
+ * loop. */
 int ctl_bs_open(struct gw_loop *loop, const struct bs_conf *conf, const char *path,
 		struct gw_errlist *errs, struct bs **out);
 void ctl_bs_close(struct bs *bs);
@@ -96,11 +110,10 @@ json_t *ctl_loops_state(const struct ctl_loops *ls);
  * removed LUN with commands in flight goes once they drain (new commands to it get LOGICAL UNIT
  * NOT SUPPORTED meanwhile). Takes conf over in every case. 0 or -errno.
  */
-int ctl_gw_apply(struct isc_gw *gw, struct isc_gw_conf *conf, struct gw_errlist *errs);
-/* Live state: portals, targets with per-LUN counters, sessions with connections (new ref). */
-json_t *ctl_gw_state(struct isc_gw *gw);
-/* A target's release hook (isc_target.release): frees what an apply left pending on it. */
-void ctl_target_release(struct isc_target *t);
+int ctl_gw_apply(struct ctl_gw *g, struct isc_gw_conf *conf, struct gw_errlist *errs);
+/* ctl_state.c: live state: portals, targets with per-LUN counters, sessions with connections
+ * (new reference). */
+json_t *ctl_gw_state(struct ctl_gw *g);
 
 /*
  * ctl_sock.c: the gateway's control socket (docs/CONTROL.md): a unix stream socket, mode 0600,
@@ -134,7 +147,7 @@ struct ctl_sock;
 /* Listens on path (a stale socket there is replaced; any other file is an error). gw is the
  * running gateway; gconf its "gateway" section (copied). path NULL: no socket, and the object
  * still handles requests given to ctl_sock_handle (SIGHUP's reload). 0 or -errno. */
-int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
+int ctl_sock_create(struct gw_loop *loop, const char *path, struct ctl_gw *gw,
 		    const struct ctl_gateway_conf *gconf, struct ctl_sock **out);
 /* Closes every client and removes the socket file. */
 void ctl_sock_destroy(struct ctl_sock *s);
@@ -153,7 +166,7 @@ void ctl_sock_set_watch_backlog(struct ctl_sock *s, size_t bytes);
 /* ctl_net.c: on each change of a bond's active slave that n sees, the iSER portals of gw bound
  * on that bond listen again at once and keep or drop their connections (net_failover_plan),
  * with the delay since the netlink event in the log. */
-void ctl_net_follow(struct isc_gw *gw, struct net_mon *n);
+void ctl_net_follow(struct ctl_gw *g, struct net_mon *n);
 /* One request to its reply (new reference); what a client line goes through. */
 json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req);
 /* The running configuration as the JSON the config file holds (new reference). */

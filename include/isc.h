@@ -44,36 +44,7 @@ struct isc_task_ops;
 /* ---------------------------------------------------------------------------------------- */
 /* Runtime objects */
 
-struct isc_portal {
-	struct gw_list node;		/* in gw->portals */
-	struct isc_gw *gw;
-	struct isc_portal_conf *conf;	/* points into gw->conf */
-	struct dmv_portal *dp;
-	unsigned int nconns;		/* open connections, logged in or not (atomic: any loop) */
-	uint64_t conns_refused;		/* closed at accept: max_connections reached */
-};
-
-/* Failed logins of one source address (the portal's login_fail_* keys): a fixed table in the
- * gateway object, so a flood of addresses evicts old entries instead of growing memory. */
-#define ISC_LOGIN_SRC_MAX	256
-
-struct isc_login_src {
-	char addr[64];			/* "" : free slot */
-	uint64_t window_start_ms;	/* loop time the current counting window opened */
-	uint32_t window_fails;
-	uint64_t backoff_until_ms;	/* logins refused before this loop time */
-	uint64_t last_ms;		/* last failure or refusal: eviction order */
-	uint64_t failed;		/* failed logins, all time */
-	uint64_t refused;		/* logins refused during a back-off */
-	uint64_t backoffs;		/* back-offs started */
-};
-
 /* Per-LUN I/O counters, kept by the iSCSI layer (what the control socket reports). */
-struct isc_loop_stats {
-	struct isc_lun_stats *v;
-	size_t n;
-};
-
 struct isc_lun_stats {
 	uint64_t lun;
 	uint64_t read_ops, write_ops, other_ops;
@@ -91,97 +62,30 @@ struct isc_lun_block {
 	uint64_t lun;
 };
 
-struct isc_target {
-	struct gw_list node;		/* in gw->targets, or gw->dying_targets once removed */
-	struct isc_gw *gw;
-	struct isc_target_conf *conf;	/* points into gw->conf (or a held old one) */
-	struct scsi_dev *dev;
-	struct scsi_port *port;
-	struct gw_list sessions;	/* struct isc_session.tnode, every loop's (gw->reg_lock) */
-	/* Per-LUN counters: one table per loop (lstats[lp->idx]), each written and
-	 * read only on its own loop's thread, so the I/O path shares nothing between loops; the
-	 * state sums them (isc_target_stats). stat_luns: the LUNs listed, in order (loop 0). */
-	struct isc_loop_stats lstats[GW_LOOPS_MAX];
-	uint64_t *stat_luns;
-	size_t nstat_luns;
-	struct gw_list pending_luns;	/* struct isc_lun_block */
-	bool removing;			/* out of the configuration, sessions draining (reg_lock) */
-	/* Set by the owner (ctl): called first by isc_target_destroy, to free what the owner hung
-	 * on the target (pending LUN records, owner_data). */
-	void (*release)(struct isc_target *t);
-	void *owner_data;		/* ctl: the old configuration a removed target still uses */
-};
-
 /* gateway.data_memory's default (gateway/conf/conf_file.c says "1G"). */
 #define ISC_DATA_MEM_DEFAULT	(1ull << 30)
 
 /*
- * What each loop keeps for its own connections and tasks (issue 13, docs/ARCHITECTURE.md
- * "Several event loops"): its PDU pool, its cache of recycled tasks and its share of
- * gateway.data_memory, so no free list or budget counter is shared on the data path. A loop
- * takes its share from the gateway's budget (gw->data_mem_held, atomic) in steps of at least
- * ISC_DATA_MEM_STEP (less for a small budget or many loops: what the loops may hold idle
- * stays within an eighth of the budget) and gives back what it holds beyond two steps unused: with one loop the share can grow to the whole budget, so a command is refused exactly when today's single
- * counter would refuse it.
+ * The engine object and its handles. Everything here runs on loop 0 (the gateway's first
+ * loop, where ctl runs) unless it says otherwise. The structs are opaque: ctl holds pointers
+ * and reaches what it needs through these functions. The engine's lists of portals and
+ * targets change only here (under its registry lock, which logins on other loops take to
+ * read them).
  */
-#define ISC_DATA_MEM_STEP	(16ull << 20)
 
-struct isc_loop {
-	struct gw_loop *loop;
-	unsigned idx;			/* in gw->loops (0 with one loop) */
-	struct pdu_pool pdus;
-	struct gw_list task_free;	/* recycled tasks, buffers kept (struct isc_task.cnode) */
-	size_t ntask_free;
-	size_t ntasks;			/* tasks alive on this loop: 0 at rest */
-	uint64_t data_mem;		/* bytes in this loop's task buffers, cached ones included */
-	uint64_t data_mem_held;		/* this loop's share of the budget (>= data_mem) */
-	uint64_t task_set_full;		/* commands answered TASK SET FULL for want of memory */
-	/* This loop's sessions (struct isc_session.lnode) and the connections logging in on it
-	 * (struct isc_conn.node): touched by this loop's thread only. */
-	struct gw_list sessions;
-	struct gw_list login_conns;
-};
-
-struct isc_gw {
-	struct gw_loop *loop;		/* loop 0: the acceptor, the registry, ctl */
-	/* The gateway's loops (gateway.loops; not owned): NULL or one loop, everything on loop. */
-	struct gw_loops *loops;
-	struct isc_gw_conf *conf;	/* owned */
-	const struct isc_task_ops *task_ops;	/* the task layer's up-calls (isc_gw.c) */
-	/* Per loop: lps[i] is loops->loop[i]'s (lps[0] alone without loops). */
-	struct isc_loop lps[GW_LOOPS_MAX];
-	struct gw_list portals;
-	/* The session registry (docs/ARCHITECTURE.md "Connections and sessions"): every loop's
-	 * sessions (struct isc_session.node, their identity, loop and `closing`), each target's
-	 * sessions (target->sessions), TSIH allocation, the targets list's changes, the failed-login
-	 * table and the login counters are under reg_lock, a leaf lock taken at login, session end
-	 * and by loop 0's walks; never on the command path. */
-	pthread_mutex_t reg_lock;
-	struct gw_list targets;		/* changed on loop 0 under reg_lock, read by logins */
-	struct gw_list sessions;
-	uint16_t next_tsih;
-	bool stopping;			/* atomic: read by every loop */
-	unsigned int nconns;		/* atomic: isc_gw_nconns */
-	unsigned int msgs;		/* atomic: the iSCSI side's messages between loops in flight */
-	struct gw_list dying_targets;	/* removed targets whose sessions still drain */
-	struct gw_timer lun_timer;	/* ctl: retries LUN removals that met commands in flight */
-	bool lun_timer_on;
-	/* Command data buffers (in tasks and in the task cache) against their budget: the
-	 * loops' shares together (atomic), and the budget (gateway.data_memory; 0: none). */
-	uint64_t data_mem_held, data_mem_max;
-	/* Login limits: failed logins by source, refusals by limit */
-	struct isc_login_src login_src[ISC_LOGIN_SRC_MAX];
-	uint64_t login_refused_sessions;	/* max_sessions / max_sessions_per_initiator */
-	uint64_t login_timeouts;		/* connections closed by login_timeout */
-};
-
-/* isc_target.c: the gateway object */
-/* An empty gateway object over conf, which it takes over on success (freed at destroy). No
- * portal or target yet: ctl_gw_create adds them. NULL on ENOMEM. */
-struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf);
-/* Sets the gateway's loops (before any portal listens; NULL or one loop: loop alone) and
- * readies each one's pools. 0 or -EINVAL (loop 0 is not the gateway's loop). */
+/* isc_gw.c */
+/* An empty engine on loop 0 (no portal, no target, no configuration yet). NULL on ENOMEM. */
+struct isc_gw *isc_gw_alloc(struct gw_loop *loop);
+/* Sets the engine's loops (before any portal listens; NULL or one loop: loop alone) and
+ * readies each one's pools. 0 or -EINVAL (loop 0 is not the engine's loop). */
 int isc_gw_set_loops(struct isc_gw *gw, struct gw_loops *loops);
+/* The configuration the engine runs on (the discovery settings; targets and portals point
+ * into it too): not owned, it must outlive its use (isc_gw_sync). */
+void isc_gw_set_conf(struct isc_gw *gw, struct isc_gw_conf *conf);
+/* gateway.data_memory: the bytes every loop's task buffers may hold together (0: no limit).
+ * Applied at once: commands past a smaller budget are answered TASK SET FULL. */
+void isc_gw_set_data_memory(struct isc_gw *gw, uint64_t bytes);
+uint64_t isc_gw_data_memory(const struct isc_gw *gw);
 /* The per-loop counters added up (tasks, cached tasks, PDUs in use, data memory used,
  * TASK SET FULL answers, the PDU pools' free PDUs and the bytes they keep with their buffers).
  * Each loop's part is read on its loop. */
@@ -191,51 +95,88 @@ struct isc_gw_totals {
 };
 void isc_gw_totals(struct isc_gw *gw, struct isc_gw_totals *out);
 /* Stops accepting and closes every connection, each on its loop; sessions go away as their
- * tasks drain. On loop 0. */
+ * tasks drain. */
 void isc_gw_stop(struct isc_gw *gw);
-/* Open connections, logged in or not, every loop's. */
+/* Open connections, logged in or not, every loop's (any thread). */
 unsigned int isc_gw_nconns(const struct isc_gw *gw);
-/* Links a new target into gw->targets (on loop 0; logins on other loops read the list). */
-void isc_gw_add_target(struct isc_gw *gw, struct isc_target *t);
-/* The same for a portal, and a portal's listener once it listens (SendTargets reads both). */
-void isc_gw_add_portal(struct isc_gw *gw, struct isc_portal *p);
-void isc_portal_set_dmv(struct isc_portal *p, struct dmv_portal *dp);
 /* Returns once every loop has finished what it was running: after it none still reads a
- * configuration that loop 0 replaced before the call (so it may be freed). On loop 0. */
+ * configuration that loop 0 replaced before the call (so it may be freed). */
 void isc_gw_sync(struct isc_gw *gw);
-/* True when no session, connection or task is left. */
+/* True when no session, connection or task is left (any thread). */
 bool isc_gw_idle(const struct isc_gw *gw);
-/* Frees the gateway: its targets (live and dying), portals, task cache, PDUs and conf. */
+/* Frees the engine: its targets (live and draining), portals, task cache and PDUs. */
 void isc_gw_destroy(struct isc_gw *gw);
-/* A portal object for conf (not linked, no datamover yet). NULL on ENOMEM. */
+/* Closes the session with this TSIH. 0 or -ENOENT. */
+int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih);
+
+/* Walking the lists: prev NULL gives the first, NULL after the last. The live targets (the
+ * configuration's), the draining ones (removed, sessions still ending), the portals. */
+struct isc_target *isc_gw_next_target(struct isc_gw *gw, const struct isc_target *prev);
+struct isc_target *isc_gw_next_draining(struct isc_gw *gw, const struct isc_target *prev);
+struct isc_portal *isc_gw_next_portal(struct isc_gw *gw, const struct isc_portal *prev);
+struct isc_target *isc_gw_find_target(struct isc_gw *gw, const char *name);
+struct isc_portal *isc_gw_find_portal(struct isc_gw *gw, const char *name);
+
+/* Portals */
+/* A portal object for conf (not linked, not listening). NULL on ENOMEM. */
 struct isc_portal *isc_portal_new(struct isc_gw *gw, struct isc_portal_conf *conf);
+/* Frees a portal isc_gw_add_portal never took. */
+void isc_portal_free(struct isc_portal *p);
+/* Links a new portal into the engine (SendTargets lists it). */
+void isc_gw_add_portal(struct isc_gw *gw, struct isc_portal *p);
+/* Opens the portal's listener through its transport's datamover, handing connections to the
+ * engine (on every loop); logs "listening on ADDR (TRANSPORT)". A portal already listening is
+ * left alone; a transport this build lacks is logged and skipped (0). 0 or -errno. */
+int isc_portal_listen(struct isc_portal *p);
 /* Takes a portal out: its connections closed, its listener destroyed, the object freed. */
 void isc_portal_remove(struct isc_portal *p);
-/* A target object for tc (not linked, no SCSI device yet: the caller sets t->dev, t->port and
- * the device's event callback isc_target_scsi_event). NULL on ENOMEM. */
+struct isc_portal_conf *isc_portal_conf(const struct isc_portal *p);
+/* A kept portal follows its entry of a new configuration. */
+void isc_portal_set_conf(struct isc_portal *p, struct isc_portal_conf *conf);
+/* Its listener (NULL: not listening, or its transport is missing). */
+struct dmv_portal *isc_portal_dmv(const struct isc_portal *p);
+
+/* isc_target.c */
+/* A target object for tc (not linked, no SCSI device yet). NULL on ENOMEM. */
 struct isc_target *isc_target_alloc(struct isc_gw *gw, struct isc_target_conf *tc);
-/* Frees a target (sessions gone, commands drained): release, then its SCSI device. */
+/* Its SCSI device (which it owns from now on: destroyed with it) and its target port; the
+ * engine hears the device's events (unit attentions, async messages). */
+void isc_target_set_dev(struct isc_target *t, struct scsi_dev *dev, struct scsi_port *port);
+struct scsi_dev *isc_target_dev(const struct isc_target *t);
+struct isc_target_conf *isc_target_conf(const struct isc_target *t);
+/* A kept target follows its entry of a new configuration (new logins, the ACL). */
+void isc_target_set_conf(struct isc_target *t, struct isc_target_conf *tc);
+/* What the owner (ctl) hangs on the target: release(t, data) runs first when the target is
+ * destroyed, to free it. */
+void isc_target_set_owner(struct isc_target *t, void (*release)(struct isc_target *t, void *data),
+			  void *data);
+void *isc_target_owner(const struct isc_target *t);
+/* Frees a target isc_gw_add_target never took (sessions gone, commands drained): release,
+ * then its SCSI device. */
 void isc_target_destroy(struct isc_target *t);
+/* Links a new target into the engine (logins on every loop find it from now on). */
+void isc_gw_add_target(struct isc_gw *gw, struct isc_target *t);
 /* Takes a target out of service: logins to it closed, then destroyed now if it has no session,
- * else moved to gw->dying_targets and destroyed when its last session ends. */
+ * else draining until its last session ends. */
 void isc_target_retire(struct isc_target *t);
 /* Closes the sessions of initiators the target's (new) ACL no longer admits. */
 void isc_target_enforce_acl(struct isc_target *t);
-/* On loop 0: lists LUN lun in the target's counters (once). 0 or -ENOMEM. */
+/* Lists LUN lun in the target's counters (once). 0 or -ENOMEM. */
 int isc_target_lun_register(struct isc_target *t, uint64_t lun);
-/* On loop 0: out[i] (nstat_luns of them) = the counters of stat_luns[i] summed over every
- * loop, each loop's read on its own thread. */
-void isc_target_stats(struct isc_target *t, struct isc_lun_stats *out);
+/* The counters of every LUN listed, summed over every loop (each loop's read on its own
+ * thread): a new array (*out, *n entries; free it), -ENOMEM. */
+int isc_target_stats(struct isc_target *t, struct isc_lun_stats **out, size_t *n);
+/* New commands to b->lun get LOGICAL UNIT NOT SUPPORTED until isc_lun_unblock(b): a LUN
+ * being removed while commands in flight drain. b is the caller's (embedded in its record). */
+void isc_target_block_lun(struct isc_target *t, struct isc_lun_block *b);
+void isc_lun_unblock(struct isc_lun_block *b);
 /* True while a removal of (target, lun) waits for commands to drain. */
 bool isc_target_lun_blocked(const struct isc_target *t, uint64_t lun);
-struct isc_target *isc_gw_find_target(struct isc_gw *gw, const char *name);
 /* Whether the target serves on portal p, and its TPGT. */
 bool isc_target_on_portal(const struct isc_target *t, const struct isc_portal *p);
 /* Initiator admission: 0 allowed; *chap gets the CHAP credentials (NULL: none). -EACCES. */
 int isc_target_admit(const struct isc_target *t, const char *initiator,
 		     const struct isc_chap_conf **chap);
-/* Closes the session with this TSIH. 0 or -ENOENT. */
-int isc_gw_drop_session(struct isc_gw *gw, uint16_t tsih);
 
 /* isc_state.c: live state of the iSCSI objects (the control socket's "state") */
 /* Every session with its connections (new reference, an array). */
@@ -245,19 +186,5 @@ unsigned int isc_target_nsessions(const struct isc_target *t);
 /* The login limits' counters: per portal (connections, refused), per source address in the
  * failed-login table (failed, refused, back-off left), sessions refused, login timeouts. */
 json_t *isc_gw_login_state(const struct isc_gw *gw);
-
-/* Wiring, for ctl: a portal's datamover hands new connections to isc_conn_accept (dp->priv is
- * the struct isc_portal); a target's SCSI device reports events to isc_target_scsi_event (arg
- * is the struct isc_target). */
-void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc);
-/* dmv_portal.place for a portal on several loops: a login with a TSIH goes to its session's
- * loop, a new session to the least loaded (-1). On loop 0. */
-int isc_conn_place(struct dmv_portal *dp, const struct pdu *first);
-/* dmv_portal.admit / unadmit: the portal's max_connections counts the connections waiting
- * for placement too; one closed waiting for its first PDU longer than login_timeout counts
- * as a login timeout. */
-int isc_conn_admit(struct dmv_portal *dp, struct dmv_conn *dc);
-void isc_conn_unadmit(struct dmv_portal *dp, bool timed_out);
-void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
 
 #endif

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctl.h"
+#include "ctl_priv.h"
 #include "dmv.h"
 #include "gw_log.h"
 #include "net.h"
@@ -25,32 +25,24 @@ static uint64_t wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static struct isc_portal *portal_named(struct isc_gw *gw, const char *name)
-{
-	struct isc_portal *p;
-
-	gw_list_for_each_entry(p, &gw->portals, node)
-		if (p->conf && p->conf->name && !strcmp(p->conf->name, name))
-			return p;
-	return NULL;
-}
-
 static void on_failover(const struct net_model *m, const struct net_bond *b, void *arg)
 {
 	struct net_rehome plan[CTL_NET_MAX_PORTALS];
-	struct isc_gw *gw = arg;
+	struct ctl_gw *g = arg;
 	size_t n, i;
 
 	n = net_failover_plan(m, b, plan, CTL_NET_MAX_PORTALS);
 	for (i = 0; i < n && i < CTL_NET_MAX_PORTALS; i++) {
-		struct isc_portal *p = portal_named(gw, plan[i].portal);
+		struct isc_portal *p = isc_gw_find_portal(g->isc, plan[i].portal);
+		const struct isc_portal_conf *pc = p ? isc_portal_conf(p) : NULL;
+		struct dmv_portal *dp = p ? isc_portal_dmv(p) : NULL;
 		uint64_t at = b->last.time_ms, now;
 		char what[64];
 		int dropped;
 
-		if (!p || !p->dp || p->conf->transport != ISC_PORTAL_ISER)
+		if (!dp || pc->transport != ISC_PORTAL_ISER)
 			continue;
-		dropped = dmv_portal_rehome(p->dp, !plan[i].keep);
+		dropped = dmv_portal_rehome(dp, !plan[i].keep);
 		now = wall_ms();
 		if (plan[i].keep)
 			snprintf(what, sizeof(what), "connections kept");
@@ -59,16 +51,16 @@ static void on_failover(const struct net_model *m, const struct net_bond *b, voi
 				 dropped > 0 ? dropped : 0, dropped == 1 ? "" : "s");
 		/* The VM suite reads "N ms after" and "at S.mmm" (wall clock) off this line. */
 		gw_info("net", "portal %s: re-homed on bond %s (%s -> %s) %llu ms after the "
-			"netlink event (at %llu.%03llu), %s; %s: %s", p->conf->name, b->name,
+			"netlink event (at %llu.%03llu), %s; %s: %s", pc->name, b->name,
 			b->last.old_slave, b->last.new_slave,
 			(unsigned long long)(now > at ? now - at : 0),
 			(unsigned long long)(at / 1000), (unsigned long long)(at % 1000),
-			p->dp->listening ? "listening" : "not listening yet", what, plan[i].why);
+			dp->listening ? "listening" : "not listening yet", what, plan[i].why);
 	}
 }
 
-void ctl_net_follow(struct isc_gw *gw, struct net_mon *n)
+void ctl_net_follow(struct ctl_gw *g, struct net_mon *n)
 {
 	if (n)
-		net_mon_set_failover_hook(n, gw ? on_failover : NULL, gw);
+		net_mon_set_failover_hook(n, g ? on_failover : NULL, g);
 }

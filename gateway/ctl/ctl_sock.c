@@ -26,7 +26,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "ctl_priv.h"
 #include "gw_buf.h"
 #include "gw_log.h"
 #include "net.h"
@@ -61,7 +61,7 @@ struct ctl_client {
 
 struct ctl_sock {
 	struct gw_loop *loop;
-	struct isc_gw *gw;
+	struct ctl_gw *gw;
 	struct ctl_gateway_conf gconf;
 	char *path;
 	int fd;
@@ -174,10 +174,10 @@ static json_t *fail(const char *code, const char *fmt, ...)
 
 static void fence_set(struct ctl_sock *cs, bool on)
 {
-	struct isc_target *t;
+	struct isc_target *t = NULL;
 
-	gw_list_for_each_entry(t, &cs->gw->targets, node)
-		scsi_dev_set_fenced(t->dev, on);
+	while ((t = isc_gw_next_target(cs->gw->isc, t)))
+		scsi_dev_set_fenced(isc_target_dev(t), on);
 	if (on == cs->fenced)
 		return;
 	cs->fenced = on;
@@ -255,7 +255,7 @@ static json_t *loops_json(struct ctl_sock *cs, json_t *sessions)
 		json_object_set_new(l, "sessions", json_integer(n));
 		if (json_array_size(a) == 1)
 			json_object_set_new(l, "connections",
-					    json_integer((json_int_t)isc_gw_nconns(cs->gw)));
+					    json_integer((json_int_t)isc_gw_nconns(cs->gw->isc)));
 	}
 	return a;
 }
@@ -308,10 +308,10 @@ static bool has_watcher(struct ctl_sock *cs)
 
 static struct isc_target *target_by_name(struct ctl_sock *cs, const char *name)
 {
-	struct isc_target *t;
+	struct isc_target *t = NULL;
 
-	gw_list_for_each_entry(t, &cs->gw->targets, node)
-		if (!strcmp(t->conf->name, name))
+	while ((t = isc_gw_next_target(cs->gw->isc, t)))
+		if (!strcmp(isc_target_conf(t)->name, name))
 			return t;
 	return NULL;
 }
@@ -319,13 +319,13 @@ static struct isc_target *target_by_name(struct ctl_sock *cs, const char *name)
 /* The target whose device dev is, live or draining; NULL once it is gone. */
 static struct isc_target *target_by_dev(struct ctl_sock *cs, const struct scsi_dev *dev)
 {
-	struct isc_target *t;
+	struct isc_target *t = NULL;
 
-	gw_list_for_each_entry(t, &cs->gw->targets, node)
-		if (t->dev == dev)
+	while ((t = isc_gw_next_target(cs->gw->isc, t)))
+		if (isc_target_dev(t) == dev)
 			return t;
-	gw_list_for_each_entry(t, &cs->gw->dying_targets, node)
-		if (t->dev == dev)
+	while ((t = isc_gw_next_draining(cs->gw->isc, t)))
+		if (isc_target_dev(t) == dev)
 			return t;
 	return NULL;
 }
@@ -402,7 +402,7 @@ static int pr_commit(void *arg, struct scsi_dev *dev, uint64_t lun, uint64_t rev
 	if (!pc)
 		return -ENOMEM;
 	data = json_pack("{s:I, s:s, s:I, s:I, s:O}", "id", (json_int_t)(cs->pr_next_id + 1),
-			 "target", t->conf->name, "lun", (json_int_t)lun, "rev", (json_int_t)rev,
+			 "target", isc_target_conf(t)->name, "lun", (json_int_t)lun, "rev", (json_int_t)rev,
 			 "state", state);
 	if (!data) {
 		free(pc);
@@ -417,7 +417,7 @@ static int pr_commit(void *arg, struct scsi_dev *dev, uint64_t lun, uint64_t rev
 	gw_list_add_tail(&cs->pr_commits, &pc->node);
 	cs->pr_sent++;
 	gw_dbg("ctl", "reservation commit %llu: %s LUN %llu from revision %llu",
-	       (unsigned long long)pc->id, t->conf->name, (unsigned long long)lun,
+	       (unsigned long long)pc->id, isc_target_conf(t)->name, (unsigned long long)lun,
 	       (unsigned long long)rev);
 	/* A watcher dropped here for its backlog fails this commit later (pr_cancel). */
 	watch_send(cs, "pr_commit", data);
@@ -431,10 +431,10 @@ static const struct scsi_pr_cluster_ops ctl_pr_ops = {
 /* Every target's device follows cs->pr_cluster (new targets of an apply too). */
 static void pr_set_mode(struct ctl_sock *cs)
 {
-	struct isc_target *t;
+	struct isc_target *t = NULL;
 
-	gw_list_for_each_entry(t, &cs->gw->targets, node)
-		scsi_dev_set_pr_cluster(t->dev, cs->pr_cluster ? &ctl_pr_ops : NULL, cs);
+	while ((t = isc_gw_next_target(cs->gw->isc, t)))
+		scsi_dev_set_pr_cluster(isc_target_dev(t), cs->pr_cluster ? &ctl_pr_ops : NULL, cs);
 }
 
 /* "rev" (an integer >= min) and "state" (an object or null) of a request or an entry. */
@@ -474,7 +474,7 @@ static json_t *op_pr_cluster(struct ctl_sock *cs, const json_t *req)
 {
 	const json_t *en = json_object_get(req, "enabled"), *luns = json_object_get(req, "luns");
 	const json_t *e, *state;
-	struct isc_target *t;
+	struct isc_target *t = NULL;
 	bool was = cs->pr_cluster, force;
 	char what[48], why[200];
 	const char *target;
@@ -506,21 +506,25 @@ static json_t *op_pr_cluster(struct ctl_sock *cs, const json_t *req)
 	pr_set_mode(cs);
 	/* The first snapshot replaces what the gateway held alone; later ones only move on. */
 	force = !was;
-	gw_list_for_each_entry(t, &cs->gw->targets, node)
-		for (j = 0; j < t->conf->nluns; j++) {
-			uint64_t l = t->conf->luns[j].lu.lun, r = 0;
+	while ((t = isc_gw_next_target(cs->gw->isc, t))) {
+		const struct isc_target_conf *tc = isc_target_conf(t);
+
+		for (j = 0; j < tc->nluns; j++) {
+			uint64_t l = tc->luns[j].lu.lun, r = 0;
 			const json_t *st = NULL;
 
 			json_array_foreach(luns, i, e) {
 				pr_target_lun(e, "", &target, &lun);
-				if (lun == l && !strcmp(target, t->conf->name)) {
+				if (lun == l && !strcmp(target, tc->name)) {
 					pr_rev_state(e, "", 0, &r, &st);
 					break;
 				}
 			}
-			if (scsi_dev_pr_apply(t->dev, l, r, st, force, why, sizeof(why)) > 0)
+			if (scsi_dev_pr_apply(isc_target_dev(t), l, r, st, force, why,
+					      sizeof(why)) > 0)
 				applied++;
 		}
+	}
 	if (!was)
 		gw_info("ctl", "persistent reservations are the cluster's (%zu LUNs in the "
 			"snapshot, %d applied)", json_array_size(luns), applied);
@@ -546,13 +550,14 @@ static json_t *op_pr(struct ctl_sock *cs, const json_t *req)
 	if (err)
 		return err;
 	t = target_by_name(cs, target);
-	rc = t ? scsi_dev_pr_apply(t->dev, lun, rev, state, false, why, sizeof(why)) : -ENOENT;
+	rc = t ? scsi_dev_pr_apply(isc_target_dev(t), lun, rev, state, false, why, sizeof(why))
+	       : -ENOENT;
 	if (rc == -ENOENT)
 		/* Another gateway's LUN, or one not built here yet: nothing to do. */
 		return json_pack("{s:b, s:b}", "ok", 1, "applied", 0);
 	if (rc < 0)
 		return fail("invalid", "pr: state: %s", why);
-	st = scsi_dev_pr_state(t->dev, lun, &held);
+	st = scsi_dev_pr_state(isc_target_dev(t), lun, &held);
 	json_decref(st);
 	return json_pack("{s:b, s:b, s:I}", "ok", 1, "applied", rc > 0, "rev", (json_int_t)held);
 }
@@ -672,11 +677,11 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 		cs->gconf.log_debug = c.gateway.log_debug;
 		c.gateway.log_debug = NULL;
 	}
-	if (c.gateway.data_memory != cs->gw->data_mem_max) {
+	if (c.gateway.data_memory != ctl_gw_data_memory(cs->gw)) {
 		gw_info("ctl", "data memory limit %llu MiB (was %llu MiB)",
 			(unsigned long long)(c.gateway.data_memory >> 20),
-			(unsigned long long)(cs->gw->data_mem_max >> 20));
-		cs->gw->data_mem_max = c.gateway.data_memory;
+			(unsigned long long)(ctl_gw_data_memory(cs->gw) >> 20));
+		ctl_gw_set_data_memory(cs->gw, c.gateway.data_memory);
 	}
 	/* Read at start-up only: kept so that "config" shows what the next start will use. */
 	cs->gconf.boot_wait = c.gateway.boot_wait;
@@ -717,7 +722,7 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 static json_t *op_config(struct ctl_sock *cs)
 {
 	/* The data memory limit lives in the gateway object, which apply updates. */
-	cs->gconf.data_memory = cs->gw->data_mem_max;
+	cs->gconf.data_memory = ctl_gw_data_memory(cs->gw);
 	return json_pack("{s:b, s:o}", "ok", 1, "config",
 			 ctl_config_dump(cs->gw->conf, &cs->gconf, false));
 }
@@ -736,7 +741,7 @@ static json_t *op_drop(struct ctl_sock *cs, const json_t *req)
 
 	if (!json_is_integer(t) || json_integer_value(t) < 1 || json_integer_value(t) > 65535)
 		return fail("bad_request", "drop_session needs an integer \"tsih\" (1..65535)");
-	if (isc_gw_drop_session(cs->gw, (uint16_t)json_integer_value(t)))
+	if (isc_gw_drop_session(cs->gw->isc, (uint16_t)json_integer_value(t)))
 		return fail("not_found", "no session with TSIH %lld",
 			    (long long)json_integer_value(t));
 	gw_info("ctl", "session %lld dropped on request", (long long)json_integer_value(t));
@@ -991,7 +996,7 @@ static void watch_send(struct ctl_sock *s, const char *type, json_t *data)
 	free(text);
 }
 
-int ctl_sock_create(struct gw_loop *loop, const char *path, struct isc_gw *gw,
+int ctl_sock_create(struct gw_loop *loop, const char *path, struct ctl_gw *gw,
 		    const struct ctl_gateway_conf *gconf, struct ctl_sock **out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * The iSCSI engine object (struct isc_gw): its life cycle, and every change to its lists of
- * portals and targets (under reg_lock, on loop 0), and the walks over every loop's sessions and
+ * The iSCSI engine object (struct isc_gw) and the handles ctl gets of it: its life cycle, every
+ * change to its lists of portals and targets (under reg_lock, on loop 0), a portal's listener
+ * and a target's device wired to the engine, and the walks over every loop's sessions and
  * logins that taking a target, a portal or an initiator out of service needs. The top of the
- * engine's files below the dispatcher: it may call any of them, none of them calls it (the
- * task queue reaches the SCSI and TMF handlers through the ops it installs here).
+ * engine's files: it may call any of them, none of them calls it (the task queue reaches the
+ * SCSI and TMF handlers through the ops it installs here).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -29,7 +30,7 @@ void isc_gw_add_portal(struct isc_gw *gw, struct isc_portal *p)
 	pthread_mutex_unlock(&gw->reg_lock);
 }
 
-void isc_portal_set_dmv(struct isc_portal *p, struct dmv_portal *dp)
+static void isc_portal_set_dmv(struct isc_portal *p, struct dmv_portal *dp)
 {
 	pthread_mutex_lock(&p->gw->reg_lock);
 	p->dp = dp;
@@ -41,6 +42,121 @@ void isc_gw_add_target(struct isc_gw *gw, struct isc_target *t)
 	pthread_mutex_lock(&gw->reg_lock);
 	gw_list_add_tail(&gw->targets, &t->node);
 	pthread_mutex_unlock(&gw->reg_lock);
+}
+
+struct isc_target *isc_gw_next_target(struct isc_gw *gw, const struct isc_target *prev)
+{
+	const struct gw_list *n = prev ? prev->node.next : gw->targets.next;
+
+	return n == &gw->targets ? NULL : gw_list_entry(n, struct isc_target, node);
+}
+
+struct isc_target *isc_gw_next_draining(struct isc_gw *gw, const struct isc_target *prev)
+{
+	const struct gw_list *n = prev ? prev->node.next : gw->dying_targets.next;
+
+	return n == &gw->dying_targets ? NULL : gw_list_entry(n, struct isc_target, node);
+}
+
+struct isc_portal *isc_gw_next_portal(struct isc_gw *gw, const struct isc_portal *prev)
+{
+	const struct gw_list *n = prev ? prev->node.next : gw->portals.next;
+
+	return n == &gw->portals ? NULL : gw_list_entry(n, struct isc_portal, node);
+}
+
+struct isc_portal *isc_gw_find_portal(struct isc_gw *gw, const char *name)
+{
+	struct isc_portal *p;
+
+	gw_list_for_each_entry(p, &gw->portals, node)
+		if (p->conf && p->conf->name && !strcmp(p->conf->name, name))
+			return p;
+	return NULL;
+}
+
+void isc_gw_set_conf(struct isc_gw *gw, struct isc_gw_conf *conf)
+{
+	gw->conf = conf;
+}
+
+void isc_gw_set_data_memory(struct isc_gw *gw, uint64_t bytes)
+{
+	__atomic_store_n(&gw->data_mem_max, bytes, __ATOMIC_RELAXED);
+}
+
+uint64_t isc_gw_data_memory(const struct isc_gw *gw)
+{
+	return __atomic_load_n(&gw->data_mem_max, __ATOMIC_RELAXED);
+}
+
+struct isc_portal_conf *isc_portal_conf(const struct isc_portal *p)
+{
+	return p->conf;
+}
+
+void isc_portal_set_conf(struct isc_portal *p, struct isc_portal_conf *conf)
+{
+	p->conf = conf;
+}
+
+struct dmv_portal *isc_portal_dmv(const struct isc_portal *p)
+{
+	return p->dp;
+}
+
+void isc_portal_free(struct isc_portal *p)
+{
+	free(p);
+}
+
+int isc_portal_listen(struct isc_portal *p)
+{
+	struct isc_gw *gw = p->gw;
+	struct dmv_portal_conf pc = {
+		.name = p->conf->name,
+		.address = p->conf->address,
+		.port = (uint16_t)p->conf->port,
+	};
+	const char *tn = conf_transport_name(p->conf->transport);
+	struct dmv_portal *dp;
+	int r;
+
+	if (p->dp)
+		return 0;
+	/* With several loops the listener hands each connection to one (the datamover's
+	 * placement, isc_conn_place), which serves it with its own PDU pool. */
+	pc.loops = gw->loops;
+	pc.place_timeout_ms = p->conf->login_timeout * 1000;
+	for (unsigned i = 0; gw->loops && i < gw->loops->n; i++)
+		pc.pools[i] = &gw->lps[i].pdus;
+	r = dmv_listen(tn, gw->loop, &pc, &gw->lps[0].pdus, &dp);
+	if (r == -EPROTONOSUPPORT) {
+		/* A configuration written for a transport this build lacks (iSER) still brings
+		 * up the portals it can serve. */
+		gw_warn("iscsi", "portal %s skipped: no %s datamover in this build", p->conf->name,
+			tn);
+		return 0;
+	}
+	if (r)
+		return r;
+	dp->accept = isc_conn_accept;
+	dp->priv = p;
+	dp->place = isc_conn_place;
+	dp->admit = isc_conn_admit;
+	dp->unadmit = isc_conn_unadmit;
+	isc_portal_set_dmv(p, dp);
+	/* One not bound yet said why, and says so again once it listens. */
+	if (dp->listening)
+		gw_info("iscsi", "listening on %s (%s)", dp->addr, tn);
+	return 0;
+}
+
+void isc_target_set_dev(struct isc_target *t, struct scsi_dev *dev, struct scsi_port *port)
+{
+	t->dev = dev;
+	t->port = port;
+	scsi_dev_set_event_cb(dev, isc_target_scsi_event, t);
 }
 
 /* Loop 0 walks every loop's sessions and logins: each loop's part runs on its thread. */
@@ -154,14 +270,13 @@ void isc_portal_remove(struct isc_portal *p)
 	free(p);
 }
 
-struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf)
+struct isc_gw *isc_gw_alloc(struct gw_loop *loop)
 {
 	struct isc_gw *gw = calloc(1, sizeof(*gw));
 
 	if (!gw)
 		return NULL;
 	gw->loop = loop;
-	gw->conf = conf;
 	gw->task_ops = &isc_gw_task_ops;
 	gw->data_mem_max = ISC_DATA_MEM_DEFAULT;
 	for (unsigned i = 0; i < GW_LOOPS_MAX; i++) {
@@ -177,7 +292,6 @@ struct isc_gw *isc_gw_alloc(struct gw_loop *loop, struct isc_gw_conf *conf)
 	gw_list_init(&gw->targets);
 	gw_list_init(&gw->sessions);
 	gw_list_init(&gw->dying_targets);
-	gw->lun_timer.w.fd = -1;
 	gw->next_tsih = 1;
 	return gw;
 }
@@ -239,7 +353,6 @@ void isc_gw_destroy(struct isc_gw *gw)
 		isc_target_destroy(t);
 	gw_list_for_each_entry_safe(t, ttmp, &gw->dying_targets, node)
 		isc_target_destroy(t);
-	gw_timer_fini(&gw->lun_timer);
 	gw_list_for_each_entry_safe(p, ptmp, &gw->portals, node) {
 		gw_list_del(&p->node);
 		free(p);
@@ -257,8 +370,6 @@ void isc_gw_destroy(struct isc_gw *gw)
 		}
 		pdu_pool_fini(&lp->pdus);
 	}
-	conf_gw_free(gw->conf);
-	free(gw->conf);
 	pthread_mutex_destroy(&gw->reg_lock);
 	free(gw);
 }

@@ -29,6 +29,126 @@
 #include "isc_chap.h"
 #include "isc_param.h"
 
+/* ---------------------------------------------------------------------------------------- */
+/* The engine's objects: opaque outside gateway/iscsi (isc.h hands out pointers and functions). */
+
+/* Lists and fields are written on loop 0 (where ctl runs); those other loops read (the lists
+ * of portals and targets, a portal's listener, a target's sessions and `removing`) change
+ * under gw->reg_lock, and only in isc_gw.c and isc_target.c. */
+struct isc_portal {
+	struct gw_list node;		/* in gw->portals (reg_lock) */
+	struct isc_gw *gw;
+	struct isc_portal_conf *conf;	/* into the running configuration (isc_portal_set_conf) */
+	struct dmv_portal *dp;
+	unsigned int nconns;		/* open connections, logged in or not (atomic: any loop) */
+	uint64_t conns_refused;		/* closed at accept: max_connections reached */
+};
+
+/* Failed logins of one source address (the portal's login_fail_* keys): a fixed table in the
+ * gateway object, so a flood of addresses evicts old entries instead of growing memory. */
+#define ISC_LOGIN_SRC_MAX	256
+
+struct isc_login_src {
+	char addr[64];			/* "" : free slot */
+	uint64_t window_start_ms;	/* loop time the current counting window opened */
+	uint32_t window_fails;
+	uint64_t backoff_until_ms;	/* logins refused before this loop time */
+	uint64_t last_ms;		/* last failure or refusal: eviction order */
+	uint64_t failed;		/* failed logins, all time */
+	uint64_t refused;		/* logins refused during a back-off */
+	uint64_t backoffs;		/* back-offs started */
+};
+
+
+/* One loop's per-LUN counters (target->lstats[loop]). */
+struct isc_loop_stats {
+	struct isc_lun_stats *v;
+	size_t n;
+};
+
+struct isc_target {
+	struct gw_list node;		/* in gw->targets, or gw->dying_targets once removed
+					 * (reg_lock) */
+	struct isc_gw *gw;
+	struct isc_target_conf *conf;	/* into the running configuration, or the one its
+					 * owner keeps for it while it drains */
+	struct scsi_dev *dev;
+	struct scsi_port *port;
+	struct gw_list sessions;	/* struct isc_session.tnode, every loop's (gw->reg_lock) */
+	/* Per-LUN counters: one table per loop (lstats[lp->idx]), each written and
+	 * read only on its own loop's thread, so the I/O path shares nothing between loops; the
+	 * state sums them (isc_target_stats). stat_luns: the LUNs listed, in order (loop 0). */
+	struct isc_loop_stats lstats[GW_LOOPS_MAX];
+	uint64_t *stat_luns;
+	size_t nstat_luns;
+	struct gw_list pending_luns;	/* struct isc_lun_block, the owner's (loop 0) */
+	bool removing;			/* out of the configuration, sessions draining (reg_lock) */
+	/* Set by the owner (ctl, isc_target_set_owner): called first by isc_target_destroy, to
+	 * free what the owner hung on the target. */
+	void (*release)(struct isc_target *t, void *owner);
+	void *owner;
+};
+
+/*
+ * What each loop keeps for its own connections and tasks (docs/ARCHITECTURE.md, "Several
+ * event loops"): its PDU pool, its cache of recycled tasks and its share of
+ * gateway.data_memory, so no free list or budget counter is shared on the data path. A loop
+ * takes its share from the gateway's budget (gw->data_mem_held, atomic) in steps of at least
+ * ISC_DATA_MEM_STEP (less for a small budget or many loops: what the loops may hold idle
+ * stays within an eighth of the budget) and gives back what it holds beyond two steps unused:
+ * with one loop the share can grow to the whole budget, so a command is refused exactly when
+ * one shared counter would refuse it.
+ */
+#define ISC_DATA_MEM_STEP	(16ull << 20)
+
+struct isc_loop {
+	struct gw_loop *loop;
+	unsigned idx;			/* in gw->loops (0 with one loop) */
+	struct pdu_pool pdus;
+	struct gw_list task_free;	/* recycled tasks, buffers kept (struct isc_task.cnode) */
+	size_t ntask_free;
+	size_t ntasks;			/* tasks alive on this loop: 0 at rest */
+	uint64_t data_mem;		/* bytes in this loop's task buffers, cached ones included */
+	uint64_t data_mem_held;		/* this loop's share of the budget (>= data_mem) */
+	uint64_t task_set_full;		/* commands answered TASK SET FULL for want of memory */
+	/* This loop's sessions (struct isc_session.lnode) and the connections logging in on it
+	 * (struct isc_conn.node): touched by this loop's thread only. */
+	struct gw_list sessions;
+	struct gw_list login_conns;
+};
+
+struct isc_gw {
+	struct gw_loop *loop;		/* loop 0: the acceptor, the registry, ctl */
+	/* The gateway's loops (gateway.loops; not owned): NULL or one loop, everything on loop. */
+	struct gw_loops *loops;
+	struct isc_gw_conf *conf;	/* the running configuration: ctl's (isc_gw_set_conf) */
+	const struct isc_task_ops *task_ops;	/* the task layer's up-calls (isc_gw.c) */
+	/* Per loop: lps[i] is loops->loop[i]'s (lps[0] alone without loops). */
+	struct isc_loop lps[GW_LOOPS_MAX];
+	struct gw_list portals;
+	/* The session registry (docs/ARCHITECTURE.md "Connections and sessions"): every loop's
+	 * sessions (struct isc_session.node, their identity, loop and `closing`), each target's
+	 * sessions (target->sessions), TSIH allocation, the targets list's changes, the failed-login
+	 * table and the login counters are under reg_lock, a leaf lock taken at login, session end
+	 * and by loop 0's walks; never on the command path. */
+	pthread_mutex_t reg_lock;
+	struct gw_list targets;		/* changed on loop 0 under reg_lock, read by logins */
+	struct gw_list sessions;
+	uint16_t next_tsih;
+	bool stopping;			/* atomic: read by every loop */
+	unsigned int nconns;		/* atomic: isc_gw_nconns */
+	unsigned int msgs;		/* atomic: the iSCSI side's messages between loops in flight */
+	struct gw_list dying_targets;	/* removed targets whose sessions still drain (reg_lock) */
+	/* Command data buffers (in tasks and in the task cache) against their budget: the
+	 * loops' shares together (atomic), and the budget (gateway.data_memory; 0: none; atomic,
+	 * written only by isc_gw_set_data_memory). */
+	uint64_t data_mem_held, data_mem_max;
+	/* Login limits: failed logins by source, refusals by limit */
+	struct isc_login_src login_src[ISC_LOGIN_SRC_MAX];
+	uint64_t login_refused_sessions;	/* max_sessions / max_sessions_per_initiator */
+	uint64_t login_timeouts;		/* connections closed by login_timeout */
+};
+
 enum isc_task_kind {
 	ISC_TASK_SCSI,
 	ISC_TASK_PLACEHOLDER,		/* a non-SCSI request holding its CmdSN's place */
@@ -233,6 +353,18 @@ void isc_loop_close_session(struct isc_loop *lp, uint16_t tsih, const char *why)
 void isc_session_close_on(struct isc_gw *gw, struct isc_loop *lp, uint16_t tsih,
 			  const char *why);
 
+/* isc_conn.c: the datamover's up-calls, installed on each portal's listener by
+ * isc_portal_listen (dp->priv is the struct isc_portal). */
+void isc_conn_accept(struct dmv_portal *dp, struct dmv_conn *dc);
+/* dmv_portal.place for a portal on several loops: a login with a TSIH goes to its session's
+ * loop, a new session to the least loaded (-1). On loop 0. */
+int isc_conn_place(struct dmv_portal *dp, const struct pdu *first);
+/* dmv_portal.admit / unadmit: the portal's max_connections counts the connections waiting
+ * for placement too; one closed waiting for its first PDU longer than login_timeout counts
+ * as a login timeout. */
+int isc_conn_admit(struct dmv_portal *dp, struct dmv_conn *dc);
+void isc_conn_unadmit(struct dmv_portal *dp, bool timed_out);
+
 /* isc_login.c */
 void isc_login_rx(struct isc_conn *c, struct pdu *pdu);
 void isc_login_free(struct isc_conn *c);
@@ -333,6 +465,8 @@ void isc_tmf_task_ended(struct isc_tmf *tmf);
 void isc_tmf_conn_gone(struct isc_conn *c);
 
 /* isc_nop.c */
+/* A target's SCSI device's events (isc_target_set_dev registers it; arg: the target). */
+void isc_target_scsi_event(struct scsi_dev *dev, enum scsi_event ev, uint64_t lun, void *arg);
 void isc_nop_rx(struct isc_conn *c, struct pdu *pdu);
 void isc_nop_start(struct isc_conn *c);
 void isc_nop_stop(struct isc_conn *c);

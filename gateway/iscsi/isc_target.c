@@ -119,14 +119,18 @@ static void isc_stats_loop(struct isc_loop *lp, void *arg)
 	}
 }
 
-void isc_target_stats(struct isc_target *t, struct isc_lun_stats *out)
+int isc_target_stats(struct isc_target *t, struct isc_lun_stats **out, size_t *n)
 {
-	struct isc_stats_sum m = { t, out };
+	struct isc_stats_sum m = { t, calloc(t->nstat_luns ? t->nstat_luns : 1, sizeof(**out)) };
 
-	memset(out, 0, t->nstat_luns * sizeof(*out));
+	if (!m.out)
+		return -ENOMEM;
 	for (size_t i = 0; i < t->nstat_luns; i++)
-		out[i].lun = t->stat_luns[i];
+		m.out[i].lun = t->stat_luns[i];
 	isc_gw_each_loop(t->gw, isc_stats_loop, &m);
+	*out = m.out;
+	*n = t->nstat_luns;
+	return 0;
 }
 
 void isc_target_destroy(struct isc_target *t)
@@ -135,7 +139,7 @@ void isc_target_destroy(struct isc_target *t)
 	gw_list_del(&t->node);
 	pthread_mutex_unlock(&t->gw->reg_lock);
 	if (t->release)
-		t->release(t);
+		t->release(t, t->owner);
 	if (t->dev)
 		scsi_dev_destroy(t->dev);
 	for (unsigned int i = 0; i < GW_LOOPS_MAX; i++)
@@ -166,4 +170,42 @@ bool isc_target_lun_blocked(const struct isc_target *t, uint64_t lun)
 		if (lb->lun == lun)
 			return true;
 	return false;
+}
+
+struct scsi_dev *isc_target_dev(const struct isc_target *t)
+{
+	return t->dev;
+}
+
+struct isc_target_conf *isc_target_conf(const struct isc_target *t)
+{
+	return t->conf;
+}
+
+void isc_target_set_conf(struct isc_target *t, struct isc_target_conf *tc)
+{
+	t->conf = tc;
+}
+
+void isc_target_set_owner(struct isc_target *t, void (*release)(struct isc_target *t, void *data),
+			  void *data)
+{
+	t->release = release;
+	t->owner = data;
+}
+
+void *isc_target_owner(const struct isc_target *t)
+{
+	return t->owner;
+}
+
+void isc_target_block_lun(struct isc_target *t, struct isc_lun_block *b)
+{
+	gw_list_add_tail(&t->pending_luns, &b->node);
+}
+
+void isc_lun_unblock(struct isc_lun_block *b)
+{
+	gw_list_del(&b->node);
+	gw_list_init(&b->node);
 }

@@ -33,7 +33,7 @@
 
 struct fgw {
 	struct gw_loop loop;
-	struct isc_gw *gw;
+	struct ctl_gw *gw;
 	int fd;			/* the client's socket, -1 when closed */
 	uint16_t port;
 };
@@ -231,13 +231,12 @@ static inline void fgw_stop(struct fgw *f)
 		f->fd = -1;
 	}
 	fgw_spin(f, 8);
-	isc_gw_stop(f->gw);
-	ctl_gw_bs_shutdown(f->gw);
-	for (i = 0; i < 20000 && !isc_gw_idle(f->gw); i++)
+	ctl_gw_stop(f->gw);
+	for (i = 0; i < 20000 && !ctl_gw_idle(f->gw); i++)
 		gw_loop_run_once(&f->loop, i < 10000 ? 0 : 1);
-	if (!isc_gw_idle(f->gw))
+	if (!ctl_gw_idle(f->gw))
 		__builtin_trap();	/* isergwd would exit 1 with I/O still in flight */
-	isc_gw_destroy(f->gw);
+	ctl_gw_destroy(f->gw);
 	gw_loop_fini(&f->loop);
 }
 

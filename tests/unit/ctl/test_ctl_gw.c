@@ -70,7 +70,7 @@ static void start(uint16_t port, int nluns, const char *extra)
 static void teardown(void)
 {
 	if (H_up) {
-		ctl_gw_bs_shutdown(H.gw);
+		ctl_gw_stop(H.cg);
 		h_teardown(&H);
 	}
 	H_up = false;
@@ -88,11 +88,11 @@ Test(ctl_gw, boot_wait_bounds_the_wait_for_back_ends_that_never_answer)
 	/* The defaults: login_timeout 5 s, one login attempt. */
 	start(silent_port(), 16, "");
 	t0 = gw_now_ms();
-	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.gw, 600), -ETIMEDOUT);
+	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.cg, 600), -ETIMEDOUT);
 	ms = gw_now_ms() - t0;
 	cr_expect_geq(ms, 600);
 	cr_expect_lt(ms, 1600, "the bound of 600 ms took %llu ms", (unsigned long long)ms);
-	cr_expect_not(ctl_gw_settled(H.gw));
+	cr_expect_not(ctl_gw_settled(H.cg));
 }
 
 Test(ctl_gw, boot_wait_0_does_not_wait)
@@ -100,7 +100,7 @@ Test(ctl_gw, boot_wait_0_does_not_wait)
 	uint64_t t0 = gw_now_ms();
 
 	start(silent_port(), 1, "");
-	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.gw, 0), -ETIMEDOUT);
+	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.cg, 0), -ETIMEDOUT);
 	cr_expect_lt(gw_now_ms() - t0, 100);
 }
 
@@ -111,11 +111,11 @@ Test(ctl_gw, the_first_login_attempt_ends_the_wait_before_the_bound)
 	/* One attempt of 1 s, well inside a 10 s bound: start-up stops waiting after it. */
 	start(silent_port(), 4, "\"login_timeout\": 1,");
 	t0 = gw_now_ms();
-	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.gw, 10000), 0);
+	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.cg, 10000), 0);
 	ms = gw_now_ms() - t0;
 	cr_expect_geq(ms, 900);
 	cr_expect_lt(ms, 3000, "one 1 s attempt took %llu ms to settle", (unsigned long long)ms);
-	cr_expect(ctl_gw_settled(H.gw));
+	cr_expect(ctl_gw_settled(H.cg));
 }
 
 Test(ctl_gw, a_refusing_back_end_settles_at_once)
@@ -124,7 +124,7 @@ Test(ctl_gw, a_refusing_back_end_settles_at_once)
 
 	start(closed_port(), 2, "");
 	t0 = gw_now_ms();
-	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.gw, 10000), 0);
+	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.cg, 10000), 0);
 	ms = gw_now_ms() - t0;
 	cr_expect_lt(ms, 1000, "a refused connect settled after %llu ms", (unsigned long long)ms);
 }
@@ -181,7 +181,7 @@ Test(ctl_gw, a_host_that_logs_in_early_finds_the_lun_becoming_ready)
 	int status;
 
 	start(silent_port(), 1, "");
-	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.gw, 200), -ETIMEDOUT);
+	cr_assert_eq(ctl_gw_boot_wait(&H.loop, H.cg, 200), -ETIMEDOUT);
 	c = h_connect(&H);
 	h_login(&H, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
 	cr_assert_eq(st, 0);

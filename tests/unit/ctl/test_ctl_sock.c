@@ -13,11 +13,12 @@
 
 #include "ctl.h"
 #include "gw_log.h"
+#include "isc_priv.h"
 #include "net.h"
 #include "net/net_fx.h"
 
 static struct gw_loop loop;
-static struct isc_gw *gw;
+static struct ctl_gw *gw;
 static struct ctl_sock *cs;
 static char sock_path[64];
 
@@ -80,7 +81,7 @@ static void setup(void)
 static void teardown(void)
 {
 	ctl_sock_destroy(cs);
-	isc_gw_destroy(gw);
+	ctl_gw_destroy(gw);
 	gw_loop_fini(&loop);
 }
 
@@ -167,10 +168,10 @@ Test(ctl_sock, apply_adds_a_lun_live_and_state_shows_it)
 		  json_string_value(json_object_get(r, "message")));
 	json_decref(r);
 	json_decref(req);
-	t = isc_gw_find_target(gw, "iqn.2026-11.org.isergw:ctl");
+	t = isc_gw_find_target(ctl_gw_engine(gw), "iqn.2026-11.org.isergw:ctl");
 	cr_assert_not_null(t);
-	cr_assert_not_null(scsi_dev_find_lu(t->dev, 3), "LUN 3 is live");
-	cr_assert_not_null(scsi_dev_find_lu(t->dev, 0), "LUN 0 is still there");
+	cr_assert_not_null(scsi_dev_find_lu(isc_target_dev(t), 3), "LUN 3 is live");
+	cr_assert_not_null(scsi_dev_find_lu(isc_target_dev(t), 0), "LUN 0 is still there");
 	r = ask("{\"op\": \"state\"}");
 	cr_assert(json_is_true(json_object_get(r, "ok")));
 	cr_assert(json_is_array(json_object_get(r, "sessions")));
@@ -235,7 +236,7 @@ Test(ctl_sock, an_invalid_apply_lists_every_error_and_changes_nothing)
 	cr_assert_str_eq(json_string_value(json_object_get(r, "code")), "invalid");
 	cr_assert_geq(json_array_size(json_object_get(r, "errors")), 3);
 	json_decref(r);
-	cr_assert_not_null(isc_gw_find_target(gw, "iqn.2026-11.org.isergw:ctl"));
+	cr_assert_not_null(isc_gw_find_target(ctl_gw_engine(gw), "iqn.2026-11.org.isergw:ctl"));
 }
 
 Test(ctl_sock, bad_requests_get_an_error_not_a_crash)
@@ -361,7 +362,7 @@ Test(ctl_sock, without_a_path_it_listens_nowhere_and_still_applies)
 	req = json_pack("{s:s, s:o}", "op", "apply", "config", cfg);
 	r = ctl_sock_handle(quiet, req);
 	cr_assert(json_is_true(json_object_get(r, "ok")));
-	cr_assert_eq(gw->data_mem_max, 128ull << 20);
+	cr_assert_eq(ctl_gw_data_memory(gw), 128ull << 20);
 	json_decref(r);
 	json_decref(req);
 	req = js("{\"op\": \"config\"}");
@@ -562,12 +563,12 @@ static void prcmd_wait(struct prcmd *c, uint64_t ms)
 
 static void prhost_init(struct prhost *h)
 {
-	struct isc_target *t = gw_list_first_entry(&gw->targets, struct isc_target, node);
+	struct isc_target *t = isc_gw_next_target(ctl_gw_engine(gw), NULL);
 	struct prcmd c;
 	int i;
 
-	h->dev = t->dev;
-	h->itn = scsi_itn_create(t->dev, t->port, PR_HOST, "iqn.2026-11.org.test:host");
+	h->dev = isc_target_dev(t);
+	h->itn = scsi_itn_create(h->dev, t->port, PR_HOST, "iqn.2026-11.org.test:host");
 	cr_assert_not_null(h->itn);
 	/* The power-on unit attention first. */
 	for (i = 0; i < 4; i++) {

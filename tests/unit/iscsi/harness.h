@@ -36,8 +36,9 @@
 
 struct h {
 	struct gw_loop loop;
-	struct gw_loop *loop1;		/* a second loop (issue 13), settled with loop when set */
-	struct isc_gw *gw;
+	struct gw_loop *loop1;		/* a second loop, settled with loop when set */
+	struct ctl_gw *cg;		/* the gateway as ctl builds it */
+	struct isc_gw *gw;		/* its iSCSI engine */
 	struct dmv_portal *dp;
 	uint32_t itt;
 	uint32_t cmdsn;
@@ -75,11 +76,12 @@ static inline void h_setup(struct h *h, const char *conf)
 	}
 	json_decref(root);
 	cr_assert_eq(gw_loop_init(&h->loop), 0);
-	cr_assert_eq(ctl_gw_create(&h->loop, cfg.isc, &h->gw, &errs), 0);
+	cr_assert_eq(ctl_gw_create(&h->loop, cfg.isc, &h->cg, &errs), 0);
+	h->gw = ctl_gw_engine(h->cg);
 	cfg.isc = NULL;
 	conf_free(&cfg);
 	gw_errlist_fini(&errs);
-	p = gw_list_first_entry(&h->gw->portals, struct isc_portal, node);
+	p = isc_gw_next_portal(h->gw, NULL);
 	h->dp = fake_dmv_portal_new(&h->loop, &h->gw->lps[0].pdus);
 	h->dp->accept = isc_conn_accept;
 	h->dp->priv = p;
@@ -88,7 +90,7 @@ static inline void h_setup(struct h *h, const char *conf)
 	h->cmdsn = 1;
 }
 
-/* h_setup, then l1 as the gateway's second loop (issue 13) through ls: both loops run on the
+/* h_setup, then l1 as the gateway's second loop  through ls: both loops run on the
  * test's thread, settled in turn (h_login settles l1 too), unless the test starts l1's thread. */
 static inline void h_setup_loops(struct h *h, const char *conf, struct gw_loop *l1,
 				 struct gw_loops *ls)
@@ -109,7 +111,7 @@ static inline void h_teardown(struct h *h)
 	/* Captured PDUs go back to the gateway's pool before the pool goes. */
 	for (int i = 0; i < h->nconns; i++)
 		fake_dmv_drain(h->conns[i]);
-	isc_gw_destroy(h->gw);
+	ctl_gw_destroy(h->cg);
 	gw_loop_fini(&h->loop);
 	for (int i = 0; i < h->nconns; i++)
 		fake_dmv_conn_free(h->conns[i]);

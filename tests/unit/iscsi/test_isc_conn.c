@@ -153,7 +153,7 @@ TestSuite(isc_portal_limits, .init = portal_setup, .fini = teardown);
 
 Test(isc_portal_limits, connections_past_max_connections_are_closed_at_accept)
 {
-	struct isc_portal *p = gw_list_first_entry(&H.gw->portals, struct isc_portal, node);
+	struct isc_portal *p = isc_gw_next_portal(H.gw, NULL);
 	struct fake_conn *a = h_connect(&H), *b = h_connect(&H), *c = h_connect(&H), *d;
 	uint16_t st;
 
@@ -191,7 +191,7 @@ Test(isc_portal_limits, a_login_not_finished_within_login_timeout_is_closed)
 	cr_expect_eq(H.gw->login_timeouts, 1);
 }
 
-/* With several loops the TCP portal asks where a new connection goes (issue 13): a login
+/* With several loops the TCP portal asks where a new connection goes: a login
  * naming a live session's TSIH goes to that session's loop, any other to the least loaded. */
 Test(isc_conn, place_sends_a_tsih_to_its_session_s_loop)
 {
@@ -240,7 +240,7 @@ Test(isc_conn, place_sends_a_tsih_to_its_session_s_loop)
 		fake_dmv_settle(&l1);
 	}
 	fake_dmv_drain(c);
-	isc_gw_destroy(h.gw);
+	ctl_gw_destroy(h.cg);
 	gw_loop_fini(&l1);
 	gw_loop_fini(&h.loop);
 	fake_dmv_conn_free(c);

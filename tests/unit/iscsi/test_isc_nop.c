@@ -69,7 +69,7 @@ Test(isc_nop, idle_connection_is_pinged_and_dropped_without_answer, .timeout = 1
 Test(isc_nop, new_lun_sends_an_asynchronous_message)
 {
 	struct fake_conn *c = h_connect(&H);
-	struct isc_target *t = gw_list_first_entry(&H.gw->targets, struct isc_target, node);
+	struct isc_target *t = isc_gw_next_target(H.gw, NULL);
 	struct scsi_lu_conf lc;
 	struct bs_conf bc;
 	struct gw_errlist errs;
@@ -188,7 +188,7 @@ static int64_t pop_async(struct fake_conn *c, uint32_t *statsn)
 Test(isc_nop, asynchronous_messages_wait_for_room_under_max_outstanding_unexpected_pdus)
 {
 	struct fake_conn *c = h_connect(&H);
-	struct isc_target *t = gw_list_first_entry(&H.gw->targets, struct isc_target, node);
+	struct isc_target *t = isc_gw_next_target(H.gw, NULL);
 	struct isc_conn *ic;
 	uint32_t sn1, sn2, sn3;
 	uint16_t st;
@@ -221,7 +221,7 @@ Test(isc_nop, asynchronous_messages_wait_for_room_under_max_outstanding_unexpect
 Test(isc_nop, asynchronous_messages_are_not_held_without_the_key)
 {
 	struct fake_conn *c = h_connect(&H);
-	struct isc_target *t = gw_list_first_entry(&H.gw->targets, struct isc_target, node);
+	struct isc_target *t = isc_gw_next_target(H.gw, NULL);
 	uint32_t sn;
 	uint16_t st;
 
@@ -236,7 +236,7 @@ Test(isc_nop, asynchronous_messages_are_not_held_without_the_key)
 	cr_expect_eq(pop_async(c, &sn), 3);
 }
 
-/* ---- The NOP timer on loop 1 (issue 13): it reads its connection's loop clock, which stamped
+/* ---- The NOP timer on loop 1: it reads its connection's loop clock, which stamped
  * the connection's last PDU, not loop 0's. Loop 0 sleeps while loop 1 serves I/O, so its clock
  * lags: read against loop 1's stamps it made a busy session look idle (pinged every second)
  * and an idle one look busy. Both loops are settled on the test's thread; the clocks are set
@@ -317,7 +317,7 @@ Test(isc_nop_loops, events_and_counters_stay_on_the_session_s_loop)
 {
 	struct fake_conn *c0 = h_connect(&H);
 	struct fake_conn *c1 = fake_dmv_connect_on(H.dp, &L1, &H.gw->lps[1].pdus);
-	struct isc_target *t = gw_list_first_entry(&H.gw->targets, struct isc_target, node);
+	struct isc_target *t = isc_gw_next_target(H.gw, NULL);
 	uint32_t sn, cs;
 	uint16_t st;
 

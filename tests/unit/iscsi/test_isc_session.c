@@ -135,7 +135,7 @@ Test(isc_session_window, the_smallest_limit_wins)
 	cr_expect_eq(isc_session_window(0, 0, 0), 1, "never an empty window");
 }
 
-/* ---- Sessions on two loops (issue 13): the registry, reinstatement and walks across loops.
+/* ---- Sessions on two loops: the registry, reinstatement and walks across loops.
  * Both loops run on the test's thread (no loop thread: gw_loop_call runs directly), each
  * settled in turn, so every message between them is seen to arrive. */
 
@@ -161,7 +161,7 @@ static void loops_teardown(void)
 	settle_both();
 	for (int i = 0; i < H.nconns; i++)
 		fake_dmv_drain(H.conns[i]);
-	isc_gw_destroy(H.gw);
+	ctl_gw_destroy(H.cg);
 	gw_loop_fini(&L1);
 	gw_loop_fini(&H.loop);
 	for (int i = 0; i < H.nconns; i++)

@@ -227,7 +227,7 @@ Test(isc_tmf, abort_task_of_a_write_another_sessions_reset_waits_for)
 	pdu_put(r2t);
 }
 
-/* ---- A TMF whose tasks are on two loops (issue 13): the asker's session on loop 0, another
+/* ---- A TMF whose tasks are on two loops: the asker's session on loop 0, another
  * session of the target on loop 1. Both loops run on the test's thread (h_settle). */
 
 static struct gw_loop L1;
