@@ -41,10 +41,6 @@ void bs_core_fini(struct bs *bs);
 
 /* The kinds' tables (bs_file.c, bs_ram.c, bs_null.c, bs_remote.c): named by bs.c alone. */
 extern const struct bs_ops bs_file_ops;
-/* Tests only: open rings as a kernel before 6.1 would (no single issuer, no deferred task
- * work), to cover that path on a newer kernel. Not reachable from configuration or the
- * environment. */
-extern bool bs_file_test_classic_ring;
 extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_null_ops;
 extern const struct bs_ops bs_remote_ops;
