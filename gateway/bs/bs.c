@@ -18,7 +18,6 @@
 #include "bs.h"
 #include "bs_priv.h"
 #include "gw_log.h"
-#include "mp.h"
 
 static const struct bs_ops *bs_ops_for(int type)
 {
