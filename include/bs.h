@@ -114,18 +114,12 @@ int bs_submit(struct bs *bs, struct bs_io *io);
  */
 int bs_submit_caw(struct bs *bs, struct bs_io *io);
 
-/* For the ops: finish io now (loop thread only): drops inflight, then calls io->done. */
-void bs_complete(struct bs_io *io);
-/* For the ops: finish io from the loop's deferred queue, i.e. after submit has returned. */
-void bs_complete_later(struct bs_io *io);
 /* Text name of an op, for logs. */
 const char *bs_op_name(enum bs_op op);
 
 /* The SCSI core hears of capacity changes here. */
 void bs_set_event_cb(struct bs *bs, void (*fn)(struct bs *bs, enum bs_event ev, void *arg),
 		     void *arg);
-/* For the ops: report an event to whoever listens. */
-void bs_event(struct bs *bs, enum bs_event ev);
 /* Start-up: false while a remote backstore still spends its initial login budget. */
 bool bs_settled(struct bs *bs);
 /* Shutdown: stop queueing, fail what waits, drain in flight within a bound (remote). */

@@ -41,9 +41,10 @@
  * (the async rule: a call returning < 0 never fires it, one returning 0 fires it exactly once,
  * never from inside the call).
  *
- * Data-Out handling (offset, length, DataSN, F bit, TTT) is shared by every transport (dmv.c):
- * a transport calls dmv_dataout_begin() with the header to learn where the data goes (straight
- * into the task buffer) and dmv_dataout_end() once it is in.
+ * Data-Out handling (offset, length, DataSN, F bit, TTT) is shared by every transport
+ * (dmv_core.c): a transport calls dmv_dataout_begin() with the header to learn where the data
+ * goes (straight into the task buffer) and dmv_dataout_end() once it is in. The registry
+ * (dmv.c: dmv_transport_find, dmv_listen) is the only file that names the transports.
  */
 #ifndef DMV_H
 #define DMV_H
@@ -99,7 +100,7 @@ struct dmv_task {
 	void *buf_handle;		/* buf came from this transport's buf_get (else NULL) */
 	void (*done)(struct dmv_task *t, int status);
 
-	/* private: shared Data-Out bookkeeping (dmv.c) and transport state */
+	/* private: shared Data-Out bookkeeping (dmv_core.c) and transport state */
 	bool write;
 	bool getting;			/* a Get_Data is in progress */
 	bool putting;
@@ -300,7 +301,7 @@ static inline void dmv_conn_close(struct dmv_conn *c)
 	c->tp->close(c);
 }
 
-/* Shared task helpers (dmv.c) */
+/* Shared task helpers (dmv_core.c) */
 
 /* Resets the private part of t for a new command on connection c. */
 void dmv_task_init(struct dmv_task *t, struct dmv_conn *c, uint32_t itt, const uint8_t lun[8]);

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * Backstore front: creation by type, submission with in-flight accounting, and the deferred
- * completion queue the in-memory backstores complete through. The configuration table is
- * gateway/conf/conf_bs.c.
+ * The top of the backstore module's files: the registry that maps a configured type to its
+ * kind's ops table (bs_ops_for names them all), creation and destruction, and the front every
+ * caller goes through (submission with in-flight accounting, COMPARE AND WRITE, settling,
+ * shutdown, allocation, status). The configuration table is gateway/conf/conf_bs.c.
+ *
+ * The stack: bs.c (this file) -> the kinds (bs_file.c, bs_ram.c, bs_null.c, bs_remote.c),
+ * each implementing struct bs_ops -> bs_core.c (completion, op names, events), which every
+ * kind calls and which names none of them. Nothing below calls back here by name.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -13,63 +18,6 @@
 #include "bs.h"
 #include "bs_priv.h"
 #include "gw_log.h"
-#include "mp.h"
-
-const char *bs_op_name(enum bs_op op)
-{
-	switch (op) {
-	case BS_READ:
-		return "read";
-	case BS_WRITE:
-		return "write";
-	case BS_FLUSH:
-		return "flush";
-	case BS_UNMAP:
-		return "unmap";
-	case BS_WRITE_ZEROES:
-		return "write-zeroes";
-	}
-	return "?";
-}
-
-static void bs_done_defer_fn(struct gw_defer *d)
-{
-	struct bs *bs = gw_container_of(d, struct bs, done_defer);
-	struct gw_list batch;
-
-	/* Take the whole batch first: a done callback may submit again and queue more. */
-	gw_list_init(&batch);
-	if (!gw_list_empty(&bs->done_list)) {
-		batch.next = bs->done_list.next;
-		batch.prev = bs->done_list.prev;
-		batch.next->prev = &batch;
-		batch.prev->next = &batch;
-		gw_list_init(&bs->done_list);
-	}
-	while (!gw_list_empty(&batch)) {
-		struct bs_io *io = gw_list_first_entry(&batch, struct bs_io, node);
-
-		gw_list_del(&io->node);
-		bs_complete(io);
-	}
-}
-
-void bs_complete(struct bs_io *io)
-{
-	struct bs *bs = io->bs;
-
-	if (bs->inflight)
-		bs->inflight--;
-	io->done(io);
-}
-
-void bs_complete_later(struct bs_io *io)
-{
-	struct bs *bs = io->bs;
-
-	gw_list_add_tail(&bs->done_list, &io->node);
-	gw_defer_queue(bs->loop, &bs->done_defer);
-}
 
 static const struct bs_ops *bs_ops_for(int type)
 {
@@ -148,8 +96,7 @@ int bs_create(struct gw_loop *loop, const struct bs_conf *conf, struct bs **out,
 	bs->block_size = conf->block_size;
 	bs->size = conf->size;
 	bs->readonly = conf->readonly;
-	gw_list_init(&bs->done_list);
-	gw_defer_init(&bs->done_defer, bs_done_defer_fn);
+	bs_core_init(bs);
 
 	/* Borrowed while opening: the remote ops copy what they keep. */
 	bs->conf.remote = conf->remote;
@@ -180,7 +127,7 @@ void bs_destroy(struct bs *bs)
 		gw_warn("bs", "destroying backstore with %llu I/Os in flight",
 			(unsigned long long)bs->inflight);
 	bs->ops->close(bs);
-	gw_defer_cancel(&bs->done_defer);
+	bs_core_fini(bs);
 	free(bs->conf.path);
 	free(bs);
 }
@@ -237,19 +184,6 @@ int bs_submit_caw(struct bs *bs, struct bs_io *io)
 	if (rc < 0)
 		bs->inflight--;
 	return rc;
-}
-
-void bs_set_event_cb(struct bs *bs, void (*fn)(struct bs *bs, enum bs_event ev, void *arg),
-		     void *arg)
-{
-	bs->event_fn = fn;
-	bs->event_arg = arg;
-}
-
-void bs_event(struct bs *bs, enum bs_event ev)
-{
-	if (bs->event_fn)
-		bs->event_fn(bs, ev, bs->event_arg);
 }
 
 bool bs_settled(struct bs *bs)

@@ -108,7 +108,13 @@ struct bs_file_bounce {
 	size_t len;
 };
 
-bool bs_file_test_classic_ring;
+/*
+ * Open rings as a kernel before 6.1 would (no single issuer, no deferred task work), to cover
+ * that path on a newer kernel. Only a unit test that compiles this file into itself sets it
+ * (tests/unit/bs/test_bs_file.c includes it): no symbol, configuration key or environment
+ * variable reaches it in the gateway.
+ */
+static bool bs_file_classic_ring;
 
 static int bs_bounce_get(struct bs_file_bounce *b, size_t len)
 {
@@ -750,7 +756,7 @@ static int bs_ring_open(struct bs *bs, struct bs_file *f)
 	int rc;
 
 	rc = -EINVAL;
-	if (!bs_file_test_classic_ring) {
+	if (!bs_file_classic_ring) {
 		struct io_uring_params p = { .flags = BS_RING_SINGLE };
 
 		rc = io_uring_queue_init_params(f->qd, &f->ring, &p);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to gateway/bs/: the ops tables of each backstore kind and helpers they share.
+ * Private to gateway/bs/: the interface each backstore kind implements (struct bs_ops), the
+ * shared core the kinds call (bs_core.c), and each kind's table, which only the registry
+ * (bs.c) names.
  */
 #ifndef BS_PRIV_H
 #define BS_PRIV_H
@@ -26,11 +28,19 @@ struct bs_ops {
 	int (*caw)(struct bs *bs, struct bs_io *io);
 };
 
+/* bs_core.c: what the kinds call. */
+/* Finish io now (loop thread only): drops inflight, then calls io->done. */
+void bs_complete(struct bs_io *io);
+/* Finish io from the loop's deferred queue, i.e. after submit has returned. */
+void bs_complete_later(struct bs_io *io);
+/* Report an event to whoever listens (bs_set_event_cb). */
+void bs_event(struct bs *bs, enum bs_event ev);
+/* The deferred completion queue of a new backstore, and its end (bs.c: create, destroy). */
+void bs_core_init(struct bs *bs);
+void bs_core_fini(struct bs *bs);
+
+/* The kinds' tables (bs_file.c, bs_ram.c, bs_null.c, bs_remote.c): named by bs.c alone. */
 extern const struct bs_ops bs_file_ops;
-/* Tests only: open rings as a kernel before 6.1 would (no single issuer, no deferred task
- * work), to cover that path on a newer kernel. Not reachable from configuration or the
- * environment. */
-extern bool bs_file_test_classic_ring;
 extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_null_ops;
 extern const struct bs_ops bs_remote_ops;

@@ -184,7 +184,7 @@ static int bs_remote_submit(struct bs *bs, struct bs_io *io)
 	return bs_remote_send(bs, io, ops[io->op], bs_remote_done);
 }
 
-/* A back end that turned out not to have COMPARE AND WRITE after all (mp_path.c): the SCSI
+/* A back end that turned out not to have COMPARE AND WRITE after all (mp_path_core.c): the SCSI
  * core does it from now on. */
 static void bs_remote_caw_done(struct mp_io *mio)
 {

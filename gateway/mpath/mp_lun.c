@@ -167,8 +167,8 @@ static void mp_lun_check_settled(struct mp_lun *lun)
 			return;
 		}
 		/* A path whose last iSER connect timed out and is still stuck inside libiscsi
-		 * (see mp_path.c) has had its chance. */
-		if ((p->logins < lun->conf.initial_login_retry_max && !p->stale_job) ||
+		 * (see mp_path_libiscsi.c) has had its chance. */
+		if ((p->logins < lun->conf.initial_login_retry_max && !mp_path_stuck(p)) ||
 		    p->state == MP_PATH_CONNECTING || p->state == MP_PATH_PROBING)
 			all_spent = false;
 	}

@@ -8,32 +8,8 @@
 #include <limits.h>
 #include <stddef.h>
 
+#include "gw_sam.h"
 #include "mp_priv.h"
-
-/* SAM status codes and sense keys, as on the wire. */
-enum {
-	ST_GOOD = 0x00,
-	ST_CHECK = 0x02,
-	ST_CONDITION_MET = 0x04,
-	ST_BUSY = 0x08,
-	ST_RESERVATION_CONFLICT = 0x18,
-	ST_TASK_SET_FULL = 0x28,
-	ST_ACA_ACTIVE = 0x30,
-	ST_TASK_ABORTED = 0x40,
-};
-
-enum {
-	SK_NO_SENSE = 0x0,
-	SK_RECOVERED = 0x1,
-	SK_NOT_READY = 0x2,
-	SK_MEDIUM = 0x3,
-	SK_HARDWARE = 0x4,
-	SK_ILLEGAL = 0x5,
-	SK_UNIT_ATTENTION = 0x6,
-	SK_DATA_PROTECT = 0x7,
-	SK_ABORTED = 0xb,
-	SK_MISCOMPARE = 0xe,
-};
 
 /*
  * The table behind failover. What the LU says about the data or the command (media errors,
@@ -43,47 +19,48 @@ enum {
 enum mp_verdict mp_classify(uint8_t status, uint8_t key, uint8_t asc, uint8_t ascq)
 {
 	switch (status) {
-	case ST_GOOD:
-	case ST_CONDITION_MET:
+	case GW_SAM_GOOD:
+	case GW_SAM_CONDITION_MET:
 		return MP_V_OK;
-	case ST_BUSY:
-	case ST_TASK_SET_FULL:
-	case ST_TASK_ABORTED:	/* aborted by another nexus's task management: run it again */
+	case GW_SAM_BUSY:
+	case GW_SAM_TASK_SET_FULL:
+	case GW_SAM_TASK_ABORTED:	/* aborted by another nexus's task management: again */
 		return MP_V_RETRY;
-	case ST_RESERVATION_CONFLICT:
-	case ST_ACA_ACTIVE:
+	case GW_SAM_RESERVATION_CONFLICT:
+	case GW_SAM_ACA_ACTIVE:
 		return MP_V_PASS;
-	case ST_CHECK:
+	case GW_SAM_CHECK_CONDITION:
 		break;
 	default:
 		return MP_V_PATH;	/* not a SAM status: the session is confused */
 	}
 	switch (key) {
-	case SK_RECOVERED:
+	case GW_SAM_SK_RECOVERED_ERROR:
 		return MP_V_OK;
-	case SK_NO_SENSE:
-	case SK_UNIT_ATTENTION:
+	case GW_SAM_SK_NO_SENSE:
+	case GW_SAM_SK_UNIT_ATTENTION:
 		return MP_V_RETRY;
-	case SK_NOT_READY:
-		if (asc == 0x04 && (ascq == 0x0b || ascq == 0x0c))
+	case GW_SAM_SK_NOT_READY:
+		if (asc == GW_SAM_ASC_NOT_READY &&
+		    (ascq == GW_SAM_ASCQ_STANDBY || ascq == GW_SAM_ASCQ_UNAVAILABLE))
 			return MP_V_PATH;	/* target port in standby / unavailable state */
-		if (asc == 0x04 && ascq == 0x03)
+		if (asc == GW_SAM_ASC_NOT_READY && ascq == GW_SAM_ASCQ_MANUAL_INTERVENTION)
 			return MP_V_PASS;	/* manual intervention required */
-		if (asc == 0x3a)
+		if (asc == GW_SAM_ASC_NO_MEDIUM)
 			return MP_V_PASS;	/* medium not present */
 		return MP_V_RETRY;		/* becoming ready, ALUA transitioning, ... */
-	case SK_ILLEGAL:
-		if (asc == 0x25 && ascq == 0x00)
+	case GW_SAM_SK_ILLEGAL_REQUEST:
+		if (asc == GW_SAM_ASC_LUN_NOT_SUPPORTED && ascq == 0x00)
 			return MP_V_PATH;	/* LUN not supported: this port lost it */
 		return MP_V_PASS;
-	case SK_ABORTED:
-		if (asc == 0x10)
+	case GW_SAM_SK_ABORTED_COMMAND:
+		if (asc == GW_SAM_ASC_PROTECTION)
 			return MP_V_PASS;	/* protection information check failed */
 		return MP_V_RETRY;		/* prefers another path */
-	case SK_MEDIUM:
-	case SK_HARDWARE:
-	case SK_DATA_PROTECT:
-	case SK_MISCOMPARE:
+	case GW_SAM_SK_MEDIUM_ERROR:
+	case GW_SAM_SK_HARDWARE_ERROR:
+	case GW_SAM_SK_DATA_PROTECT:
+	case GW_SAM_SK_MISCOMPARE:
 	default:
 		return MP_V_PASS;
 	}
@@ -109,7 +86,7 @@ uint64_t mp_retry_delay_ms(uint32_t n, uint8_t status, uint8_t key)
 	uint64_t d;
 
 	/* A unit attention is reported once: the next try will not see it. */
-	if (status == ST_CHECK && key == SK_UNIT_ATTENTION && n < 3)
+	if (status == GW_SAM_CHECK_CONDITION && key == GW_SAM_SK_UNIT_ATTENTION && n < 3)
 		return 0;
 	d = 20ull << (n < 6 ? n : 6);
 	return d > 1000 ? 1000 : d;

@@ -1,8 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to gateway/mpath/: the LUN and path structures, the engines' ops table the path's
- * files share (mp_path.c, mp_path_native.c, mp_path_tmf.c), and the pure policy functions (grouping, priority,
- * selectors, failback, backoff, error classification) the unit tests drive with fake path data.
+ * Private to gateway/mpath/: the LUN and path structures, the engine interface a path's session
+ * is driven through (struct mp_engine_ops), the path's files' calls to each other, and the pure
+ * policy functions (grouping, priority, selectors, failback, backoff, error classification) the
+ * unit tests drive with fake path data.
+ *
+ * A path's files form a stack, each calling only the ones below it:
+ *   mp_path.c            the path: init (picks the engine), tick, send, status
+ *   mp_path_libiscsi.c   the engines, one struct mp_engine_ops each; their own state
+ *   mp_path_native.c       behind p->eng_priv
+ *   mp_path_probe.c      control commands: the identity probe at login, the checker
+ *   mp_path_tmf.c        the abort policy (ABORT TASK, LUN RESET, dropping the session)
+ *   mp_path_core.c       state, failing a path, in-flight accounting, an I/O's end, the fence
+ * with mp_policy.c and mp_scsi.c (pure functions) under all of them, and mp_ini.c (the native
+ * initiator's connection) under the native engine.
  */
 #ifndef MP_PRIV_H
 #define MP_PRIV_H
@@ -14,12 +25,8 @@
 
 struct iscsi_context;
 struct iscsi_data;
-struct mp_ini;
-struct mp_ctl_native;
 struct mp_engine_ops;
-struct gw_resolve;
 struct mp_grave;
-struct mp_iser_job;
 struct scsi_task;
 
 enum mp_path_state {
@@ -127,28 +134,16 @@ struct mp_path {
 	char *portal;
 	char *target;
 	int lun_nr;
-	bool iser;
-	bool iser_cm;			/* libiscsi created its rdma_cm id: disconnect before destroy */
+	bool iser;			/* an iser:// URL (always engine libiscsi) */
 	uint32_t max_xfer;		/* bytes per command, 0: no limit */
 	uint32_t max_inflight;		/* commands in flight, 0: no limit */
-	struct mp_iser_job *job;	/* iSER connect running in its own thread */
-	struct mp_iser_job *stale_job;	/* one given up on, until its thread is done */
-	uint64_t stale_since_ms;
-	struct gw_notify job_done;	/* that thread's wake-up (iSER paths only) */
 	char *initiator;
 	struct mp_chap_conf chap;
 
 	enum mp_path_state state;
-	struct iscsi_context *ctx;
-	bool native;			/* engine "native": ini instead of ctx (TCP paths) */
 	const struct mp_engine_ops *eng;	/* the engine's calls (struct mp_engine_ops below) */
-	struct mp_ini *ini;
-	struct mp_ini *ini_dying;	/* to destroy from the teardown defer */
-	struct mp_ctl_native *ctl_native;	/* the native control command in flight */
-	struct gw_watch w;
-	struct gw_defer teardown;
-	struct gw_defer flush;		/* writes the commands queued this loop round */
-	struct iscsi_context *dying;	/* context to destroy from the teardown defer */
+	void *eng_priv;			/* its own state: its session, watch, lookup (eng->init) */
+	struct gw_defer teardown;	/* runs eng->teardown after a failure (mp_path_core.c) */
 
 	uint32_t isid_rnd;		/* the ISID's random part: the same on every login */
 	enum mp_tmf_step tmf;		/* task management under way */
@@ -204,11 +199,6 @@ struct mp_path {
 	uint64_t lat_ewma_us;
 	char last_error[MP_ERR_MAX];
 	uint64_t state_since_ms;
-	/* Engine libiscsi: the portal's name being looked up off the loop (gw_resolve.h);
-	 * libiscsi is then handed the numeric address, so it never resolves on the loop. The
-	 * native engine's lookup is its mp_ini's (mp_ini_resolving). */
-	struct gw_resolve *rsv;
-	char rsv_host[256];
 	/* Where the current or last login went: the numeric address connected to, and the
 	 * portal a native login was redirected to ("" if none); shown in the path's state. */
 	char addr[64];
@@ -216,16 +206,44 @@ struct mp_path {
 };
 
 /*
- * What differs between the engines, one const table each (libiscsi context, or mp_ini
- * connection for "engine": "native"): the call sites ask p->eng, never which engine a path
- * has. The path's states, probe, checker, stall detection and I/O ends are shared.
+ * What differs between the engines, one const table each: a libiscsi context
+ * (mp_path_libiscsi.c) or an mp_ini connection for "engine": "native" (mp_path_native.c).
+ * mp_path.c picks one at init and is the only file that names them; the call sites ask p->eng,
+ * never which engine a path has. An engine keeps its own state behind p->eng_priv and reports
+ * only to the files below it (mp_path_core.c, mp_path_probe.c, mp_path_tmf.c). The path's
+ * states, probe, checker, stall detection and I/O ends are shared.
  */
 struct mp_engine_ops {
 	const char *name;
+	/* Sets up p->eng_priv: 0, or < 0 with errs naming field. */
+	int (*init)(struct mp_path *p, struct gw_errlist *errs, const char *field);
+	/* Ends every session of p (what was on them goes back to the LUN) and frees p->eng_priv;
+	 * also after a failed init. */
+	void (*fini)(struct mp_path *p);
 	/* The last error, for messages. */
 	const char *(*err)(const struct mp_path *p);
-	/* Starts connect and login (state CONNECTING; a failure goes through mp_path_fail). */
+	/* Optional: before a new login. -EBUSY: not yet (p->next_attempt_ms says when). */
+	int (*prepare)(struct mp_path *p, uint64_t now_ms);
+	/* Starts connect and login (state CONNECTING; a failure goes through mp_path_fail, a
+	 * login through mp_path_logged_in). */
 	void (*connect)(struct mp_path *p);
+	/* The portal's name the current login is looking up (off the loop), else NULL. */
+	const char *(*resolving)(const struct mp_path *p);
+	/* Optional: where the live session went, overriding p->addr and p->redirected_to. */
+	void (*where)(const struct mp_path *p, const char **addr, const char **redirected_to);
+	/* The path has a session (connecting, or logged in). */
+	bool (*has_session)(const struct mp_path *p);
+	/* A control command's answer came on iscsi (as passed to its callback): true when that
+	 * is a session the path has left. */
+	bool (*stale)(const struct mp_path *p, const struct iscsi_context *iscsi);
+	/* Optional: the last login is stuck inside the engine (mp_path_stuck). */
+	bool (*stuck)(const struct mp_path *p);
+	/* Optional: the tick's chance to follow what the session waits for (libiscsi's events). */
+	void (*poll)(struct mp_path *p);
+	/* The session is over (mp_path_fail): stop watching it and set it aside for teardown. */
+	void (*drop)(struct mp_path *p);
+	/* From the teardown defer: destroys what drop set aside; its I/O goes back to the LUN. */
+	void (*teardown)(struct mp_path *p);
 	/* A control command (probe, checker) answered into a libiscsi scsi_task; owns task.
 	 * cb is an iscsi_command_cb (libiscsi's headers stay out of this one). */
 	int (*ctl_send)(struct mp_path *p, struct scsi_task *task, const uint8_t *cdb,
@@ -236,10 +254,9 @@ struct mp_engine_ops {
 	/* io's command, its CDB built; 0, or < 0 having failed the path. */
 	int (*send)(struct mp_path *p, struct mp_io *io, const uint8_t *cdb, int cdb_len,
 		    int dir, uint32_t xfer, const struct iscsi_data *dp);
-	/* ABORT TASK for io / LUN RESET of the path's LUN (mp_path_tmf.c): 0 when sent (the
-	 * answer comes to mp_path_tmf_answer), -EALREADY when io was never sent and has just
-	 * ended cancelled, -EOPNOTSUPP when the engine cannot, other < 0 when it could not be
-	 * sent. */
+	/* ABORT TASK for io / LUN RESET of the path's LUN: 0 when sent (the answer comes to
+	 * mp_path_tmf_answer), -EALREADY when io was never sent and has just ended cancelled,
+	 * -EOPNOTSUPP when the engine cannot, other < 0 when it could not be sent. */
 	int (*abort)(struct mp_path *p, struct mp_io *io);
 	int (*lun_reset)(struct mp_path *p);
 	/* The target confirmed: the commands marked MP_IO_ABORTING that the engine still holds
@@ -329,53 +346,71 @@ const char *mp_path_state_name(enum mp_path_state s);
 const char *mp_lun_state_name(enum mp_lun_state s);
 const char *mp_alua_state_name(int s);
 
-/* mp_path.c */
+/* mp_path.c: the path (the LUN's calls) */
 int mp_path_init(struct mp_lun *lun, const struct mp_path_owner_ops *owner, struct mp_path *p,
 		 unsigned int idx, const struct mp_path_conf *pc, struct gw_errlist *errs,
 		 const char *field);
 void mp_path_fini(struct mp_path *p);
 void mp_path_tick(struct mp_path *p, uint64_t now_ms);
-/* Marks the path failed (reason logged once), tears its session down from a defer and
- * schedules a reconnect. I/O in flight on it goes back through owner->redrive. */
-void mp_path_fail(struct mp_path *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sends io on p; < 0: not sent (p was failed), the caller re-dispatches. */
 int mp_path_send(struct mp_path *p, struct mp_io *io);
 json_t *mp_path_status(const struct mp_path *p, uint64_t now_ms);
+/* The path's last login is stuck inside its engine (an iSER connect in libiscsi): it has had
+ * its chance at start-up. */
+bool mp_path_stuck(const struct mp_path *p);
 json_t *mp_url_public(const char *url);
 /* url without the CHAP password of its user%password@ part (malloc'd; NULL without memory). */
 char *mp_url_strip(const char *url);
-/* libiscsi's callback of an I/O command (the libiscsi engine's release cancels through it). */
-void mp_path_task_cb(struct iscsi_context *iscsi, int status, void *data, void *priv);
-/* What an engine reports to the path (mp_path_native.c's as libiscsi's callbacks do). */
-void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const char *why);
-/* The session is logged in (status SCSI_STATUS_GOOD): the probe starts. libiscsi's login
- * callback; the native engine calls it with iscsi NULL. */
-void mp_path_login_cb(struct iscsi_context *iscsi, int status, void *data, void *priv);
-/* io's answer, from either engine: status (or a transport status), the sense key and codes,
- * and the raw sense for a COMPARE AND WRITE. stale: from a connection the path has left. */
-void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8_t asc,
-		    uint8_t ascq, const uint8_t *raw, size_t raw_len, const char *errtxt);
-/* Every I/O still on the path goes back to the LUN; the control command is dropped. */
-void mp_path_give_back_all(struct mp_path *p);
-/* io, about to be queued by the engine, joins the path's commands in flight (sent now); undo
- * takes it off again when the engine could not queue it. */
-void mp_path_inflight_add(struct mp_path *p, struct mp_io *io);
-void mp_path_inflight_undo(struct mp_path *p, struct mp_io *io);
 
-/* mp_path_native.c: the native engine (mp_ini) under a path */
+/* mp_path_libiscsi.c, mp_path_native.c: the engines (named by mp_path.c alone) */
+extern const struct mp_engine_ops mp_engine_libiscsi;
 extern const struct mp_engine_ops mp_engine_native;
-/* Destroys ini, a connection the path has left, and gives back what was on it. */
-void mp_path_destroy_ini(struct mp_path *p, struct mp_ini *ini);
 
-/* mp_path_tmf.c: the abort policy on a path and the fence of a dropped session's writes */
+/* mp_path_probe.c: control commands */
+/* The session is logged in: the identity probe starts (both engines report it here). */
+void mp_path_logged_in(struct mp_path *p);
+/* The checker: TEST UNIT READY, or (rtpg) REPORT TARGET PORT GROUPS. */
+void mp_path_check_send(struct mp_path *p, bool rtpg);
+/* The additional sense code and qualifier of an answered libiscsi scsi_task. */
+uint8_t mp_task_asc(const struct scsi_task *t);
+uint8_t mp_task_ascq(const struct scsi_task *t);
+
+/* mp_path_tmf.c: the abort policy on a path */
 const char *mp_tmf_name(enum mp_tmf_step st);
 /* Aborts the commands of p outstanding past io_timeout (all of them: the path went silent). */
 void mp_path_tmf_start(struct mp_path *p, bool all, const char *why);
 /* The current step failed or ran out of time (why says which): the next one, by
  * mp_tmf_escalate. */
 void mp_path_tmf_escalate(struct mp_path *p, const char *why);
-/* Frees the requests awaiting an answer: the session they were sent on is gone. */
+/* For the engines: a request awaiting a TMF's answer, in the path's current round (NULL
+ * without memory); take unlinks and frees it, true if its answer belongs to the current round
+ * (*out: its path); reqs_free frees them all (the session they were sent on is gone). */
+struct mp_tmf_req *mp_tmf_req_new(struct mp_path *p);
+bool mp_tmf_req_take(struct mp_tmf_req *r, struct mp_path **out);
 void mp_tmf_reqs_free(struct mp_path *p);
+/* For the engines: a TMF's answer, RFC 7143 §11.6.1 response, < 0 when there was none. */
+void mp_path_tmf_answer(struct mp_path *p, int response);
+
+/* mp_path_core.c: what every file of the path calls */
+/* The core's part of a new path: its lists and the teardown defer. */
+void mp_path_core_init(struct mp_path *p);
+/* What an engine or the probe reports. */
+void mp_path_set_state(struct mp_path *p, enum mp_path_state st, const char *why);
+/* Marks the path failed (reason logged once), tears its session down from a defer and
+ * schedules a reconnect. I/O in flight on it goes back through owner->redrive. */
+void mp_path_fail(struct mp_path *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The path reaches another device than the LUN's: never used, retried slowly. */
+void mp_path_refuse(struct mp_path *p, const char *msg);
+/* io, about to be queued by the engine, joins the path's commands in flight (sent now); undo
+ * takes it off again when the engine could not queue it. */
+void mp_path_inflight_add(struct mp_path *p, struct mp_io *io);
+void mp_path_inflight_undo(struct mp_path *p, struct mp_io *io);
+/* io's answer, from either engine: status (or a transport status), the sense key and codes,
+ * and the raw sense for a COMPARE AND WRITE. stale: from a connection the path has left. */
+void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8_t asc,
+		    uint8_t ascq, const uint8_t *raw, size_t raw_len, const char *errtxt);
+/* Every I/O still on the path goes back to the LUN; the control command is dropped. */
+void mp_path_give_back_all(struct mp_path *p);
 /* io left p with its session: re-driven, held on p->fenced if it changes the medium, or (a
  * COMPARE AND WRITE) failed with MP_UNSURE_*. */
 void mp_path_give_back(struct mp_path *p, struct mp_io *io);
@@ -383,13 +418,10 @@ void mp_path_give_back(struct mp_path *p, struct mp_io *io);
 void mp_path_unfence(struct mp_path *p, bool reinstated);
 /* Logs the writes a dropped session left held (nr_fenced was before). */
 void mp_path_fence_note(struct mp_path *p, uint32_t before);
-/* Each engine's abort, lun_reset and release (struct mp_engine_ops, mp_path.c). */
-int mp_path_abort_libiscsi(struct mp_path *p, struct mp_io *io);
-int mp_path_lun_reset_libiscsi(struct mp_path *p);
-void mp_path_release_libiscsi(struct mp_path *p);
-int mp_path_abort_native(struct mp_path *p, struct mp_io *io);
-int mp_path_lun_reset_native(struct mp_path *p);
-void mp_path_release_native(struct mp_path *p);
+/* A libiscsi transport status (cancelled, error, timeout, redirect), not a SCSI one; and its
+ * words for messages. */
+bool mp_status_transport(int status);
+const char *mp_status_text(int status);
 
 /* mp_lun.c */
 void mp_lun_capacity(struct mp_lun *lun, uint64_t size);

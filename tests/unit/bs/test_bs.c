@@ -149,15 +149,6 @@ Test(bs, a_readonly_backstore_refuses_changes_but_reads_and_flushes)
 	bs_destroy(b);
 }
 
-Test(bs, operation_names)
-{
-	cr_expect_str_eq(bs_op_name(BS_READ), "read");
-	cr_expect_str_eq(bs_op_name(BS_WRITE), "write");
-	cr_expect_str_eq(bs_op_name(BS_FLUSH), "flush");
-	cr_expect_str_eq(bs_op_name(BS_UNMAP), "unmap");
-	cr_expect_str_eq(bs_op_name(BS_WRITE_ZEROES), "write-zeroes");
-}
-
 static int parse(const char *text, struct bs_conf *c)
 {
 	json_error_t jerr;

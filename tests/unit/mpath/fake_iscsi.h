@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A fake libiscsi for the failover core's unit tests (test_mp_path.c, test_mp_path_tmf.c,
+ * A fake libiscsi for the failover core's unit tests (test_mp_path.c, test_mp_path_*.c,
  * test_mp_lun.c). Not a header to share: it DEFINES the iscsi_* functions the path's files
  * (mp_path*.c) call, so that a test binary that includes it (exactly one file per binary)
  * links these instead of libiscsi's. It is not a .c file because the unit-test rule links every

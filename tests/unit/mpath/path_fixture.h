@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One path of a LUN that exists only for the test, for the path's unit tests (test_mp_path.c,
- * test_mp_path_tmf.c): a recording owner in place of mp_lun.c (what the path reports: changed,
- * re-drives, retries, completions), the suite's set-up and tear-down, and the steps every test
- * takes (pump the fake back end and the loop, move the clock, bring the path up, send I/O).
+ * One path of a LUN that exists only for the test, for the path's unit tests (test_mp_path.c
+ * and test_mp_path_*.c): a recording owner in place of mp_lun.c (what the path reports:
+ * changed, re-drives, retries, completions), the suite's set-up and tear-down, and the steps
+ * every test takes (pump the fake back end and the loop, move the clock, bring the path up,
+ * send I/O).
  *
- * Included after fake_iscsi.h and the path's .c files (mp_path.c, mp_path_native.c,
- * mp_path_tmf.c), which it reaches into; each test file declares its own TestSuite with setup
- * and teardown.
+ * Included after fake_iscsi.h and path_files.h (the path's .c files), which it reaches into;
+ * each test file declares its own TestSuite with setup and teardown.
  */
 #ifndef PATH_FIXTURE_H
 #define PATH_FIXTURE_H

@@ -9,9 +9,7 @@
  */
 #include "fake_iscsi.h"
 
-#include "../../../gateway/mpath/mp_path.c"
-#include "../../../gateway/mpath/mp_path_native.c"
-#include "../../../gateway/mpath/mp_path_tmf.c"
+#include "path_files.h"
 #include "../../../gateway/mpath/mp_lun.c"
 
 #define PORT_A 0	/* 192.0.2.1: active/optimized */
@@ -502,8 +500,8 @@ Test(mp_lun, a_read_on_a_socket_fails_over_without_an_error)
 	cr_assert_eq(lun->paths[PORT_A].nr_inflight, 1);
 	/* The connection dies under the written command: the answer is a transport error. */
 	fake_tgt[PORT_A].down = true;
-	fake_fd_answer(lun->paths[PORT_A].ctx);
-	cb = lun->paths[PORT_B].ctx;
+	fake_fd_answer(mp_lis_ctx(&lun->paths[PORT_A]));
+	cb = mp_lis_ctx(&lun->paths[PORT_B]);
 	for (int i = 0; i < 10 && !h.done; i++) {
 		gw_loop_run_once(&loop, 0);
 		if (lun->paths[PORT_B].nr_inflight)

@@ -5,15 +5,13 @@
  * path_fixture.h: an I/O that never comes back is aborted and goes back to the LUN, a write
  * only once its abort is confirmed; an abort unanswered or refused escalates to a LUN RESET,
  * then to dropping the session, whose writes are held until the next login (same ISID)
- * reinstates it or the fence bound runs out, while its reads go elsewhere at once; and, with a
- * fake engine, a command never sent and an engine without task management.
+ * reinstates it; and, with a fake engine, a command never sent and an engine without task
+ * management. A dropped session's fence alone is test_mp_path_core.c's.
  */
 #include "fake_iscsi.h"
 
 /* The path's files, compiled here on the fake clock and the fake libiscsi. */
-#include "../../../gateway/mpath/mp_path.c"
-#include "../../../gateway/mpath/mp_path_native.c"
-#include "../../../gateway/mpath/mp_path_tmf.c"
+#include "path_files.h"
 
 #include "path_fixture.h"
 
@@ -132,30 +130,6 @@ Test(mp_path_tmf, a_refused_abort_escalates_at_once)
 	cr_expect_eq(path.nr_fenced, 0);
 }
 
-Test(mp_path_tmf, a_dropped_session_sends_reads_elsewhere_at_once_and_holds_writes)
-{
-	struct mp_io r, w;
-
-	bring_up();
-	fake_tgt[0].hold = true;
-	read_io(&r);
-	write_io(&w);
-	pump();
-	fake_tgt[0].down = true;	/* and it stays unreachable */
-	mp_path_fail(&path, "connection closed by the test");
-	pump();
-	cr_assert_eq(rec.redrives, 1, "the read goes elsewhere at once");
-	cr_expect_eq(rec.last, &r);
-	cr_expect_eq(path.nr_fenced, 1);
-	tick(mp_fence_bound_ms(&lun.conf) - 1);
-	cr_expect_eq(rec.redrives, 1, "the write waits for the old session to be gone");
-	/* Never reinstated: after the bound it goes anyway, counted. */
-	tick(1);
-	cr_expect_eq(rec.redrives, 2);
-	cr_expect_eq(rec.last, &w);
-	cr_expect_eq(path.fence_expired, 1);
-}
-
 /* A fake engine: libiscsi's calls (on the fake back end) but for task management, which
  * answers as told: -EALREADY as mp_ini for a command it has not sent yet (ended cancelled at
  * once), -EOPNOTSUPP as an engine that has none (libiscsi's iSER contexts). */
@@ -166,7 +140,7 @@ static int fake_eng_abort(struct mp_path *p, struct mp_io *io)
 {
 	fake_tmf_calls++;
 	if (fake_tmf_rc == -EALREADY)
-		cr_assert_eq(iscsi_scsi_cancel_task(p->ctx, io->task), 0);
+		cr_assert_eq(iscsi_scsi_cancel_task(mp_lis_ctx(p), io->task), 0);
 	return fake_tmf_rc;
 }
 
