@@ -7,7 +7,7 @@
  * (fake_dmv_settle) between steps.
  *
  * Linked into every unit binary: it references no iSCSI-engine symbol, only PDUs, the shared
- * Data-Out code (dmv.c) and the loop, so it never drags engine objects into other tests.
+ * Data-Out code (dmv_core.c) and the loop, so it never drags engine objects into other tests.
  */
 #ifndef FAKE_DMV_H
 #define FAKE_DMV_H
