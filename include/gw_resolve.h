@@ -8,7 +8,8 @@
  * loop's thread. A numeric address never goes to a thread: gw_resolve_start answers it at once.
  *
  * Bounded: requests for the same host and port wait for one lookup (a path that keeps retrying
- * a dead name joins the lookup still running rather than queueing another), and at most
+ * a dead name joins the lookup still running rather than queueing another), a lookup stuck on a
+ * dead DNS server does not hold up other names (GW_RESOLVE_STUCK_MS), and at most
  * GW_RESOLVE_MAX_PENDING different names wait or run at a time; a request beyond that is
  * refused with -EAGAIN. How long the caller waits is the caller's bound: it cancels the request
  * when its own deadline passes. Nothing waits for a thread stuck in getaddrinfo: the threads are
@@ -25,7 +26,12 @@
 struct gw_loop;
 struct gw_resolve;
 
+/* Threads busy with lookups that may still answer; one running GW_RESOLVE_STUCK_MS or longer
+ * no longer counts, and another thread takes the names waiting behind it, up to
+ * GW_RESOLVE_THREADS_MAX threads in all. */
 #define GW_RESOLVE_THREADS 4
+#define GW_RESOLVE_STUCK_MS 1000
+#define GW_RESOLVE_THREADS_MAX 16
 #define GW_RESOLVE_MAX_PENDING 64
 
 /* One address, as connect() takes it. */

@@ -10,7 +10,9 @@
  *
  * The process-wide state below is the one mutable global outside main.c: a resolver per
  * process is the point (one bound on stuck lookups for every loop), and its threads outlive
- * anything that could own it.
+ * anything that could own it. A lookup that has run GW_RESOLVE_STUCK_MS no longer counts
+ * against GW_RESOLVE_THREADS (rs_thread_more): a dead DNS server holding every thread would
+ * otherwise hold up the names behind it, a host in /etc/hosts included.
  *
  * A request's life: queued on its lookup (lk set) until the lookup ends; then "posted" (its
  * message on the loop's list; only the message frees it, or the thread if the post fails).
@@ -37,6 +39,7 @@ struct rs_lookup {
 	struct gw_list waiters;		/* struct gw_resolve */
 	char *host, *port;
 	bool running;
+	uint64_t started_ms;		/* when a thread took it (gw_now_ms) */
 };
 
 struct gw_resolve {
@@ -186,6 +189,7 @@ static void *rs_thread(void *unused)
 		rs.nqueued--;
 		gw_list_add_tail(&rs.running, &lk->node);
 		lk->running = true;
+		lk->started_ms = gw_now_ms();
 		rs.lookups++;
 		pthread_mutex_unlock(&rs.mu);
 
@@ -222,7 +226,25 @@ static void *rs_thread(void *unused)
 	return NULL;
 }
 
-/* Under rs.mu: one more thread if every thread is busy and the cap allows. */
+/* Under rs.mu: threads held by lookups that have run GW_RESOLVE_STUCK_MS or longer. */
+static unsigned rs_stuck(void)
+{
+	uint64_t now = gw_now_ms();
+	const struct rs_lookup *lk;
+	unsigned n = 0;
+
+	gw_list_for_each_entry(lk, &rs.running, node)
+		if (now - lk->started_ms >= GW_RESOLVE_STUCK_MS)
+			n++;
+	return n;
+}
+
+/*
+ * Under rs.mu: one more thread if lookups wait for one and none is idle, while fewer than
+ * GW_RESOLVE_THREADS threads are busy with lookups that still look like answering. A thread
+ * stuck in a lookup (a DNS server that does not answer holds it for up to a minute) does not
+ * count, so names behind it go on being looked up, up to GW_RESOLVE_THREADS_MAX threads.
+ */
 static int rs_thread_more(void)
 {
 	pthread_attr_t attr;
@@ -230,7 +252,8 @@ static int rs_thread_more(void)
 	sigset_t all, old;
 	int rc;
 
-	if (rs.nqueued <= rs.idle || rs.threads >= GW_RESOLVE_THREADS)
+	if (rs.nqueued <= rs.idle || rs.threads >= GW_RESOLVE_THREADS_MAX ||
+	    rs.threads - rs_stuck() >= GW_RESOLVE_THREADS)
 		return 0;
 	/* The resolver takes no signal: they are the loops' (signalfd) business. */
 	sigfillset(&all);
@@ -279,6 +302,9 @@ int gw_resolve_start(struct gw_loop *loop, const char *host, const char *port, g
 				lk = it;
 	if (lk) {
 		rs.joined++;
+		/* A name still queued behind stuck lookups may get a thread of its own now. */
+		if (!lk->running && rs_thread_more() == 0)
+			pthread_cond_signal(&rs.cv);
 	} else {
 		rc = -EAGAIN;
 		if (rs.pending >= GW_RESOLVE_MAX_PENDING) {

@@ -254,3 +254,47 @@ Test(resolve, a_queued_lookup_cancelled_by_all_is_dropped_and_the_cap_holds)
 		gw_loop_run_once(&loop, 10);
 	cr_expect_eq(an.calls, 0, "nothing cancelled called back");
 }
+
+/* Every thread held by a DNS server that does not answer: once those lookups have run
+ * GW_RESOLVE_STUCK_MS, a name behind them (one /etc/hosts answers) still gets a thread and its
+ * answer, and the threads stay within GW_RESOLVE_THREADS_MAX however many names hang. */
+Test(resolve, names_behind_stuck_lookups_are_still_answered)
+{
+	struct gw_resolve *r[GW_RESOLVE_THREADS * 5], *ok;
+	struct answer stuck = { 0 }, an = { 0 };
+	struct gw_resolve_stats st;
+	struct gw_addr a;
+	char name[32];
+	int n;
+
+	for (n = 0; n < GW_RESOLVE_THREADS; n++) {
+		snprintf(name, sizeof(name), "dead%d.test", n);
+		cr_assert_eq(gw_resolve_start(&loop, name, "3260", answer_fn, &stuck, &a, &r[n]), 0);
+	}
+	/* Each thread is inside a lookup that does not end. */
+	pthread_mutex_lock(&fk_mu);
+	while (fk_calls < GW_RESOLVE_THREADS)
+		pthread_cond_wait(&fk_cv, &fk_mu);
+	pthread_mutex_unlock(&fk_mu);
+	usleep((GW_RESOLVE_STUCK_MS + 200) * 1000);
+	cr_assert_eq(gw_resolve_start(&loop, "localhost", "3260", answer_fn, &an, &a, &ok), 0);
+	wait_answer(&an);
+	cr_expect_eq(an.calls, 1, "localhost answered while every first thread hangs");
+	cr_expect_eq(an.err, 0, "%s", gw_resolve_strerror(an.err));
+	/* More dead names, four at a time, each four stuck before the next: the threads grow
+	 * to the bound, and no further. */
+	for (int round = 0; round < 4; round++) {
+		for (int k = 0; k < GW_RESOLVE_THREADS; k++, n++) {
+			snprintf(name, sizeof(name), "dead%d.test", n);
+			cr_assert_eq(gw_resolve_start(&loop, name, "3260", answer_fn, &stuck, &a,
+						      &r[n]), 0);
+		}
+		if (round < 3)
+			usleep((GW_RESOLVE_STUCK_MS + 200) * 1000);
+	}
+	gw_resolve_stats(&st);
+	cr_expect_eq(st.threads, GW_RESOLVE_THREADS_MAX, "%u threads", st.threads);
+	for (int i = 0; i < n; i++)
+		gw_resolve_cancel(r[i]);
+	cr_expect_eq(stuck.calls, 0);
+}
