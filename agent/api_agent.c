@@ -265,7 +265,8 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 		return r;
 	}
 	gw_info("agent", "desired configuration: generation %llu (%s store in %s)",
-		(unsigned long long)ag->store->generation, ag->store->ops->name, conf->state_dir);
+		(unsigned long long)api_store_generation(ag->store), api_store_name(ag->store),
+		conf->state_dir);
 	r = api_auth_open(&ag->auth, conf->state_dir);
 	if (r)
 		goto fail_store;

@@ -73,8 +73,12 @@ int api_conf_validate(const json_t *cfg, struct gw_errlist *errs);
 json_t *api_conf_mask(const json_t *in);
 /* The same, dropping the caller's reference to in. */
 json_t *api_conf_mask_steal(json_t *in);
-/* The target named name in the desired configuration (borrowed), NULL with a 404 reply. */
-json_t *api_find_target(struct api_req *r, json_t *cfg, const char *name, ssize_t *idx);
+/* The target named name in cfg (borrowed; an element of cfg, as json_object_get gives it),
+ * NULL with a 404 reply. */
+json_t *api_find_target(struct api_req *r, const json_t *cfg, const char *name, ssize_t *idx);
+/* The target the request's first parameter names in the desired configuration (borrowed,
+ * read-only: the store's), NULL with a 404 reply. */
+const json_t *api_stored_target(struct api_req *r);
 /* In cfg, every secret equal to "****" takes the value at the same place in old (same target
  * and initiator names), so masked exports import unchanged. */
 void api_conf_unmask(json_t *cfg, const json_t *old);

@@ -31,7 +31,7 @@ json_t *api_live_portal(struct api_agent *ag, const char *name)
 		return json_pack("{s:b, s:s}", "listening", 0, "reason",
 				 "the gateway has the portal but no socket (see its log)");
 	}
-	if (ag->apply.generation != ag->store->generation || ag->apply.error)
+	if (ag->apply.generation != api_store_generation(ag->store) || ag->apply.error)
 		return json_pack("{s:b, s:s}", "listening", 0, "reason",
 				 ag->apply.error ? ag->apply.error :
 				 "not applied yet: the gateway runs an older generation");

@@ -42,7 +42,7 @@ static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t
 
 	api_prom_head(b, "isergw_sessions", "gauge",
 		      "Logged-in iSCSI sessions per target and transport.");
-	json_array_foreach(json_object_get(ag->store->config, "targets"), i, t) {
+	json_array_foreach(json_object_get(api_store_config(ag->store), "targets"), i, t) {
 		const char *name = json_string_value(json_object_get(t, "name"));
 
 		for (k = 0; k < ISC_PORTAL_NR; k++) {
@@ -300,7 +300,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 	api_prom_head(&b, "isergw_config_generation", "gauge",
 		      "Generation of the desired configuration.");
 	gw_buf_printf(&b, "isergw_config_generation %llu\n",
-		      (unsigned long long)ag->store->generation);
+		      (unsigned long long)api_store_generation(ag->store));
 	api_prom_head(&b, "isergw_config_applied_generation", "gauge",
 		      "Generation the gateway last applied (0: unknown).");
 	gw_buf_printf(&b, "isergw_config_applied_generation %llu\n",

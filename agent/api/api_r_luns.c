@@ -13,7 +13,8 @@
 
 int api_h_luns_list(struct api_req *r)
 {
-	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL), *l;
+	const json_t *t = api_stored_target(r);
+	json_t *l;
 
 	if (!t)
 		return 0;
@@ -57,7 +58,8 @@ static json_t *lun_live_status(struct api_agent *ag, const char *target, uint64_
 
 int api_h_lun_get(struct api_req *r)
 {
-	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL), *o, *st;
+	const json_t *t = api_stored_target(r);
+	json_t *o, *st;
 	uint64_t lun;
 	ssize_t i;
 

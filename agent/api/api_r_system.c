@@ -23,8 +23,9 @@ const char *api_version(void)
 int api_h_health(struct api_req *r)
 {
 	struct api_agent *ag = r->ag;
+	uint64_t gen = api_store_generation(ag->store);
 	bool up = ag->gwc_on && ag->gwc.connected;
-	bool sync = up && ag->apply.generation == ag->store->generation && !ag->apply.error;
+	bool sync = up && ag->apply.generation == gen && !ag->apply.error;
 	json_t *gw;
 
 	gw = json_pack("{s:b, s:b, s:I, s:s?}", "connected", up, "in_sync", sync,
@@ -34,9 +35,8 @@ int api_h_health(struct api_req *r)
 		json_object_set_new(gw, "socket", json_string(ag->gwc.path));
 	api_reply_json(r, 200, json_pack("{s:s, s:s, s:I, s:s, s:o, s:I}", "status",
 					 !ag->gwc_on || sync ? "ok" : "degraded", "version",
-					 api_version(), "generation",
-					 (json_int_t)ag->store->generation, "store",
-					 ag->store->ops->name, "gateway", gw, "uptime_s",
+					 api_version(), "generation", (json_int_t)gen, "store",
+					 api_store_name(ag->store), "gateway", gw, "uptime_s",
 					 (json_int_t)((gw_now_ms() - ag->started_ms) / 1000)));
 	return 0;
 }
@@ -64,7 +64,7 @@ int api_h_metrics(struct api_req *r)
 	struct api_agent *ag = r->ag;
 	uint64_t now = gw_now_ms();
 	const uint64_t key[API_RCACHE_KEYS] = {
-		ag->gw_state_ms, ag->store->generation, ag->apply.generation,
+		ag->gw_state_ms, api_store_generation(ag->store), ag->apply.generation,
 		(uint64_t)(ag->gwc_on && ag->gwc.connected), ag->net.changes,
 	};
 	size_t len = 0, zlen = 0;
@@ -117,7 +117,7 @@ int api_h_events(struct api_req *r)
 
 	n = snprintf(hello, sizeof(hello),
 		     "retry: 2000\nevent: hello\ndata: {\"generation\":%llu,\"gateway\":%s}\n\n",
-		     (unsigned long long)ag->store->generation,
+		     (unsigned long long)api_store_generation(ag->store),
 		     ag->gwc_on && ag->gwc.connected ? "true" : "false");
 	return api_events_subscribe(&ag->events, r, hello, (size_t)n);
 }

@@ -15,14 +15,15 @@
 
 static json_t *cfg_targets(const struct api_req *r)
 {
-	return json_object_get(r->ag->store->config, "targets");
+	return json_object_get(api_store_config(r->ag->store), "targets");
 }
 
 int api_h_targets_list(struct api_req *r)
 {
 	/* The list only changes with the configuration: serialized once per generation. */
-	const uint64_t key[API_RCACHE_KEYS] = { r->ag->store->generation,
-						(uint64_t)(uintptr_t)r->ag->store->config };
+	const struct api_store *s = r->ag->store;
+	const uint64_t key[API_RCACHE_KEYS] = { api_store_generation(s),
+						(uint64_t)(uintptr_t)api_store_config(s) };
 	json_t *list, *t;
 	size_t i, len;
 	char *text = api_rcache_get(&r->ag->targets_cache, key, 0, 0, &len);

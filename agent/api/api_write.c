@@ -204,21 +204,21 @@ json_t *api_write_begin(struct api_req *r)
 	rc = api_store_refresh(r->ag->store);
 	if (rc < 0) {
 		api_reply_err(r, API_E_STORE_UNAVAILABLE, NULL, "the configuration store (%s) is "
-			      "not reachable: %s", r->ag->store->ops->name, rc == -ENOTUNIQ ?
+			      "not reachable: %s", api_store_name(r->ag->store), rc == -ENOTUNIQ ?
 			      "its prefix is another cluster's (GET /cluster says more)" :
 			      strerror(-rc));
 		return NULL;
 	}
 	if (rc > 0)
 		api_reconcile(r->ag);
-	if (im && !etag_matches(im, r->ag->store->generation)) {
+	if (im && !etag_matches(im, api_store_generation(r->ag->store))) {
 		api_reply_etag(r);
 		api_reply_err(r, API_E_STALE, NULL,
 			      "If-Match %s does not match the current generation %llu", im,
-			      (unsigned long long)r->ag->store->generation);
+			      (unsigned long long)api_store_generation(r->ag->store));
 		return NULL;
 	}
-	c = json_deep_copy(r->ag->store->config);
+	c = api_store_copy(r->ag->store);
 	if (!c)
 		api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
 	return c;
@@ -231,6 +231,7 @@ static void write_stored(struct api_req *r, int rc)
 	struct api_wreq *w = r->wr;
 	json_t *body = w->body;
 	const char *gw_status = w->gw_status;
+	uint64_t gen;
 
 	w->body = NULL;
 	if (rc) {
@@ -240,7 +241,7 @@ static void write_stored(struct api_req *r, int rc)
 				      "configuration first: read it again and retry");
 		else if (rc == -EHOSTUNREACH || rc == -ETIMEDOUT || rc == -ENOTUNIQ)
 			api_reply_err(r, API_E_STORE_UNAVAILABLE, NULL, "the configuration store "
-				      "(%s) is not reachable: %s", ag->store->ops->name,
+				      "(%s) is not reachable: %s", api_store_name(ag->store),
 				      rc == -ENOTUNIQ ?
 				      "its prefix is another cluster's (GET /cluster says more)" :
 				      strerror(-rc));
@@ -251,10 +252,11 @@ static void write_stored(struct api_req *r, int rc)
 		api_reconcile(ag);
 		return;
 	}
+	gen = api_store_generation(ag->store);
 	if (!strcmp(gw_status, "applied"))
-		ag->apply.generation = ag->store->generation;
-	api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
-					  (json_int_t)ag->store->generation, "gateway", gw_status));
+		ag->apply.generation = gen;
+	api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation", (json_int_t)gen,
+						   "gateway", gw_status));
 	api_reply_etag(r);
 	api_reply_header(r, "X-Isergw-Gateway", gw_status);
 	if (body)
@@ -335,6 +337,7 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 		     const char *prefix)
 {
 	struct api_agent *ag = r->ag;
+	const json_t *cur = api_store_config(ag->store);
 	struct gw_errlist errs;
 	struct api_wreq *w;
 	json_t *eff;
@@ -345,9 +348,9 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 		api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
 		return 0;
 	}
-	api_conf_unmask(cfg, ag->store->config);
+	api_conf_unmask(cfg, cur);
 	gw_errlist_init(&errs);
-	if (api_conf_keep_fixed(cfg, ag->store->config, &errs)) {
+	if (api_conf_keep_fixed(cfg, cur, &errs)) {
 		api_reply_errlist(r, API_E_INVALID, &errs, prefix);
 		gw_errlist_fini(&errs);
 		json_decref(cfg);
@@ -359,7 +362,7 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 	rc = eff ? api_conf_validate(eff, &errs) : -ENOMEM;
 	json_decref(eff);
 	/* A file or block path over REST must lie in --backstore-dirs. */
-	if (!rc && api_bsdirs_check_config(&ag->bsdirs, cfg, ag->store->config, &errs))
+	if (!rc && api_bsdirs_check_config(&ag->bsdirs, cfg, cur, &errs))
 		rc = -EACCES;
 	if (rc) {
 		if (!errs.n)
@@ -403,7 +406,7 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 {
 	struct api_agent *ag = ctx;
-	uint64_t gen = ag->store->generation;
+	uint64_t gen = api_store_generation(ag->store);
 
 	ag->apply.reconciling = false;
 	free(ag->apply.error);
@@ -442,7 +445,7 @@ static void on_adopt_reply(void *ctx, int err, json_t *reply)
 	ag->apply.reconciling = false;
 	if (err < 0)
 		return;
-	if (ag->store->generation) {
+	if (api_store_generation(ag->store)) {
 		/* A write got in first: that is the desired state now. */
 		api_reconcile(ag);
 		return;
@@ -459,12 +462,13 @@ static void on_adopt_reply(void *ctx, int err, json_t *reply)
 	}
 	gw_errlist_fini(&errs);
 	if (api_store_commit(ag->store, json_deep_copy(cfg)) == 0) {
-		ag->apply.generation = ag->store->generation;
+		uint64_t gen = api_store_generation(ag->store);
+
+		ag->apply.generation = gen;
 		gw_info("agent", "first start: adopted the gateway's running configuration as "
-			"generation %llu", (unsigned long long)ag->store->generation);
+			"generation %llu", (unsigned long long)gen);
 		api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
-						  (json_int_t)ag->store->generation, "gateway",
-						  "applied"));
+							   (json_int_t)gen, "gateway", "applied"));
 	}
 }
 
@@ -482,24 +486,24 @@ static void on_local_reply(void *ctx, int err, json_t *reply)
 
 void api_reconcile(struct api_agent *ag)
 {
+	json_t *eff;
 	int r;
 
 	if (!ag->gwc_on || !ag->gwc.connected)
 		return;
 	ag->apply.reconciling = true;
-	if (ag->cluster && !api_cluster_has_local(ag->cluster))
+	if (ag->cluster && !api_cluster_has_local(ag->cluster)) {
 		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_local_reply, ag);
-	else if (ag->cluster)
-		/* A cluster's configuration is etcd's: never adopt one gateway's. */
-		r = api_gwc_call(&ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config",
-						     api_cluster_gw_config(ag->cluster, ag->store->config)),
-				 on_reconcile_reply, ag);
-	else if (ag->store->generation == 0)
+	} else if (!ag->cluster && api_store_generation(ag->store) == 0) {
+		/* Adopted once, alone: a cluster's configuration is etcd's, never one gateway's. */
 		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_adopt_reply, ag);
-	else
-		r = api_gwc_call(&ag->gwc, json_pack("{s:s, s:O}", "op", "apply", "config",
-						     ag->store->config),
+	} else {
+		/* The desired configuration as it is, or in a cluster with this member's portals
+		 * and groups. */
+		eff = api_cluster_gw_config(ag->cluster, api_store_config(ag->store));
+		r = api_gwc_call(&ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config", eff),
 				 on_reconcile_reply, ag);
+	}
 	if (r)
 		ag->apply.reconciling = false;
 }

@@ -316,9 +316,8 @@ void api_cluster_mark_pending(json_t *eff, const char *self, const json_t *owned
  * taker waits this beyond the TTL. */
 static uint64_t cl_margin(const struct api_cluster *c)
 {
-	json_int_t m = json_integer_value(json_object_get(json_object_get(c->store->config,
-									   "gateway"),
-							  "fence_margin_ms"));
+	const json_t *gw = json_object_get(api_store_config(c->store), "gateway");
+	json_int_t m = json_integer_value(json_object_get(gw, "fence_margin_ms"));
 
 	return m >= 100 && m <= 30000 ? (uint64_t)m : API_CLUSTER_FENCE_MARGIN_MS;
 }
@@ -540,7 +539,7 @@ static bool cl_apply_kv(struct api_cluster *c, const char *key, const char *valu
 		}
 		if (r > 0) {
 			gw_info("cluster", "configuration generation %llu from etcd",
-				(unsigned long long)c->store->generation);
+				(unsigned long long)api_store_generation(c->store));
 			c->cfg_changed = true;
 		}
 		return false;
@@ -875,12 +874,12 @@ static void cl_recompute(struct api_cluster *c)
 
 	if (c->pr_sweep && !c->pending) {
 		c->pr_sweep = false;
-		api_cpr_sweep(c->pr, c->store->config, c->cfg_rev);
+		api_cpr_sweep(c->pr, api_store_config(c->store), c->cfg_rev);
 	}
 	if (c->cfg_changed && c->event)
 		c->event(ag, "config", json_pack("{s:I, s:s}", "generation",
-						 (json_int_t)c->store->generation, "gateway",
-						 "pending"));
+						 (json_int_t)api_store_generation(c->store),
+						 "gateway", "pending"));
 	c->cfg_changed = false;
 	if (!c->live_seen || !json_equal(c->live, c->live_seen)) {
 		const char *k;
@@ -902,11 +901,12 @@ static void cl_recompute(struct api_cluster *c)
 		c->groups_seen = json_deep_copy(c->groups);
 	}
 	now = gw_now_ms();
-	eff = api_cluster_gw_config(c, c->store->config);	/* holds marked from before */
+	/* Holds marked from before. */
+	eff = api_cluster_gw_config(c, api_store_config(c->store));
 	if (eff && api_cluster_holds_update(eff, c->id, c->owned, c->held, now,
 					    c->ttl * 1000u + cl_margin(c))) {
 		json_decref(eff);
-		eff = api_cluster_gw_config(c, c->store->config);
+		eff = api_cluster_gw_config(c, api_store_config(c->store));
 	}
 	push = eff ? json_dumps(eff, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(eff);
@@ -1203,7 +1203,7 @@ json_t *api_cluster_status(const struct api_cluster *c)
 	const char *state;
 	size_t i, j;
 
-	eff = api_cluster_gw_config(c, c->store->config);
+	eff = api_cluster_gw_config(c, api_store_config(c->store));
 	json_array_foreach(json_object_get(eff, "targets"), i, t)
 		json_array_foreach(json_object_get(t, "luns"), j, l)
 			json_array_append_new(owners, json_pack(
