@@ -399,7 +399,7 @@ Test(api_cluster, reservations_under_the_prefix_reach_the_gateway)
 {
 	struct api_cluster *c = watch_cluster("id-1");
 	struct gw_loop loop;
-	struct api_cpr_conf pc = { .loop = &loop, .etcd = c->etcd, .prefix = "/t",
+	struct api_prc_conf pc = { .loop = &loop, .etcd = c->etcd, .prefix = "/t",
 				   .gw_call = rec_gw_call };
 	char *k1 = api_b64_encode("/t/cluster_id", 13), *v1 = api_b64_encode("id-1", 4);
 	char *k2 = api_b64_encode("/t/pr/iqn.x/0", 13);
@@ -411,7 +411,7 @@ Test(api_cluster, reservations_under_the_prefix_reach_the_gateway)
 	json_t *ev;
 
 	cr_assert_eq(gw_loop_init(&loop), 0);
-	cr_assert_eq(api_cpr_create(&pc, &c->pr), 0);
+	cr_assert_eq(api_prc_create(&pc, &c->pr), 0);
 	c->prefix_dir = strdup("/t/");	/* listed and watched (the watch fails: no loop) */
 	gw_reqs = json_array();
 	api_cluster_gw_up(c);
