@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "api_gwc.h"
 #include "api_http.h"
 #include "gw_buf.h"
 #include "gw_conf.h"
@@ -61,8 +60,10 @@ void api_apply_fini(struct api_apply *a);
 /* Reconciles the gateway to the desired configuration (or adopts the gateway's configuration
  * when nothing was ever stored). */
 void api_reconcile(struct api_agent *ag);
-/* Asks the gateway for its live state; cb gets the state object or an error. */
-int api_gw_state(struct api_agent *ag, api_gwc_cb cb, void *ctx);
+/* Asks the gateway for its live state; cb gets the state object (borrowed) or an error, as
+ * api_gwc_call's callback: 0 and cb runs once, or < 0 (no gateway, not connected) and never. */
+int api_gw_state(struct api_agent *ag, void (*cb)(void *ctx, int err, json_t *reply),
+		 void *ctx);
 
 /* ---- configuration helpers (api_conf.c) ------------------------------------------------ */
 

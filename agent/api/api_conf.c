@@ -10,6 +10,7 @@
 
 #include "api_agent.h"
 #include "api_r.h"
+#include "api_store.h"
 #include "conf.h"
 
 int api_conf_validate(const json_t *cfg, struct gw_errlist *errs)

@@ -11,6 +11,7 @@
 
 #include "api_agent.h"
 #include "api_r.h"
+#include "api_store.h"
 
 int api_h_config_get(struct api_req *r)
 {

@@ -10,6 +10,7 @@
 
 #include "api_agent.h"
 #include "api_r.h"
+#include "api_store.h"
 #include "gw_buf.h"
 
 int api_h_portals_list(struct api_req *r)

@@ -9,7 +9,11 @@
 
 #include "api_agent.h"
 #include "api_cluster.h"
+#include "api_gwc.h"
+#include "api_net.h"
 #include "api_r.h"
+#include "api_rcache.h"
+#include "api_store.h"
 
 const char *api_version(void)
 {
@@ -24,17 +28,17 @@ int api_h_health(struct api_req *r)
 {
 	struct api_agent *ag = r->ag;
 	uint64_t gen = api_store_generation(ag->store);
-	bool up = ag->gwc_on && ag->gwc.connected;
+	bool up = api_gwc_connected(ag->gwc);
 	bool sync = up && ag->apply.generation == gen && !ag->apply.error;
 	json_t *gw;
 
 	gw = json_pack("{s:b, s:b, s:I, s:s?}", "connected", up, "in_sync", sync,
 		       "applied_generation", (json_int_t)ag->apply.generation, "error",
 		       ag->apply.error);
-	if (gw && ag->gwc_on)
-		json_object_set_new(gw, "socket", json_string(ag->gwc.path));
+	if (gw && ag->gwc)
+		json_object_set_new(gw, "socket", json_string(ag->conf->gateway_socket));
 	api_reply_json(r, 200, json_pack("{s:s, s:s, s:I, s:s, s:o, s:I}", "status",
-					 !ag->gwc_on || sync ? "ok" : "degraded", "version",
+					 !ag->gwc || sync ? "ok" : "degraded", "version",
 					 api_version(), "generation", (json_int_t)gen, "store",
 					 api_store_name(ag->store), "gateway", gw, "uptime_s",
 					 (json_int_t)((gw_now_ms() - ag->started_ms) / 1000)));
@@ -65,7 +69,7 @@ int api_h_metrics(struct api_req *r)
 	uint64_t now = gw_now_ms();
 	const uint64_t key[API_RCACHE_KEYS] = {
 		ag->gw_state_ms, api_store_generation(ag->store), ag->apply.generation,
-		(uint64_t)(ag->gwc_on && ag->gwc.connected), ag->net.changes,
+		(uint64_t)(api_gwc_connected(ag->gwc)), ag->net->changes,
 	};
 	size_t len = 0, zlen = 0;
 	char *text;
@@ -118,8 +122,8 @@ int api_h_events(struct api_req *r)
 	n = snprintf(hello, sizeof(hello),
 		     "retry: 2000\nevent: hello\ndata: {\"generation\":%llu,\"gateway\":%s}\n\n",
 		     (unsigned long long)api_store_generation(ag->store),
-		     ag->gwc_on && ag->gwc.connected ? "true" : "false");
-	return api_events_subscribe(&ag->events, r, hello, (size_t)n);
+		     api_gwc_connected(ag->gwc) ? "true" : "false");
+	return api_events_subscribe(ag->events, r, hello, (size_t)n);
 }
 
 /* GET /cluster: members, port groups and LU owners (404 without --store etcd). */

@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "api_agent.h"
-#include "api_r.h"
 #include "api_cluster.h"
+#include "api_r.h"
+#include "api_rcache.h"
+#include "api_store.h"
 
 static json_t *cfg_targets(const struct api_req *r)
 {

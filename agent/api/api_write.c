@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include "api_agent.h"
-#include "api_r.h"
 #include "api_cluster.h"
+#include "api_gwc.h"
+#include "api_r.h"
+#include "api_store.h"
 #include "gw_log.h"
 
 /* A request's part in the write pipeline (r->wr, opaque to the server), made when first
@@ -255,8 +257,8 @@ static void write_stored(struct api_req *r, int rc)
 	gen = api_store_generation(ag->store);
 	if (!strcmp(gw_status, "applied"))
 		ag->apply.generation = gen;
-	api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation", (json_int_t)gen,
-						   "gateway", gw_status));
+	api_event(ag->events, "config", json_pack("{s:I, s:s}", "generation", (json_int_t)gen,
+						  "gateway", gw_status));
 	api_reply_etag(r);
 	api_reply_header(r, "X-Isergw-Gateway", gw_status);
 	if (body)
@@ -386,11 +388,11 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 	w->status = status;
 	free(w->prefix);
 	w->prefix = prefix ? strdup(prefix) : NULL;
-	if (!ag->gwc_on || !ag->gwc.connected) {
-		write_commit(r, ag->gwc_on ? "unreachable" : "none");
+	if (!api_gwc_connected(ag->gwc)) {
+		write_commit(r, ag->gwc ? "unreachable" : "none");
 		return 0;
 	}
-	rc = api_gwc_call(&ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config",
+	rc = api_gwc_call(ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config",
 					      api_cluster_gw_config(ag->cluster, cfg)),
 			  on_apply_reply, r);
 	if (rc) {
@@ -419,7 +421,7 @@ static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 		/* LUNs it did not have before get the cluster's reservations now. */
 		if (ag->cluster)
 			api_cluster_gw_applied(ag->cluster);
-		api_event(&ag->events, "apply", json_pack("{s:b, s:I}", "ok", 1, "generation",
+		api_event(ag->events, "apply", json_pack("{s:b, s:I}", "ok", 1, "generation",
 						 (json_int_t)gen));
 	} else {
 		struct gw_errlist errs;
@@ -429,7 +431,7 @@ static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 		ag->apply.error = gw_errlist_join(&errs);
 		gw_err("agent", "the gateway refused generation %llu: %s", (unsigned long long)gen,
 		       ag->apply.error ? ag->apply.error : "?");
-		api_event(&ag->events, "apply", json_pack("{s:b, s:I, s:o}", "ok", 0, "generation",
+		api_event(ag->events, "apply", json_pack("{s:b, s:I, s:o}", "ok", 0, "generation",
 						 (json_int_t)gen, "errors",
 						 json_deep_copy(json_object_get(reply, "errors"))));
 		gw_errlist_fini(&errs);
@@ -467,8 +469,8 @@ static void on_adopt_reply(void *ctx, int err, json_t *reply)
 		ag->apply.generation = gen;
 		gw_info("agent", "first start: adopted the gateway's running configuration as "
 			"generation %llu", (unsigned long long)gen);
-		api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
-							   (json_int_t)gen, "gateway", "applied"));
+		api_event(ag->events, "config", json_pack("{s:I, s:s}", "generation",
+							  (json_int_t)gen, "gateway", "applied"));
 	}
 }
 
@@ -489,28 +491,29 @@ void api_reconcile(struct api_agent *ag)
 	json_t *eff;
 	int r;
 
-	if (!ag->gwc_on || !ag->gwc.connected)
+	if (!api_gwc_connected(ag->gwc))
 		return;
 	ag->apply.reconciling = true;
 	if (ag->cluster && !api_cluster_has_local(ag->cluster)) {
-		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_local_reply, ag);
+		r = api_gwc_call(ag->gwc, json_pack("{s:s}", "op", "config"), on_local_reply, ag);
 	} else if (!ag->cluster && api_store_generation(ag->store) == 0) {
 		/* Adopted once, alone: a cluster's configuration is etcd's, never one gateway's. */
-		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_adopt_reply, ag);
+		r = api_gwc_call(ag->gwc, json_pack("{s:s}", "op", "config"), on_adopt_reply, ag);
 	} else {
 		/* The desired configuration as it is, or in a cluster with this member's portals
 		 * and groups. */
 		eff = api_cluster_gw_config(ag->cluster, api_store_config(ag->store));
-		r = api_gwc_call(&ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config", eff),
+		r = api_gwc_call(ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config", eff),
 				 on_reconcile_reply, ag);
 	}
 	if (r)
 		ag->apply.reconciling = false;
 }
 
-int api_gw_state(struct api_agent *ag, api_gwc_cb cb, void *ctx)
+int api_gw_state(struct api_agent *ag, void (*cb)(void *ctx, int err, json_t *reply),
+		 void *ctx)
 {
-	if (!ag->gwc_on)
+	if (!ag->gwc)
 		return -ENOTCONN;
-	return api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "state"), cb, ctx);
+	return api_gwc_call(ag->gwc, json_pack("{s:s}", "op", "state"), cb, ctx);
 }
