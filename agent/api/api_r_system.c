@@ -69,7 +69,7 @@ int api_h_metrics(struct api_req *r)
 	uint64_t now = gw_now_ms();
 	const uint64_t key[API_RCACHE_KEYS] = {
 		ag->gw_state_ms, api_store_generation(ag->store), ag->apply.generation,
-		(uint64_t)(api_gwc_connected(ag->gwc)), ag->net->changes,
+		(uint64_t)api_gwc_connected(ag->gwc), ag->net->changes,
 	};
 	size_t len = 0, zlen = 0;
 	char *text;
