@@ -319,8 +319,6 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	ag->gate = &o->gate;
 	ag->net = &o->net;
 	ag->events = &o->events;
-	ag->started_ms = gw_now_ms();
-	api_writes_init(&ag->writes);
 	if (mkdir(conf->state_dir, 0700) < 0 && errno != EEXIST) {
 		r = -errno;
 		gw_err("agent", "state directory %s: %s", conf->state_dir, strerror(-r));
@@ -349,14 +347,17 @@ int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_
 	r = api_net_init(&o->net, conf->state_dir, on_net_event, o);
 	if (r)
 		goto fail_auth_net;
-	ag->openapi = api_openapi_build(api_routes, api_version());
-	if (!ag->openapi) {
-		r = -ENOMEM;
-		goto fail_auth;
-	}
+	/* The resources' own state; the OpenAPI document comes from the route table. */
+	r = api_writes_create(&ag->writes);
+	if (!r)
+		r = api_system_create(api_openapi_build(api_routes, api_version()), &ag->system);
+	if (!r)
+		r = api_targets_create(&ag->targets);
+	if (r)
+		goto fail_res;
 	r = api_events_init(&o->events, loop);
 	if (r)
-		goto fail_openapi;
+		goto fail_res;
 	r = gw_timer_init(&o->poll, loop, on_poll);
 	if (r)
 		goto fail_events;
@@ -386,9 +387,10 @@ fail_poll:
 	gw_timer_fini(&o->poll);
 fail_events:
 	api_events_fini(&o->events);
-fail_openapi:
-	json_decref(ag->openapi);
-fail_auth:
+fail_res:
+	api_targets_destroy(ag->targets);
+	api_system_destroy(ag->system);
+	api_writes_destroy(ag->writes);
 	api_net_fini(&o->net);
 fail_auth_net:
 	api_bsdirs_fini(&ag->bsdirs);
@@ -416,13 +418,13 @@ void api_agent_fini(struct api_agent *ag)
 	api_events_fini(&o->events);
 	api_http_stop(ag->http);
 	gw_timer_fini(&o->poll);
-	json_decref(ag->openapi);
+	/* After the server: the requests it freed have left the write queue. */
+	api_targets_destroy(ag->targets);
+	api_system_destroy(ag->system);
+	api_writes_destroy(ag->writes);
 	json_decref(ag->gw_state);
 	api_apply_fini(&ag->apply);
 	api_net_fini(&o->net);
-	api_rcache_fini(&ag->metrics_cache);
-	api_rcache_fini(&ag->metrics_gz);
-	api_rcache_fini(&ag->targets_cache);
 	api_bsdirs_fini(&ag->bsdirs);
 	api_gate_fini(&o->gate);
 	api_auth_close(&o->auth);

@@ -14,7 +14,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "api_rcache.h"
 #include "api_res.h"
 
 struct gw_loop;
@@ -78,13 +77,10 @@ struct api_agent {
 	json_t *gw_state;		/* the gateway's last "state": the poll's (api_agent.c) */
 	uint64_t gw_state_ms;
 	struct api_bsdirs bsdirs;	/* where API backstores may lie (api_bsdirs.c) */
-	/* One file's each (a handler's only state is r->ag). */
-	struct api_writes writes;	/* api_write.c: the write queue */
-	json_t *openapi;		/* api_r_system.c: GET /openapi.json, built at start */
-	uint64_t started_ms;		/* api_r_system.c: the uptime of GET /health */
-	struct api_rcache metrics_cache;	/* api_r_system.c: GET /metrics */
-	struct api_rcache metrics_gz;		/* api_r_system.c: GET /metrics, gzip'ed */
-	struct api_rcache targets_cache;	/* api_r_targets.c: GET /api/v1/targets */
+	/* One resource file's own state each (a handler's only state is r->ag): api_res.h. */
+	struct api_writes *writes;	/* the write queue (api_write.c) */
+	struct api_system *system;	/* uptime, OpenAPI, /metrics' caches (api_r_system.c) */
+	struct api_targets *targets;	/* GET /api/v1/targets' cache (api_r_targets.c) */
 };
 
 /* ---- the agent (api_agent.c) ----------------------------------------------------------- */

@@ -25,11 +25,12 @@ const char *api_version(void);
 /* Every endpoint (ends with { .method = NULL }), registered with the server by the agent. */
 extern const struct api_route api_routes[];
 
-/* Writes run one at a time, in arrival order (the rest wait suspended). */
-struct api_writes {
-	bool busy;
-	struct gw_list wait;		/* struct api_wreq.node (api_write.c) */
-};
+/* The state of one resource file each, behind a handle in the hub: the write queue
+ * (api_write.c), GET /health's start time, GET /openapi.json's document and GET /metrics'
+ * reply caches (api_r_system.c), GET /api/v1/targets' reply cache (api_r_targets.c). */
+struct api_writes;
+struct api_system;
+struct api_targets;
 
 /* What the gateway runs, as the write pipeline last learned it. */
 struct api_apply {
@@ -53,7 +54,10 @@ void api_write_release(struct api_agent *ag);
 bool api_write_busy(const struct api_agent *ag);
 /* The write pipeline's hook: one write at a time, in arrival order (ctx: the agent). */
 extern const struct api_http_hook api_write_hook;
-void api_writes_init(struct api_writes *w);
+/* The write queue: empty, none busy. 0 or -ENOMEM. Destroyed once the server stopped (a
+ * request it frees leaves the queue). */
+int api_writes_create(struct api_writes **out);
+void api_writes_destroy(struct api_writes *w);
 /* The gateway went away: what it runs is unknown until the next reconcile. */
 void api_apply_lost(struct api_apply *a);
 void api_apply_fini(struct api_apply *a);
@@ -123,6 +127,14 @@ int api_bsdirs_check_config(struct api_bsdirs *d, const json_t *cfg, const json_
 			    struct gw_errlist *errs);
 
 /* ---- metrics and the OpenAPI document -------------------------------------------------- */
+
+/* Health's start time (now), the OpenAPI document (stolen, also on failure: the composition
+ * builds it from the route table) and empty /metrics caches. 0 or -ENOMEM. */
+int api_system_create(json_t *openapi, struct api_system **out);
+void api_system_destroy(struct api_system *s);
+/* GET /api/v1/targets' empty reply cache. 0 or -ENOMEM. */
+int api_targets_create(struct api_targets **out);
+void api_targets_destroy(struct api_targets *t);
 
 /* Prometheus text exposition of the cached state (malloc'ed). */
 char *api_metrics_text(struct api_agent *ag, size_t *len);

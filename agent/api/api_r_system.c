@@ -15,6 +15,36 @@
 #include "api_rcache.h"
 #include "api_store.h"
 
+struct api_system {
+	uint64_t started_ms;
+	json_t *openapi;
+	struct api_rcache metrics, metrics_gz;	/* the text and its gzip */
+};
+
+int api_system_create(json_t *openapi, struct api_system **out)
+{
+	struct api_system *s = openapi ? calloc(1, sizeof(*s)) : NULL;
+
+	if (!s) {
+		json_decref(openapi);
+		return -ENOMEM;
+	}
+	s->started_ms = gw_now_ms();
+	s->openapi = openapi;
+	*out = s;
+	return 0;
+}
+
+void api_system_destroy(struct api_system *s)
+{
+	if (!s)
+		return;
+	json_decref(s->openapi);
+	api_rcache_fini(&s->metrics);
+	api_rcache_fini(&s->metrics_gz);
+	free(s);
+}
+
 const char *api_version(void)
 {
 #ifdef ISERGW_VERSION
@@ -41,7 +71,7 @@ int api_h_health(struct api_req *r)
 					 !ag->gwc || sync ? "ok" : "degraded", "version",
 					 api_version(), "generation", (json_int_t)gen, "store",
 					 api_store_name(ag->store), "gateway", gw, "uptime_s",
-					 (json_int_t)((gw_now_ms() - ag->started_ms) / 1000)));
+					 (json_int_t)((gw_now_ms() - ag->system->started_ms) / 1000)));
 	return 0;
 }
 
@@ -54,7 +84,7 @@ int api_h_version(struct api_req *r)
 
 int api_h_openapi(struct api_req *r)
 {
-	api_reply_json(r, 200, json_incref(r->ag->openapi));
+	api_reply_json(r, 200, json_incref(r->ag->system->openapi));
 	return 0;
 }
 
@@ -75,15 +105,15 @@ int api_h_metrics(struct api_req *r)
 	char *text;
 
 	if (api_accepts_gzip(api_req_header(r, "Accept-Encoding"))) {
-		text = api_rcache_get(&ag->metrics_gz, key, 1000, now, &len);
+		text = api_rcache_get(&ag->system->metrics_gz, key, 1000, now, &len);
 		if (!text) {
-			char *plain = api_rcache_get(&ag->metrics_cache, key, 1000, now, &len);
+			char *plain = api_rcache_get(&ag->system->metrics, key, 1000, now, &len);
 
 			if (!plain) {
 				plain = api_metrics_text(ag, &len);
 				if (!plain)
 					return -ENOMEM;
-				api_rcache_put(&ag->metrics_cache, key, plain, len, now);
+				api_rcache_put(&ag->system->metrics, key, plain, len, now);
 			}
 			text = api_gzip(plain, len, &zlen);
 			if (!text) {
@@ -94,19 +124,19 @@ int api_h_metrics(struct api_req *r)
 			}
 			free(plain);
 			len = zlen;
-			api_rcache_put(&ag->metrics_gz, key, text, len, now);
+			api_rcache_put(&ag->system->metrics_gz, key, text, len, now);
 		}
 		api_reply_header(r, "Content-Encoding", "gzip");
 		api_reply_header(r, "Vary", "Accept-Encoding");
 		api_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 		return 0;
 	}
-	text = api_rcache_get(&ag->metrics_cache, key, 1000, now, &len);
+	text = api_rcache_get(&ag->system->metrics, key, 1000, now, &len);
 	if (!text) {
 		text = api_metrics_text(ag, &len);
 		if (!text)
 			return -ENOMEM;
-		api_rcache_put(&ag->metrics_cache, key, text, len, now);
+		api_rcache_put(&ag->system->metrics, key, text, len, now);
 	}
 	api_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 	return 0;

@@ -17,11 +17,17 @@
 #include "api_store.h"
 #include "gw_log.h"
 
+/* Writes run one at a time, in arrival order (the rest wait parked). */
+struct api_writes {
+	bool busy;
+	struct gw_list wait;		/* struct api_wreq.node */
+};
+
 /* A request's part in the write pipeline (r->wr, opaque to the server), made when first
  * needed and freed with the request. */
 struct api_wreq {
 	struct api_req *r;
-	struct gw_list node;		/* in ag->writes.wait */
+	struct gw_list node;		/* in ag->writes->wait */
 	bool holds, waits;
 	/* An outstanding write: committed when the gateway accepts it. */
 	json_t *config, *body;
@@ -45,21 +51,31 @@ void api_write_release(struct api_agent *ag)
 {
 	struct api_wreq *w;
 
-	ag->writes.busy = false;
-	if (gw_list_empty(&ag->writes.wait))
+	ag->writes->busy = false;
+	if (gw_list_empty(&ag->writes->wait))
 		return;
-	w = gw_list_first_entry(&ag->writes.wait, struct api_wreq, node);
+	w = gw_list_first_entry(&ag->writes->wait, struct api_wreq, node);
 	gw_list_del(&w->node);
 	w->waits = false;
-	ag->writes.busy = true;
+	ag->writes->busy = true;
 	w->holds = true;
 	api_req_resume(w->r);
 }
 
-void api_writes_init(struct api_writes *w)
+int api_writes_create(struct api_writes **out)
 {
-	w->busy = false;
+	struct api_writes *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
 	gw_list_init(&w->wait);
+	*out = w;
+	return 0;
+}
+
+void api_writes_destroy(struct api_writes *w)
+{
+	free(w);
 }
 
 void api_apply_lost(struct api_apply *a)
@@ -76,7 +92,7 @@ void api_apply_fini(struct api_apply *a)
 
 bool api_write_busy(const struct api_agent *ag)
 {
-	return ag->writes.busy;
+	return ag->writes->busy;
 }
 
 /* Writes run one at a time, in arrival order: the rest wait suspended. */
@@ -90,14 +106,14 @@ static int write_admit(void *ctx, struct api_req *r)
 	w = wreq(r);
 	if (!w)
 		return -ENOMEM;
-	if (ag->writes.busy) {
+	if (ag->writes->busy) {
 		w->waits = true;
-		gw_list_add_tail(&ag->writes.wait, &w->node);
+		gw_list_add_tail(&ag->writes->wait, &w->node);
 		/* Nothing under way: a client that goes away leaves the queue at once. */
 		api_req_park(r);
 		return 1;
 	}
-	ag->writes.busy = true;
+	ag->writes->busy = true;
 	w->holds = true;
 	return 0;
 }
