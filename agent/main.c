@@ -23,6 +23,8 @@
 #include <systemd/sd-daemon.h>
 
 #include "api_agent.h"
+#include "api_auth.h"
+#include "api_http.h"
 #include "gw_log.h"
 #include "gw_loop.h"
 
@@ -185,20 +187,8 @@ static int check_cluster_opts(struct api_conf *c)
 /* SIGHUP: the token list is read again; a file that does not load keeps the tokens in use. */
 static void reload_tokens(void)
 {
-	struct api_auth a;
-	int r;
-
 	sd_notify(0, "RELOADING=1\nSTATUS=reloading the token list");
-	r = api_auth_open(&a, agent.conf.state_dir);
-	if (r) {
-		gw_err("agent", "SIGHUP: %s/tokens.json: %s: keeping the %zu tokens in use",
-		       agent.conf.state_dir, strerror(-r), agent.auth.n);
-		api_auth_close(&a);
-	} else {
-		api_auth_close(&agent.auth);
-		agent.auth = a;
-		gw_info("agent", "SIGHUP: %zu tokens loaded", agent.auth.n);
-	}
+	api_agent_reload_tokens(&agent);
 	sd_notify(0, "READY=1\nSTATUS=serving");
 }
 

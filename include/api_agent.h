@@ -2,10 +2,10 @@
 /*
  * isergw-agent: the REST agent (docs/REST.md). It owns the desired configuration (api_store.h),
  * reconciles the gateway to it over the control socket (api_gwc.h), and serves the versioned
- * HTTP API (api_http.h) with the resources of api_res.h. struct api_agent is the composition
- * (agent/api_agent.c) that wires those rooms together; each room keeps its own state struct in
- * it (the store, the token list, the gateway client, the write queue, the event subscribers,
- * the network state, the cluster).
+ * HTTP API (api_http.h) with the resources of api_res.h. The composition (agent/api_agent.c)
+ * starts the rooms and wires their callbacks; struct api_agent is the hub it hands every
+ * request (r->ag): handles into the rooms, and the little state the resources share. A file
+ * includes the header of each room it uses.
  */
 #ifndef API_AGENT_H
 #define API_AGENT_H
@@ -14,14 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "api_auth.h"
-#include "api_gwc.h"
-#include "api_http.h"
-#include "api_net.h"
-#include "api_rcache.h"
 #include "api_res.h"
-#include "api_store.h"
-#include "gw_loop.h"
+
+struct gw_loop;
 
 struct api_conf {
 	const char *state_dir;
@@ -56,39 +51,44 @@ struct api_conf {
 	const char *networkd_dir;
 };
 
+struct api_agent_own;
 struct api_cluster;
+struct api_events;
+struct api_gate;
+struct api_gwc;
+struct api_http;
+struct api_net;
+struct api_store;
 
 struct api_agent {
-	struct gw_loop *loop;
-	struct api_conf conf;
-	struct api_store *store;
-	struct api_auth auth;
-	struct api_gate gate;		/* failed tokens per address, guarding auth */
-	struct api_bsdirs bsdirs;	/* where API backstores may lie (api_bsdirs.c) */
-	struct api_gwc gwc;
-	bool gwc_on;
-	struct api_http *http;
-	struct api_writes writes;	/* api_write.c's */
-	/* Live state: the gateway's last "state" answer (sessions, counters). */
-	json_t *gw_state;
+	/* Handles the composition wires (each room's state is its own, or the composition's:
+	 * api_agent_own): reached through the room's header. */
+	const struct api_conf *conf;	/* the options, defaults filled in */
+	struct api_store *store;	/* the desired configuration (api_store.h) */
+	struct api_gwc *gwc;		/* the gateway's client (api_gwc.h), NULL: no gateway */
+	struct api_http *http;		/* the server, for its counters (api_http.h) */
+	struct api_events *events;	/* server-sent events (api_http.h) */
+	struct api_gate *gate;		/* failed tokens per address: /metrics (api_auth.h) */
+	struct api_net *net;		/* bonds and RDMA ports (api_net.h) */
+	struct api_cluster *cluster;	/* api_cluster.h; NULL: a gateway alone */
+	struct api_agent_own *own;	/* the composition's own (api_agent.c) */
+	/* Shared: written by one file, read by several resources. */
+	struct api_apply apply;		/* what the gateway runs: api_write.c's */
+	json_t *gw_state;		/* the gateway's last "state": the poll's (api_agent.c) */
 	uint64_t gw_state_ms;
-	struct gw_timer poll;
-	bool poll_busy;
-	bool net_busy, net_again;	/* a "net" request in flight; another wanted after it */
-	struct api_apply apply;		/* what the gateway runs (api_write.c's) */
-	struct api_events events;	/* server-sent events (api_events.c) */
-	json_t *openapi;
-	struct api_net net;		/* bonds and RDMA ports */
-	struct api_rcache metrics_cache;	/* GET /metrics */
-	struct api_rcache metrics_gz;		/* GET /metrics, gzip'ed */
-	struct api_rcache targets_cache;	/* GET /api/v1/targets */
-	uint64_t started_ms;
-	struct api_cluster *cluster;	/* NULL: a gateway alone */
+	struct api_bsdirs bsdirs;	/* where API backstores may lie (api_bsdirs.c) */
+	/* One resource file's own state each (a handler's only state is r->ag): api_res.h. */
+	struct api_writes *writes;	/* the write queue (api_write.c) */
+	struct api_system *system;	/* uptime, OpenAPI, /metrics' caches (api_r_system.c) */
+	struct api_targets *targets;	/* GET /api/v1/targets' cache (api_r_targets.c) */
 };
 
 /* ---- the agent (api_agent.c) ----------------------------------------------------------- */
 
 int api_agent_init(struct api_agent *ag, struct gw_loop *loop, const struct api_conf *conf);
 void api_agent_fini(struct api_agent *ag);
+/* Reads the token list again (SIGHUP); a file that does not load keeps the tokens in use
+ * (logged). 0 or -errno. */
+int api_agent_reload_tokens(struct api_agent *ag);
 
 #endif

@@ -75,7 +75,7 @@ void api_cluster_gw_up(struct api_cluster *c);
  * gateway takes only newer states from it, so nothing goes back). */
 void api_cluster_gw_applied(struct api_cluster *c);
 /* The gateway's "pr_commit" event (data borrowed): committed to etcd, answered with
- * {"op":"pr_result"} within API_CPR_COMMIT_MS (docs/CLUSTER.md). */
+ * {"op":"pr_result"} within API_PRC_COMMIT_MS (docs/CLUSTER.md). */
 void api_cluster_pr_commit(struct api_cluster *c, const json_t *data);
 /*
  * Takeover holds (pure): eff is an effective configuration (every LU's "owner" resolved).

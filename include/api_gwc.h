@@ -55,6 +55,8 @@ int api_gwc_init(struct api_gwc *g, struct gw_loop *loop, const char *path,
 void api_gwc_fini(struct api_gwc *g);
 /* Sends req (stolen); see the async rule above. */
 int api_gwc_call(struct api_gwc *g, json_t *req, api_gwc_cb cb, void *ctx);
+/* Connected to the gateway now; false for NULL (no gateway to drive). */
+bool api_gwc_connected(const struct api_gwc *g);
 /* Drops the connection (tests; the agent reconnects on its own). */
 void api_gwc_disconnect(struct api_gwc *g, int err);
 

@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "api_gwc.h"
 #include "api_http.h"
 #include "gw_buf.h"
 #include "gw_conf.h"
@@ -26,11 +25,12 @@ const char *api_version(void);
 /* Every endpoint (ends with { .method = NULL }), registered with the server by the agent. */
 extern const struct api_route api_routes[];
 
-/* Writes run one at a time, in arrival order (the rest wait suspended). */
-struct api_writes {
-	bool busy;
-	struct gw_list wait;		/* struct api_wreq.node (api_write.c) */
-};
+/* The state of one resource file each, behind a handle in the hub: the write queue
+ * (api_write.c), GET /health's start time, GET /openapi.json's document and GET /metrics'
+ * reply caches (api_r_system.c), GET /api/v1/targets' reply cache (api_r_targets.c). */
+struct api_writes;
+struct api_system;
+struct api_targets;
 
 /* What the gateway runs, as the write pipeline last learned it. */
 struct api_apply {
@@ -54,15 +54,20 @@ void api_write_release(struct api_agent *ag);
 bool api_write_busy(const struct api_agent *ag);
 /* The write pipeline's hook: one write at a time, in arrival order (ctx: the agent). */
 extern const struct api_http_hook api_write_hook;
-void api_writes_init(struct api_writes *w);
+/* The write queue: empty, none busy. 0 or -ENOMEM. Destroyed once the server stopped (a
+ * request it frees leaves the queue). */
+int api_writes_create(struct api_writes **out);
+void api_writes_destroy(struct api_writes *w);
 /* The gateway went away: what it runs is unknown until the next reconcile. */
 void api_apply_lost(struct api_apply *a);
 void api_apply_fini(struct api_apply *a);
 /* Reconciles the gateway to the desired configuration (or adopts the gateway's configuration
  * when nothing was ever stored). */
 void api_reconcile(struct api_agent *ag);
-/* Asks the gateway for its live state; cb gets the state object or an error. */
-int api_gw_state(struct api_agent *ag, api_gwc_cb cb, void *ctx);
+/* Asks the gateway for its live state; cb gets the state object (borrowed) or an error, as
+ * api_gwc_call's callback: 0 and cb runs once, or < 0 (no gateway, not connected) and never. */
+int api_gw_state(struct api_agent *ag, void (*cb)(void *ctx, int err, json_t *reply),
+		 void *ctx);
 
 /* ---- configuration helpers (api_conf.c) ------------------------------------------------ */
 
@@ -73,8 +78,12 @@ int api_conf_validate(const json_t *cfg, struct gw_errlist *errs);
 json_t *api_conf_mask(const json_t *in);
 /* The same, dropping the caller's reference to in. */
 json_t *api_conf_mask_steal(json_t *in);
-/* The target named name in the desired configuration (borrowed), NULL with a 404 reply. */
-json_t *api_find_target(struct api_req *r, json_t *cfg, const char *name, ssize_t *idx);
+/* The target named name in cfg (borrowed; an element of cfg, as json_object_get gives it),
+ * NULL with a 404 reply. */
+json_t *api_find_target(struct api_req *r, const json_t *cfg, const char *name, ssize_t *idx);
+/* The target the request's first parameter names in the desired configuration (borrowed,
+ * read-only: the store's), NULL with a 404 reply. */
+const json_t *api_stored_target(struct api_req *r);
 /* In cfg, every secret equal to "****" takes the value at the same place in old (same target
  * and initiator names), so masked exports import unchanged. */
 void api_conf_unmask(json_t *cfg, const json_t *old);
@@ -118,6 +127,14 @@ int api_bsdirs_check_config(struct api_bsdirs *d, const json_t *cfg, const json_
 			    struct gw_errlist *errs);
 
 /* ---- metrics and the OpenAPI document -------------------------------------------------- */
+
+/* Health's start time (now), the OpenAPI document (stolen, also on failure: the composition
+ * builds it from the route table) and empty /metrics caches. 0 or -ENOMEM. */
+int api_system_create(json_t *openapi, struct api_system **out);
+void api_system_destroy(struct api_system *s);
+/* GET /api/v1/targets' empty reply cache. 0 or -ENOMEM. */
+int api_targets_create(struct api_targets **out);
+void api_targets_destroy(struct api_targets *t);
 
 /* Prometheus text exposition of the cached state (malloc'ed). */
 char *api_metrics_text(struct api_agent *ag, size_t *len);

@@ -4,7 +4,8 @@
  * isergwd.json) plus a generation number that goes up by one at every committed change and
  * serves as the HTTP ETag. Behind an ops table so a cluster can keep it in etcd instead of the
  * default file; the file backend survives kill -9 at any instant (temp file, fsync, rename,
- * fsync of the folder).
+ * fsync of the folder). The rest of the agent holds a handle and reads through the functions
+ * below; the struct and the ops table are agent/store's (store_priv.h).
  */
 #ifndef API_STORE_H
 #define API_STORE_H
@@ -13,34 +14,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A handle: its fields and backends are agent/store's own (store_priv.h). */
 struct api_store;
 
-struct api_store_ops {
-	const char *name;
-	/* *config (new reference) and *gen from the backend; -ENOENT when it has never been
-	 * written. */
-	int (*load)(struct api_store *s, json_t **config, uint64_t *gen);
-	/* Persists config as generation gen, durably, before returning 0. */
-	int (*save)(struct api_store *s, const json_t *config, uint64_t gen);
-	void (*destroy)(struct api_store *s);
-	/* Backends other agents write (etcd): re-reads the configuration; 1 when it changed
-	 * (config and generation updated), 0 unchanged, -errno when the backend is away. NULL:
-	 * only this agent writes it. */
-	int (*refresh)(struct api_store *s);
-	/* Backends reached over the network (etcd): save without blocking; done(ctx, 0 or
-	 * -errno) runs once from the loop when this returned 0, or from destroy with
-	 * -ECANCELED (the store is closing then). NULL: save is quick. */
-	int (*save_async)(struct api_store *s, const json_t *config, uint64_t gen,
-			  void (*done)(void *ctx, int err), void *ctx);
-};
+/* ---- what the rest of the agent reads ------------------------------------------------- */
 
-struct api_store {
-	const struct api_store_ops *ops;
-	json_t *config;			/* current desired configuration (owned) */
-	uint64_t generation;		/* 0: never written (config is the empty one) */
-	bool closing;			/* api_store_destroy is under way */
-	void *priv;
-};
+/* The desired configuration, read-only and borrowed: valid until the next commit, or until a
+ * refresh or the cluster's watch (api_store_etcd_apply) brings a newer one. To change it or
+ * keep it longer, take a copy (api_store_copy). */
+const json_t *api_store_config(const struct api_store *s);
+/* Its generation (the ETag): 0 when nothing was ever stored. */
+uint64_t api_store_generation(const struct api_store *s);
+/* A private deep copy of the desired configuration to change and commit (new reference);
+ * NULL when out of memory. */
+json_t *api_store_copy(const struct api_store *s);
+/* The backend's name, for messages and GET /health: "file" or "etcd". */
+const char *api_store_name(const struct api_store *s);
 
 /* The file backend in dir (config.json). Loads what is there. 0 or -errno (a corrupt file is
  * -EINVAL, logged with its line and column: the agent refuses to start on it). */

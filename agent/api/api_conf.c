@@ -10,6 +10,7 @@
 
 #include "api_agent.h"
 #include "api_r.h"
+#include "api_store.h"
 #include "conf.h"
 
 int api_conf_validate(const json_t *cfg, struct gw_errlist *errs)
@@ -76,7 +77,7 @@ json_t *api_conf_mask_steal(json_t *in)
 	return m;
 }
 
-json_t *api_find_target(struct api_req *r, json_t *cfg, const char *name, ssize_t *idx)
+json_t *api_find_target(struct api_req *r, const json_t *cfg, const char *name, ssize_t *idx)
 {
 	json_t *arr = json_object_get(cfg, "targets");
 	ssize_t i = api_conf_find(arr, "name", name);
@@ -88,6 +89,11 @@ json_t *api_find_target(struct api_req *r, json_t *cfg, const char *name, ssize_
 	if (idx)
 		*idx = i;
 	return json_array_get(arr, (size_t)i);
+}
+
+const json_t *api_stored_target(struct api_req *r)
+{
+	return api_find_target(r, api_store_config(r->ag->store), r->params[0], NULL);
 }
 
 static void unmask_chap(json_t *chap, const json_t *old)
@@ -236,6 +242,7 @@ void api_reply_etag(struct api_req *r)
 {
 	char tag[32];
 
-	snprintf(tag, sizeof(tag), "\"%llu\"", (unsigned long long)r->ag->store->generation);
+	snprintf(tag, sizeof(tag), "\"%llu\"",
+		 (unsigned long long)api_store_generation(r->ag->store));
 	api_reply_header(r, "ETag", tag);
 }

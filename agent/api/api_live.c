@@ -7,17 +7,19 @@
 #include <string.h>
 
 #include "api_agent.h"
+#include "api_gwc.h"
 #include "api_r.h"
+#include "api_store.h"
 
 json_t *api_live_portal(struct api_agent *ag, const char *name)
 {
 	const json_t *p;
 	size_t i;
 
-	if (!ag->gwc_on)
+	if (!ag->gwc)
 		return json_pack("{s:n, s:s}", "listening", "reason",
 				 "the agent drives no gateway (--gateway-socket)");
-	if (!ag->gwc.connected || !ag->gw_state)
+	if (!api_gwc_connected(ag->gwc) || !ag->gw_state)
 		return json_pack("{s:n, s:s}", "listening", "reason",
 				 "the gateway is not connected");
 	json_array_foreach(json_object_get(ag->gw_state, "portals"), i, p) {
@@ -31,7 +33,7 @@ json_t *api_live_portal(struct api_agent *ag, const char *name)
 		return json_pack("{s:b, s:s}", "listening", 0, "reason",
 				 "the gateway has the portal but no socket (see its log)");
 	}
-	if (ag->apply.generation != ag->store->generation || ag->apply.error)
+	if (ag->apply.generation != api_store_generation(ag->store) || ag->apply.error)
 		return json_pack("{s:b, s:s}", "listening", 0, "reason",
 				 ag->apply.error ? ag->apply.error :
 				 "not applied yet: the gateway runs an older generation");

@@ -9,7 +9,10 @@
 #include <string.h>
 
 #include "api_agent.h"
+#include "api_auth.h"
+#include "api_gwc.h"
 #include "api_r.h"
+#include "api_store.h"
 #include "conf.h"
 #include "gw_buf.h"
 
@@ -42,7 +45,7 @@ static void sessions_metric(struct gw_buf *b, struct api_agent *ag, const json_t
 
 	api_prom_head(b, "isergw_sessions", "gauge",
 		      "Logged-in iSCSI sessions per target and transport.");
-	json_array_foreach(json_object_get(ag->store->config, "targets"), i, t) {
+	json_array_foreach(json_object_get(api_store_config(ag->store), "targets"), i, t) {
 		const char *name = json_string_value(json_object_get(t, "name"));
 
 		for (k = 0; k < ISC_PORTAL_NR; k++) {
@@ -247,7 +250,7 @@ static void loop_metrics(struct gw_buf *b, const json_t *loops)
  * requests, event subscribers, clients gone while they waited. */
 static void agent_guard_metrics(struct gw_buf *b, struct api_agent *ag)
 {
-	const struct api_gate *g = &ag->gate;
+	const struct api_gate *g = ag->gate;
 	size_t i;
 
 	api_prom_head(b, "isergw_agent_auth_failures_total", "counter",
@@ -278,7 +281,7 @@ static void agent_guard_metrics(struct gw_buf *b, struct api_agent *ag)
 	gw_buf_printf(b, "isergw_agent_requests_waiting %u\n", api_http_suspended(ag->http));
 	api_prom_head(b, "isergw_agent_event_subscribers", "gauge",
 		      "Open event streams (GET /api/v1/events).");
-	gw_buf_printf(b, "isergw_agent_event_subscribers %u\n", ag->events.n);
+	gw_buf_printf(b, "isergw_agent_event_subscribers %u\n", ag->events->n);
 	api_prom_head(b, "isergw_agent_clients_gone_total", "counter",
 		      "Waiting requests and event streams whose client went away, ended at once.");
 	gw_buf_printf(b, "isergw_agent_clients_gone_total %llu\n",
@@ -288,7 +291,7 @@ static void agent_guard_metrics(struct gw_buf *b, struct api_agent *ag)
 char *api_metrics_text(struct api_agent *ag, size_t *len)
 {
 	const json_t *st = ag->gw_state;
-	bool up = ag->gwc_on && ag->gwc.connected;
+	bool up = api_gwc_connected(ag->gwc);
 	struct gw_buf b;
 	json_t *t, *l;
 	size_t i, j, c;
@@ -300,7 +303,7 @@ char *api_metrics_text(struct api_agent *ag, size_t *len)
 	api_prom_head(&b, "isergw_config_generation", "gauge",
 		      "Generation of the desired configuration.");
 	gw_buf_printf(&b, "isergw_config_generation %llu\n",
-		      (unsigned long long)ag->store->generation);
+		      (unsigned long long)api_store_generation(ag->store));
 	api_prom_head(&b, "isergw_config_applied_generation", "gauge",
 		      "Generation the gateway last applied (0: unknown).");
 	gw_buf_printf(&b, "isergw_config_applied_generation %llu\n",

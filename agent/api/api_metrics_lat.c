@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The per-LUN latency histograms of /metrics: the gateway counts commands per log2 bucket
- * (lib/gw_hist.h, reported by "state" as {"counts":[...],"sum_ns":N}); Prometheus wants
+ * (include/gw_hist.h, reported by "state" as {"counts":[...],"sum_ns":N}); Prometheus wants
  * cumulative buckets with an "le" label in seconds, then _sum and _count.
  */
 #include <stdio.h>

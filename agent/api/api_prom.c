@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Prometheus text format helpers shared by the metrics writers (api.h). */
+/* Prometheus text format helpers shared by the metrics writers (api_res.h). */
 #include "api_agent.h"
 #include "api_r.h"
 

@@ -14,7 +14,8 @@
 
 int api_h_acls_list(struct api_req *r)
 {
-	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL), *m, *any, *acls;
+	const json_t *t = api_stored_target(r);
+	json_t *m, *any, *acls;
 
 	if (!t)
 		return 0;
@@ -32,7 +33,8 @@ int api_h_acls_list(struct api_req *r)
 
 int api_h_acl_get(struct api_req *r)
 {
-	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL), *m;
+	const json_t *t = api_stored_target(r);
+	json_t *m;
 	ssize_t i;
 
 	if (!t)

@@ -8,6 +8,7 @@
 
 #include "api_agent.h"
 #include "api_bond.h"
+#include "api_gwc.h"
 #include "api_net.h"
 #include "api_r.h"
 
@@ -16,11 +17,11 @@ int api_bond_put_apply(struct api_req *r, const json_t *desired, json_t **applie
 	struct api_agent *ag = r->ag;
 	bool dry = api_req_flag(r, "dry_run");
 	struct api_bond_ctx ctx = {
-		.networkd_dir = ag->conf.networkd_dir && *ag->conf.networkd_dir ?
-				ag->conf.networkd_dir : API_NETWORKD_DIR,
-		.listen = ag->conf.listen,
+		.networkd_dir = ag->conf->networkd_dir && *ag->conf->networkd_dir ?
+				ag->conf->networkd_dir : API_NETWORKD_DIR,
+		.listen = ag->conf->listen,
 		.force = api_req_flag(r, "force"),
-		.gw_state = ag->gwc.connected ? ag->gw_state : NULL,
+		.gw_state = api_gwc_connected(ag->gwc) ? ag->gw_state : NULL,
 	};
 	struct api_bond_result res;
 	ssize_t k;
@@ -30,14 +31,14 @@ int api_bond_put_apply(struct api_req *r, const json_t *desired, json_t **applie
 		return 0;
 	/* The bond's present settings are the gateway's model: without it a plan would guess,
 	 * so a dry run is refused as an apply is, and nothing changes. */
-	if (!ag->net.have_model) {
+	if (!ag->net->have_model) {
 		api_reply_err(r, API_E_UNAVAILABLE, NULL, "the gateway's network model is not "
 			      "available: %s needs the gateway running (--gateway-socket)",
 			      dry ? "a dry run" : "apply");
 		return 1;
 	}
-	k = api_net_find(ag->net.bonds, json_string_value(json_object_get(desired, "name")));
-	ctx.status = k >= 0 ? json_array_get(ag->net.bonds, (size_t)k) : NULL;
+	k = api_net_find(ag->net->bonds, json_string_value(json_object_get(desired, "name")));
+	ctx.status = k >= 0 ? json_array_get(ag->net->bonds, (size_t)k) : NULL;
 	api_bond_apply(&ctx, desired, dry, &res);
 	switch (res.verdict) {
 	case API_BOND_OK:

@@ -11,15 +11,16 @@
 
 #include "api_agent.h"
 #include "api_r.h"
+#include "api_store.h"
 
 int api_h_config_get(struct api_req *r)
 {
 	char gen[32];
 
-	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)r->ag->store->generation);
+	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)api_store_generation(r->ag->store));
 	api_reply_etag(r);
 	api_reply_header(r, "X-Isergw-Generation", gen);
-	api_reply_json(r, 200, api_conf_mask(r->ag->store->config));
+	api_reply_json(r, 200, api_conf_mask(api_store_config(r->ag->store)));
 	return 0;
 }
 
@@ -28,15 +29,15 @@ static int config_check(struct api_req *r, json_t *body)
 {
 	struct gw_errlist errs;
 
-	api_conf_unmask(body, r->ag->store->config);
+	api_conf_unmask(body, api_store_config(r->ag->store));
 	gw_errlist_init(&errs);
-	if (api_conf_keep_fixed(body, r->ag->store->config, &errs) ||
+	if (api_conf_keep_fixed(body, api_store_config(r->ag->store), &errs) ||
 	    api_conf_validate(body, &errs) ||
-	    api_bsdirs_check_config(&r->ag->bsdirs, body, r->ag->store->config, &errs))
+	    api_bsdirs_check_config(&r->ag->bsdirs, body, api_store_config(r->ag->store), &errs))
 		api_reply_errlist(r, API_E_INVALID, &errs, NULL);
 	else
 		api_reply_json(r, 200, json_pack("{s:b, s:I}", "valid", 1, "generation",
-						 (json_int_t)r->ag->store->generation));
+						 (json_int_t)api_store_generation(r->ag->store)));
 	gw_errlist_fini(&errs);
 	json_decref(body);
 	return 0;

@@ -9,11 +9,13 @@
 #include <string.h>
 
 #include "api_agent.h"
+#include "api_gwc.h"
 #include "api_r.h"
 
 int api_h_luns_list(struct api_req *r)
 {
-	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL), *l;
+	const json_t *t = api_stored_target(r);
+	json_t *l;
 
 	if (!t)
 		return 0;
@@ -41,7 +43,7 @@ static json_t *lun_live_status(struct api_agent *ag, const char *target, uint64_
 	json_t *t, *l;
 	size_t i, j;
 
-	if (!ag->gwc_on || !ag->gwc.connected)
+	if (!api_gwc_connected(ag->gwc))
 		return NULL;
 	json_array_foreach(json_object_get(ag->gw_state, "targets"), i, t) {
 		const char *name = json_string_value(json_object_get(t, "name"));
@@ -57,7 +59,8 @@ static json_t *lun_live_status(struct api_agent *ag, const char *target, uint64_
 
 int api_h_lun_get(struct api_req *r)
 {
-	json_t *t = api_find_target(r, r->ag->store->config, r->params[0], NULL), *o, *st;
+	const json_t *t = api_stored_target(r);
+	json_t *o, *st;
 	uint64_t lun;
 	ssize_t i;
 

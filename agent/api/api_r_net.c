@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "api_agent.h"
+#include "api_net.h"
 #include "api_r.h"
 #include "gw_log.h"
 
@@ -63,7 +64,7 @@ static const json_t *bond_status(struct api_net *n, const char *name)
 
 int api_h_bonds_list(struct api_req *r)
 {
-	struct api_net *n = &r->ag->net;
+	struct api_net *n = r->ag->net;
 	json_t *out = json_array(), *b;
 	size_t i;
 
@@ -95,10 +96,10 @@ static bool bond_param(struct api_req *r)
 static void reply_bond(struct api_req *r, unsigned int status, json_t *applied)
 {
 	const char *name = r->params[0];
-	const json_t *st = bond_status(&r->ag->net, name);
+	const json_t *st = bond_status(r->ag->net, name);
 	json_t *view;
 
-	if (!st && desired_index(&r->ag->net, name) < 0) {
+	if (!st && desired_index(r->ag->net, name) < 0) {
 		api_reply_err(r, API_E_NOT_FOUND, "bond", "no bond %s on this host and no desired "
 			      "settings for it", name);
 		json_decref(applied);
@@ -107,7 +108,7 @@ static void reply_bond(struct api_req *r, unsigned int status, json_t *applied)
 	/* After an apply the gateway's model may not show the new bond yet (it follows
 	 * the kernel by netlink events): the view then holds the desired settings and
 	 * what was applied. */
-	view = bond_view(&r->ag->net, name, st);
+	view = bond_view(r->ag->net, name, st);
 	if (applied && view)
 		json_object_set_new(view, "applied", applied);
 	else
@@ -124,7 +125,7 @@ int api_h_bond_get(struct api_req *r)
 
 int api_h_bond_put(struct api_req *r)
 {
-	struct api_net *n = &r->ag->net;
+	struct api_net *n = r->ag->net;
 	struct gw_errlist errs;
 	json_t *body, *desired, *bonds, *applied;
 	ssize_t i;
@@ -172,7 +173,7 @@ int api_h_bond_put(struct api_req *r)
 
 int api_h_bond_delete(struct api_req *r)
 {
-	struct api_net *n = &r->ag->net;
+	struct api_net *n = r->ag->net;
 	json_t *desired;
 	ssize_t i;
 	int rc;
@@ -200,7 +201,7 @@ int api_h_bond_delete(struct api_req *r)
 
 int api_h_rdma_list(struct api_req *r)
 {
-	api_reply_json(r, 200, json_pack("{s:O}", "devices", r->ag->net.rdma));
+	api_reply_json(r, 200, json_pack("{s:O}", "devices", r->ag->net->rdma));
 	return 0;
 }
 
@@ -208,7 +209,7 @@ int api_h_rdma_list(struct api_req *r)
 
 void api_metrics_net(struct gw_buf *b, struct api_agent *ag)
 {
-	struct api_net *n = &ag->net;
+	struct api_net *n = ag->net;
 	json_t *bond, *s, *dev, *p;
 	size_t i, j;
 

@@ -10,11 +10,12 @@
 
 #include "api_agent.h"
 #include "api_r.h"
+#include "api_store.h"
 #include "gw_buf.h"
 
 int api_h_portals_list(struct api_req *r)
 {
-	json_t *p = json_deep_copy(json_object_get(r->ag->store->config, "portals")), *e;
+	json_t *p = json_deep_copy(json_object_get(api_store_config(r->ag->store), "portals")), *e;
 	size_t i;
 
 	/* Each with its live "status" (api_live.c), which a PUT of the portal must not carry. */
@@ -28,7 +29,7 @@ int api_h_portals_list(struct api_req *r)
 
 int api_h_portal_get(struct api_req *r)
 {
-	json_t *arr = json_object_get(r->ag->store->config, "portals");
+	json_t *arr = json_object_get(api_store_config(r->ag->store), "portals");
 	ssize_t i = api_conf_find(arr, "name", r->params[0]);
 
 	if (i < 0) {
@@ -138,7 +139,7 @@ int api_h_portal_delete(struct api_req *r)
 
 int api_h_discovery_get(struct api_req *r)
 {
-	json_t *d = json_object_get(r->ag->store->config, "discovery");
+	json_t *d = json_object_get(api_store_config(r->ag->store), "discovery");
 	json_t *m = d ? api_conf_mask(d) : json_pack("{s:s}", "auth", "none");
 
 	api_reply_etag(r);

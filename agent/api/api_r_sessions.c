@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api_agent.h"
+#include "api_gwc.h"
 #include "api_r.h"
 
 static void on_state(void *ctx, int err, json_t *reply)
@@ -71,9 +72,9 @@ int api_h_session_drop(struct api_req *r)
 			      r->params[0]);
 		return 0;
 	}
-	if (!r->ag->gwc_on || !r->ag->gwc.connected)
+	if (!api_gwc_connected(r->ag->gwc))
 		return -ENOTCONN;
-	rc = api_gwc_call(&r->ag->gwc, json_pack("{s:s, s:i}", "op", "drop_session", "tsih",
+	rc = api_gwc_call(r->ag->gwc, json_pack("{s:s, s:i}", "op", "drop_session", "tsih",
 						 (int)v), on_drop, r);
 	if (rc)
 		return rc;
@@ -101,10 +102,10 @@ void api_events_state(struct api_agent *ag, const json_t *old, const json_t *cur
 
 	json_array_foreach(cs, i, s)
 		if (!find_tsih(os, json_integer_value(json_object_get(s, "tsih"))))
-			api_event(&ag->events, "session", json_pack("{s:s, s:O}", "action", "login",
+			api_event(ag->events, "session", json_pack("{s:s, s:O}", "action", "login",
 							   "session", s));
 	json_array_foreach(os, i, s)
 		if (!find_tsih(cs, json_integer_value(json_object_get(s, "tsih"))))
-			api_event(&ag->events, "session", json_pack("{s:s, s:O}", "action", "logout",
+			api_event(ag->events, "session", json_pack("{s:s, s:O}", "action", "logout",
 							   "session", s));
 }

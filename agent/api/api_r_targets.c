@@ -10,22 +10,47 @@
 #include <string.h>
 
 #include "api_agent.h"
-#include "api_r.h"
 #include "api_cluster.h"
+#include "api_r.h"
+#include "api_rcache.h"
+#include "api_store.h"
+
+struct api_targets {
+	struct api_rcache list;		/* the list, serialized once per generation */
+};
+
+int api_targets_create(struct api_targets **out)
+{
+	struct api_targets *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	*out = t;
+	return 0;
+}
+
+void api_targets_destroy(struct api_targets *t)
+{
+	if (!t)
+		return;
+	api_rcache_fini(&t->list);
+	free(t);
+}
 
 static json_t *cfg_targets(const struct api_req *r)
 {
-	return json_object_get(r->ag->store->config, "targets");
+	return json_object_get(api_store_config(r->ag->store), "targets");
 }
 
 int api_h_targets_list(struct api_req *r)
 {
 	/* The list only changes with the configuration: serialized once per generation. */
-	const uint64_t key[API_RCACHE_KEYS] = { r->ag->store->generation,
-						(uint64_t)(uintptr_t)r->ag->store->config };
+	const struct api_store *s = r->ag->store;
+	const uint64_t key[API_RCACHE_KEYS] = { api_store_generation(s),
+						(uint64_t)(uintptr_t)api_store_config(s) };
 	json_t *list, *t;
 	size_t i, len;
-	char *text = api_rcache_get(&r->ag->targets_cache, key, 0, 0, &len);
+	char *text = api_rcache_get(&r->ag->targets->list, key, 0, 0, &len);
 
 	if (text) {
 		api_reply_etag(r);
@@ -51,7 +76,7 @@ int api_h_targets_list(struct api_req *r)
 	api_reply_etag(r);
 	api_reply_json(r, 200, json_pack("{s:o}", "targets", list));
 	if (r->status == 200 && r->resp_body)
-		api_rcache_put(&r->ag->targets_cache, key, r->resp_body, r->resp_len, 0);
+		api_rcache_put(&r->ag->targets->list, key, r->resp_body, r->resp_len, 0);
 	return 0;
 }
 

@@ -11,15 +11,23 @@
 #include <string.h>
 
 #include "api_agent.h"
-#include "api_r.h"
 #include "api_cluster.h"
+#include "api_gwc.h"
+#include "api_r.h"
+#include "api_store.h"
 #include "gw_log.h"
+
+/* Writes run one at a time, in arrival order (the rest wait parked). */
+struct api_writes {
+	bool busy;
+	struct gw_list wait;		/* struct api_wreq.node */
+};
 
 /* A request's part in the write pipeline (r->wr, opaque to the server), made when first
  * needed and freed with the request. */
 struct api_wreq {
 	struct api_req *r;
-	struct gw_list node;		/* in ag->writes.wait */
+	struct gw_list node;		/* in ag->writes->wait */
 	bool holds, waits;
 	/* An outstanding write: committed when the gateway accepts it. */
 	json_t *config, *body;
@@ -43,21 +51,31 @@ void api_write_release(struct api_agent *ag)
 {
 	struct api_wreq *w;
 
-	ag->writes.busy = false;
-	if (gw_list_empty(&ag->writes.wait))
+	ag->writes->busy = false;
+	if (gw_list_empty(&ag->writes->wait))
 		return;
-	w = gw_list_first_entry(&ag->writes.wait, struct api_wreq, node);
+	w = gw_list_first_entry(&ag->writes->wait, struct api_wreq, node);
 	gw_list_del(&w->node);
 	w->waits = false;
-	ag->writes.busy = true;
+	ag->writes->busy = true;
 	w->holds = true;
 	api_req_resume(w->r);
 }
 
-void api_writes_init(struct api_writes *w)
+int api_writes_create(struct api_writes **out)
 {
-	w->busy = false;
+	struct api_writes *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
 	gw_list_init(&w->wait);
+	*out = w;
+	return 0;
+}
+
+void api_writes_destroy(struct api_writes *w)
+{
+	free(w);
 }
 
 void api_apply_lost(struct api_apply *a)
@@ -74,7 +92,7 @@ void api_apply_fini(struct api_apply *a)
 
 bool api_write_busy(const struct api_agent *ag)
 {
-	return ag->writes.busy;
+	return ag->writes->busy;
 }
 
 /* Writes run one at a time, in arrival order: the rest wait suspended. */
@@ -88,14 +106,14 @@ static int write_admit(void *ctx, struct api_req *r)
 	w = wreq(r);
 	if (!w)
 		return -ENOMEM;
-	if (ag->writes.busy) {
+	if (ag->writes->busy) {
 		w->waits = true;
-		gw_list_add_tail(&ag->writes.wait, &w->node);
+		gw_list_add_tail(&ag->writes->wait, &w->node);
 		/* Nothing under way: a client that goes away leaves the queue at once. */
 		api_req_park(r);
 		return 1;
 	}
-	ag->writes.busy = true;
+	ag->writes->busy = true;
 	w->holds = true;
 	return 0;
 }
@@ -204,21 +222,21 @@ json_t *api_write_begin(struct api_req *r)
 	rc = api_store_refresh(r->ag->store);
 	if (rc < 0) {
 		api_reply_err(r, API_E_STORE_UNAVAILABLE, NULL, "the configuration store (%s) is "
-			      "not reachable: %s", r->ag->store->ops->name, rc == -ENOTUNIQ ?
+			      "not reachable: %s", api_store_name(r->ag->store), rc == -ENOTUNIQ ?
 			      "its prefix is another cluster's (GET /cluster says more)" :
 			      strerror(-rc));
 		return NULL;
 	}
 	if (rc > 0)
 		api_reconcile(r->ag);
-	if (im && !etag_matches(im, r->ag->store->generation)) {
+	if (im && !etag_matches(im, api_store_generation(r->ag->store))) {
 		api_reply_etag(r);
 		api_reply_err(r, API_E_STALE, NULL,
 			      "If-Match %s does not match the current generation %llu", im,
-			      (unsigned long long)r->ag->store->generation);
+			      (unsigned long long)api_store_generation(r->ag->store));
 		return NULL;
 	}
-	c = json_deep_copy(r->ag->store->config);
+	c = api_store_copy(r->ag->store);
 	if (!c)
 		api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
 	return c;
@@ -231,6 +249,7 @@ static void write_stored(struct api_req *r, int rc)
 	struct api_wreq *w = r->wr;
 	json_t *body = w->body;
 	const char *gw_status = w->gw_status;
+	uint64_t gen;
 
 	w->body = NULL;
 	if (rc) {
@@ -240,7 +259,7 @@ static void write_stored(struct api_req *r, int rc)
 				      "configuration first: read it again and retry");
 		else if (rc == -EHOSTUNREACH || rc == -ETIMEDOUT || rc == -ENOTUNIQ)
 			api_reply_err(r, API_E_STORE_UNAVAILABLE, NULL, "the configuration store "
-				      "(%s) is not reachable: %s", ag->store->ops->name,
+				      "(%s) is not reachable: %s", api_store_name(ag->store),
 				      rc == -ENOTUNIQ ?
 				      "its prefix is another cluster's (GET /cluster says more)" :
 				      strerror(-rc));
@@ -251,10 +270,11 @@ static void write_stored(struct api_req *r, int rc)
 		api_reconcile(ag);
 		return;
 	}
+	gen = api_store_generation(ag->store);
 	if (!strcmp(gw_status, "applied"))
-		ag->apply.generation = ag->store->generation;
-	api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
-					  (json_int_t)ag->store->generation, "gateway", gw_status));
+		ag->apply.generation = gen;
+	api_event(ag->events, "config", json_pack("{s:I, s:s}", "generation", (json_int_t)gen,
+						  "gateway", gw_status));
 	api_reply_etag(r);
 	api_reply_header(r, "X-Isergw-Gateway", gw_status);
 	if (body)
@@ -335,6 +355,7 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 		     const char *prefix)
 {
 	struct api_agent *ag = r->ag;
+	const json_t *cur = api_store_config(ag->store);
 	struct gw_errlist errs;
 	struct api_wreq *w;
 	json_t *eff;
@@ -345,9 +366,9 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 		api_reply_err(r, API_E_INTERNAL, NULL, "out of memory");
 		return 0;
 	}
-	api_conf_unmask(cfg, ag->store->config);
+	api_conf_unmask(cfg, cur);
 	gw_errlist_init(&errs);
-	if (api_conf_keep_fixed(cfg, ag->store->config, &errs)) {
+	if (api_conf_keep_fixed(cfg, cur, &errs)) {
 		api_reply_errlist(r, API_E_INVALID, &errs, prefix);
 		gw_errlist_fini(&errs);
 		json_decref(cfg);
@@ -359,7 +380,7 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 	rc = eff ? api_conf_validate(eff, &errs) : -ENOMEM;
 	json_decref(eff);
 	/* A file or block path over REST must lie in --backstore-dirs. */
-	if (!rc && api_bsdirs_check_config(&ag->bsdirs, cfg, ag->store->config, &errs))
+	if (!rc && api_bsdirs_check_config(&ag->bsdirs, cfg, cur, &errs))
 		rc = -EACCES;
 	if (rc) {
 		if (!errs.n)
@@ -383,11 +404,11 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 	w->status = status;
 	free(w->prefix);
 	w->prefix = prefix ? strdup(prefix) : NULL;
-	if (!ag->gwc_on || !ag->gwc.connected) {
-		write_commit(r, ag->gwc_on ? "unreachable" : "none");
+	if (!api_gwc_connected(ag->gwc)) {
+		write_commit(r, ag->gwc ? "unreachable" : "none");
 		return 0;
 	}
-	rc = api_gwc_call(&ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config",
+	rc = api_gwc_call(ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config",
 					      api_cluster_gw_config(ag->cluster, cfg)),
 			  on_apply_reply, r);
 	if (rc) {
@@ -403,7 +424,7 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 {
 	struct api_agent *ag = ctx;
-	uint64_t gen = ag->store->generation;
+	uint64_t gen = api_store_generation(ag->store);
 
 	ag->apply.reconciling = false;
 	free(ag->apply.error);
@@ -416,7 +437,7 @@ static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 		/* LUNs it did not have before get the cluster's reservations now. */
 		if (ag->cluster)
 			api_cluster_gw_applied(ag->cluster);
-		api_event(&ag->events, "apply", json_pack("{s:b, s:I}", "ok", 1, "generation",
+		api_event(ag->events, "apply", json_pack("{s:b, s:I}", "ok", 1, "generation",
 						 (json_int_t)gen));
 	} else {
 		struct gw_errlist errs;
@@ -426,7 +447,7 @@ static void on_reconcile_reply(void *ctx, int err, json_t *reply)
 		ag->apply.error = gw_errlist_join(&errs);
 		gw_err("agent", "the gateway refused generation %llu: %s", (unsigned long long)gen,
 		       ag->apply.error ? ag->apply.error : "?");
-		api_event(&ag->events, "apply", json_pack("{s:b, s:I, s:o}", "ok", 0, "generation",
+		api_event(ag->events, "apply", json_pack("{s:b, s:I, s:o}", "ok", 0, "generation",
 						 (json_int_t)gen, "errors",
 						 json_deep_copy(json_object_get(reply, "errors"))));
 		gw_errlist_fini(&errs);
@@ -442,7 +463,7 @@ static void on_adopt_reply(void *ctx, int err, json_t *reply)
 	ag->apply.reconciling = false;
 	if (err < 0)
 		return;
-	if (ag->store->generation) {
+	if (api_store_generation(ag->store)) {
 		/* A write got in first: that is the desired state now. */
 		api_reconcile(ag);
 		return;
@@ -459,12 +480,13 @@ static void on_adopt_reply(void *ctx, int err, json_t *reply)
 	}
 	gw_errlist_fini(&errs);
 	if (api_store_commit(ag->store, json_deep_copy(cfg)) == 0) {
-		ag->apply.generation = ag->store->generation;
+		uint64_t gen = api_store_generation(ag->store);
+
+		ag->apply.generation = gen;
 		gw_info("agent", "first start: adopted the gateway's running configuration as "
-			"generation %llu", (unsigned long long)ag->store->generation);
-		api_event(&ag->events, "config", json_pack("{s:I, s:s}", "generation",
-						  (json_int_t)ag->store->generation, "gateway",
-						  "applied"));
+			"generation %llu", (unsigned long long)gen);
+		api_event(ag->events, "config", json_pack("{s:I, s:s}", "generation",
+							  (json_int_t)gen, "gateway", "applied"));
 	}
 }
 
@@ -482,31 +504,32 @@ static void on_local_reply(void *ctx, int err, json_t *reply)
 
 void api_reconcile(struct api_agent *ag)
 {
+	json_t *eff;
 	int r;
 
-	if (!ag->gwc_on || !ag->gwc.connected)
+	if (!api_gwc_connected(ag->gwc))
 		return;
 	ag->apply.reconciling = true;
-	if (ag->cluster && !api_cluster_has_local(ag->cluster))
-		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_local_reply, ag);
-	else if (ag->cluster)
-		/* A cluster's configuration is etcd's: never adopt one gateway's. */
-		r = api_gwc_call(&ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config",
-						     api_cluster_gw_config(ag->cluster, ag->store->config)),
+	if (ag->cluster && !api_cluster_has_local(ag->cluster)) {
+		r = api_gwc_call(ag->gwc, json_pack("{s:s}", "op", "config"), on_local_reply, ag);
+	} else if (!ag->cluster && api_store_generation(ag->store) == 0) {
+		/* Adopted once, alone: a cluster's configuration is etcd's, never one gateway's. */
+		r = api_gwc_call(ag->gwc, json_pack("{s:s}", "op", "config"), on_adopt_reply, ag);
+	} else {
+		/* The desired configuration as it is, or in a cluster with this member's portals
+		 * and groups. */
+		eff = api_cluster_gw_config(ag->cluster, api_store_config(ag->store));
+		r = api_gwc_call(ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config", eff),
 				 on_reconcile_reply, ag);
-	else if (ag->store->generation == 0)
-		r = api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "config"), on_adopt_reply, ag);
-	else
-		r = api_gwc_call(&ag->gwc, json_pack("{s:s, s:O}", "op", "apply", "config",
-						     ag->store->config),
-				 on_reconcile_reply, ag);
+	}
 	if (r)
 		ag->apply.reconciling = false;
 }
 
-int api_gw_state(struct api_agent *ag, api_gwc_cb cb, void *ctx)
+int api_gw_state(struct api_agent *ag, void (*cb)(void *ctx, int err, json_t *reply),
+		 void *ctx)
 {
-	if (!ag->gwc_on)
+	if (!ag->gwc)
 		return -ENOTCONN;
-	return api_gwc_call(&ag->gwc, json_pack("{s:s}", "op", "state"), cb, ctx);
+	return api_gwc_call(ag->gwc, json_pack("{s:s}", "op", "state"), cb, ctx);
 }

@@ -80,7 +80,7 @@ struct api_cluster {
 	json_t *owned;			/* {"TARGET\nLUN": true} this member reports optimized */
 	json_t *held;			/* {"TARGET\nLUN": until_ms} becoming this member's */
 	char *last_push;		/* the states last pushed (a change pushes again) */
-	struct api_cpr *pr;		/* persistent reservations (api_cluster_pr.c), NULL: none */
+	struct api_prc *pr;		/* reservations (api_cluster_pr.c), NULL: none */
 	int64_t cfg_rev;		/* PREFIX/config's revision as the store holds it */
 	bool pr_sweep;			/* the configuration came in: drop the reservations of
 					 * LUNs it lost */
@@ -316,9 +316,8 @@ void api_cluster_mark_pending(json_t *eff, const char *self, const json_t *owned
  * taker waits this beyond the TTL. */
 static uint64_t cl_margin(const struct api_cluster *c)
 {
-	json_int_t m = json_integer_value(json_object_get(json_object_get(c->store->config,
-									   "gateway"),
-							  "fence_margin_ms"));
+	const json_t *gw = json_object_get(api_store_config(c->store), "gateway");
+	json_int_t m = json_integer_value(json_object_get(gw, "fence_margin_ms"));
 
 	return m >= 100 && m <= 30000 ? (uint64_t)m : API_CLUSTER_FENCE_MARGIN_MS;
 }
@@ -540,7 +539,7 @@ static bool cl_apply_kv(struct api_cluster *c, const char *key, const char *valu
 		}
 		if (r > 0) {
 			gw_info("cluster", "configuration generation %llu from etcd",
-				(unsigned long long)c->store->generation);
+				(unsigned long long)api_store_generation(c->store));
 			c->cfg_changed = true;
 		}
 		return false;
@@ -560,10 +559,10 @@ static bool cl_apply_kv(struct api_cluster *c, const char *key, const char *valu
 			json_object_del(c->groups, rel + 7);
 	} else if (!strncmp(rel, "pr/", 3)) {
 		json_decref(val);
-		api_cpr_kv(c->pr, rel + 3, value, mod_rev);
+		api_prc_kv(c->pr, rel + 3, value, mod_rev);
 	} else if (!strncmp(rel, "pr_acks/", 8)) {
 		json_decref(val);
-		api_cpr_ack(c->pr, rel + 8, value);
+		api_prc_ack(c->pr, rel + 8, value);
 	} else {
 		json_decref(val);
 	}
@@ -653,13 +652,13 @@ static void on_list(void *ctx, int err, json_t *resp)
 	json_object_clear(c->live);
 	json_object_clear(c->groups);
 	rev = api_etcd_int(json_object_get(resp, "header"), "revision", 0);
-	api_cpr_list_begin(c->pr);
+	api_prc_list_begin(c->pr);
 	for (i = 0; api_etcd_kv(resp, i, &k, &v, &mrev) == 0; i++) {
 		cl_apply_kv(c, k, v, mrev);
 		free(k);
 		free(v);
 	}
-	api_cpr_list_end(c->pr, rev);
+	api_prc_list_end(c->pr, rev);
 	c->reachable = true;
 	c->last_ok_ms = gw_now_ms();
 	c->last_list_ms = c->last_ok_ms;
@@ -875,12 +874,12 @@ static void cl_recompute(struct api_cluster *c)
 
 	if (c->pr_sweep && !c->pending) {
 		c->pr_sweep = false;
-		api_cpr_sweep(c->pr, c->store->config, c->cfg_rev);
+		api_prc_sweep(c->pr, api_store_config(c->store), c->cfg_rev);
 	}
 	if (c->cfg_changed && c->event)
 		c->event(ag, "config", json_pack("{s:I, s:s}", "generation",
-						 (json_int_t)c->store->generation, "gateway",
-						 "pending"));
+						 (json_int_t)api_store_generation(c->store),
+						 "gateway", "pending"));
 	c->cfg_changed = false;
 	if (!c->live_seen || !json_equal(c->live, c->live_seen)) {
 		const char *k;
@@ -902,11 +901,12 @@ static void cl_recompute(struct api_cluster *c)
 		c->groups_seen = json_deep_copy(c->groups);
 	}
 	now = gw_now_ms();
-	eff = api_cluster_gw_config(c, c->store->config);	/* holds marked from before */
+	/* Holds marked from before. */
+	eff = api_cluster_gw_config(c, api_store_config(c->store));
 	if (eff && api_cluster_holds_update(eff, c->id, c->owned, c->held, now,
 					    c->ttl * 1000u + cl_margin(c))) {
 		json_decref(eff);
-		eff = api_cluster_gw_config(c, c->store->config);
+		eff = api_cluster_gw_config(c, api_store_config(c->store));
 	}
 	push = eff ? json_dumps(eff, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(eff);
@@ -1052,7 +1052,7 @@ int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **
 	if (r)
 		goto fail;
 	if (conf->gw_call) {
-		struct api_cpr_conf pc = {
+		struct api_prc_conf pc = {
 			.loop = conf->loop,
 			.etcd = c->etcd,
 			.prefix = c->prefix,
@@ -1063,7 +1063,7 @@ int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **
 			.lease = &c->lease,
 		};
 
-		r = api_cpr_create(&pc, &c->pr);
+		r = api_prc_create(&pc, &c->pr);
 		if (r)
 			goto fail;
 	}
@@ -1075,7 +1075,7 @@ int api_cluster_start(const struct api_cluster_conf *conf, struct api_cluster **
 	*out = c;
 	return 0;
 fail:
-	api_cpr_destroy(c->pr);
+	api_prc_destroy(c->pr);
 	json_decref(c->owned);
 	json_decref(c->held);
 	json_decref(c->live);
@@ -1103,7 +1103,7 @@ void api_cluster_stop(struct api_cluster *c)
 	c->watch = NULL;
 	/* Commits in flight are cancelled and freed; the gateway fails them when the agent's
 	 * connection goes, right after this. */
-	api_cpr_destroy(c->pr);
+	api_prc_destroy(c->pr);
 	c->pr = NULL;
 	/* A clean stop fences the gateway first (best effort: its own timer does it anyway
 	 * before a taker's wait ends). */
@@ -1174,23 +1174,23 @@ bool api_cluster_has_local(const struct api_cluster *c)
 
 void api_cluster_gw_up(struct api_cluster *c)
 {
-	api_cpr_gw_up(c->pr);
+	api_prc_gw_up(c->pr);
 }
 
 void api_cluster_gw_applied(struct api_cluster *c)
 {
-	api_cpr_gw_applied(c->pr);
+	api_prc_gw_applied(c->pr);
 }
 
 void api_cluster_pr_commit(struct api_cluster *c, const json_t *data)
 {
-	api_cpr_commit(c->pr, data, c->refused ? "the cluster's prefix belongs to another "
+	api_prc_commit(c->pr, data, c->refused ? "the cluster's prefix belongs to another "
 		       "cluster: this agent writes nothing there" : NULL);
 }
 
 void api_cluster_gw_lost(struct api_cluster *c)
 {
-	api_cpr_gw_lost(c->pr);
+	api_prc_gw_lost(c->pr);
 	json_decref(c->local_portals);
 	c->local_portals = NULL;
 	free(c->last_push);
@@ -1203,7 +1203,7 @@ json_t *api_cluster_status(const struct api_cluster *c)
 	const char *state;
 	size_t i, j;
 
-	eff = api_cluster_gw_config(c, c->store->config);
+	eff = api_cluster_gw_config(c, api_store_config(c->store));
 	json_array_foreach(json_object_get(eff, "targets"), i, t)
 		json_array_foreach(json_object_get(t, "luns"), j, l)
 			json_array_append_new(owners, json_pack(

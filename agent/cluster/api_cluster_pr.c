@@ -5,7 +5,7 @@
  * the compare-and-swap that commits a PERSISTENT RESERVE OUT, and the agent's side of the
  * protocol with its gateway (cluster_priv.h): the states as read (the membership's list and
  * watch of PREFIX/ carry PREFIX/pr/ too), the whole set for a gateway that (re)connects, every
- * change after it, and the gateway's commits answered within API_CPR_COMMIT_MS whatever etcd
+ * change after it, and the gateway's commits answered within API_PRC_COMMIT_MS whatever etcd
  * does. Nothing here ever blocks the loop: every etcd call is api_etcd_post.
  *
  * PREFIX/pr/TARGET/LUN = {"generation": N, "aptpl": bool,
@@ -141,9 +141,9 @@ out:
 
 /* ---- the agent's side: etcd's states to the gateway, its commits to etcd ------------------- */
 
-struct cpr_commit {
+struct prc_commit {
 	struct gw_list node;		/* in p->commits, oldest (first deadline) first */
-	struct api_cpr *p;
+	struct api_prc *p;
 	json_int_t id;			/* the gateway's (its pr_result's "commit") */
 	char *target;
 	uint64_t lun;
@@ -154,7 +154,7 @@ struct cpr_commit {
 	int64_t rev;
 };
 
-struct api_cpr {
+struct api_prc {
 	struct gw_loop *loop;
 	struct api_etcd *etcd;
 	char *prefix;
@@ -168,24 +168,24 @@ struct api_cpr {
 	struct gw_list commits;
 	struct gw_timer timer;		/* the oldest commit's deadline */
 	unsigned int commit_ms;
-	const char *self;		/* the barrier: see api_cpr_ack */
+	const char *self;		/* the barrier: see api_prc_ack */
 	const json_t *live;
 	const int64_t *lease;
 	json_t *acks;			/* {member id: revision its gateway has} */
 	int64_t ack_sent, ack_want;	/* this member's: the put in flight (0: none), the next */
 	int64_t ack_done;		/* the highest put */
-	struct gw_list waits;		/* struct cpr_wait: pushes the gateway has not answered */
+	struct gw_list waits;		/* prc_wait: pushes the gateway has not answered */
 };
 
 /* A "pr" push whose answer (the gateway applied it) releases this member's acknowledgement.
  * Outlives p when the gateway's client answers after the agent stopped: p is NULL then. */
-struct cpr_wait {
+struct prc_wait {
 	struct gw_list node;		/* in p->waits */
-	struct api_cpr *p;
+	struct api_prc *p;
 	int64_t rev;
 };
 
-static char *cpr_lu(const char *target, uint64_t lun)
+static char *prc_lu(const char *target, uint64_t lun)
 {
 	char *k = NULL;
 
@@ -195,7 +195,7 @@ static char *cpr_lu(const char *target, uint64_t lun)
 }
 
 /* "TARGET/LUN" -> target (malloc'ed) and lun; -EINVAL for anything else. */
-static int cpr_parse_rel(const char *rel, char **target, uint64_t *lun)
+static int prc_parse_rel(const char *rel, char **target, uint64_t *lun)
 {
 	const char *slash = strrchr(rel, '/'), *d;
 
@@ -210,7 +210,7 @@ static int cpr_parse_rel(const char *rel, char **target, uint64_t *lun)
 }
 
 /* A value read from etcd: the state (new reference), or NULL with *why when it is none. */
-static json_t *cpr_parse_state(const char *value, const char **why)
+static json_t *prc_parse_state(const char *value, const char **why)
 {
 	json_t *st = json_loads(value, 0, NULL);
 
@@ -226,13 +226,13 @@ static json_t *cpr_parse_state(const char *value, const char **why)
 	return st;
 }
 
-static json_t *cpr_entry(const char *target, uint64_t lun, int64_t rev, const json_t *st)
+static json_t *prc_entry(const char *target, uint64_t lun, int64_t rev, const json_t *st)
 {
 	return json_pack("{s:s, s:I, s:I, s:O?}", "target", target, "lun", (json_int_t)lun,
 			 "rev", (json_int_t)rev, "state", st);
 }
 
-static const char *cpr_reply_why(const json_t *reply)
+static const char *prc_reply_why(const json_t *reply)
 {
 	const char *m = json_string_value(json_object_get(reply, "message"));
 
@@ -244,7 +244,7 @@ static void on_set_reply(void *ctx, int err, json_t *reply)
 	(void)ctx;
 	if (err >= 0 && !json_is_true(json_object_get(reply, "ok")))
 		gw_warn("cluster", "the gateway does not take the cluster's persistent reservations "
-			"(%s): PERSISTENT RESERVE stays per gateway", cpr_reply_why(reply));
+			"(%s): PERSISTENT RESERVE stays per gateway", prc_reply_why(reply));
 }
 
 static void on_pr_reply(void *ctx, int err, json_t *reply)
@@ -252,7 +252,7 @@ static void on_pr_reply(void *ctx, int err, json_t *reply)
 	(void)ctx;
 	if (err >= 0 && !json_is_true(json_object_get(reply, "ok")))
 		gw_warn_rl("cluster", "the gateway refused a reservation state: %s",
-			   cpr_reply_why(reply));
+			   prc_reply_why(reply));
 }
 
 static void on_result_reply(void *ctx, int err, json_t *reply)
@@ -261,11 +261,11 @@ static void on_result_reply(void *ctx, int err, json_t *reply)
 	/* The gateway may have given up on the command already (its own 5 s). */
 	if (err >= 0 && !json_is_true(json_object_get(reply, "ok")))
 		gw_warn_rl("cluster", "the gateway did not take a commit's result: %s",
-			   cpr_reply_why(reply));
+			   prc_reply_why(reply));
 }
 
 /* Replies never touch p: the gateway's client may answer them after p is gone. */
-static void cpr_send(struct api_cpr *p, json_t *req, api_cluster_gw_cb cb)
+static void prc_send(struct api_prc *p, json_t *req, api_cluster_gw_cb cb)
 {
 	if (!req)
 		return;
@@ -276,38 +276,38 @@ static void cpr_send(struct api_cpr *p, json_t *req, api_cluster_gw_cb cb)
 	p->gw_call(p->ag, req, cb, NULL);
 }
 
-static void cpr_ack_send(struct api_cpr *p, int64_t rev);
+static void prc_ack_send(struct api_prc *p, int64_t rev);
 
 static void on_pr_applied(void *ctx, int err, json_t *reply)
 {
-	struct cpr_wait *w = ctx;
+	struct prc_wait *w = ctx;
 
 	on_pr_reply(NULL, err, reply);
 	if (w->p) {
 		gw_list_del(&w->node);
 		/* Applied (or the gateway went: it gets the whole set when it is back). */
-		cpr_ack_send(w->p, w->rev);
+		prc_ack_send(w->p, w->rev);
 	}
 	free(w);
 }
 
 /* True when the acknowledgement of rev waits for the gateway's answer. */
-static bool cpr_push(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev,
+static bool prc_push(struct api_prc *p, const char *target, uint64_t lun, int64_t rev,
 		     const json_t *st)
 {
-	struct cpr_wait *w;
+	struct prc_wait *w;
 	json_t *req;
 
 	if (!p->gw_sent || !p->gw_call || !p->gw_up)
 		return false;
-	req = cpr_entry(target, lun, rev, st);
+	req = prc_entry(target, lun, rev, st);
 	if (req && !st)
 		json_object_set_new(req, "state", json_null());
 	if (req)
 		json_object_set_new(req, "op", json_string("pr"));
 	w = req ? calloc(1, sizeof(*w)) : NULL;
 	if (!w) {
-		cpr_send(p, req, on_pr_reply);
+		prc_send(p, req, on_pr_reply);
 		return false;
 	}
 	w->p = p;
@@ -322,7 +322,7 @@ static bool cpr_push(struct api_cpr *p, const char *target, uint64_t lun, int64_
 }
 
 /* The whole set, once per connection: a LU not listed has the empty state. */
-static void cpr_send_all(struct api_cpr *p)
+static void prc_send_all(struct api_prc *p)
 {
 	json_t *luns = json_array(), *e, *req;
 	const char *k;
@@ -346,16 +346,16 @@ static void cpr_send_all(struct api_cpr *p)
 }
 
 /* What etcd holds for one LU, at rev: kept unless something newer is known. True if taken. */
-static bool cpr_learn(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev,
+static bool prc_learn(struct api_prc *p, const char *target, uint64_t lun, int64_t rev,
 		      const json_t *st)
 {
-	char *k = cpr_lu(target, lun);
+	char *k = prc_lu(target, lun);
 	const json_t *cur = k ? json_object_get(p->lus, k) : NULL;
 	bool take = k && (!cur || api_etcd_int(cur, "rev", 0) < rev);
 
 	if (take) {
 		if (st)
-			json_object_set_new(p->lus, k, cpr_entry(target, lun, rev, st));
+			json_object_set_new(p->lus, k, prc_entry(target, lun, rev, st));
 		else
 			json_object_del(p->lus, k);
 	}
@@ -363,10 +363,10 @@ static bool cpr_learn(struct api_cpr *p, const char *target, uint64_t lun, int64
 	return take;
 }
 
-static void cpr_resolve(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev);
-static bool cpr_own_echo(const struct api_cpr *p, const char *target, uint64_t lun, int64_t rev);
+static void prc_resolve(struct api_prc *p, const char *target, uint64_t lun, int64_t rev);
+static bool prc_own_echo(const struct api_prc *p, const char *target, uint64_t lun, int64_t rev);
 
-void api_cpr_kv(struct api_cpr *p, const char *rel, const char *value, int64_t mod_rev)
+void api_prc_kv(struct api_prc *p, const char *rel, const char *value, int64_t mod_rev)
 {
 	const char *why = NULL;
 	json_t *st = NULL;
@@ -375,12 +375,12 @@ void api_cpr_kv(struct api_cpr *p, const char *rel, const char *value, int64_t m
 
 	if (!p)
 		return;
-	if (cpr_parse_rel(rel, &target, &lun)) {
+	if (prc_parse_rel(rel, &target, &lun)) {
 		gw_warn_rl("cluster", "%s/pr/%s: not a reservation key (pr/TARGET/LUN): ignored",
 			   p->prefix, rel);
 		return;
 	}
-	if (value && !(st = cpr_parse_state(value, &why))) {
+	if (value && !(st = prc_parse_state(value, &why))) {
 		/* Not pushed: the gateway keeps what it has; its next commit there conflicts and
 		 * fails unavailable, naming the field, until the key is mended. */
 		gw_warn_rl("cluster", "%s/pr/%s: not a reservation state (%s): ignored", p->prefix,
@@ -389,27 +389,27 @@ void api_cpr_kv(struct api_cpr *p, const char *rel, const char *value, int64_t m
 		return;
 	}
 	if (p->snap) {
-		k = cpr_lu(target, lun);
+		k = prc_lu(target, lun);
 		if (k && st)
-			json_object_set_new(p->snap, k, cpr_entry(target, lun, mod_rev, st));
+			json_object_set_new(p->snap, k, prc_entry(target, lun, mod_rev, st));
 		free(k);
 	} else {
 		/* The echo of this gateway's own commit is not pushed: it has it from the
 		 * answer (which may still wait for the other members). */
-		bool own = cpr_own_echo(p, target, lun, mod_rev), later = false;
+		bool own = prc_own_echo(p, target, lun, mod_rev), later = false;
 
-		if (cpr_learn(p, target, lun, mod_rev, st) && !own)
-			later = cpr_push(p, target, lun, mod_rev, st);
-		cpr_resolve(p, target, lun, mod_rev);
+		if (prc_learn(p, target, lun, mod_rev, st) && !own)
+			later = prc_push(p, target, lun, mod_rev, st);
+		prc_resolve(p, target, lun, mod_rev);
 		/* Acknowledged once the gateway applied it (or at once: nothing to push). */
 		if (!later)
-			cpr_ack_send(p, mod_rev);
+			prc_ack_send(p, mod_rev);
 	}
 	json_decref(st);
 	free(target);
 }
 
-void api_cpr_list_begin(struct api_cpr *p)
+void api_prc_list_begin(struct api_prc *p)
 {
 	if (!p)
 		return;
@@ -417,7 +417,7 @@ void api_cpr_list_begin(struct api_cpr *p)
 	p->snap = json_object();
 }
 
-void api_cpr_list_end(struct api_cpr *p, int64_t rev)
+void api_prc_list_end(struct api_prc *p, int64_t rev)
 {
 	json_t *snap, *e, *cur;
 	const char *k;
@@ -437,26 +437,26 @@ void api_cpr_list_end(struct api_cpr *p, int64_t rev)
 		json_object_foreach(snap, k, e) {
 			cur = json_object_get(p->lus, k);
 			if (!cur || api_etcd_int(cur, "rev", 0) < api_etcd_int(e, "rev", 0))
-				cpr_push(p, json_string_value(json_object_get(e, "target")),
+				prc_push(p, json_string_value(json_object_get(e, "target")),
 					 (uint64_t)json_integer_value(json_object_get(e, "lun")),
 					 api_etcd_int(e, "rev", 0), json_object_get(e, "state"));
 		}
 		json_object_foreach(p->lus, k, cur)
 			if (!json_object_get(snap, k))
-				cpr_push(p, json_string_value(json_object_get(cur, "target")),
+				prc_push(p, json_string_value(json_object_get(cur, "target")),
 					 (uint64_t)json_integer_value(json_object_get(cur, "lun")),
 					 rev, NULL);
 	}
 	json_decref(p->lus);
 	p->lus = snap;
 	p->listed = true;
-	cpr_resolve(p, NULL, 0, rev);
-	cpr_ack_send(p, rev);
+	prc_resolve(p, NULL, 0, rev);
+	prc_ack_send(p, rev);
 	if (p->gw_up && !p->gw_sent)
-		cpr_send_all(p);
+		prc_send_all(p);
 }
 
-void api_cpr_gw_up(struct api_cpr *p)
+void api_prc_gw_up(struct api_prc *p)
 {
 	if (!p)
 		return;
@@ -465,20 +465,20 @@ void api_cpr_gw_up(struct api_cpr *p)
 	/* Even a list from before etcd went away beats per-gateway reservations: commits fail
 	 * unavailable until etcd is back, and the next list brings the gateway up to date. */
 	if (p->listed)
-		cpr_send_all(p);
+		prc_send_all(p);
 }
 
-void api_cpr_gw_applied(struct api_cpr *p)
+void api_prc_gw_applied(struct api_prc *p)
 {
 	/* A gateway that restarted took the set before its LUNs existed (pr_cluster right after
 	 * the watch; the configuration comes a round trip later): they take it now. */
 	if (p && p->gw_sent)
-		cpr_send_all(p);
+		prc_send_all(p);
 }
 
 /* ---- commits ------------------------------------------------------------------------------ */
 
-static void cpr_commit_free(struct cpr_commit *cm)
+static void prc_commit_free(struct prc_commit *cm)
 {
 	gw_list_del(&cm->node);
 	free(cm->target);
@@ -486,34 +486,34 @@ static void cpr_commit_free(struct cpr_commit *cm)
 	free(cm);
 }
 
-static void cpr_arm(struct api_cpr *p)
+static void prc_arm(struct api_prc *p)
 {
-	struct cpr_commit *cm;
+	struct prc_commit *cm;
 	uint64_t now = gw_now_ms();
 
 	if (gw_list_empty(&p->commits)) {
 		gw_timer_disarm(&p->timer);
 		return;
 	}
-	cm = gw_list_first_entry(&p->commits, struct cpr_commit, node);
+	cm = gw_list_first_entry(&p->commits, struct prc_commit, node);
 	gw_timer_arm(&p->timer, cm->deadline_ms > now ? cm->deadline_ms - now : 1, 0);
 }
 
-static void cpr_unavailable(struct api_cpr *p, json_int_t id, const char *why)
+static void prc_unavailable(struct api_prc *p, json_int_t id, const char *why)
 {
-	cpr_send(p, json_pack("{s:s, s:I, s:s, s:s}", "op", "pr_result", "commit", id, "result",
+	prc_send(p, json_pack("{s:s, s:I, s:s, s:s}", "op", "pr_result", "commit", id, "result",
 			      "unavailable", "reason", why), on_result_reply);
 }
 
-static void cpr_answer_ok(struct api_cpr *p, struct cpr_commit *cm)
+static void prc_answer_ok(struct api_prc *p, struct prc_commit *cm)
 {
-	cpr_learn(p, cm->target, cm->lun, cm->rev, cm->state);
-	cpr_send(p, json_pack("{s:s, s:I, s:s, s:I}", "op", "pr_result", "commit", cm->id,
+	prc_learn(p, cm->target, cm->lun, cm->rev, cm->state);
+	prc_send(p, json_pack("{s:s, s:I, s:s, s:I}", "op", "pr_result", "commit", cm->id,
 			      "result", "ok", "rev", (json_int_t)cm->rev), on_result_reply);
 }
 
 /* Every other live member's gateway has the states up to rev (no barrier: true). */
-static bool cpr_acked(const struct api_cpr *p, int64_t rev)
+static bool prc_acked(const struct api_prc *p, int64_t rev)
 {
 	const char *id;
 	json_t *v;
@@ -531,21 +531,21 @@ static bool cpr_acked(const struct api_cpr *p, int64_t rev)
 }
 
 /* Commits past the barrier: answered ok. */
-static void cpr_settle(struct api_cpr *p)
+static void prc_settle(struct api_prc *p)
 {
-	struct cpr_commit *cm, *tmp;
+	struct prc_commit *cm, *tmp;
 
 	gw_list_for_each_entry_safe(cm, tmp, &p->commits, node)
-		if (cm->committed && cm->echoed && cpr_acked(p, cm->rev)) {
-			cpr_answer_ok(p, cm);
-			cpr_commit_free(cm);
+		if (cm->committed && cm->echoed && prc_acked(p, cm->rev)) {
+			prc_answer_ok(p, cm);
+			prc_commit_free(cm);
 		}
-	cpr_arm(p);
+	prc_arm(p);
 }
 
-static bool cpr_own_echo(const struct api_cpr *p, const char *target, uint64_t lun, int64_t rev)
+static bool prc_own_echo(const struct api_prc *p, const char *target, uint64_t lun, int64_t rev)
 {
-	const struct cpr_commit *cm;
+	const struct prc_commit *cm;
 
 	gw_list_for_each_entry(cm, &p->commits, node)
 		if (cm->committed && cm->rev == rev && cm->lun == lun &&
@@ -555,20 +555,20 @@ static bool cpr_own_echo(const struct api_cpr *p, const char *target, uint64_t l
 }
 
 /* Commits whose revision the watch (or a list) has now reached. */
-static void cpr_resolve(struct api_cpr *p, const char *target, uint64_t lun, int64_t rev)
+static void prc_resolve(struct api_prc *p, const char *target, uint64_t lun, int64_t rev)
 {
-	struct cpr_commit *cm;
+	struct prc_commit *cm;
 
 	gw_list_for_each_entry(cm, &p->commits, node)
 		if (cm->committed && cm->rev <= rev &&
 		    (!target || (cm->lun == lun && !strcmp(cm->target, target))))
 			cm->echoed = true;
-	cpr_settle(p);
+	prc_settle(p);
 }
 
 static void on_acked(void *ctx, int err, json_t *resp)
 {
-	struct api_cpr *p = ctx;
+	struct api_prc *p = ctx;
 	int64_t want = p->ack_want;
 
 	(void)resp;
@@ -577,12 +577,12 @@ static void on_acked(void *ctx, int err, json_t *resp)
 	p->ack_sent = 0;
 	p->ack_want = 0;
 	if (want)
-		cpr_ack_send(p, want);
+		prc_ack_send(p, want);
 }
 
 /* PREFIX/pr_acks/SELF = rev: this member's gateway has (been sent) the states up to rev. One
  * put at a time; a newer revision meanwhile goes after it. */
-static void cpr_ack_send(struct api_cpr *p, int64_t rev)
+static void prc_ack_send(struct api_prc *p, int64_t rev)
 {
 	char *key = NULL, val[24];
 
@@ -604,7 +604,7 @@ static void cpr_ack_send(struct api_cpr *p, int64_t rev)
 	free(key);
 }
 
-void api_cpr_ack(struct api_cpr *p, const char *id, const char *value)
+void api_prc_ack(struct api_prc *p, const char *id, const char *value)
 {
 	if (!p || !id || !*id)
 		return;
@@ -612,13 +612,13 @@ void api_cpr_ack(struct api_cpr *p, const char *id, const char *value)
 		json_object_set_new(p->acks, id, json_integer(strtoll(value, NULL, 10)));
 	else
 		json_object_del(p->acks, id);
-	cpr_settle(p);
+	prc_settle(p);
 }
 
 static void on_commit_done(void *ctx, int err, json_t *resp)
 {
-	struct cpr_commit *cm = ctx;
-	struct api_cpr *p = cm->p;
+	struct prc_commit *cm = ctx;
+	struct api_prc *p = cm->p;
 	const json_t *range;
 	const char *why = NULL;
 	char *k = NULL, *v = NULL, reason[300];
@@ -634,7 +634,7 @@ static void on_commit_done(void *ctx, int err, json_t *resp)
 			 "did not answer in time");
 		gw_warn_rl("cluster", "PERSISTENT RESERVE OUT on %s LUN %" PRIu64 " not committed: "
 			   "%s", cm->target, cm->lun, reason);
-		cpr_unavailable(p, cm->id, reason);
+		prc_unavailable(p, cm->id, reason);
 		goto out;
 	}
 	if (json_is_true(json_object_get(resp, "succeeded"))) {
@@ -644,11 +644,11 @@ static void on_commit_done(void *ctx, int err, json_t *resp)
 		 * hand it the state (a wait bounded by the deadline, then answered anyway). */
 		cm->committed = true;
 		cm->rev = api_etcd_int(json_object_get(resp, "header"), "revision", 0);
-		lu = cpr_lu(cm->target, cm->lun);
+		lu = prc_lu(cm->target, cm->lun);
 		cur = lu ? json_object_get(p->lus, lu) : NULL;
 		free(lu);
 		cm->echoed = cur && api_etcd_int(cur, "rev", 0) >= cm->rev;
-		cpr_settle(p);	/* answers it, or it waits for the barrier */
+		prc_settle(p);	/* answers it, or it waits for the barrier */
 		return;
 	}
 	/* Another commit won: its state, read in the same txn (absent: the empty one, rev 0). */
@@ -659,61 +659,61 @@ static void on_commit_done(void *ctx, int err, json_t *resp)
 		rev = 0;
 	} else if (r) {
 		why = "its answer is unreadable";
-	} else if (!(st = cpr_parse_state(v, &why))) {
+	} else if (!(st = prc_parse_state(v, &why))) {
 		snprintf(reason, sizeof(reason), "the state in etcd at %s is not valid: %s", k, why);
 		why = reason;
 	}
 	if (why) {
 		gw_warn_rl("cluster", "PERSISTENT RESERVE OUT on %s LUN %" PRIu64 ": %s",
 			   cm->target, cm->lun, why);
-		cpr_unavailable(p, cm->id, why);
+		prc_unavailable(p, cm->id, why);
 		goto out;
 	}
 	if (st)
-		cpr_learn(p, cm->target, cm->lun, rev, st);
-	cpr_send(p, json_pack("{s:s, s:I, s:s, s:I, s:O?}", "op", "pr_result", "commit", cm->id,
+		prc_learn(p, cm->target, cm->lun, rev, st);
+	prc_send(p, json_pack("{s:s, s:I, s:s, s:I, s:O?}", "op", "pr_result", "commit", cm->id,
 			      "result", "conflict", "rev", (json_int_t)rev, "state", st),
 		 on_result_reply);
 out:
 	json_decref(st);
 	free(k);
 	free(v);
-	cpr_commit_free(cm);
-	cpr_arm(p);
+	prc_commit_free(cm);
+	prc_arm(p);
 }
 
 /* The oldest commits past their deadline: the gateway hears "unavailable" now. */
-static void cpr_on_timer(struct gw_timer *t)
+static void prc_on_timer(struct gw_timer *t)
 {
-	struct api_cpr *p = gw_container_of(t, struct api_cpr, timer);
+	struct api_prc *p = gw_container_of(t, struct api_prc, timer);
 	uint64_t now = gw_now_ms();
-	struct cpr_commit *cm;
+	struct prc_commit *cm;
 	char reason[80];
 
 	while (!gw_list_empty(&p->commits)) {
-		cm = gw_list_first_entry(&p->commits, struct cpr_commit, node);
+		cm = gw_list_first_entry(&p->commits, struct prc_commit, node);
 		if (cm->deadline_ms > now)
 			break;
 		if (cm->committed) {
 			/* In etcd: GOOD, even though the watch has not brought it back yet. */
 			gw_dbg("cluster", "commit %lld at revision %lld answered without its echo",
 			       (long long)cm->id, (long long)cm->rev);
-			cpr_answer_ok(p, cm);
-			cpr_commit_free(cm);
+			prc_answer_ok(p, cm);
+			prc_commit_free(cm);
 			continue;
 		}
 		api_etcd_cancel_ctx(p->etcd, cm);
 		snprintf(reason, sizeof(reason), "etcd did not answer within %u ms", p->commit_ms);
 		gw_warn_rl("cluster", "PERSISTENT RESERVE OUT on %s LUN %" PRIu64 " not committed: "
 			   "%s", cm->target, cm->lun, reason);
-		cpr_unavailable(p, cm->id, reason);
-		cpr_commit_free(cm);
+		prc_unavailable(p, cm->id, reason);
+		prc_commit_free(cm);
 	}
-	cpr_arm(p);
+	prc_arm(p);
 }
 
 /* The proposal's fields; NULL when they hold, otherwise why not (into buf). */
-static const char *cpr_commit_check(const json_t *data, char *buf, size_t len)
+static const char *prc_commit_check(const json_t *data, char *buf, size_t len)
 {
 	const char *target = json_string_value(json_object_get(data, "target")), *why;
 	const json_t *lun = json_object_get(data, "lun"), *rev = json_object_get(data, "rev");
@@ -731,10 +731,10 @@ static const char *cpr_commit_check(const json_t *data, char *buf, size_t len)
 	return NULL;
 }
 
-void api_cpr_commit(struct api_cpr *p, const json_t *data, const char *why)
+void api_prc_commit(struct api_prc *p, const json_t *data, const char *why)
 {
 	const json_t *idv = json_object_get(data, "id");
-	struct cpr_commit *cm = NULL;
+	struct prc_commit *cm = NULL;
 	char buf[300], *key = NULL;
 	json_int_t id;
 	int r;
@@ -747,11 +747,11 @@ void api_cpr_commit(struct api_cpr *p, const json_t *data, const char *why)
 	}
 	id = json_integer_value(idv);
 	if (!why)
-		why = cpr_commit_check(data, buf, sizeof(buf));
+		why = prc_commit_check(data, buf, sizeof(buf));
 	if (why) {
 		gw_warn_rl("cluster", "pr_commit %lld from the gateway refused: %s", (long long)id,
 			   why);
-		cpr_unavailable(p, id, why);
+		prc_unavailable(p, id, why);
 		return;
 	}
 	cm = calloc(1, sizeof(*cm));
@@ -773,44 +773,44 @@ void api_cpr_commit(struct api_cpr *p, const json_t *data, const char *why)
 	free(key);
 	if (r) {
 		if (cm)
-			cpr_commit_free(cm);
+			prc_commit_free(cm);
 		gw_warn_rl("cluster", "pr_commit %lld not sent to etcd: %s", (long long)id,
 			   strerror(-r));
-		cpr_unavailable(p, id, "the agent could not send the commit to etcd");
+		prc_unavailable(p, id, "the agent could not send the commit to etcd");
 		return;
 	}
 	cm->deadline_ms = gw_now_ms() + p->commit_ms;
 	gw_list_add_tail(&p->commits, &cm->node);
 	if (cm->node.prev == &p->commits)
-		cpr_arm(p);
+		prc_arm(p);
 }
 
 /* Without an answer: the gateway fails what it asked on its own (the connection is gone). */
-static void cpr_drop_commits(struct api_cpr *p)
+static void prc_drop_commits(struct api_prc *p)
 {
-	struct cpr_commit *cm;
+	struct prc_commit *cm;
 
 	while (!gw_list_empty(&p->commits)) {
-		cm = gw_list_first_entry(&p->commits, struct cpr_commit, node);
+		cm = gw_list_first_entry(&p->commits, struct prc_commit, node);
 		api_etcd_cancel_ctx(p->etcd, cm);
-		cpr_commit_free(cm);
+		prc_commit_free(cm);
 	}
 	gw_timer_disarm(&p->timer);
 }
 
-void api_cpr_gw_lost(struct api_cpr *p)
+void api_prc_gw_lost(struct api_prc *p)
 {
 	if (!p)
 		return;
 	p->gw_up = false;
 	p->gw_sent = false;
 	/* A commit in flight may still land: the watch tells the gateway when it is back. */
-	cpr_drop_commits(p);
+	prc_drop_commits(p);
 }
 
 /* ---- LUNs deleted from the configuration ----------------------------------------------------- */
 
-static bool cpr_lu_configured(const json_t *config, const char *target, uint64_t lun)
+static bool prc_lu_configured(const json_t *config, const char *target, uint64_t lun)
 {
 	const json_t *t, *l;
 	size_t i, j;
@@ -838,7 +838,7 @@ static void on_swept(void *ctx, int err, json_t *resp)
 
 /* Deletes key only while PREFIX/config is still at cfg_rev (the LU still absent) and the key
  * still at rev (no commit since). */
-static json_t *cpr_sweep_txn(const char *cfg_key, int64_t cfg_rev, const char *key, int64_t rev)
+static json_t *prc_sweep_txn(const char *cfg_key, int64_t cfg_rev, const char *key, int64_t rev)
 {
 	char *cb = api_b64_encode(cfg_key, strlen(cfg_key)), *kb = api_b64_encode(key, strlen(key));
 	char crev[24], krev[24];
@@ -857,7 +857,7 @@ static json_t *cpr_sweep_txn(const char *cfg_key, int64_t cfg_rev, const char *k
 	return txn;
 }
 
-void api_cpr_sweep(struct api_cpr *p, const json_t *config, int64_t cfg_rev)
+void api_prc_sweep(struct api_prc *p, const json_t *config, int64_t cfg_rev)
 {
 	char *cfg_key = NULL, *key;
 	const char *k, *target;
@@ -870,7 +870,7 @@ void api_cpr_sweep(struct api_cpr *p, const json_t *config, int64_t cfg_rev)
 	json_object_foreach(p->lus, k, e) {
 		target = json_string_value(json_object_get(e, "target"));
 		lun = (uint64_t)json_integer_value(json_object_get(e, "lun"));
-		if (!target || cpr_lu_configured(config, target, lun))
+		if (!target || prc_lu_configured(config, target, lun))
 			continue;
 		key = api_pr_key(p->prefix, target, lun);
 		if (!key)
@@ -878,7 +878,7 @@ void api_cpr_sweep(struct api_cpr *p, const json_t *config, int64_t cfg_rev)
 		gw_info("cluster", "LUN %" PRIu64 " of %s is no longer configured: its reservations "
 			"leave etcd", lun, target);
 		api_etcd_post(p->etcd, "/v3/kv/txn",
-			      cpr_sweep_txn(cfg_key, cfg_rev, key, api_etcd_int(e, "rev", 0)),
+			      prc_sweep_txn(cfg_key, cfg_rev, key, api_etcd_int(e, "rev", 0)),
 			      on_swept, p);
 		free(key);
 	}
@@ -887,9 +887,9 @@ void api_cpr_sweep(struct api_cpr *p, const json_t *config, int64_t cfg_rev)
 
 /* ---- life ------------------------------------------------------------------------------- */
 
-int api_cpr_create(const struct api_cpr_conf *conf, struct api_cpr **out)
+int api_prc_create(const struct api_prc_conf *conf, struct api_prc **out)
 {
-	struct api_cpr *p = calloc(1, sizeof(*p));
+	struct api_prc *p = calloc(1, sizeof(*p));
 	int r;
 
 	if (!p)
@@ -900,7 +900,7 @@ int api_cpr_create(const struct api_cpr_conf *conf, struct api_cpr **out)
 	p->etcd = conf->etcd;
 	p->gw_call = conf->gw_call;
 	p->ag = conf->ag;
-	p->commit_ms = API_CPR_COMMIT_MS;
+	p->commit_ms = API_PRC_COMMIT_MS;
 	p->self = conf->self;
 	p->live = conf->live;
 	p->lease = conf->lease;
@@ -911,7 +911,7 @@ int api_cpr_create(const struct api_cpr_conf *conf, struct api_cpr **out)
 		r = -ENOMEM;
 		goto fail;
 	}
-	r = gw_timer_init(&p->timer, conf->loop, cpr_on_timer);
+	r = gw_timer_init(&p->timer, conf->loop, prc_on_timer);
 	if (r)
 		goto fail;
 	*out = p;
@@ -924,16 +924,16 @@ fail:
 	return r;
 }
 
-void api_cpr_destroy(struct api_cpr *p)
+void api_prc_destroy(struct api_prc *p)
 {
 	if (!p)
 		return;
-	cpr_drop_commits(p);
+	prc_drop_commits(p);
 	api_etcd_cancel_ctx(p->etcd, p);
 	gw_timer_fini(&p->timer);
 	/* Their answers come after this (the gateway's client stops later): detached. */
 	while (!gw_list_empty(&p->waits)) {
-		struct cpr_wait *w = gw_list_first_entry(&p->waits, struct cpr_wait, node);
+		struct prc_wait *w = gw_list_first_entry(&p->waits, struct prc_wait, node);
 
 		gw_list_del(&w->node);
 		w->p = NULL;

@@ -303,6 +303,11 @@ void api_gwc_fini(struct api_gwc *g)
 	g->path = NULL;
 }
 
+bool api_gwc_connected(const struct api_gwc *g)
+{
+	return g && g->connected;
+}
+
 int api_gwc_call(struct api_gwc *g, json_t *req, api_gwc_cb cb, void *ctx)
 {
 	struct api_gwc_req *q;

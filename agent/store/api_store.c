@@ -16,6 +16,7 @@
 
 #include "api_store.h"
 #include "gw_log.h"
+#include "store_priv.h"
 
 struct api_store_file {
 	char *path;
@@ -265,6 +266,26 @@ int api_store_commit_async(struct api_store *s, json_t *config, void (*done)(voi
 		return r;
 	}
 	return 1;
+}
+
+const json_t *api_store_config(const struct api_store *s)
+{
+	return s->config;
+}
+
+uint64_t api_store_generation(const struct api_store *s)
+{
+	return s->generation;
+}
+
+json_t *api_store_copy(const struct api_store *s)
+{
+	return json_deep_copy(s->config);
+}
+
+const char *api_store_name(const struct api_store *s)
+{
+	return s->ops->name;
 }
 
 int api_store_refresh(struct api_store *s)

@@ -17,6 +17,7 @@
 #include "api_etcd.h"
 #include "gw_list.h"
 #include "gw_log.h"
+#include "store_priv.h"
 
 
 /* ---- the store backend ------------------------------------------------------------------- */

@@ -329,7 +329,8 @@ Test(api_cluster, the_watch_keeps_members_groups_and_the_configuration)
 	cr_assert_eq(json_integer_value(json_object_get(c->groups, "gw-b")), 2);
 	cr_assert_geq(changed_calls, 1, "a new member is pushed to the gateway");
 	deliver(c, watch_msg("/t/config", "{\"generation\":3,\"config\":{\"portals\":[]}}", 6));
-	cr_assert_eq(c->store->generation, 3, "the configuration comes in through the watch");
+	cr_assert_eq(api_store_generation(c->store), 3,
+		     "the configuration comes in through the watch");
 	cr_assert_eq(api_store_refresh(c->store), -EHOSTUNREACH,
 		     "a write still needs etcd reachable (its endpoint is dead here)");
 	deliver(c, watch_msg("/t/members/gw-b", NULL, 7));
@@ -337,7 +338,8 @@ Test(api_cluster, the_watch_keeps_members_groups_and_the_configuration)
 	cr_assert_eq(json_integer_value(json_object_get(c->groups, "gw-b")), 2,
 		     "its group stays (unavailable)");
 	deliver(c, watch_msg("/t/config", "not json", 8));
-	cr_assert_eq(c->store->generation, 3, "a value that is no configuration changes nothing");
+	cr_assert_eq(api_store_generation(c->store), 3,
+		     "a value that is no configuration changes nothing");
 	watch_cluster_free(c);
 }
 
@@ -397,7 +399,7 @@ Test(api_cluster, reservations_under_the_prefix_reach_the_gateway)
 {
 	struct api_cluster *c = watch_cluster("id-1");
 	struct gw_loop loop;
-	struct api_cpr_conf pc = { .loop = &loop, .etcd = c->etcd, .prefix = "/t",
+	struct api_prc_conf pc = { .loop = &loop, .etcd = c->etcd, .prefix = "/t",
 				   .gw_call = rec_gw_call };
 	char *k1 = api_b64_encode("/t/cluster_id", 13), *v1 = api_b64_encode("id-1", 4);
 	char *k2 = api_b64_encode("/t/pr/iqn.x/0", 13);
@@ -409,7 +411,7 @@ Test(api_cluster, reservations_under_the_prefix_reach_the_gateway)
 	json_t *ev;
 
 	cr_assert_eq(gw_loop_init(&loop), 0);
-	cr_assert_eq(api_cpr_create(&pc, &c->pr), 0);
+	cr_assert_eq(api_prc_create(&pc, &c->pr), 0);
 	c->prefix_dir = strdup("/t/");	/* listed and watched (the watch fails: no loop) */
 	gw_reqs = json_array();
 	api_cluster_gw_up(c);

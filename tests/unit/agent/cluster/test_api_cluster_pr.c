@@ -131,14 +131,14 @@ struct rig {
 	struct gw_loop loop;
 	struct fake_etcd f;
 	struct api_etcd *e;
-	struct api_cpr *p;
+	struct api_prc *p;
 };
 
 /* body: what etcd answers every call (NULL: nothing); dead: the client's endpoint is one where
  * nothing listens instead. */
 static void rig_start(struct rig *r, const char *body, bool dead)
 {
-	struct api_cpr_conf pc = { .prefix = "/c", .gw_call = fake_gw_call };
+	struct api_prc_conf pc = { .prefix = "/c", .gw_call = fake_gw_call };
 	struct api_etcd_conf ec;
 	char eps[64];
 
@@ -150,13 +150,13 @@ static void rig_start(struct rig *r, const char *body, bool dead)
 	cr_assert_eq(api_etcd_create(&ec, &r->loop, &r->e), 0);
 	pc.loop = &r->loop;
 	pc.etcd = r->e;
-	cr_assert_eq(api_cpr_create(&pc, &r->p), 0);
+	cr_assert_eq(api_prc_create(&pc, &r->p), 0);
 	gw_sent = json_array();
 }
 
 static void rig_stop(struct rig *r)
 {
-	api_cpr_destroy(r->p);
+	api_prc_destroy(r->p);
 	api_etcd_destroy(r->e);
 	fake_etcd_stop(&r->f);
 	gw_loop_fini(&r->loop);
@@ -167,9 +167,9 @@ static void rig_stop(struct rig *r)
 static void rig_ready(struct rig *r, const char *body, bool dead)
 {
 	rig_start(r, body, dead);
-	api_cpr_list_begin(r->p);
-	api_cpr_list_end(r->p, 1);
-	api_cpr_gw_up(r->p);
+	api_prc_list_begin(r->p);
+	api_prc_list_end(r->p, 1);
+	api_prc_gw_up(r->p);
 }
 
 /* Runs the loop until the gateway was sent n requests in all (or max_ms passed). */
@@ -219,13 +219,13 @@ Test(api_cluster_pr, the_gateway_gets_the_whole_set_when_it_connects_then_each_c
 	char *a = state_text(INI, 1), *b = state_text(NULL, 0);
 
 	rig_start(&r, NULL, true);
-	api_cpr_list_begin(r.p);
-	api_cpr_kv(r.p, "iqn.t:x/0", a, 5);
-	api_cpr_kv(r.p, "iqn.t:x/1", "{\"generation\":1}", 6);
-	api_cpr_kv(r.p, "iqn.t:x/notalun", a, 6);
-	api_cpr_list_end(r.p, 10);
+	api_prc_list_begin(r.p);
+	api_prc_kv(r.p, "iqn.t:x/0", a, 5);
+	api_prc_kv(r.p, "iqn.t:x/1", "{\"generation\":1}", 6);
+	api_prc_kv(r.p, "iqn.t:x/notalun", a, 6);
+	api_prc_list_end(r.p, 10);
 	cr_assert_eq(json_array_size(gw_sent), 0, "no gateway connected: nothing sent");
-	api_cpr_gw_up(r.p);
+	api_prc_gw_up(r.p);
 	cr_assert_eq(json_array_size(gw_sent), 1);
 	cr_assert_str_eq(sent_str(0, "op"), "pr_cluster");
 	cr_assert(json_is_true(json_object_get(sent(0), "enabled")));
@@ -241,28 +241,28 @@ Test(api_cluster_pr, the_gateway_gets_the_whole_set_when_it_connects_then_each_c
 			l, "state"), "reservation"), "type")), 1);
 	}
 	/* A configuration applied (a restarted gateway's LUNs came after the set): again. */
-	api_cpr_gw_applied(r.p);
+	api_prc_gw_applied(r.p);
 	cr_assert_eq(json_array_size(gw_sent), 2);
 	cr_assert_str_eq(sent_str(1, "op"), "pr_cluster");
 	cr_assert_eq(json_array_size(json_object_get(sent(1), "luns")), 1);
 	/* The watch: a change, its echo (ignored), a deletion. */
-	api_cpr_kv(r.p, "iqn.t:x/0", b, 12);
+	api_prc_kv(r.p, "iqn.t:x/0", b, 12);
 	cr_assert_eq(json_array_size(gw_sent), 3);
 	cr_assert_str_eq(sent_str(2, "op"), "pr");
 	cr_assert_eq(sent_int(2, "rev"), 12);
 	cr_assert(json_is_null(json_object_get(json_object_get(sent(2), "state"), "reservation")));
-	api_cpr_kv(r.p, "iqn.t:x/0", b, 12);
+	api_prc_kv(r.p, "iqn.t:x/0", b, 12);
 	cr_assert_eq(json_array_size(gw_sent), 3, "what the gateway has is not sent again");
-	api_cpr_kv(r.p, "iqn.t:x/0", NULL, 13);
+	api_prc_kv(r.p, "iqn.t:x/0", NULL, 13);
 	cr_assert_eq(json_array_size(gw_sent), 4);
 	cr_assert(json_is_null(json_object_get(sent(3), "state")), "deleted: the empty state");
 	cr_assert_eq(sent_int(3, "rev"), 13);
 	/* The gateway goes: changes wait for it; it comes back: the whole set again. */
-	api_cpr_gw_lost(r.p);
-	api_cpr_kv(r.p, "iqn.t:x/2", a, 14);
-	api_cpr_gw_applied(r.p);
+	api_prc_gw_lost(r.p);
+	api_prc_kv(r.p, "iqn.t:x/2", a, 14);
+	api_prc_gw_applied(r.p);
 	cr_assert_eq(json_array_size(gw_sent), 4, "no gateway: nothing");
-	api_cpr_gw_up(r.p);
+	api_prc_gw_up(r.p);
 	cr_assert_eq(json_array_size(gw_sent), 5);
 	cr_assert_str_eq(sent_str(4, "op"), "pr_cluster");
 	cr_assert_eq(json_array_size(json_object_get(sent(4), "luns")), 1);
@@ -279,18 +279,18 @@ Test(api_cluster_pr, a_new_list_sends_what_the_watch_missed)
 	char *a = state_text(INI, 1), *b = state_text(NULL, 0);
 
 	rig_start(&r, NULL, true);
-	api_cpr_gw_up(r.p);
+	api_prc_gw_up(r.p);
 	cr_assert_eq(json_array_size(gw_sent), 0, "nothing read yet: nothing to enable");
-	api_cpr_list_begin(r.p);
-	api_cpr_kv(r.p, "t/0", a, 5);
-	api_cpr_kv(r.p, "t/1", a, 6);
-	api_cpr_list_end(r.p, 10);
+	api_prc_list_begin(r.p);
+	api_prc_kv(r.p, "t/0", a, 5);
+	api_prc_kv(r.p, "t/1", a, 6);
+	api_prc_list_end(r.p, 10);
 	cr_assert_eq(json_array_size(gw_sent), 1);
 	cr_assert_str_eq(sent_str(0, "op"), "pr_cluster", "sent once the list is in");
 	/* The watch was lost; meanwhile t/0 changed and t/1 went. */
-	api_cpr_list_begin(r.p);
-	api_cpr_kv(r.p, "t/0", b, 15);
-	api_cpr_list_end(r.p, 20);
+	api_prc_list_begin(r.p);
+	api_prc_kv(r.p, "t/0", b, 15);
+	api_prc_list_end(r.p, 20);
 	cr_assert_eq(json_array_size(gw_sent), 3);
 	cr_assert_str_eq(sent_str(1, "op"), "pr");
 	cr_assert_eq(sent_int(1, "lun"), 0);
@@ -316,7 +316,7 @@ Test(api_cluster_pr, a_bad_proposal_is_answered_unavailable_without_etcd)
 
 	rig_ready(&r, NULL, false);
 	ev = commit_ev(7, 0, state(INI, 3, 1));	/* a holder that is not registered */
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
 	cr_assert_eq(json_array_size(gw_sent), 2, "answered at once");
 	cr_assert_str_eq(sent_str(1, "op"), "pr_result");
@@ -326,12 +326,12 @@ Test(api_cluster_pr, a_bad_proposal_is_answered_unavailable_without_etcd)
 		  "%s", sent_str(1, "reason"));
 	ev = json_pack("{s:i, s:s, s:i, s:i, s:o}", "id", 8, "target", "a/b", "lun", 0, "rev", 0,
 		       "state", state(NULL, 0, 0));
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
 	cr_assert_str_eq(sent_str(2, "result"), "unavailable");
 	cr_assert(strstr(sent_str(2, "reason"), "target"));
 	ev = commit_ev(9, 0, state(NULL, 0, 0));
-	api_cpr_commit(r.p, ev, "the cluster's prefix belongs to another cluster");
+	api_prc_commit(r.p, ev, "the cluster's prefix belongs to another cluster");
 	json_decref(ev);
 	cr_assert(strstr(sent_str(3, "reason"), "another cluster"));
 	gw_loop_run_once(&r.loop, 100);
@@ -350,7 +350,7 @@ Test(api_cluster_pr, a_commit_that_etcd_takes_is_answered_ok_with_its_revision)
 
 	rig_ready(&r, TXN_OK, false);
 	ev = commit_ev(3, 7, state(INI, 1, 5));
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
 	cr_assert_eq(json_array_size(gw_sent), 1, "answered from the loop, never inside");
 	run_until_served(&r, 1, 10000);
@@ -358,7 +358,7 @@ Test(api_cluster_pr, a_commit_that_etcd_takes_is_answered_ok_with_its_revision)
 	cr_assert_eq(json_array_size(gw_sent), 1, "taken, but not answered before the watch "
 		     "brought it back (every gateway's agent gets it at once)");
 	/* The watch's echo: the answer, and the state is not pushed again. */
-	api_cpr_kv(r.p, "t/0", echo, 42);
+	api_prc_kv(r.p, "t/0", echo, 42);
 	cr_assert_eq(json_array_size(gw_sent), 2);
 	cr_assert_str_eq(sent_str(1, "op"), "pr_result");
 	cr_assert_eq(sent_int(1, "commit"), 3);
@@ -383,26 +383,26 @@ Test(api_cluster_pr, ok_waits_until_every_other_live_member_acknowledged_the_rev
 	rig_start(&r, TXN_OK, false);
 	r.p->self = "gw-a";
 	r.p->live = live;
-	api_cpr_list_begin(r.p);
-	api_cpr_list_end(r.p, 1);
+	api_prc_list_begin(r.p);
+	api_prc_list_end(r.p, 1);
 	run_until_served(&r, 1, 10000);	/* the list's own acknowledgement */
-	api_cpr_gw_up(r.p);
+	api_prc_gw_up(r.p);
 	ev = commit_ev(11, 7, state(INI, 1, 5));
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
 	for (uint64_t t0 = gw_now_ms(); gw_now_ms() - t0 < 10000 &&
-	     !gw_list_first_entry(&r.p->commits, struct cpr_commit, node)->committed;)
+	     !gw_list_first_entry(&r.p->commits, struct prc_commit, node)->committed;)
 		gw_loop_run_once(&r.loop, 50);
 	cr_assert_eq(json_array_size(gw_sent), 1, "etcd took it: not answered yet");
-	api_cpr_kv(r.p, "t/0", echo, 42);
+	api_prc_kv(r.p, "t/0", echo, 42);
 	run_until_served(&r, 3, 10000);
 	cr_assert_str_eq(json_string_value(json_object_get(r.f.last, "key")), ak,
 			 "the echo is acknowledged under this member's key");
 	cr_assert_str_eq(json_string_value(json_object_get(r.f.last, "value")), av);
 	cr_assert_eq(json_array_size(gw_sent), 1, "gw-b's gateway may not have it yet");
-	api_cpr_ack(r.p, "gw-b", "41");
+	api_prc_ack(r.p, "gw-b", "41");
 	cr_assert_eq(json_array_size(gw_sent), 1);
-	api_cpr_ack(r.p, "gw-b", "42");
+	api_prc_ack(r.p, "gw-b", "42");
 	cr_assert_eq(json_array_size(gw_sent), 2, "every other live member has it: answered");
 	cr_assert_str_eq(sent_str(1, "result"), "ok");
 	cr_assert_eq(sent_int(1, "rev"), 42);
@@ -421,7 +421,7 @@ Test(api_cluster_pr, a_commit_whose_echo_is_late_is_answered_ok_at_the_deadline)
 	rig_ready(&r, TXN_OK, false);
 	r.p->commit_ms = 300;
 	ev = commit_ev(9, 0, state(NULL, 0, 0));
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
 	run_until_sent(&r, 2, 10000);
 	cr_assert_eq(json_array_size(gw_sent), 2);
@@ -443,7 +443,7 @@ Test(api_cluster_pr, a_lost_race_is_answered_with_the_winners_state_and_revision
 		 "\"value\":\"%s\",\"mod_revision\":\"40\"}],\"count\":\"1\"}}]}", kb, wb);
 	rig_ready(&r, body, false);
 	ev = commit_ev(4, 0, state(INI, 1, 5));
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
 	run_until_sent(&r, 2, 10000);
 	cr_assert_eq(json_array_size(gw_sent), 2);
@@ -469,7 +469,7 @@ Test(api_cluster_pr, a_dead_etcd_is_answered_unavailable_in_time)
 	rig_ready(&r, TXN_OK, true);
 	t0 = gw_now_ms();
 	ev = commit_ev(5, 0, state(NULL, 0, 0));
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
 	run_until_sent(&r, 2, 10000);
 	cr_assert_eq(json_array_size(gw_sent), 2);
@@ -488,7 +488,7 @@ Test(api_cluster_pr, a_silent_etcd_is_answered_unavailable_at_the_deadline)
 	rig_ready(&r, NULL, false);
 	r.p->commit_ms = 300;
 	ev = commit_ev(6, 0, state(NULL, 0, 0));
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
 	run_until_sent(&r, 2, 10000);
 	cr_assert_eq(json_array_size(gw_sent), 2);
@@ -506,7 +506,7 @@ Test(api_cluster_pr, a_stop_with_a_commit_in_flight_leaves_nothing)
 
 	rig_ready(&r, NULL, false);
 	ev = commit_ev(7, 0, state(NULL, 0, 0));
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
 	run_until_served(&r, 1, 10000);
 	cr_assert_eq(r.f.served, 1);
@@ -523,9 +523,9 @@ Test(api_cluster_pr, a_gateway_that_goes_drops_its_commits_unanswered)
 	rig_ready(&r, NULL, false);
 	r.p->commit_ms = 100;
 	ev = commit_ev(8, 0, state(NULL, 0, 0));
-	api_cpr_commit(r.p, ev, NULL);
+	api_prc_commit(r.p, ev, NULL);
 	json_decref(ev);
-	api_cpr_gw_lost(r.p);
+	api_prc_gw_lost(r.p);
 	cr_assert(gw_list_empty(&r.p->commits));
 	/* Past the deadline the commit had: still nothing. */
 	run_until_sent(&r, 2, 400);
@@ -543,11 +543,11 @@ Test(api_cluster_pr, the_reservations_of_a_deleted_lun_leave_etcd)
 	const json_t *cmp;
 
 	rig_start(&r, TXN_OK, false);
-	api_cpr_list_begin(r.p);
-	api_cpr_kv(r.p, "t/0", a, 5);
-	api_cpr_kv(r.p, "t/1", a, 6);
-	api_cpr_list_end(r.p, 10);
-	api_cpr_sweep(r.p, cfg, 9);
+	api_prc_list_begin(r.p);
+	api_prc_kv(r.p, "t/0", a, 5);
+	api_prc_kv(r.p, "t/1", a, 6);
+	api_prc_list_end(r.p, 10);
+	api_prc_sweep(r.p, cfg, 9);
 	run_until_served(&r, 2, 1000);
 	cr_assert_eq(r.f.served, 1, "only LUN 0 is gone from the configuration");
 	cmp = json_object_get(r.f.last, "compare");

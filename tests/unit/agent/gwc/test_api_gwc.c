@@ -148,3 +148,14 @@ Test(api_gwc, after_a_gateway_restart_it_connects_again_and_says_so)
 	RUN_UNTIL(strstr(events, "changed"));
 	cr_assert_str_eq(events, "changed {\"generation\":1};");
 }
+
+Test(api_gwc, connected_follows_the_gateway_and_no_gateway_is_never_connected)
+{
+	/* What /health, /metrics and every write ask before they call the gateway. */
+	cr_assert(api_gwc_connected(&gwc));
+	cr_assert_not(api_gwc_connected(NULL), "an agent without --gateway-socket has none");
+	close(cfd);
+	cfd = -1;
+	RUN_UNTIL(disconnects);
+	cr_assert_not(api_gwc_connected(&gwc), "a gateway that went away is not connected");
+}

@@ -47,9 +47,9 @@ Test(api_store, a_fresh_store_is_empty_at_generation_zero)
 	struct api_store *s;
 
 	cr_assert_eq(api_store_open_file(dir, &s), 0);
-	cr_assert_eq(s->generation, 0);
-	cr_assert_eq(json_array_size(json_object_get(s->config, "targets")), 0);
-	cr_assert(json_is_array(json_object_get(s->config, "portals")));
+	cr_assert_eq(api_store_generation(s), 0);
+	cr_assert_eq(json_array_size(json_object_get(api_store_config(s), "targets")), 0);
+	cr_assert(json_is_array(json_object_get(api_store_config(s), "portals")));
 	api_store_destroy(s);
 }
 
@@ -63,14 +63,36 @@ Test(api_store, commits_count_generations_and_survive_a_restart)
 	for (i = 1; i <= 3; i++) {
 		c = json_pack("{s:[], s:[{s:s}], s:i}", "portals", "targets", "name", "x", "n", i);
 		cr_assert_eq(api_store_commit(s, c), 0);
-		cr_assert_eq(s->generation, (uint64_t)i);
+		cr_assert_eq(api_store_generation(s), (uint64_t)i);
 	}
-	c = json_incref(s->config);
+	c = api_store_copy(s);
 	api_store_destroy(s);
 	cr_assert_eq(api_store_open_file(dir, &s), 0);
-	cr_assert_eq(s->generation, 3);
-	cr_assert(json_equal(s->config, c));
+	cr_assert_eq(api_store_generation(s), 3);
+	cr_assert(json_equal(api_store_config(s), c));
 	json_decref(c);
+	api_store_destroy(s);
+}
+
+Test(api_store, a_copy_to_change_leaves_what_readers_see_alone)
+{
+	struct api_store *s;
+	json_t *c;
+
+	cr_assert_eq(api_store_open_file(dir, &s), 0);
+	cr_assert_str_eq(api_store_name(s), "file");
+	cr_assert_eq(api_store_commit(s, json_pack("{s:[], s:[{s:s}]}", "portals", "targets",
+						   "name", "iqn.x")), 0);
+	/* A write starts from a copy: until it is committed, GETs still see the stored one. */
+	c = api_store_copy(s);
+	cr_assert_not_null(c);
+	json_array_clear(json_object_get(c, "targets"));
+	cr_assert_eq(json_array_size(json_object_get(api_store_config(s), "targets")), 1,
+		     "a change to the copy is not the desired configuration yet");
+	cr_assert_eq(api_store_generation(s), 1);
+	cr_assert_eq(api_store_commit(s, c), 0);
+	cr_assert_eq(json_array_size(json_object_get(api_store_config(s), "targets")), 0);
+	cr_assert_eq(api_store_generation(s), 2);
 	api_store_destroy(s);
 }
 
@@ -98,9 +120,9 @@ Test(api_store, a_half_written_temporary_from_a_crash_is_ignored)
 	/* kill -9 between write and rename leaves this behind. */
 	put_file("config.json.tmp", "{\"generation\": 8, \"conf");
 	cr_assert_eq(api_store_open_file(dir, &s), 0);
-	cr_assert_eq(s->generation, 7);
+	cr_assert_eq(api_store_generation(s), 7);
 	cr_assert_eq(api_store_commit(s, json_pack("{s:[]}", "portals")), 0);
-	cr_assert_eq(s->generation, 8);
+	cr_assert_eq(api_store_generation(s), 8);
 	api_store_destroy(s);
 }
 
@@ -122,13 +144,13 @@ Test(api_store, a_failed_commit_changes_nothing)
 
 	cr_assert_eq(api_store_open_file(dir, &s), 0);
 	cr_assert_eq(api_store_commit(s, json_pack("{s:[], s:i}", "portals", "v", 1)), 0);
-	before = json_incref(s->config);
+	before = api_store_copy(s);
 	/* The folder disappears under the store: the write fails. */
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	cr_assert_eq(system(cmd), 0);
 	cr_assert_lt(api_store_commit(s, json_pack("{s:[], s:i}", "portals", "v", 2)), 0);
-	cr_assert_eq(s->generation, 1);
-	cr_assert(json_equal(s->config, before));
+	cr_assert_eq(api_store_generation(s), 1);
+	cr_assert(json_equal(api_store_config(s), before));
 	json_decref(before);
 	api_store_destroy(s);
 	cr_assert_eq(mkdir(dir, 0700), 0);
@@ -148,6 +170,6 @@ Test(api_store, the_file_store_commits_at_once_through_the_async_call)
 	cr_assert_eq(api_store_open_file(dir, &s), 0);
 	cr_assert_eq(api_store_commit_async(s, json_pack("{s:[]}", "portals"), never_called, NULL),
 		     0);
-	cr_assert_eq(s->generation, 1);
+	cr_assert_eq(api_store_generation(s), 1);
 	api_store_destroy(s);
 }
