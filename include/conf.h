@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The gateway's configuration as data: the structs every object's settings are parsed into, the
- * keyword tables that parse, check, print and document them (lib/gw_conf.h drives them), and the
+ * keyword tables that parse, check, print and document them (include/gw_conf.h drives them), and the
  * walk over a whole configuration file with its embedded demo. It is the library the gateway,
  * the agent (validation, the OpenAPI schema) and isergwctl share: it needs lib/ only, so the
  * agent and the CLI link it instead of the gateway's engine.

@@ -3,9 +3,9 @@
  * The iSCSI target engine (RFC 7143). Owns the gateway's iSCSI objects: portals (each a
  * datamover listener), targets (each a SCSI device with one target port for its portal group),
  * sessions (one I_T nexus each), connections and tasks. It sits between a datamover
- * (gateway/dmv/dmv.h, which it never asks the kind of) and the SCSI core (gateway/scsi/scsi.h).
+ * (include/dmv.h, which it never asks the kind of) and the SCSI core (include/scsi.h).
  *
- * The PDU type and its pool are gateway/pdu/pdu.h, shared with the datamovers.
+ * The PDU type and its pool are include/pdu.h, shared with the datamovers.
  * Its files form a stack, each calling only those below it: isc_conn.c (dispatch), isc_gw.c
  * (the engine object and its lists), isc_login.c / isc_text.c / isc_nop.c, isc_tmf.c,
  * isc_scsi.c, isc_task.c (tasks, data memory, the CmdSN queue), isc_session.c, isc_target.c,
