@@ -259,9 +259,9 @@ static inline bool scsi_dev_pr_cluster(const struct scsi_dev *dev)
 	return __atomic_load_n(&dev->pr_ops, __ATOMIC_ACQUIRE) != NULL;
 }
 
-/* scsi_cmd.c */
-const struct scsi_op *scsi_op_find(uint8_t opcode, uint8_t sa, bool *sa_valid_op);
-const struct scsi_op *scsi_op_next(const struct scsi_op *prev);	/* NULL: first */
+/* scsi_op.c: the opcode table. NULL: no such opcode and service action; *known_opcode (may be
+ * NULL) says whether the opcode alone is in the table. */
+const struct scsi_op *scsi_op_find(uint8_t opcode, uint8_t sa, bool *known_opcode);
 
 /* scsi_reply.c: sense and data-buffer helpers; they call nothing else in the core. */
 void scsi_cmd_invalid_cdb(struct scsi_cmd *cmd, uint16_t byte, int bit);
@@ -327,7 +327,6 @@ int scsi_spc_report_luns(struct scsi_cmd *cmd);
 int scsi_spc_test_unit_ready(struct scsi_cmd *cmd);
 int scsi_spc_mode_sense(struct scsi_cmd *cmd);
 int scsi_spc_mode_select(struct scsi_cmd *cmd);
-int scsi_spc_report_opcodes(struct scsi_cmd *cmd);
 int scsi_spc_report_tmfs(struct scsi_cmd *cmd);
 int scsi_spc_start_stop(struct scsi_cmd *cmd);
 
