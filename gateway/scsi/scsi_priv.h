@@ -279,7 +279,30 @@ uint32_t scsi_cmd_data_out(struct scsi_cmd *cmd, uint32_t off, void *buf, uint32
 /* Sense from a backstore error. */
 void scsi_cmd_bs_error(struct scsi_cmd *cmd, int err);
 
-/* scsi_exec.c: running and completing a command, and the task set's hooks */
+/* scsi_lun.c: the LUN map (the device's loop publishes; any loop looks up). */
+int scsi_lun_publish(struct scsi_dev *dev);
+/* The device's loop: returns once every loop has run a call (a swapped-out copy may go). */
+void scsi_dev_barrier(struct scsi_dev *dev);
+/* fn(lu, a, p) on the LU's owner: at once there (and always without loops), else by a message. */
+void scsi_lu_on_owner(struct scsi_lu *lu, void (*fn)(struct scsi_lu *lu, int a, void *p), int a,
+		      void *p);
+
+/* scsi_itn.c: I_T nexuses, their view of each LU, unit attentions */
+void scsi_itn_dev_init(struct scsi_dev *dev);
+void scsi_itn_dev_fini(struct scsi_dev *dev);
+/* REPORTED LUNS DATA HAS CHANGED for every nexus of the device (any LU reports it once). */
+void scsi_itn_luns_changed(struct scsi_dev *dev);
+uint16_t scsi_itn_rel_id(const struct scsi_itn *itn);
+struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu);
+void scsi_itl_free_all(struct scsi_lu *lu);
+void scsi_ua_set(struct scsi_lu *lu, struct scsi_itn *except, int ua);
+void scsi_ua_set_itn(struct scsi_itn *itn, struct scsi_lu *lu, int ua);
+/* scsi_ua_set(lu, NULL, ua) on the LU's owner (posted from another loop). */
+void scsi_ua_set_all(struct scsi_lu *lu, int ua);
+/* Pending UA for this nexus and LU into cmd's sense (and cleared): true if there was one. */
+bool scsi_ua_take(struct scsi_cmd *cmd, struct scsi_itl *itl);
+
+/* scsi_exec.c: running and completing a command, the task set, the writer range lock */
 /* Where a command is (cmd->state); set by the dispatcher and scsi_exec.c. */
 enum {
 	SCSI_CMD_ST_NEW,
@@ -296,29 +319,16 @@ void scsi_cmd_finish(struct scsi_cmd *cmd);
 void scsi_cmd_finish_later(struct scsi_cmd *cmd);
 /* Runs the command's handler again (a range lock it waited for was released). */
 void scsi_cmd_rerun(struct scsi_cmd *cmd);
-/* The task set's hooks into command state. */
-void scsi_task_run(struct scsi_cmd *cmd);
-bool scsi_task_is_waiting(const struct scsi_cmd *cmd);
-void scsi_task_mark_waiting(struct scsi_cmd *cmd);
 /* Completes a queued, never-started command with TASK ABORTED. */
 void scsi_task_abort_queued(struct scsi_cmd *cmd);
 /* On the owner: the command's loop asked to abort it (scsi_abort_cmd on another loop's LU). */
 bool scsi_cmd_abort_requested(const struct scsi_cmd *cmd);
-
-/* scsi_dev.c */
-struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu);
-void scsi_ua_set(struct scsi_lu *lu, struct scsi_itn *except, int ua);
-void scsi_ua_set_itn(struct scsi_itn *itn, struct scsi_lu *lu, int ua);
-/* scsi_ua_set(lu, NULL, ua) on the LU's owner (posted from another loop). */
-void scsi_ua_set_all(struct scsi_lu *lu, int ua);
-/* Pending UA for this nexus and LU into cmd's sense (and cleared): true if there was one. */
-bool scsi_ua_take(struct scsi_cmd *cmd, struct scsi_itl *itl);
+/* The task set (SIMPLE / ORDERED / HEAD OF QUEUE): the dispatcher starts a checked command. */
 void scsi_task_start(struct scsi_cmd *cmd);
-void scsi_task_end(struct scsi_cmd *cmd);
 /* Range lock: true if the command may write [lba, lba+n) now; else it is parked and rerun. */
 bool scsi_range_acquire(struct scsi_cmd *cmd, uint64_t lba, uint64_t n, bool exclusive);
-void scsi_range_release(struct scsi_cmd *cmd);
-uint16_t scsi_itn_rel_id(const struct scsi_itn *itn);
+
+/* scsi_dev.c: devices and LUs (include/scsi.h); nothing private. */
 
 /* scsi_spc.c */
 int scsi_spc_inquiry(struct scsi_cmd *cmd);
@@ -409,6 +419,8 @@ int scsi_alua_report_tpgs(struct scsi_cmd *cmd);
 int scsi_alua_set_tpgs(struct scsi_cmd *cmd);
 /* True if the port's ALUA state refuses the command (sense set). */
 bool scsi_alua_refuse(struct scsi_cmd *cmd, const struct scsi_op *op);
+void scsi_alua_init(struct scsi_dev *dev);
+void scsi_alua_fini(struct scsi_dev *dev);
 struct scsi_tpg *scsi_alua_tpg(struct scsi_dev *dev, uint16_t id);
 /* The device's loop, after any change of dev->tpgs or dev->ports: publishes a new copy. */
 int scsi_alua_publish(struct scsi_dev *dev);

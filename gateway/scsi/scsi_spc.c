@@ -3,8 +3,12 @@
  * SPC-4 primary commands: INQUIRY (standard data and VPD pages), REQUEST SENSE, REPORT LUNS,
  * TEST UNIT READY, MODE SENSE / MODE SELECT (caching, control, informational exceptions),
  * REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS, START STOP UNIT (REPORT SUPPORTED OPERATION
- * CODES is the opcode table's, scsi_op.c). Responses are built in a stack buffer and copied to the data-in iovec, clipped to the
- * allocation length and to the transport's buffer.
+ * CODES is the opcode table's, scsi_op.c). Responses are built in a stack buffer and copied to
+ * the data-in iovec, clipped to the allocation length and to the transport's buffer.
+ *
+ * A command group below the opcode table: it calls scsi_sbc.c (the block limits VPD B0
+ * reports), ALUA (MULTIP), the unit attentions (REQUEST SENSE, MODE SELECT) and the reply
+ * helpers; nothing calls it but the table.
  */
 #include <stdio.h>
 #include <string.h>
