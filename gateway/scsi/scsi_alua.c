@@ -5,6 +5,11 @@
  * through a port whose group is standby, unavailable or transitioning get NOT READY unless the
  * standard lets them through (INQUIRY, REPORT LUNS, REQUEST SENSE, ...). A fenced device
  * (its gateway's ownership lease ran out, docs/CLUSTER.md) reports its local groups standby.
+ *
+ * It owns the device's target ports and groups (the device's loop's lists and the copy every
+ * loop reads), an LU's active/optimized group, and the access state they give. It calls only
+ * below it: the unit attentions (2A/06 on a change), the LUN map (lookup, barrier) and the
+ * reply helpers. scsi_dev.c calls its init and fini.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -77,7 +77,7 @@ static const struct scsi_op scsi_ops[] = {
 	OP(0x5e, 0x03, 10, SCSI_PRC_ALLOW, SCSI_OPF_SA | SCSI_OPF_ALUA_SB, scsi_pr_in,
 	   "PERSISTENT RESERVE IN", 0x03, 0, 0, 0, 0, 0, 0xff, 0xff, CTL),
 #define PROUT(sa)                                                                          \
-	OP(0x5f, sa, 10, SCSI_PRC_OWN, SCSI_OPF_SA | SCSI_OPF_ALUA_SB, scsi_pr_out,        \
+	OP(0x5f, sa, 10, SCSI_PRC_OWN, SCSI_OPF_SA | SCSI_OPF_ALUA_SB, scsi_prc_out,       \
 	   "PERSISTENT RESERVE OUT", sa, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, CTL)
 	PROUT(0x00), PROUT(0x01), PROUT(0x02), PROUT(0x03), PROUT(0x04), PROUT(0x05),
 	PROUT(0x06), PROUT(0x07),

@@ -184,7 +184,9 @@ struct scsi_pr_cl {
 	struct gw_list queue;		/* PR OUTs waiting for it (cmd->node) */
 	struct gw_defer kick;		/* starts the next one */
 	bool deciding;			/* a PR OUT runs on a copy: no unit attentions, no aborts */
-	json_t *aborted;		/* while deciding: the nexuses PREEMPT AND ABORT removed */
+	/* While deciding, scsi_pr.c notes here the nexuses PREEMPT AND ABORT removed (struct
+	 * scsi_pr_reg, key 0): their tasks go when the cluster's state is applied. */
+	struct gw_list aborted;
 };
 
 struct scsi_lu {
@@ -385,7 +387,6 @@ uint8_t scsi_sbc_caw_max(const struct scsi_dev *dev, const struct scsi_lu *lu,
 
 /* scsi_pr.c */
 int scsi_pr_in(struct scsi_cmd *cmd);
-int scsi_pr_out(struct scsi_cmd *cmd);
 int scsi_pr_reserve6(struct scsi_cmd *cmd);
 int scsi_pr_release6(struct scsi_cmd *cmd);
 /* True if the command conflicts with a reservation (status set to RESERVATION CONFLICT). */
@@ -406,13 +407,12 @@ int scsi_pr_out_local(struct scsi_cmd *cmd);
 /* scsi_pr_cluster.c */
 void scsi_prc_init(struct scsi_lu *lu);
 void scsi_prc_fini(struct scsi_lu *lu);
-/* PERSISTENT RESERVE OUT on a device with the cluster hook. */
+/* PERSISTENT RESERVE OUT (the opcode table's): through the cluster on a device with the
+ * hook, else scsi_pr_out_local. */
 int scsi_prc_out(struct scsi_cmd *cmd);
 /* PR OUTs waiting behind a commit (not the one out) end TASK ABORTED: all (only NULL) or
  * one nexus's. LUN RESET, target resets, nexus loss. */
 void scsi_prc_abort_queued(struct scsi_lu *lu, const struct scsi_itn *only);
-/* While deciding: a registration PREEMPT AND ABORT removed (its tasks go on apply). */
-void scsi_prc_note_aborted(struct scsi_lu *lu, const struct scsi_pr_reg *r);
 
 /* scsi_alua.c */
 int scsi_alua_report_tpgs(struct scsi_cmd *cmd);
