@@ -177,7 +177,7 @@ struct scsi_pr {
 };
 
 /* A LU's side of cluster-wide reservations (scsi_pr_cluster.c). */
-struct scsi_pr_cl {
+struct scsi_prc {
 	uint64_t rev;			/* revision of the state applied last (0: none) */
 	struct scsi_cmd *inflight;	/* the PR OUT whose commit is out */
 	json_t *proposed;		/* its proposed state */
@@ -228,7 +228,7 @@ struct scsi_lu {
 	struct scsi_itn *res2_holder;	/* RESERVE(6) holder */
 	uint64_t not_cluster;		/* SCSI_OPF_NOT_CLUSTER commands refused (logged once) */
 	struct scsi_pr pr;		/* in a cluster: the state applied last */
-	struct scsi_pr_cl prc;
+	struct scsi_prc prc;
 };
 
 /* The loop a command was submitted on and completes on (the session's). */
