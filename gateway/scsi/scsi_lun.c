@@ -1,18 +1,49 @@
 // SPDX-License-Identifier: MIT
 /*
- * The LUN map and reaching an LU: the sorted array of a device's LUs that every loop reads
- * without a lock or a message (published whole by the device's loop, the old copy freed after
- * a barrier through every loop), the lookups on it, and work run on an LU's owner loop (at
- * once on the owner, else by a message).
+ * LUNs and reaching an LU: the 8-byte SAM LUN field (include/scsi.h), the LUN map (the sorted
+ * array of a device's LUs that every loop reads without a lock or a message, published whole
+ * by the device's loop, the old copy freed after a barrier through every loop), the lookups on
+ * it, and work run on an LU's owner loop (at once on the owner, else by a message).
  *
  * The bottom of the module, beside scsi_reply.c: it calls nothing else in gateway/scsi, and
  * every file above finds its LU here.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gw_log.h"
 #include "scsi_priv.h"
+
+/* The SAM LUN field */
+
+uint64_t scsi_lun_decode(const uint8_t lun[8])
+{
+	switch (lun[0] >> 6) {
+	case 0:		/* peripheral device addressing: bus 0, LUN in byte 1 */
+		return lun[1];
+	case 1:		/* flat space addressing */
+		return ((uint64_t)(lun[0] & 0x3f) << 8) | lun[1];
+	default:
+		/* Extended or logical unit addressing: return it whole, so it matches no LU. */
+		return scsi_get64(lun);
+	}
+}
+
+void scsi_lun_encode(uint64_t lun, uint8_t out[8])
+{
+	memset(out, 0, 8);
+	if (lun < 256) {
+		out[1] = (uint8_t)lun;
+	} else if (lun < 16384) {
+		out[0] = 0x40 | (uint8_t)(lun >> 8);
+		out[1] = (uint8_t)lun;
+	} else {
+		scsi_put64(out, lun);
+	}
+}
+
+/* The LUN map */
 
 /* Any loop: a binary search in the published map, no lock, no message. */
 struct scsi_lu *scsi_dev_find_lu(struct scsi_dev *dev, uint64_t lun)

@@ -102,19 +102,6 @@ Test(scsi_dev, busy_lu_cannot_be_removed)
 	cr_assert_eq(scsi_dev_del_lu(e.dev, 0), 0);
 }
 
-Test(scsi_dev, lun_encoding)
-{
-	uint8_t l[8];
-
-	scsi_lun_encode(5, l);
-	cr_assert_eq(l[0], 0);
-	cr_assert_eq(l[1], 5);
-	cr_assert_eq(scsi_lun_decode(l), 5);
-	scsi_lun_encode(1000, l);
-	cr_assert_eq(l[0] >> 6, 1, "flat space addressing above 255");
-	cr_assert_eq(scsi_lun_decode(l), 1000);
-}
-
 Test(scsi_dev, lu_conf_table_defaults)
 {
 	struct scsi_lu_conf c;

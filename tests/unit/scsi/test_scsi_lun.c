@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The LUN map (scsi_lun.c): a LUN finds its LU (and backstore, and owner loop) from the map
- * published last, whatever order the LUs were added in, and stops finding it once it is
- * removed; work for an LU runs on its owner at once when the caller is that loop.
+ * LUNs (scsi_lun.c): the SAM LUN field both ways, and the LUN map: a LUN finds its LU (and
+ * backstore, and owner loop) from the map published last, whatever order the LUs were added
+ * in, and stops finding it once it is removed; work for an LU runs on its owner at once when
+ * the caller is that loop.
  */
 #include <errno.h>
 
@@ -73,4 +74,20 @@ Test(scsi_lun, work_for_an_lu_runs_at_once_on_its_owner)
 	scsi_lu_on_owner(scsi_dev_find_lu(e.dev, 2), note, 7, &e);
 	cr_assert_eq(ran_a, 7, "ran before returning");
 	cr_assert_eq(ran_p, &e);
+}
+
+Test(scsi_lun, lun_encoding)
+{
+	uint8_t l[8];
+
+	scsi_lun_encode(5, l);
+	cr_assert_eq(l[0], 0);
+	cr_assert_eq(l[1], 5);
+	cr_assert_eq(scsi_lun_decode(l), 5);
+	scsi_lun_encode(1000, l);
+	cr_assert_eq(l[0] >> 6, 1, "flat space addressing above 255");
+	cr_assert_eq(scsi_lun_decode(l), 1000);
+	/* Extended addressing (not ours to give out): kept whole, so it matches no LU. */
+	memcpy(l, (const uint8_t[8]){ 0xd2, 0, 0, 5, 0, 0, 0, 0 }, 8);
+	cr_assert_gt(scsi_lun_decode(l), 16383);
 }
