@@ -145,7 +145,6 @@ void scsi_dev_set_alua(struct scsi_dev *dev, uint16_t tpg_id, enum scsi_alua_sta
 		scsi_ua_set_all(lu, SCSI_UA_ALUA_CHANGED);
 }
 
-
 bool scsi_dev_multiport(const struct scsi_dev *dev)
 {
 	const struct scsi_alua_map *am = scsi_dev_alua(dev);
