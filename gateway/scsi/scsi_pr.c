@@ -8,9 +8,15 @@
  * a session, so a reconnecting initiator finds its key again. APTPL is accepted but nothing is
  * persisted across a restart of the gateway (logged when asked for).
  *
- * In a cluster (scsi_pr_cluster.c) these same rules decide a PERSISTENT RESERVE OUT on a copy
- * of the state applied last; lu->prc.deciding then holds back the unit attentions and aborts,
- * which come when the state the cluster took is applied.
+ * In a cluster (scsi_pr_cluster.c, above this file) these same rules decide a PERSISTENT
+ * RESERVE OUT on a copy of the state applied last; lu->prc.deciding then holds back the unit
+ * attentions and aborts, which come when the state the cluster took is applied: the nexuses
+ * PREEMPT AND ABORT removed are noted in lu->prc.aborted for the proposal.
+ *
+ * It calls only below it: the unit attentions and relative port ids (scsi_itn.c), the task
+ * set's abort of queued commands (scsi_exec.c) and the reply helpers. The opcode table names
+ * PR IN and RESERVE / RELEASE(6) here; PR OUT is scsi_pr_cluster.c's, which runs
+ * scsi_pr_out_local when the reservations are this gateway's own.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +110,9 @@ void scsi_pr_abort_reg(struct scsi_lu *lu, const struct scsi_pr_reg *r)
 	struct scsi_cmd *cmd, *t;
 
 	if (lu->prc.deciding) {
-		scsi_prc_note_aborted(lu, r);
+		/* On the cluster's copy: the tasks go when the state is applied, on every gateway;
+		 * scsi_pr_cluster.c names the nexus in its proposal. */
+		scsi_pr_reg_new(&lu->prc.aborted, r->initiator, r->initiator_name, r->rel_id, 0);
 		return;
 	}
 	gw_list_for_each_entry_safe(cmd, t, &lu->waitq, node)
@@ -563,13 +571,6 @@ static int scsi_pr_register_move(struct scsi_cmd *cmd, struct scsi_pr_params *p,
 		scsi_pr_reg_free(r);
 	pr->generation++;
 	return SCSI_CMD_DONE;
-}
-
-int scsi_pr_out(struct scsi_cmd *cmd)
-{
-	if (scsi_dev_pr_cluster(cmd->lu->dev))
-		return scsi_prc_out(cmd);
-	return scsi_pr_out_local(cmd);
 }
 
 int scsi_pr_out_local(struct scsi_cmd *cmd)

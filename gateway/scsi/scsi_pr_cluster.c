@@ -12,6 +12,13 @@
  * registrants-only or all-registrants type that went while registrations stay raises
  * RESERVATIONS RELEASED (2A/04) for them. The nexus that issued the command is spared, as the
  * local rules spare it; a nexus is served by one gateway, so the others find nothing to spare.
+ *
+ * It sits on top of the local rules: the opcode table's PERSISTENT RESERVE OUT is scsi_prc_out
+ * here, which runs scsi_pr.c's scsi_pr_out_local directly while reservations are this
+ * gateway's own. It calls down into scsi_pr.c, the task set (commands finished or aborted),
+ * the unit attentions, the LUN lookup and the reply helpers; scsi_pr.c never calls up here
+ * (what it must tell while deciding, it writes in lu->prc). scsi_dev.c calls its init, fini
+ * and abort of the PR OUTs waiting for a commit.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -348,10 +355,19 @@ static json_t *scsi_prc_state_here(struct scsi_dev *dev, uint64_t lun, uint64_t 
 
 /* ---- PERSISTENT RESERVE OUT through the cluster ------------------------------------- */
 
-void scsi_prc_note_aborted(struct scsi_lu *lu, const struct scsi_pr_reg *r)
+/* The nexuses the local rules noted while deciding (PREEMPT AND ABORT), as the proposal's
+ * "aborted" list; the notes are freed. */
+static json_t *scsi_prc_take_aborted(struct scsi_lu *lu)
 {
-	if (lu->prc.aborted)
-		json_array_append_new(lu->prc.aborted, scsi_prc_nexus_json(r));
+	json_t *ab = json_array();
+	struct scsi_pr_reg *r, *t;
+
+	gw_list_for_each_entry_safe(r, t, &lu->prc.aborted, node) {
+		if (ab)
+			json_array_append_new(ab, scsi_prc_nexus_json(r));
+		scsi_pr_reg_free(r);
+	}
+	return ab;
 }
 
 static void scsi_prc_fail(struct scsi_cmd *cmd)
@@ -453,7 +469,7 @@ static int scsi_prc_decide(struct scsi_cmd *cmd)
 {
 	struct scsi_lu *lu = cmd->lu;
 	struct scsi_dev *dev = lu->dev;
-	json_t *before, *after = NULL;
+	json_t *before, *after = NULL, *aborted;
 	struct scsi_pr saved;
 	char why[160];
 	int rc;
@@ -474,9 +490,9 @@ static int scsi_prc_decide(struct scsi_cmd *cmd)
 		return SCSI_CMD_DONE;
 	}
 	lu->prc.deciding = true;
-	lu->prc.aborted = json_array();
 	scsi_pr_out_local(cmd);
 	lu->prc.deciding = false;
+	aborted = scsi_prc_take_aborted(lu);
 	if (cmd->status == SCSI_GOOD)
 		after = scsi_prc_encode(&lu->pr);
 	scsi_prc_move(&lu->pr, &saved);
@@ -484,18 +500,16 @@ static int scsi_prc_decide(struct scsi_cmd *cmd)
 		/* Refused, or GOOD on the state applied last with nothing to change. */
 		if (cmd->status == SCSI_GOOD && !after)
 			cmd->status = SCSI_BUSY;
-		json_decref(lu->prc.aborted);
-		lu->prc.aborted = NULL;
+		json_decref(aborted);
 		json_decref(before);
 		json_decref(after);
 		return SCSI_CMD_DONE;
 	}
 	json_decref(before);
-	if (json_array_size(lu->prc.aborted))
-		json_object_set_new(after, "aborted", lu->prc.aborted);
+	if (json_array_size(aborted))
+		json_object_set_new(after, "aborted", aborted);
 	else
-		json_decref(lu->prc.aborted);
-	lu->prc.aborted = NULL;
+		json_decref(aborted);
 	if (lu->loop == dev->loop)
 		rc = scsi_prc_commit(dev, lu->lun, lu->prc.rev, after);
 	else
@@ -546,10 +560,14 @@ void scsi_prc_abort_queued(struct scsi_lu *lu, const struct scsi_itn *only)
 	}
 }
 
+/* The opcode table's PERSISTENT RESERVE OUT: the cluster's on a device with the hook, else
+ * the local rules. */
 int scsi_prc_out(struct scsi_cmd *cmd)
 {
 	struct scsi_lu *lu = cmd->lu;
 
+	if (!scsi_dev_pr_cluster(lu->dev))
+		return scsi_pr_out_local(cmd);
 	cmd->step = 0;		/* commit rounds lost */
 	if (lu->prc.inflight || !gw_list_empty(&lu->prc.queue)) {
 		gw_list_add_tail(&lu->prc.queue, &cmd->node);
@@ -646,6 +664,7 @@ void scsi_prc_init(struct scsi_lu *lu)
 {
 	memset(&lu->prc, 0, sizeof(lu->prc));
 	gw_list_init(&lu->prc.queue);
+	gw_list_init(&lu->prc.aborted);
 	gw_defer_init(&lu->prc.kick, scsi_prc_kick);
 }
 

@@ -177,14 +177,16 @@ struct scsi_pr {
 };
 
 /* A LU's side of cluster-wide reservations (scsi_pr_cluster.c). */
-struct scsi_pr_cl {
+struct scsi_prc {
 	uint64_t rev;			/* revision of the state applied last (0: none) */
 	struct scsi_cmd *inflight;	/* the PR OUT whose commit is out */
 	json_t *proposed;		/* its proposed state */
 	struct gw_list queue;		/* PR OUTs waiting for it (cmd->node) */
 	struct gw_defer kick;		/* starts the next one */
 	bool deciding;			/* a PR OUT runs on a copy: no unit attentions, no aborts */
-	json_t *aborted;		/* while deciding: the nexuses PREEMPT AND ABORT removed */
+	/* While deciding, scsi_pr.c notes here the nexuses PREEMPT AND ABORT removed (struct
+	 * scsi_pr_reg, key 0): their tasks go when the cluster's state is applied. */
+	struct gw_list aborted;
 };
 
 struct scsi_lu {
@@ -226,7 +228,7 @@ struct scsi_lu {
 	struct scsi_itn *res2_holder;	/* RESERVE(6) holder */
 	uint64_t not_cluster;		/* SCSI_OPF_NOT_CLUSTER commands refused (logged once) */
 	struct scsi_pr pr;		/* in a cluster: the state applied last */
-	struct scsi_pr_cl prc;
+	struct scsi_prc prc;
 };
 
 /* The loop a command was submitted on and completes on (the session's). */
@@ -259,9 +261,9 @@ static inline bool scsi_dev_pr_cluster(const struct scsi_dev *dev)
 	return __atomic_load_n(&dev->pr_ops, __ATOMIC_ACQUIRE) != NULL;
 }
 
-/* scsi_cmd.c */
-const struct scsi_op *scsi_op_find(uint8_t opcode, uint8_t sa, bool *sa_valid_op);
-const struct scsi_op *scsi_op_next(const struct scsi_op *prev);	/* NULL: first */
+/* scsi_op.c: the opcode table. NULL: no such opcode and service action; *known_opcode (may be
+ * NULL) says whether the opcode alone is in the table. */
+const struct scsi_op *scsi_op_find(uint8_t opcode, uint8_t sa, bool *known_opcode);
 
 /* scsi_reply.c: sense and data-buffer helpers; they call nothing else in the core. */
 void scsi_cmd_invalid_cdb(struct scsi_cmd *cmd, uint16_t byte, int bit);
@@ -279,7 +281,30 @@ uint32_t scsi_cmd_data_out(struct scsi_cmd *cmd, uint32_t off, void *buf, uint32
 /* Sense from a backstore error. */
 void scsi_cmd_bs_error(struct scsi_cmd *cmd, int err);
 
-/* scsi_exec.c: running and completing a command, and the task set's hooks */
+/* scsi_lun.c: the LUN map (the device's loop publishes; any loop looks up). */
+int scsi_lun_publish(struct scsi_dev *dev);
+/* The device's loop: returns once every loop has run a call (a swapped-out copy may go). */
+void scsi_dev_barrier(struct scsi_dev *dev);
+/* fn(lu, a, p) on the LU's owner: at once there (and always without loops), else by a message. */
+void scsi_lu_on_owner(struct scsi_lu *lu, void (*fn)(struct scsi_lu *lu, int a, void *p), int a,
+		      void *p);
+
+/* scsi_itn.c: I_T nexuses, their view of each LU, unit attentions */
+void scsi_itn_dev_init(struct scsi_dev *dev);
+void scsi_itn_dev_fini(struct scsi_dev *dev);
+/* REPORTED LUNS DATA HAS CHANGED for every nexus of the device (any LU reports it once). */
+void scsi_itn_luns_changed(struct scsi_dev *dev);
+uint16_t scsi_itn_rel_id(const struct scsi_itn *itn);
+struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu);
+void scsi_itl_free_all(struct scsi_lu *lu);
+void scsi_ua_set(struct scsi_lu *lu, struct scsi_itn *except, int ua);
+void scsi_ua_set_itn(struct scsi_itn *itn, struct scsi_lu *lu, int ua);
+/* scsi_ua_set(lu, NULL, ua) on the LU's owner (posted from another loop). */
+void scsi_ua_set_all(struct scsi_lu *lu, int ua);
+/* Pending UA for this nexus and LU into cmd's sense (and cleared): true if there was one. */
+bool scsi_ua_take(struct scsi_cmd *cmd, struct scsi_itl *itl);
+
+/* scsi_exec.c: running and completing a command, the task set, the writer range lock */
 /* Where a command is (cmd->state); set by the dispatcher and scsi_exec.c. */
 enum {
 	SCSI_CMD_ST_NEW,
@@ -296,29 +321,16 @@ void scsi_cmd_finish(struct scsi_cmd *cmd);
 void scsi_cmd_finish_later(struct scsi_cmd *cmd);
 /* Runs the command's handler again (a range lock it waited for was released). */
 void scsi_cmd_rerun(struct scsi_cmd *cmd);
-/* The task set's hooks into command state. */
-void scsi_task_run(struct scsi_cmd *cmd);
-bool scsi_task_is_waiting(const struct scsi_cmd *cmd);
-void scsi_task_mark_waiting(struct scsi_cmd *cmd);
 /* Completes a queued, never-started command with TASK ABORTED. */
 void scsi_task_abort_queued(struct scsi_cmd *cmd);
 /* On the owner: the command's loop asked to abort it (scsi_abort_cmd on another loop's LU). */
 bool scsi_cmd_abort_requested(const struct scsi_cmd *cmd);
-
-/* scsi_dev.c */
-struct scsi_itl *scsi_itl_get(struct scsi_itn *itn, struct scsi_lu *lu);
-void scsi_ua_set(struct scsi_lu *lu, struct scsi_itn *except, int ua);
-void scsi_ua_set_itn(struct scsi_itn *itn, struct scsi_lu *lu, int ua);
-/* scsi_ua_set(lu, NULL, ua) on the LU's owner (posted from another loop). */
-void scsi_ua_set_all(struct scsi_lu *lu, int ua);
-/* Pending UA for this nexus and LU into cmd's sense (and cleared): true if there was one. */
-bool scsi_ua_take(struct scsi_cmd *cmd, struct scsi_itl *itl);
+/* The task set (SIMPLE / ORDERED / HEAD OF QUEUE): the dispatcher starts a checked command. */
 void scsi_task_start(struct scsi_cmd *cmd);
-void scsi_task_end(struct scsi_cmd *cmd);
 /* Range lock: true if the command may write [lba, lba+n) now; else it is parked and rerun. */
 bool scsi_range_acquire(struct scsi_cmd *cmd, uint64_t lba, uint64_t n, bool exclusive);
-void scsi_range_release(struct scsi_cmd *cmd);
-uint16_t scsi_itn_rel_id(const struct scsi_itn *itn);
+
+/* scsi_dev.c: devices and LUs (include/scsi.h); nothing private. */
 
 /* scsi_spc.c */
 int scsi_spc_inquiry(struct scsi_cmd *cmd);
@@ -327,7 +339,6 @@ int scsi_spc_report_luns(struct scsi_cmd *cmd);
 int scsi_spc_test_unit_ready(struct scsi_cmd *cmd);
 int scsi_spc_mode_sense(struct scsi_cmd *cmd);
 int scsi_spc_mode_select(struct scsi_cmd *cmd);
-int scsi_spc_report_opcodes(struct scsi_cmd *cmd);
 int scsi_spc_report_tmfs(struct scsi_cmd *cmd);
 int scsi_spc_start_stop(struct scsi_cmd *cmd);
 
@@ -376,7 +387,6 @@ uint8_t scsi_sbc_caw_max(const struct scsi_dev *dev, const struct scsi_lu *lu,
 
 /* scsi_pr.c */
 int scsi_pr_in(struct scsi_cmd *cmd);
-int scsi_pr_out(struct scsi_cmd *cmd);
 int scsi_pr_reserve6(struct scsi_cmd *cmd);
 int scsi_pr_release6(struct scsi_cmd *cmd);
 /* True if the command conflicts with a reservation (status set to RESERVATION CONFLICT). */
@@ -397,19 +407,20 @@ int scsi_pr_out_local(struct scsi_cmd *cmd);
 /* scsi_pr_cluster.c */
 void scsi_prc_init(struct scsi_lu *lu);
 void scsi_prc_fini(struct scsi_lu *lu);
-/* PERSISTENT RESERVE OUT on a device with the cluster hook. */
+/* PERSISTENT RESERVE OUT (the opcode table's): through the cluster on a device with the
+ * hook, else scsi_pr_out_local. */
 int scsi_prc_out(struct scsi_cmd *cmd);
 /* PR OUTs waiting behind a commit (not the one out) end TASK ABORTED: all (only NULL) or
  * one nexus's. LUN RESET, target resets, nexus loss. */
 void scsi_prc_abort_queued(struct scsi_lu *lu, const struct scsi_itn *only);
-/* While deciding: a registration PREEMPT AND ABORT removed (its tasks go on apply). */
-void scsi_prc_note_aborted(struct scsi_lu *lu, const struct scsi_pr_reg *r);
 
 /* scsi_alua.c */
 int scsi_alua_report_tpgs(struct scsi_cmd *cmd);
 int scsi_alua_set_tpgs(struct scsi_cmd *cmd);
 /* True if the port's ALUA state refuses the command (sense set). */
 bool scsi_alua_refuse(struct scsi_cmd *cmd, const struct scsi_op *op);
+void scsi_alua_init(struct scsi_dev *dev);
+void scsi_alua_fini(struct scsi_dev *dev);
 struct scsi_tpg *scsi_alua_tpg(struct scsi_dev *dev, uint16_t id);
 /* The device's loop, after any change of dev->tpgs or dev->ports: publishes a new copy. */
 int scsi_alua_publish(struct scsi_dev *dev);

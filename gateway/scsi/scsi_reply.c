@@ -2,8 +2,8 @@
 /*
  * What a command handler answers with: fixed-format sense (and its field pointer and
  * information field), the sense for a backstore error, copies between the command's data
- * buffer and flat buffers, and the SAM LUN field. Called by the dispatcher (scsi_cmd.c) and the
- * command-group files alike; it calls none of them.
+ * buffer and flat buffers. Called by the dispatcher (scsi_cmd.c) and the command-group files
+ * alike; it calls nothing else in gateway/scsi (the bottom, beside scsi_lun.c).
  */
 #include <errno.h>
 #include <string.h>
@@ -116,30 +116,4 @@ uint32_t scsi_cmd_data_out(struct scsi_cmd *cmd, uint32_t off, void *buf, uint32
 	if (len > have - off)
 		len = have - off;
 	return (uint32_t)gw_iov_to_buf(cmd->iov, cmd->iovcnt, off, buf, len);
-}
-
-uint64_t scsi_lun_decode(const uint8_t lun[8])
-{
-	switch (lun[0] >> 6) {
-	case 0:		/* peripheral device addressing: bus 0, LUN in byte 1 */
-		return lun[1];
-	case 1:		/* flat space addressing */
-		return ((uint64_t)(lun[0] & 0x3f) << 8) | lun[1];
-	default:
-		/* Extended or logical unit addressing: return it whole, so it matches no LU. */
-		return scsi_get64(lun);
-	}
-}
-
-void scsi_lun_encode(uint64_t lun, uint8_t out[8])
-{
-	memset(out, 0, 8);
-	if (lun < 256) {
-		out[1] = (uint8_t)lun;
-	} else if (lun < 16384) {
-		out[0] = 0x40 | (uint8_t)(lun >> 8);
-		out[1] = (uint8_t)lun;
-	} else {
-		scsi_put64(out, lun);
-	}
 }

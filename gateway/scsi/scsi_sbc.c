@@ -8,6 +8,10 @@
  * READ and WRITE allocate nothing: the bs_io embedded in the command carries the transport's
  * iovec. The multi-step commands keep a job (state plus bounce buffer) in core_priv, which the
  * core frees at completion.
+ *
+ * A command group below the opcode table: it calls the command's run (finish, rerun, the range
+ * lock: scsi_exec.c), the ALUA states (where COMPARE AND WRITE may run), the LUN lookup and
+ * the reply helpers. Only the opcode table (with RSOC) and scsi_spc.c (VPD B0) call it.
  */
 #include <errno.h>
 #include <stdio.h>

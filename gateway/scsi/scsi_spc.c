@@ -2,9 +2,13 @@
 /*
  * SPC-4 primary commands: INQUIRY (standard data and VPD pages), REQUEST SENSE, REPORT LUNS,
  * TEST UNIT READY, MODE SENSE / MODE SELECT (caching, control, informational exceptions),
- * REPORT SUPPORTED OPERATION CODES, REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS, START STOP
- * UNIT. Responses are built in a stack buffer and copied to the data-in iovec, clipped to the
- * allocation length and to the transport's buffer.
+ * REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS, START STOP UNIT (REPORT SUPPORTED OPERATION
+ * CODES is the opcode table's, scsi_op.c). Responses are built in a stack buffer and copied to
+ * the data-in iovec, clipped to the allocation length and to the transport's buffer.
+ *
+ * A command group below the opcode table: it calls scsi_sbc.c (the block limits VPD B0
+ * reports), ALUA (MULTIP), the unit attentions (REQUEST SENSE, MODE SELECT) and the reply
+ * helpers; nothing calls it but the table.
  */
 #include <stdio.h>
 #include <string.h>
@@ -540,109 +544,7 @@ int scsi_spc_mode_select(struct scsi_cmd *cmd)
 	return SCSI_CMD_DONE;
 }
 
-/* REPORT SUPPORTED OPERATION CODES / TASK MANAGEMENT FUNCTIONS */
-
-static uint32_t scsi_rsoc_timeouts(const struct scsi_op *op, uint8_t *d)
-{
-	memset(d, 0, 12);
-	scsi_put16(&d[0], 0x0a);
-	scsi_put32(&d[4], op->timeout);
-	scsi_put32(&d[8], op->timeout);
-	return 12;
-}
-
-static bool scsi_op_has_sa(uint8_t opcode)
-{
-	const struct scsi_op *op = scsi_op_find(opcode, 0, NULL);
-	bool known;
-
-	if (op)
-		return op->flags & SCSI_OPF_SA;
-	/* Opcode known but SA 0 is not one of its actions. */
-	scsi_op_find(opcode, 0, &known);
-	return known;
-}
-
-/* COMPARE AND WRITE is not reported where no gateway can make it atomic (VPD B0 says 0), nor
- * what a cluster refuses (SCSI_OPF_NOT_CLUSTER). */
-static bool scsi_rsoc_supported(const struct scsi_cmd *cmd, const struct scsi_op *op)
-{
-	if ((op->flags & SCSI_OPF_NOT_CLUSTER) && scsi_dev_pr_cluster(cmd->dev))
-		return false;
-	return op->opcode != 0x89 || !cmd->lu ||
-	       scsi_sbc_caw_max(cmd->dev, cmd->lu, cmd->itn ? cmd->itn->port : NULL) > 0;
-}
-
-int scsi_spc_report_opcodes(struct scsi_cmd *cmd)
-{
-	const uint8_t *c = cmd->cdb;
-	bool rctd = c[2] & 0x80;
-	uint8_t opts = c[2] & 0x07, req_op = c[3];
-	uint16_t req_sa = scsi_get16(&c[4]);
-	uint32_t alloc = scsi_get32(&c[6]);
-	const struct scsi_op *op = NULL;
-	uint8_t b[2048];
-	uint32_t n;
-
-	if (c[1] & 0xe0 || c[2] & 0x78) {
-		scsi_cmd_invalid_cdb(cmd, c[1] & 0xe0 ? 1 : 2, -1);
-		return SCSI_CMD_DONE;
-	}
-	if (opts == 0) {
-		n = 4;
-		while ((op = scsi_op_next(op)) != NULL) {
-			uint8_t *d = &b[n];
-
-			if (n + 20 > sizeof(b))
-				break;
-			if (!scsi_rsoc_supported(cmd, op))
-				continue;
-			memset(d, 0, 8);
-			d[0] = op->opcode;
-			scsi_put16(&d[2], op->sa);
-			d[5] = (op->flags & SCSI_OPF_SA ? 0x01 : 0) | (rctd ? 0x02 : 0);
-			scsi_put16(&d[6], op->cdb_len);
-			n += 8;
-			if (rctd)
-				n += scsi_rsoc_timeouts(op, &b[n]);
-		}
-		scsi_put32(b, n - 4);
-		scsi_cmd_data_in(cmd, b, scsi_min(n, alloc));
-		return SCSI_CMD_DONE;
-	}
-	if (opts > 3) {
-		scsi_cmd_invalid_cdb(cmd, 2, 2);
-		return SCSI_CMD_DONE;
-	}
-	if (opts == 1 && scsi_op_has_sa(req_op)) {
-		scsi_cmd_invalid_cdb(cmd, 3, -1);
-		return SCSI_CMD_DONE;
-	}
-	if (opts == 2 && !scsi_op_has_sa(req_op) && scsi_op_find(req_op, 0, NULL)) {
-		scsi_cmd_invalid_cdb(cmd, 3, -1);
-		return SCSI_CMD_DONE;
-	}
-	if (req_sa <= 0x1f)
-		op = scsi_op_find(req_op, (uint8_t)req_sa, NULL);
-	if (op && !(op->flags & SCSI_OPF_SA) && req_sa && opts != 1)
-		op = NULL;	/* a service action was named for an opcode that has none */
-	memset(b, 0, 4);
-	if (op && !scsi_rsoc_supported(cmd, op))
-		op = NULL;
-	if (!op) {
-		b[1] = 0x01;	/* not supported */
-		n = 4;
-	} else {
-		b[1] = 0x03 | (rctd ? 0x80 : 0);	/* supported as the standard says */
-		scsi_put16(&b[2], op->cdb_len);
-		memcpy(&b[4], op->usage, op->cdb_len);
-		n = 4 + op->cdb_len;
-		if (rctd)
-			n += scsi_rsoc_timeouts(op, &b[n]);
-	}
-	scsi_cmd_data_in(cmd, b, scsi_min(n, alloc));
-	return SCSI_CMD_DONE;
-}
+/* REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS */
 
 int scsi_spc_report_tmfs(struct scsi_cmd *cmd)
 {

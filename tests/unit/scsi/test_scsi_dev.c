@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: MIT
+/*
+ * Devices and LUs (scsi_dev.c): LUs added and removed as the nexuses hear of it, resets and
+ * capacity changes reaching every nexus, LUs spread over the loops. The task set is
+ * test_scsi_exec.c's, unit attentions test_scsi_itn.c's.
+ */
 #include "scsi_test.h"
 
 #include <errno.h>
@@ -35,21 +40,6 @@ TestSuite(scsi_dev, .init = setup, .fini = teardown);
 static int tur(struct scsi_itn *itn, uint64_t lun, struct tcmd *t)
 {
 	return tcmd_run(&e, t, itn, lun, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
-}
-
-Test(scsi_dev, unit_attention_on_first_access_then_gone)
-{
-	struct scsi_itn *c = scsi_itn_create(e.dev, e.port, "iqn.x:c,i,0x1", "iqn.x:c");
-	uint8_t b[96];
-	struct tcmd t;
-
-	/* INQUIRY does not see it and does not clear it. */
-	cr_assert_eq(tcmd_run(&e, &t, c, 0, CDB(0x12, 0, 0, 0, 96, 0), b, 96, SCSI_DIR_READ),
-		     SCSI_GOOD);
-	tur(c, 0, &t);
-	cr_assert_sense(&t, SCSI_SK_UNIT_ATTENTION, 0x29, 0x00);
-	cr_assert_eq(tur(c, 0, &t), SCSI_GOOD);
-	scsi_itn_destroy(c);
 }
 
 Test(scsi_dev, lun_add_and_remove_tell_other_nexuses)
@@ -110,76 +100,6 @@ Test(scsi_dev, busy_lu_cannot_be_removed)
 	cr_assert_eq(scsi_dev_del_lu(e.dev, 0), -EBUSY);
 	tcmd_wait(&e, &t);
 	cr_assert_eq(scsi_dev_del_lu(e.dev, 0), 0);
-}
-
-static int order[8], norder;
-
-static void order_done(struct scsi_cmd *cmd)
-{
-	struct tcmd *t = gw_container_of(cmd, struct tcmd, cmd);
-
-	t->fired++;
-	order[norder++] = (int)cmd->tag;
-}
-
-Test(scsi_dev, ordered_waits_for_older_and_blocks_newer)
-{
-	uint8_t b[512];
-	struct tcmd t[3];
-
-	tenv_clear_ua(&e, e.a, 0);
-	norder = 0;
-	tcmd_prep(&e, &t[0], e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
-		  SCSI_DIR_READ);
-	tcmd_prep(&e, &t[1], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
-	tcmd_prep(&e, &t[2], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
-	t[1].cmd.attr = SCSI_ATTR_ORDERED;
-	for (int i = 0; i < 3; i++) {
-		t[i].cmd.tag = (uint64_t)i;
-		t[i].cmd.done = order_done;
-		scsi_cmd_submit(&t[i].cmd);
-	}
-	for (int i = 0; i < 3; i++)
-		tcmd_wait(&e, &t[i]);
-	/* Without ordering the two TURs (no I/O) would finish before the read. */
-	cr_assert_eq(norder, 3);
-	cr_assert_eq(order[0], 0);
-	cr_assert_eq(order[1], 1);
-	cr_assert_eq(order[2], 2);
-}
-
-Test(scsi_dev, abort_queued_command)
-{
-	uint8_t b[512];
-	struct tcmd r, o;
-
-	tenv_clear_ua(&e, e.a, 0);
-	tcmd_prep(&e, &r, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
-		  SCSI_DIR_READ);
-	tcmd_prep(&e, &o, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
-	o.cmd.attr = SCSI_ATTR_ORDERED;
-	scsi_cmd_submit(&r.cmd);
-	scsi_cmd_submit(&o.cmd);
-	cr_assert_eq(scsi_abort_cmd(&r.cmd), -EBUSY, "already running");
-	cr_assert_eq(scsi_abort_cmd(&o.cmd), 0, "still queued");
-	cr_assert_eq(o.fired, 0, "not from inside abort");
-	tcmd_wait(&e, &o);
-	tcmd_wait(&e, &r);
-	cr_assert_eq(o.cmd.status, SCSI_TASK_ABORTED);
-	cr_assert_eq(r.cmd.status, SCSI_GOOD);
-}
-
-Test(scsi_dev, lun_encoding)
-{
-	uint8_t l[8];
-
-	scsi_lun_encode(5, l);
-	cr_assert_eq(l[0], 0);
-	cr_assert_eq(l[1], 5);
-	cr_assert_eq(scsi_lun_decode(l), 5);
-	scsi_lun_encode(1000, l);
-	cr_assert_eq(l[0] >> 6, 1, "flat space addressing above 255");
-	cr_assert_eq(scsi_lun_decode(l), 1000);
 }
 
 Test(scsi_dev, lu_conf_table_defaults)

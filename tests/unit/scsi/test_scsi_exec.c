@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * A command's run and completion (scsi_exec.c) across event loops: the device's loop (loop 0,
- * the test's thread) and two loops on threads of their own, S and O. The LU's backstore is
+ * A command's run and completion (scsi_exec.c) across event loops, and at the end the task set
+ * on one loop (suite scsi_task_set). Across loops: the device's loop (loop 0, the test's
+ * thread) and two loops on threads of their own, S and O. The LU's backstore is
  * opened on O, so O owns the LU; commands submitted on S cross to O and their done comes back
  * on S, while commands submitted on O run there directly. Every check is about what an
  * initiator would see: the data it wrote read back, one COMPARE AND WRITE winner per value,
@@ -750,4 +751,102 @@ Test(scsi_exec, a_write_arriving_during_a_crossed_compare_and_write_lands_after_
 	cr_assert_eq(xrun(&r, &ls, e.a, rcdb, 16, 512, SCSI_DIR_READ), SCSI_GOOD);
 	for (int i = 0; i < 512; i++)
 		cr_assert_eq(r.buf[i], 0x77, "byte %d: the WRITE, which arrived later, is last", i);
+}
+
+/* ---- The task set, on one loop ----------------------------------------------------------- */
+
+static void task_setup(void)
+{
+	tenv_init(&e);
+	cr_assert_eq(tenv_add_lu(&e, 0, 1 << 20, 512, true, false), 0);
+	tenv_clear_ua(&e, e.a, 0);
+}
+
+static void task_teardown(void)
+{
+	tenv_fini(&e);
+}
+
+static int order[8], norder;
+
+static void order_done(struct scsi_cmd *cmd)
+{
+	struct tcmd *t = gw_container_of(cmd, struct tcmd, cmd);
+
+	t->fired++;
+	order[norder++] = (int)cmd->tag;
+}
+
+Test(scsi_task_set, ordered_waits_for_older_and_blocks_newer, .init = task_setup,
+     .fini = task_teardown)
+{
+	uint8_t b[512];
+	struct tcmd t[3];
+
+	norder = 0;
+	tcmd_prep(&e, &t[0], e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
+		  SCSI_DIR_READ);
+	tcmd_prep(&e, &t[1], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	tcmd_prep(&e, &t[2], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	t[1].cmd.attr = SCSI_ATTR_ORDERED;
+	for (int i = 0; i < 3; i++) {
+		t[i].cmd.tag = (uint64_t)i;
+		t[i].cmd.done = order_done;
+		scsi_cmd_submit(&t[i].cmd);
+	}
+	for (int i = 0; i < 3; i++)
+		tcmd_wait(&e, &t[i]);
+	/* Without ordering the two TURs (no I/O) would finish before the read. */
+	cr_assert_eq(norder, 3);
+	cr_assert_eq(order[0], 0);
+	cr_assert_eq(order[1], 1);
+	cr_assert_eq(order[2], 2);
+}
+
+Test(scsi_task_set, abort_queued_command, .init = task_setup, .fini = task_teardown)
+{
+	uint8_t b[512];
+	struct tcmd r, o;
+
+	tcmd_prep(&e, &r, e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
+		  SCSI_DIR_READ);
+	tcmd_prep(&e, &o, e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	o.cmd.attr = SCSI_ATTR_ORDERED;
+	scsi_cmd_submit(&r.cmd);
+	scsi_cmd_submit(&o.cmd);
+	cr_assert_eq(scsi_abort_cmd(&r.cmd), -EBUSY, "already running");
+	cr_assert_eq(scsi_abort_cmd(&o.cmd), 0, "still queued");
+	cr_assert_eq(o.fired, 0, "not from inside abort");
+	tcmd_wait(&e, &o);
+	tcmd_wait(&e, &r);
+	cr_assert_eq(o.cmd.status, SCSI_TASK_ABORTED);
+	cr_assert_eq(r.cmd.status, SCSI_GOOD);
+}
+
+/* HEAD OF QUEUE does not wait for an ORDERED command that waits itself. */
+Test(scsi_task_set, head_of_queue_passes_a_waiting_ordered_command, .init = task_setup,
+     .fini = task_teardown)
+{
+	uint8_t b[512];
+	struct tcmd t[3];
+	int pos[3];
+
+	norder = 0;
+	tcmd_prep(&e, &t[0], e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
+		  SCSI_DIR_READ);
+	tcmd_prep(&e, &t[1], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	tcmd_prep(&e, &t[2], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
+	t[1].cmd.attr = SCSI_ATTR_ORDERED;
+	t[2].cmd.attr = SCSI_ATTR_HEAD_OF_QUEUE;
+	for (int i = 0; i < 3; i++) {
+		t[i].cmd.tag = (uint64_t)i;
+		t[i].cmd.done = order_done;
+		scsi_cmd_submit(&t[i].cmd);
+	}
+	for (int i = 0; i < 3; i++)
+		tcmd_wait(&e, &t[i]);
+	cr_assert_eq(norder, 3);
+	for (int i = 0; i < 3; i++)
+		pos[order[i]] = i;
+	cr_assert_lt(pos[2], pos[1], "the HEAD OF QUEUE one ended before the ORDERED one");
 }
