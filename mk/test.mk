@@ -1,7 +1,8 @@
 # Test suites. `make test` is the sum of the named parts below, each of which runs alone:
 #   make test-unit         Criterion unit tests (tests/unit/<module>/test_*.c), then check-layers
 #                          and check-docs
-#   make check-layers      the module layering: #include lines and the nm call graph (tests/check-layers.py)
+#   make check-layers      the layering: #include lines, the nm call graph between modules, and no
+#                          cycle between source files (tests/check-layers.py --files)
 #   make check-docs        the docs against the programs: keys, REST paths, isergwctl commands,
 #                          sizes, links (tests/check-docs.py)
 #   make test-integration  real daemons against real peers on loopback (tests/integration/)
@@ -93,12 +94,12 @@ test: deps
 
 test-unit: test-build
 	@rc=0; tests/run-unit.sh $(UNIT_BIN) || rc=1; \
-	python3 tests/check-layers.py --self-test --build $(BUILD) || rc=1; \
+	python3 tests/check-layers.py --self-test --files --build $(BUILD) || rc=1; \
 	python3 tests/check-docs.py --self-test --build $(BUILD) || rc=1; exit $$rc
 
 # Which module may include and call which: the table is in the script. Needs the objects built.
 check-layers: all
-	@python3 tests/check-layers.py --self-test --build $(BUILD)
+	@python3 tests/check-layers.py --self-test --files --build $(BUILD)
 
 # Every key, REST path and isergwctl command the docs name exists (asked of the programs built).
 check-docs: all
