@@ -5,6 +5,7 @@
 #ifndef BS_PRIV_H
 #define BS_PRIV_H
 
+#include <sched.h>
 #include <sys/uio.h>
 
 #include "bs.h"
@@ -31,6 +32,9 @@ extern const struct bs_ops bs_file_ops;
  * work), to cover that path on a newer kernel. Not reachable from configuration or the
  * environment. */
 extern bool bs_file_test_classic_ring;
+/* Whether a file on tmpfs/ramfs copies its large reads on the workers, for a process that may
+ * run on process_cpus (the mask it started with, not the opening loop's pinned thread). */
+bool bs_file_overlap_cpus(const cpu_set_t *process_cpus);
 extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_null_ops;
 extern const struct bs_ops bs_remote_ops;
