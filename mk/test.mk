@@ -12,6 +12,10 @@
 #   make fuzz-regress      every libFuzzer target over its seed corpus (make fuzz runs them longer)
 #   make bench             isergwd against tgtd side by side (tests/bench/), the disk rows
 #                          (tests/bench/disk.sh), then wrk against the agent (tests/bench/agent.sh)
+#   make bench-guard       a short bench, the gateway beside tgtd and LIO in one run (host libiscsi
+#                          rows, the VM's kernel initiator), each ratio against its floor in
+#                          tests/bench/guard-floors.txt; about 10 minutes, not in make test: run it
+#                          before a data-path change is merged, its result in the commit message
 #   make soak              the gateway under mixed verified load for SOAK_SECS (1800) while back-end
 #                          paths flap, the agent changes the config and restarts (tests/soak/run.sh);
 #                          `make test` runs 3 minutes of it as the integration suite `soak`;
@@ -22,7 +26,8 @@ UNIT_SRC := $(foreach f,$(call rwildcard,tests/unit,*.c),$(if $(filter test_%,$(
 UNIT_BIN := $(patsubst %.c,$(BUILD)/%,$(UNIT_SRC))
 UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(call rwildcard,tests/unit,*.c))
 
-.PHONY: check-layers check-docs test test-build test-unit test-integration test-sanitize bench soak run test-browser
+.PHONY: check-layers check-docs test test-build test-unit test-integration test-sanitize bench bench-guard \
+	soak run test-browser
 
 # Every unit test binary links the whole engine; a test that includes a .c file to reach its
 # static functions overrides that object, as the linker only pulls archive members it needs.
@@ -140,6 +145,10 @@ bench: deps
 # SOAK_TRANSPORT=iser: the same soak over iSER, inside the VM rig (tests/vm/guest/suite-soak-iser.sh;
 # Soft-RoCE exists only in the guest), on the release build like every guest suite.
 SOAK_TRANSPORT ?= tcp
+bench-guard: deps
+	@$(MAKE) --no-print-directory all $(TOOL_BIN)
+	@BUILD=$(BUILD) tests/bench/guard.sh
+
 soak: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
 	@if [ "$(SOAK_TRANSPORT)" = iser ]; then \

@@ -75,7 +75,7 @@ struct bs_file {
 	struct gw_notify notify;
 	bool notify_ok;
 	bool memfs;			/* tmpfs/ramfs: I/O is a memory copy, done inline */
-	bool overlap;			/* large memfs reads to the workers (several CPUs) */
+	bool overlap;			/* large memfs reads to the workers (process CPUs > 1) */
 	bool nowait_read;		/* try RWF_NOWAIT on the loop thread first */
 	bool nowait_write;
 	uint64_t inline_ios;		/* served inline from the page cache */
@@ -375,6 +375,7 @@ static void bs_file_notify_fn(struct gw_notify *n)
  * Linux kernel initiator reading 512 KiB at QD 8 in the VM rig needed this to lead tgtd, whose
  * worker threads do the same (docs/PERFORMANCE.md, issue 14). A target pinned to one CPU keeps
  * the inline copy: there the hand-off would only add a wake-up (the host bench, 6 % slower).
+ * Whether it may is the process's mask (bs_file_overlap_cpus), never the opening thread's.
  */
 static bool bs_file_overlaps(const struct bs_file *f, const struct bs_io *io)
 {
@@ -1024,6 +1025,19 @@ __attribute__((constructor)) static void bs_file_start_cpus_take(void)
 						  &bs_file_start_cpus) == 0;
 }
 
+/*
+ * Whether large reads of a memory file system go to the workers (bs_file_overlaps), given the
+ * CPUs the process may run on: with gateway.loops > 1 the thread that opens a backstore is a
+ * loop pinned to one CPU, but its workers run on every CPU of the process (above), so that one
+ * CPU says nothing about the overlap. Asking the opening thread turned the overlap off for
+ * every gateway with more than one loop, the default on a machine of several CPUs since
+ * gateway.loops 0 (issue 28: the VM rig's 512 KiB reads fell from 1.33x tgtd to 0.78x).
+ */
+static bool bs_file_overlap_cpus(const cpu_set_t *process_cpus)
+{
+	return CPU_COUNT(process_cpus) > 1;
+}
+
 /* One worker, on the process's CPUs (above); where they cannot be had now (CPUs taken away
  * since, by hotplug or a cpuset), on the caller's. */
 static int bs_file_start_worker(struct bs_file *f, pthread_t *t)
@@ -1186,12 +1200,10 @@ static int bs_file_open(struct bs *bs)
 	if (!f->is_block) {
 		struct statfs sfs;
 
-		cpu_set_t cpus;
-
 		f->memfs = fstatfs(f->fd, &sfs) == 0 &&
 			   (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC);
-		f->overlap = f->memfs && sched_getaffinity(0, sizeof(cpus), &cpus) == 0 &&
-			     CPU_COUNT(&cpus) > 1;
+		f->overlap = f->memfs && bs_file_start_cpus_ok &&
+			     bs_file_overlap_cpus(&bs_file_start_cpus);
 	}
 	if (posix_memalign(&f->zeroes, BS_FILE_ALIGN, BS_FILE_ZEROES)) {
 		f->zeroes = NULL;

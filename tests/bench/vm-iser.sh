@@ -12,7 +12,10 @@
 # initiator's TCP rows), BENCH_VM_ROWS / BENCH_VM_TARGETS / BENCH_VM_SKIP to narrow a run (see
 # tests/vm/guest/suite-bench-iser.sh), BENCH_VM_GW_B (a second isergwd binary, another build's,
 # measured beside the first as "isergwb iser": its raw lines are in the run's bench-iser.txt and
-# its ratio to the gateway and to LIO is printed), VM_* as for tests/vm/run.sh.
+# its ratio to the gateway and to LIO is printed), BENCH_VM_CELLS (only these ROW@NAME:TRANSPORT
+# cells), BENCH_VM_GW_ENGINE (the gateway's io_engine), VM_* as for tests/vm/run.sh. The
+# gateway's state after the runs (its LUNs' backstore counters) and its log are kept beside the
+# figures: $VM_DIR/run/share/bench-iser-state.json and bench-iser-isergwd.log.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -44,7 +47,8 @@ rm -f "$SHARE/bench-iser.txt"
 # environment).
 {
 	printf 'BENCH_VM_SECS=%d\nBENCH_VM_ROUNDS=%d\n' "$BENCH_VM_SECS" "$BENCH_VM_ROUNDS"
-	for v in BENCH_VM_ROWS BENCH_VM_TARGETS BENCH_VM_SKIP BENCH_VM_GW_B; do
+	for v in BENCH_VM_ROWS BENCH_VM_TARGETS BENCH_VM_SKIP BENCH_VM_GW_B BENCH_VM_GW_ENGINE \
+		BENCH_VM_CELLS; do
 		[ -n "${!v:-}" ] && printf '%s="%s"\n' "$v" "${!v}"
 	done
 } >"$T_BUILD/bench-iser.env"

@@ -16,14 +16,20 @@
 #
 # Each measured run is a line "TARGET TRANSPORT ROW IOPS KIBPS ROUND" in
 # $VM_SHARE/bench-iser.txt; a target that cannot run writes "TARGET TRANSPORT - skip REASON".
+# After the runs the gateway's state (each LUN's backstore counters: which engine, how many I/Os
+# went inline, to the ring, to the workers) is $VM_SHARE/bench-iser-state.json and its log
+# $VM_SHARE/bench-iser-isergwd.log.
 # Soft-RoCE under TCG emulation makes absolute figures meaningless: the host prints ratios.
 #
 # Settings: BENCH_VM_SECS (seconds per fio run, default 5), BENCH_VM_ROUNDS (3), and to narrow
 # a run: BENCH_VM_ROWS (row names), BENCH_VM_TARGETS (NAME:TRANSPORT words, e.g. "isergwd:tcp
 # tgtd:tcp"; the others stay logged in, idle), BENCH_VM_SKIP ("tgtd:iser" leaves that login
-# out), BENCH_VM_GW_B (a second isergwd binary, measured as isergwb over iSER: two builds
-# side by side in one run), read from $VM_BUILD/bench-iser.env when tests/bench/vm-iser.sh wrote one (the guest
-# does not inherit the host's environment).
+# out), BENCH_VM_CELLS (ROW@NAME:TRANSPORT words: only these rows on these targets, e.g.
+# "seqread-512k-qd8@isergwd:tcp seqread-512k-qd8@tgtd:tcp"), BENCH_VM_GW_B (a second isergwd
+# binary, measured as isergwb over iSER: two builds side by side in one run),
+# BENCH_VM_GW_ENGINE (the gateway's file backstore io_engine: uring or threads); all read from
+# $VM_BUILD/bench-iser.env when tests/bench/vm-iser.sh wrote one (the guest does not inherit
+# the host's environment).
 # shellcheck source=tests/vm/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/vm/guest/lib-tgt.sh
@@ -177,13 +183,16 @@ fi
 # ---- the gateway: TCP on ADDR:3263, iSER on ADDR:3264 --------------------------------------
 # Two targets on the same file, one per portal: both sessions are logged in at once, and a
 # disk is found by its target's name.
+# BENCH_VM_GW_ENGINE (uring or threads) sets the file backstore's io_engine (default: auto).
 gw_target() {
 	printf '{ "name": "%s", "tpgt": 1, "portals": ["%s"], "allow_any_initiator": true,
 	  "luns": [ { "lun": 0, "product": "bench", "write_cache": true,
-	  "backstore": { "type": "file", "path": "%s", "block_size": 512 } } ] }' "$1" "$2" "$LUN"
+	  "backstore": { "type": "file", "path": "%s", "block_size": 512%s } } ] }' "$1" "$2" \
+		"$LUN" "${BENCH_VM_GW_ENGINE:+, \"io_engine\": \"$BENCH_VM_GW_ENGINE\"}"
 }
 cat >"$VM_WORK/isergwd.json" <<JSON
-{ "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$ADDR", "port": 3263 },
+{ "gateway": { "control_socket": "$VM_WORK/isergwd.sock" },
+  "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$ADDR", "port": 3263 },
                { "name": "iser0", "transport": "iser", "address": "$ADDR", "port": 3264 } ],
   "targets": [ $(gw_target "$IQN_GW" iser0), $(gw_target "$IQN_GW-tcp" tcp0) ] }
 JSON
@@ -245,10 +254,17 @@ for round in $(seq 1 "$ROUNDS"); do
 			IFS="|" read -r name tr dev _ _ <<<"${!idx}"
 			[ "$trs" = all ] || [ "$trs" = "$tr" ] || continue
 			case " ${BENCH_VM_TARGETS:-$name:$tr} " in *" $name:$tr "*) ;; *) continue ;; esac
+			case " ${BENCH_VM_CELLS:-$row@$name:$tr} " in *" $row@$name:$tr "*) ;; *) continue ;; esac
 			fio_row "$name" "$tr" "$dev" "$round" "$row" "$rw" "$bs" "$qd"
 		done
 	done <<<"$ROWS"
 done
+# The gateway's state after the runs (each LUN's backstore counters: ring_ios, thread_ios,
+# inline_ios) and its log, beside the figures: what served the reads.
+if [ -n "$VM_GW_PID" ]; then
+	SOCK=$VM_WORK/isergwd.sock vm_ctl_state >"$VM_SHARE/bench-iser-state.json" 2>/dev/null
+	cp "$GW_LOG" "$VM_SHARE/bench-iser-isergwd.log"
+fi
 for d in $DISKS; do
 	IFS="|" read -r name tr _ iqn portal <<<"$d"
 	detach "$iqn" "$portal"
