@@ -175,12 +175,13 @@ t_exit_trap() {
 # step after it would prove nothing. Returns CMD's status. That the fault took effect (the
 # process gone, the link down, a counter moved) is the suite's to check as well.
 t_fault() {
-	local name=$1 out rc
+	local name=$1 rc
 	shift
-	out=$("$@" 2>&1)
+	# In this shell, not a subshell: a kill of this shell's child is then reaped here.
+	"$@" >"$T_DIR/fault.out" 2>&1
 	rc=$?
 	[ "$rc" = 0 ] && return 0
-	fail "$name" "'$*' exited $rc: $(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
+	fail "$name" "'$*' exited $rc: $(tail -n 2 "$T_DIR/fault.out" | tr '\n' ' ')"
 	return "$rc"
 }
 
