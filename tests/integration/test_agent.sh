@@ -384,9 +384,10 @@ WRITER=$!
 # can take a second), then a random 0.3-1.1 s more.
 wait_for 30 test -s "$T_DIR/acked"
 sleep "0.$((RANDOM % 9 + 3))"
-kill -KILL "$AGENT_PID"
+t_fault "SIGKILL to the agent" kill -KILL "$AGENT_PID"
 wait "$WRITER" 2>/dev/null
 t_stop_pid "$AGENT_PID" 1
+check "the agent died of the SIGKILL (status $T_STOP_RC)" test "$T_STOP_RC" = 137
 LAST=$(tail -n 1 "$T_DIR/acked")
 SENT=$(cat "$T_DIR/sent")
 check "writes were acknowledged before the kill" test -n "$LAST"

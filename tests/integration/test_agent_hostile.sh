@@ -359,7 +359,8 @@ check "their curls gone, the agent holds no subscriber" \
 # Requests parked on purpose: the gateway stopped (SIGSTOP), a write waits for its apply and
 # the writes after it wait their turn. Well under the agent's 30 s gateway call timeout.
 GONE0=$(metric isergw_agent_clients_gone_total)
-kill -STOP "$T_GW_PID"
+t_fault "SIGSTOP to the gateway" kill -STOP "$T_GW_PID"
+check "the gateway is stopped (state T)" t_wait_for 5 t_sigstopped "$T_GW_PID"
 curl -s -m 90 -o "$T_DIR/w1.body" -w '%{http_code}' -X PUT -H "Authorization: Bearer $ADMIN" \
 	-H 'Content-Type: application/json' \
 	--data '{"alias":"first","allow_any_initiator":true,"portals":["tcp0"]}' \
@@ -391,7 +392,7 @@ timeout -k 5 90 python3 "$TOOL" wait-gone "$T_HOST" "$API_PORT" 127.0.0.5 "$ADMI
 HALF_PID=$!
 check "a GET /sessions half-closed while it waits for the gateway counts as gone (+22)" \
 	wait_for 10 metric_ge isergw_agent_clients_gone_total $((${GONE0:-0} + 22))
-kill -CONT "$T_GW_PID"
+t_fault "SIGCONT to the gateway" kill -CONT "$T_GW_PID"
 wait "$W1_PID"
 check "the gateway back, the first write gets its answer ($(cat "$T_DIR/w1.code"))" \
 	test "$(cat "$T_DIR/w1.code")" = 200

@@ -16,6 +16,7 @@ set -u
 . "$(dirname "$0")/../lib/api.sh"
 . "$(dirname "$0")/../lib/etcd.sh"
 . "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/hosts.sh"
 
 t_begin cluster
 if [ "$TARGET" != isergwd ]; then
@@ -173,10 +174,13 @@ WRITER=$!
 check "the client writes through A (the active/optimized path)" \
 	wait_for 20 bash -c "[ \"\$(sed -n 's/.*writes_a=\([0-9]*\).*/\1/p' '$T_DIR/writer.log' | tail -n 1)\" -gt 50 ]"
 B_BEFORE=$(writer_count b)
-kill -KILL "$GW_A" "$AG_A" 2>/dev/null
-{ wait "$GW_A" "$AG_A"; } 2>/dev/null	# no "Killed" job notice
+{
+	t_fault "SIGKILL to gateway and agent A" kill -KILL "$GW_A" "$AG_A"
+	wait "$GW_A"; grc=$?; wait "$AG_A"; arc=$?
+} 2>/dev/null	# no "Killed" job notice
 t_forget "$GW_A"
 t_forget "$AG_A"
+check "gateway and agent A died of the SIGKILL (status $grc and $arc)" test "$grc $arc" = "137 137"
 KILLED_AT=$(date +%s%N)
 # A sanity bound: the lease, the taker's hold of TTL + the fence margin and a few polls (about
 # 7-9 s with 3 s), about twice over so that a loaded machine does not fail it. The figure itself
@@ -200,6 +204,7 @@ check "the client's session on B got ASYMMETRIC ACCESS STATE CHANGED (2A/06) at 
 
 # ---- etcd away and back -------------------------------------------------------------------
 
+check "a host logs in through gateway B before etcd goes" host_start hb "$T_INI1" 21 "${URL_B%/0}"
 t_stop_pid "$ETCD_PID" 10
 api B POST /api/v1/targets "{\"name\":\"$IQN-2\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}"
 expect "etcd down: a change answers 503" 503 store_unavailable
@@ -215,6 +220,8 @@ fenced_b() {
 check "etcd down: gateway B fences itself within the lease (its LUN standby)" \
 	wait_for $((TTL + 5)) fenced_b
 check "etcd down: gateway B logged the fence" grep -q 'fenced: no lease renewal' "$T_DIR/gw-B.log"
+check "etcd down: the host's write through fenced gateway B: NOT READY 02/04/0b, nothing written" \
+	fenced_writes_refused hb 300 0xc1 "$LUNIMG"
 if etcd_start isergw-test "$T_DIR/etcd.2.log"; then
 	pass "etcd restarted"
 else
@@ -222,6 +229,9 @@ else
 fi
 check "etcd back: the fence is lifted and the LU serves I/O through B again" \
 	wait_for 20 state_is "$URL_B" 2 ao
+check "etcd back: the same write through B lands in the backing file" \
+	writes_land hb 300 0xc1 "$LUNIMG"
+check "the host logs out" host_stop hb
 check "etcd back: changes work again (a target whose portals default to the gateway's)" wait_for 15 bash -c \
 	"curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer $TOK_B' -H 'Content-Type: application/json' --data-binary '{\"name\":\"$IQN-2\",\"allow_any_initiator\":true}' http://$T_HOST:$API_PORT_B/api/v1/targets | grep -qx 201"
 

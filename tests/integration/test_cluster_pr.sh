@@ -172,7 +172,8 @@ check "etcd holds the LU's state at $PRKEY (empty after the CLEAR)" etcd_pr_is "
 # other member's gateway applied the change (docs/CLUSTER.md, "Acknowledgements"); without that
 # barrier it failed about 1 run in 5 at load 10-17. CLUSTER_PR_CONFORMANCE=0 leaves it out.
 if [ "${CLUSTER_PR_CONFORMANCE:-1}" != 1 ]; then
-	t_log "  (iscsi-test-cu across the gateways not run: CLUSTER_PR_CONFORMANCE=0)"
+	skip "iscsi-test-cu's PERSISTENT RESERVE families across the gateways" \
+		"CLUSTER_PR_CONFORMANCE=${CLUSTER_PR_CONFORMANCE}"
 else
 
 LIBISCSI_VERSION=$(dpkg-query -W -f='${Version}' libiscsi-bin 2>/dev/null)
@@ -216,6 +217,9 @@ while read -r fam; do
 		fail "$fam" "iscsi-test-cu timed out (see $log)"
 	elif ! grep -q '^Run Summary' "$log"; then
 		fail "$fam" "iscsi-test-cu did not run: $(tail -n 3 "$log" | tr '\n' ' ')"
+	elif ! cu_exit_ok "$rc" "$bf"; then
+		fail "$fam across gateways A and B" "iscsi-test-cu exited with status $rc ($np passed, \
+$nf failed, $ns skipped; one gateway fails $bf): $(tail -n 2 "$log" | tr '\n' ' ')"
 	elif [ "$np" -lt "$bp" ] || [ "$nf" -gt "$bf" ]; then
 		fail "$fam across gateways A and B" "$np passed, $nf failed, $ns skipped; one gateway \
 passes $bp, fails $bf: $(grep -B2 -m 3 'FAILED' "$log" | tr '\n' ' ' | cut -c1-300)"

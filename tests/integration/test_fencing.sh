@@ -8,7 +8,10 @@
 # agent cut from etcd, (c) kill -9 of the gateway and its agent. In each the other gateway
 # takes the LUN over (the time is printed), the owner's gateway fences itself to standby
 # where it lives, and after the fault is healed exactly one gateway is optimized again. At no
-# sample of the whole run do both gateways report active/optimized.
+# sample of the whole run do both gateways report active/optimized. In (a) and (b), while the
+# owner's gateway is fenced, a host writes through it to LUN 0 and LUN 1 (owned by different
+# event loops when the gateway runs two): every write is refused NOT READY 02/04/0b and neither
+# backing file changes; once healed, the same writes through it land.
 #
 #   tests/integration/test_fencing.sh        (BUILD=build|build/san)
 set -u
@@ -16,6 +19,7 @@ set -u
 . "$(dirname "$0")/../lib/api.sh"
 . "$(dirname "$0")/../lib/etcd.sh"
 . "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/hosts.sh"
 
 t_begin fencing
 if [ "$TARGET" != isergwd ]; then
@@ -47,6 +51,7 @@ API_PORT_A=$(t_free_port)
 API_PORT_B=$(t_free_port)
 ETCD_URL=http://$T_HOST:$ETCD_PORT
 LUNIMG=$T_SHM/fencing-lun0.img
+LUNIMG1=$T_SHM/fencing-lun1.img
 URL_A=iscsi://$T_HOST:$GW_PORT_A/$IQN/0
 URL_B=iscsi://$T_HOST:$GW_PORT_B/$IQN/0
 POLL=$T_DIR/poll.log
@@ -150,12 +155,24 @@ if ! relay_start A "$RELAY_PORT_A" || ! relay_start B "$RELAY_PORT_B"; then
 	t_end
 fi
 cluster_start_pair isergw-fence "$T_DIR/etcd.log"
-truncate -s 16M "$LUNIMG"
+truncate -s 16M "$LUNIMG" "$LUNIMG1"
 api_a POST /api/v1/targets "{\"name\":\"$IQN\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}"
 expect "POST target" 201
 api_a POST /api/v1/targets/$IQN/luns "{\"lun\":0,\"backstore\":{\"type\":\"file\",\"path\":\"$LUNIMG\",\"size\":\"16M\"}}"
 expect "POST LUN 0 (no preferred owner: the members' hash picks it)" 201
-check "both gateways serve the LUN" wait_for 15 bash -c "'$ALUA' info '$URL_A' >/dev/null && '$ALUA' info '$URL_B' >/dev/null"
+api_a POST /api/v1/targets/$IQN/luns "{\"lun\":1,\"backstore\":{\"type\":\"file\",\"path\":\"$LUNIMG1\",\"size\":\"16M\"}}"
+expect "POST LUN 1 (the fenced writes' second LUN)" 201
+check "both gateways serve the LUNs" wait_for 15 bash -c "'$ALUA' info '$URL_A' >/dev/null && '$ALUA' info '$URL_B' >/dev/null && '$ALUA' info '${URL_A%/0}/1' >/dev/null && '$ALUA' info '${URL_B%/0}/1' >/dev/null"
+# The fenced writes reach a LUN of each loop: LUs go to the loop owning fewest.
+for g in A B; do
+	ll=$(lun_loops "$T_DIR/ctl-$g.sock")
+	if [ "${ll#*/ }" -ge 2 ] 2>/dev/null; then
+		check "gateway $g runs ${ll#*/ } loops and its LUNs 0 and 1 are owned by loops 0 and 1 ($ll)" \
+			test "${ll% /*}" = "0 1"
+	else
+		t_log "  gateway $g: LUN owner loops / loops: ${ll:-no state} (one loop: both LUNs on it)"
+	fi
+done
 
 STOP=$T_DIR/poll.stop
 ASAN_OPTIONS="log_path=$T_DIR/san/asan-poll:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
@@ -195,10 +212,12 @@ if [ -z "$O" ]; then
 fi
 P=$(other "$O")
 t_log "(a) owner: gateway $O; stopping its agent"
-eval "AGO=\$AG_$O"
+eval "AGO=\$AG_$O URL_O=\$URL_$O"
+check "(a) a host logs in through gateway $O before the fault" host_start ha "$T_INI1" 11 "${URL_O%/0}"
 line=$(wc -l <"$POLL")
-kill -STOP "$AGO"
+t_fault "(a) SIGSTOP to agent $O" kill -STOP "$AGO"
 t0=$(date +%s%N)
+check "(a) agent $O is stopped (state T)" t_wait_for 5 t_sigstopped "$AGO"
 takeover "$t0" "(a) agent $O stopped"
 check "(a) gateway $O fenced itself (its states since: $(seen_after "$line" "$O"))" \
 	fenced_now "$O"
@@ -207,14 +226,21 @@ check "(a) gateway $P stayed non-optimized, serving I/O, while it waited, never 
 	bash -c "grep -qw ano <<<'$(seen_after "$line" "$P")' && ! grep -q transitioning <<<'$(seen_after "$line" "$P")'"
 grep -q "fenced: no lease renewal" "$T_DIR"/gw-"$O"*.log &&
 	pass "(a) gateway $O logged its fence" || fail "(a) fence log" "no 'fenced' line in gateway $O's log"
-kill -CONT "$AGO"
+check "(a) the host's writes through fenced gateway $O to LUNs 0 and 1: NOT READY 02/04/0b, nothing written" \
+	fenced_writes_refused ha 100 0xa1 "$LUNIMG" "$LUNIMG1"
+t_fault "(a) SIGCONT to agent $O" kill -CONT "$AGO"
 check "(a) healed: exactly one optimized again" wait_for 30 settled
+check "(a) healed: the same writes through gateway $O land in both backing files" \
+	writes_land ha 100 0xa1 "$LUNIMG" "$LUNIMG1"
+check "(a) the host logs out" host_stop ha
 t_log "  (a) after healing: $(last_states) (A B)"
 
 # (b) the owner's agent cut from etcd ------------------------------------------------------
 O=$(current_owner)
 P=$(other "$O")
 t_log "(b) owner: gateway $O; cutting its agent from etcd"
+eval "URL_O=\$URL_$O"
+check "(b) a host logs in through gateway $O before the fault" host_start hb "$T_INI1" 12 "${URL_O%/0}"
 line=$(wc -l <"$POLL")
 touch "$T_DIR/cut-$O"
 t0=$(date +%s%N)
@@ -223,8 +249,14 @@ check "(b) gateway $O fenced itself (its states since: $(seen_after "$line" "$O"
 	grep -q standby <<<"$(seen_after "$line" "$O")"
 eval "AGO=\$AG_$O"
 check "(b) its agent still runs" t_alive "$AGO"
+check "(b) gateway $O says it is fenced" fenced_now "$O"
+check "(b) the host's writes through fenced gateway $O to LUNs 0 and 1: NOT READY 02/04/0b, nothing written" \
+	fenced_writes_refused hb 200 0xb1 "$LUNIMG" "$LUNIMG1"
 rm -f "$T_DIR/cut-$O"
 check "(b) healed: exactly one optimized again" wait_for 30 settled
+check "(b) healed: the same writes through gateway $O land in both backing files" \
+	writes_land hb 200 0xb1 "$LUNIMG" "$LUNIMG1"
+check "(b) the host logs out" host_stop hb
 t_log "  (b) after healing: $(last_states) (A B)"
 
 # (c) kill -9 of the owner's gateway and agent ----------------------------------------------
@@ -232,10 +264,13 @@ O=$(current_owner)
 P=$(other "$O")
 t_log "(c) owner: gateway $O; kill -9 of it and its agent"
 eval "GWO=\$GW_$O AGO=\$AG_$O"
-kill -KILL "$GWO" "$AGO" 2>/dev/null
-{ wait "$GWO" "$AGO"; } 2>/dev/null
+{
+	t_fault "(c) SIGKILL to gateway and agent $O" kill -KILL "$GWO" "$AGO"
+	wait "$GWO"; grc=$?; wait "$AGO"; arc=$?
+} 2>/dev/null
 t_forget "$GWO"
 t_forget "$AGO"
+check "(c) gateway and agent $O died of the SIGKILL (status $grc and $arc)" test "$grc $arc" = "137 137"
 t0=$(date +%s%N)
 takeover "$t0" "(c) gateway and agent $O killed"
 if gw_up "$O" && agent_up "$O"; then

@@ -143,6 +143,14 @@ mp_active_at_least() {
 	[ "${n:-0}" -ge "$1" ]
 }
 
+# mp_gone PID: true once the process has exited (for t_wait_for).
+mp_gone() { ! t_alive "$1"; }
+
+# mp_status_holds JQ-FILTER: the harness's status file passes JQ-FILTER now (for t_wait_for).
+mp_status_holds() {
+	jq -e "$1" "$MP_STATUS" >/dev/null 2>&1
+}
+
 # mp_paths_active N: waits (30 s) until the status file shows N active paths.
 mp_paths_active() {
 	t_wait_for 30 mp_active_at_least "$1"
@@ -320,9 +328,9 @@ mp_conf "$T_DIR/a-fo.json" '"path_grouping_policy": "failover", "failback": "imm
 mp_run link-down verify "$T_DIR/a-fo.json" "$MP_SECS"
 if mp_paths_active 2; then
 	sleep 2
-	ip -n "$NS_GW" link set "gA1$SFX" down
+	t_fault "(1) link down" ip -n "$NS_GW" link set "gA1$SFX" down
 	sleep 4
-	ip -n "$NS_GW" link set "gA1$SFX" up
+	t_fault "(1) link up" ip -n "$NS_GW" link set "gA1$SFX" up
 else
 	mp_no_fault "link down"
 fi
@@ -342,9 +350,9 @@ mp_conf "$T_DIR/a-mb.json" '"path_grouping_policy": "multibus", "path_selector":
 mp_run silent verify "$T_DIR/a-mb.json" "$MP_SECS"
 if mp_paths_active 2; then
 	sleep 2
-	ip netns exec "$NS_A" iptables -A INPUT -i "bA1$SFX" -j DROP
+	t_fault "(2) drop" ip netns exec "$NS_A" iptables -A INPUT -i "bA1$SFX" -j DROP
 	sleep 5
-	ip netns exec "$NS_A" iptables -D INPUT -i "bA1$SFX" -j DROP
+	t_fault "(2) drop removed" ip netns exec "$NS_A" iptables -D INPUT -i "bA1$SFX" -j DROP
 else
 	mp_no_fault "silent drop"
 fi
@@ -369,9 +377,15 @@ mp_conf "$T_DIR/b.json" '"path_grouping_policy": "multibus", "path_selector": "q
 mp_run killed verify "$T_DIR/b.json" "$MP_SECS"
 if mp_paths_active 2; then
 	sleep 2
-	kill -KILL "$TGT_B1" 2>/dev/null
+	t_fault "(3) kill tgtd b1" kill -KILL "$TGT_B1"
+	# Evidence that the fault happened: tgtd is gone by itself and died of that SIGKILL (128 +
+	# 9), and the harness saw its path leave the active state.
+	check "(3) tgtd b1 is gone" t_wait_for 5 mp_gone "$TGT_B1"
 	t_stop_pid "$TGT_B1" 2
-	sleep 3
+	check "(3) tgtd b1 died of the SIGKILL (status $T_STOP_RC)" test "$T_STOP_RC" = 137
+	check "(3) the harness saw path 1 fail (its state in the status file)" \
+		t_wait_for 15 mp_status_holds '.[0].paths[0].state != "active"'
+	sleep 1
 	mp_tgtd b1 "$NS_B" "$IQN_B" "$T_SHM/b.img" mpath-b 10.202.1.2:3260 || fail tgtd-b1 "restart"
 	TGT_B1=$MP_LAST_TGT
 else
@@ -401,13 +415,13 @@ mp_conf "$T_DIR/a-npr.json" '"path_grouping_policy": "multibus", "no_path_retry"
 mp_run nopath nopath "$T_DIR/a-npr.json" 60
 if mp_paths_active 2; then
 	sleep 1
-	ip netns exec "$NS_A" iptables -A INPUT -p tcp --dport 3260 -j DROP
+	t_fault "(5) drop every path" ip netns exec "$NS_A" iptables -A INPUT -p tcp --dport 3260 -j DROP
 else
 	mp_no_fault "no_path_retry"
 fi
 mp_wait
 after=$(mp_val failed_after_ms)
-ip netns exec "$NS_A" iptables -D INPUT -p tcp --dport 3260 -j DROP 2>/dev/null
+t_fault "(5) drop removed" ip netns exec "$NS_A" iptables -D INPUT -p tcp --dport 3260 -j DROP
 # Never before the 2 intervals (that is the setting); at most a few times later (a sanity bound).
 if grep -q '^live: PASS' "$MP_OUT" && [ -n "$after" ] && [ "$after" -ge 2000 ] &&
 	[ "$after" -le 20000 ]; then
@@ -416,21 +430,26 @@ else
 	fail "no_path_retry 2" "failed after ${after:-?} ms: $(grep '^live:' "$MP_OUT" | tr '\n' ' ')"
 fi
 
-# 6. Every path down for 4 s with no_path_retry queue: I/O waits, then completes, no loss.
+# 6. Every path down with no_path_retry queue: I/O waits, then completes, no loss.
 mp_conf "$T_DIR/a-q.json" '"path_grouping_policy": "multibus", "no_path_retry": "queue",' \
 	"$URL_A1" "$URL_A2"
 mp_run queue verify "$T_DIR/a-q.json" "$MP_SECS"
 if mp_paths_active 2; then
 	sleep 2
-	ip -n "$NS_GW" link set "gA1$SFX" down
-	ip -n "$NS_GW" link set "gA2$SFX" down
-	sleep 4
-	ip -n "$NS_GW" link set "gA1$SFX" up
-	ip -n "$NS_GW" link set "gA2$SFX" up
+	t_fault "(6) link 1 down" ip -n "$NS_GW" link set "gA1$SFX" down
+	t_fault "(6) link 2 down" ip -n "$NS_GW" link set "gA2$SFX" down
+	# The links stay down until the LUN says it queues and holds I/O (the evidence that the
+	# queueing took effect; it takes the checker a few seconds to see both paths gone), then
+	# 2 s more.
+	check "(6) with no path the LUN queues: state queueing, I/O held (the status file)" \
+		t_wait_for 15 mp_status_holds '.[0].state == "queueing" and .[0].queued > 0'
+	sleep 2
+	t_fault "(6) link 1 up" ip -n "$NS_GW" link set "gA1$SFX" up
+	t_fault "(6) link 2 up" ip -n "$NS_GW" link set "gA2$SFX" up
 else
 	mp_no_fault "queue"
 fi
-mp_result "all paths down 4 s with queue: I/O resumed, every byte verified" \
+mp_result "all paths down with queue: I/O resumed, every byte verified" \
 	"longest wait" max_latency_ms
 
 # 7. The real gateway: isergwd in ns GW re-exports B's LUN; isergw-verify is the host, on the
@@ -476,7 +495,7 @@ EOF
 		"$GW_URL" >"$T_DIR/bench-cut.log" 2>&1 &
 	BPID=$!
 	sleep 1
-	kill -KILL "$TGT_B2" 2>/dev/null
+	t_fault "(7) kill tgtd b2" kill -KILL "$TGT_B2"
 	t_stop_pid "$TGT_B2" 2
 	# While it is dead: the control socket shows path 2 down with its last error, the other
 	# still active, and the LUN's I/O failed over.
@@ -521,9 +540,9 @@ EOF
 	) &
 	VPID=$!
 	sleep 1
-	ip -n "$NS_GW" link set "gB1$SFX" down
+	t_fault "(7) link B1 down" ip -n "$NS_GW" link set "gB1$SFX" down
 	sleep 5
-	ip -n "$NS_GW" link set "gB1$SFX" up
+	t_fault "(7) link B1 up" ip -n "$NS_GW" link set "gB1$SFX" up
 	sleep 1
 	touch "$T_DIR/verify-down.stop"
 	wait "$VPID"
@@ -626,7 +645,7 @@ mp_boot() {
   "targets": [ { "name": "iqn.2026-11.org.isergw:mpath-boot", "portals": ["tcp0"],
     "allow_any_initiator": true, "luns": [ $luns ] } ] }
 EOF
-	ip netns exec "$NS_B" iptables -A INPUT -i "bB1$SFX" -j DROP
+	t_fault "$n black-holed: drop B1" ip netns exec "$NS_B" iptables -A INPUT -i "bB1$SFX" -j DROP
 	t0=$(date +%s%N)
 	ASAN_OPTIONS="log_path=$T_DIR/san/asan-boot$n${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 		UBSAN_OPTIONS="log_path=$T_DIR/san/ubsan-boot$n${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
@@ -666,7 +685,8 @@ EOF
 		t_refused 'NOT READY\(2\) ASCQ:[^ ]*\(0x0401\)' \
 		ip netns exec "$NS_GW" iscsi-inq "$url"
 	# The back end answers again: the LUN goes ready and serves verified data.
-	ip netns exec "$NS_B" iptables -D INPUT -i "bB1$SFX" -j DROP
+	t_fault "$n black-holed: drop B1 removed" \
+		ip netns exec "$NS_B" iptables -D INPUT -i "bB1$SFX" -j DROP
 	if mp_gw_status "boot$n-back" 20 '.state == "ready" and .size > 0'; then
 		pass "$n black-holed: LUN 0 ready once its back end answers ($(jq -c '{size}' "$MP_GW_ST"))"
 	else

@@ -12,11 +12,7 @@
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 
-NS=isergw-run$$
-NS_MADE=0
-
 t_begin run
-trap 'r_rc=$?; t_stop_all; [ "$NS_MADE" = 1 ] && ip netns del "$NS" 2>/dev/null; ( exit $r_rc ); t_exit_trap' EXIT
 if ! t_need iscsi-ls iscsi-inq curl ip dpkg-query; then
 	skip run "needs iscsi-ls, iscsi-inq (libiscsi-bin), curl, ip and dpkg-query"
 	t_end
@@ -79,13 +75,12 @@ fi
 
 # ---- the demo ----------------------------------------------------------------------------
 
-t_ns_reap isergw-run
-if ! ip netns add "$NS" 2>/dev/null; then
+# In a namespace of its own (t_ns_own), removed by t_stop_all.
+if ! t_ns_own isergw-run; then
 	skip run "cannot create network namespaces here"
 	t_end
 fi
-NS_MADE=1
-ip -n "$NS" link set lo up
+NS=$T_NS
 
 STATE=$T_DIR/state
 OUT=$T_DIR/demo.out
@@ -162,7 +157,7 @@ done
 # Stopping: the demo stops what it started and says so. Ctrl-C sends SIGINT to the terminal's
 # foreground job; a background job of a script has SIGINT ignored (bash), so SIGTERM, which
 # run-demo.sh handles the same way, stands in for it.
-kill -TERM "$DEMO"
+t_fault "SIGTERM to the demo" kill -TERM "$DEMO"
 i=0
 while t_alive "$DEMO" && [ "$i" -lt 200 ]; do
 	sleep 0.1

@@ -8,10 +8,12 @@
 # SOAK_SECS set by the caller wins.
 case "${BUILD:-build}" in
 */san | san)
-	# One or two rounds fit: restart the agent in each, so the sanitized pass has one too.
+	# Three rounds fit: the agent restarts in the first, so the sanitized pass has a restart
+	# too, and the same agent process runs the two after it (its bounds compare one process).
 	SOAK_SECS=${SOAK_SECS:-60}
 	SOAK_AGENT_EVERY=${SOAK_AGENT_EVERY:-1}
-	export SOAK_AGENT_EVERY
+	SOAK_AGENT_RESTART_SECS=${SOAK_AGENT_RESTART_SECS:-1}
+	export SOAK_AGENT_EVERY SOAK_AGENT_RESTART_SECS
 	;;
 *) SOAK_SECS=${SOAK_SECS:-180} ;;
 esac

@@ -88,3 +88,90 @@ cluster_start_pair() {
 	TOK_A=$(cat "$T_DIR/agent-A/admin.token")
 	TOK_B=$(cat "$T_DIR/agent-B/admin.token")
 }
+
+# ---- host I/O through a fenced gateway --------------------------------------------------------
+# A fence that reached REPORT TARGET PORT GROUPS but not the I/O path would let a host write
+# through a gateway that lost its lease (split brain) while every state reads right: these send
+# real writes, from a host logged in before the fence (tests/lib/hosts.sh) as a host's session
+# would be; a new login could not prove it (libiscsi's login ends with a TEST UNIT READY, which
+# a standby port refuses).
+# fenced_writes_refused HOST LBA BYTE IMG...: HOST writes one block of BYTE at LBA to LUN 0,
+# LUN 1, ... (one per IMG, that LUN's backing file). Each write must end NOT READY, TARGET PORT
+# IN STANDBY STATE (02/04/0b: a fenced gateway's local port groups are standby,
+# gateway/scsi/scsi_alua.c) and no backing file may change. Prints what it saw (for check).
+fenced_writes_refused() {
+	local host=$1 lba=$2 byte=$3 i=0 img n rc=0 line=
+	shift 3
+	for img in "$@"; do
+		cp "$img" "$T_SHM/fenced.before.$i" || return 1
+		line="$line lun $i fill $lba $byte"
+		i=$((i + 1))
+	done
+	host_do "$host" "$line" || return 1
+	cat "$T_DIR/$host.last"
+	n=$(grep -c '^fill: check-condition 02/04/0b$' "$T_DIR/$host.last")
+	if [ "$n" != $# ]; then
+		echo "fenced_writes_refused: $n of $# writes NOT READY 02/04/0b"
+		rc=1
+	fi
+	i=0
+	for img in "$@"; do
+		if ! cmp "$img" "$T_SHM/fenced.before.$i"; then
+			echo "fenced_writes_refused: a write reached LUN $i's backing file $img"
+			rc=1
+		fi
+		i=$((i + 1))
+	done
+	rm -f "$T_SHM"/fenced.before.*
+	return $rc
+}
+
+# writes_land HOST LBA BYTE IMG...: the same writes are GOOD and each backing file then holds
+# the block (once the fence is lifted: proves fenced_writes_refused looks where a write lands).
+writes_land() {
+	local host=$1 lba=$2 byte=$3 i=0 img line=
+	shift 3
+	for img in "$@"; do
+		line="$line lun $i fill $lba $byte"
+		i=$((i + 1))
+	done
+	host_do "$host" "$line" || return 1
+	cat "$T_DIR/$host.last"
+	[ "$(grep -c '^fill: good$' "$T_DIR/$host.last")" = $# ] || return 1
+	for img in "$@"; do
+		python3 -c 'import sys; f = open(sys.argv[1], "rb"); f.seek(int(sys.argv[2]) * 512)
+sys.exit(f.read(512) != bytes([int(sys.argv[3], 0)]) * 512)' "$img" "$lba" "$byte" || {
+			echo "writes_land: $img does not hold $byte at LBA $lba"
+			return 1
+		}
+	done
+}
+
+# lun_loops SOCKET: the owner loops of the gateway's LUs, sorted and unique ("0 1"), then its
+# loop count: "0 1 / 2".
+lun_loops() {
+	gw_ctl "$1" '{"op":"state"}' >"$T_DIR/state.loops" 2>/dev/null &&
+		python3 - "$T_DIR/state.loops" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+out = set()
+def walk(o):
+    if isinstance(o, dict):
+        if "owner_loop" in o:
+            out.add(o["owner_loop"])
+        for v in o.values():
+            walk(v)
+    elif isinstance(o, list):
+        for v in o:
+            walk(v)
+walk(s.get("targets", []))
+print(" ".join(str(x) for x in sorted(out)), "/", len(s.get("loops") or []))
+PY
+}
+
+# cu_exit_ok RC ALLOWED_FAILURES: iscsi-test-cu's exit status agrees with its counts: 0 (no
+# test failed), or 1 (some failed) where the baseline allows failures. Anything else (255: it
+# never ran its tests, 124/137: timed out, over 128: a signal) is a failure whatever it printed.
+cu_exit_ok() {
+	[ "$1" = 0 ] || { [ "$1" = 1 ] && [ "${2:-0}" -gt 0 ]; }
+}

@@ -170,6 +170,21 @@ t_exit_trap() {
 	exit "$rc"
 }
 
+# t_fault NAME CMD...: a fault injected or undone by CMD (ip, iptables, kill, ...). A non-zero
+# exit fails NAME, naming the command and what it printed: the fault did not happen, and the
+# step after it would prove nothing. Returns CMD's status. That the fault took effect (the
+# process gone, the link down, a counter moved) is the suite's to check as well.
+t_fault() {
+	local name=$1 rc
+	shift
+	# In this shell, not a subshell: a kill of this shell's child is then reaped here.
+	"$@" >"$T_DIR/fault.out" 2>&1
+	rc=$?
+	[ "$rc" = 0 ] && return 0
+	fail "$name" "'$*' exited $rc: $(tail -n 2 "$T_DIR/fault.out" | tr '\n' ' ')"
+	return "$rc"
+}
+
 # t_need TOOL...: true when every tool is on PATH or is an executable path.
 t_need() {
 	local x
@@ -203,6 +218,29 @@ t_ns_reap() {
 				t_log "removed network namespace $ns, left by run $pid (gone)"
 		done
 	done
+}
+
+# t_ns_own PREFIX: a network namespace of this run's own, PREFIX followed by the shell's PID, in
+# T_NS, its loopback up; the ones a killed earlier run left go first (t_ns_reap). A fixed port
+# bound inside it (the demo's 127.0.0.1:3260 and :8080) collides with nothing else on the
+# machine. t_stop_all removes it once this run's daemons are stopped. False, T_NS empty, where
+# namespaces cannot be made.
+T_NS=
+T_NS_MADE=()
+t_ns_own() {
+	t_ns_reap "$1"
+	T_NS=$1$$
+	if ! ip netns add "$T_NS" 2>/dev/null; then
+		T_NS=
+		return 1
+	fi
+	T_NS_MADE+=("$T_NS")
+	ip -n "$T_NS" link set lo up
+}
+
+# t_ns_port_open NS HOST PORT: t_port_open inside network namespace NS.
+t_ns_port_open() {
+	timeout -k 5 1 ip netns exec "$1" bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null
 }
 
 # t_free_port: prints a TCP port no socket uses (any state: a client's local port or a
@@ -346,6 +384,10 @@ t_stop_all() {
 		*) t_stop_pid "$pid" 5 ;;
 		esac
 	done
+	for i in "${T_NS_MADE[@]}"; do
+		ip netns del "$i" 2>/dev/null
+	done
+	T_NS_MADE=()
 	t_san_check
 }
 
@@ -385,6 +427,11 @@ t_san_check() {
 		rc=1
 	done
 	return $rc
+}
+
+# t_sigstopped PID: true while the process is stopped by a signal (SIGSTOP: state T).
+t_sigstopped() {
+	[ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" = T ]
 }
 
 # t_cpu_ticks PID: utime+stime of PID in clock ticks (for CPU per I/O).

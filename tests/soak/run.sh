@@ -17,8 +17,9 @@
 #   - configuration through the agent's REST API: on ANOTHER target, a LUN added and removed
 #     and an ACL entry added and removed each round, each seen in the gateway's state (on the
 #     soak's own target hosts would rightly get REPORTED LUNS DATA HAS CHANGED);
-#   - the agent restarts every SOAK_AGENT_EVERY rounds (SIGKILL and SIGTERM in turn) and the
-#     gateway serves on.
+#   - the agent restarts every SOAK_AGENT_EVERY rounds (SIGKILL and SIGTERM in turn) in the
+#     rounds that start within SOAK_AGENT_RESTART_SECS (SOAK_SECS / 2), and the gateway serves
+#     on; the agent started last then runs to the end, so that its bounds compare one process.
 #
 # Pass: every write verified (zero data errors, no command failed), the gateway never died;
 # the RSS of the gateway and the agent and their open file descriptors flat after warm-up
@@ -39,7 +40,11 @@
 # SOAK_HEAP_SLACK_KB (1024) kB of growth of the heap outside data buffers (not checked without
 # glibc's figures: sanitized builds, another libc); SOAK_FD_SLACK (2) more open fds at most.
 # Warm-up: the rounds that end within SOAK_WARMUP_SECS (SOAK_SECS / 6: malloc's heap reaches its working size
-# in the first minutes, 60 MB in 4-5 minutes at load 10-20) and at least SOAK_WARMUP rounds (2).
+# in the first minutes, 60 MB in 4-5 minutes at load 10-20) and at least SOAK_WARMUP rounds (2);
+# for the agent also the round of its last restart and the next one. Each bound needs a round
+# measured after its warm-up, by the same process at both ends (a failure otherwise: a bound
+# over no round, or over two processes, cannot trip); the soak runs up to 3 rounds past
+# SOAK_SECS until both have one.
 # The figures print as one "soak-figures:" line for docs/RELIABILITY.md.
 #
 # SOAK_TRANSPORT=iser (`make soak SOAK_TRANSPORT=iser`, which runs this inside the VM rig:
@@ -76,6 +81,7 @@ SOAK_SECS=${SOAK_SECS:-${SOAK_SECONDS:-1800}}
 SOAK_ROUND_SECS=${SOAK_ROUND_SECS:-30}
 SOAK_FLAP_SECS=${SOAK_FLAP_SECS:-3}
 SOAK_AGENT_EVERY=${SOAK_AGENT_EVERY:-2}
+SOAK_AGENT_RESTART_SECS=${SOAK_AGENT_RESTART_SECS:-$((SOAK_SECS / 2))}
 SOAK_WARMUP=${SOAK_WARMUP:-2}
 SOAK_WARMUP_SECS=${SOAK_WARMUP_SECS:-$((SOAK_SECS / 6))}
 SOAK_HEAP_SLACK_KB=${SOAK_HEAP_SLACK_KB:-1024}
@@ -402,8 +408,9 @@ config_churn() {
 # agent_restart N: SIGKILL on odd restarts, SIGTERM (a clean exit checked) on even ones.
 agent_restart() {
 	if [ $(($1 % 2)) = 1 ]; then
-		kill -KILL "$AGENT_PID" 2>/dev/null
+		kill -KILL "$AGENT_PID" || { echo "kill -KILL of the agent failed"; return 1; }
 		t_stop_pid "$AGENT_PID" 5
+		[ "$T_STOP_RC" = 137 ] || { echo "the agent did not die of SIGKILL: status $T_STOP_RC"; return 1; }
 	else
 		t_stop_checked "$AGENT_PID" agent || return 1
 	fi
@@ -477,7 +484,7 @@ round() {
 	# A path flap while the remote LUN carries I/O: the link stays down until the gateway has
 	# seen the path fail (else no fault was injected: a failure), then SOAK_FLAP_SECS more.
 	sleep 2
-	gw_ip link set "gS$p$SFX" down
+	gw_ip link set "gS$p$SFX" down || { echo "round $r: ip link set gS$p$SFX down failed"; ok=0; }
 	if wait_for 30 path_down "$p"; then
 		FLAPS=$((FLAPS + 1))
 	else
@@ -485,10 +492,11 @@ round() {
 		ok=0
 	fi
 	sleep "$SOAK_FLAP_SECS"
-	gw_ip link set "gS$p$SFX" up
+	gw_ip link set "gS$p$SFX" up || { echo "round $r: ip link set gS$p$SFX up failed"; ok=0; }
 	config_churn "$r" || ok=0
-	if [ $((r % SOAK_AGENT_EVERY)) = 0 ]; then
+	if [ $((r % SOAK_AGENT_EVERY)) = 0 ] && [ $((t0 - T0)) -lt "$SOAK_AGENT_RESTART_SECS" ]; then
 		RESTARTS=$((RESTARTS + 1))
+		AG_LAST_RESTART=$r
 		agent_restart "$RESTARTS" || { echo "round $r: agent restart $RESTARTS failed"; ok=0; }
 	fi
 	# The path must be back before the next round cuts the other one.
@@ -512,7 +520,11 @@ round() {
 
 T0=$SECONDS
 end=$((SECONDS + SOAK_SECS))
-while [ $SECONDS -lt $end ]; do
+AG_LAST_RESTART=0 AG_WARM=0 AG_PID0= MAX_ROUNDS=0
+# measured: a round of each process was measured after its warm-up (its baseline's round).
+measured() { [ "$ROUNDS" -gt "${WARM:-0}" ] && [ "$ROUNDS" -gt "$AG_WARM" ] && [ -n "$GW_RSS0" ]; }
+while [ $SECONDS -lt $end ] || { ! measured && [ "$ROUNDS" -lt $((MAX_ROUNDS + 3)) ]; }; do
+	[ $SECONDS -lt $end ] && MAX_ROUNDS=$((ROUNDS + 1))
 	ROUNDS=$((ROUNDS + 1))
 	if ! round "$ROUNDS" >"$T_DIR/round.$ROUNDS" 2>&1; then
 		BAD=$((BAD + 1))
@@ -525,7 +537,12 @@ while [ $SECONDS -lt $end ]; do
 	if [ "$ROUNDS" -le "$SOAK_WARMUP" ] || [ $((SECONDS - T0)) -le "$SOAK_WARMUP_SECS" ] ||
 		[ -z "$GW_RSS0" ]; then
 		GW_RSS0=$(rss_of "$GW") GW_FD0=$(fds_of "$GW") GW_HEAP0=$(heap_field other) GW_KEPT0=$(heap_kept)
-		AG_RSS0=$(rss_of "$AGENT_PID") AG_FD0=$(fds_of "$AGENT_PID") WARM=$ROUNDS
+		WARM=$ROUNDS
+	fi
+	# The agent's baseline: after the gateway's warm-up and a full round after its last restart.
+	if [ "$ROUNDS" -le "$WARM" ] || [ "$ROUNDS" -le $((AG_LAST_RESTART + 1)) ] || [ -z "$AG_RSS0" ]; then
+		AG_RSS0=$(rss_of "$AGENT_PID") AG_FD0=$(fds_of "$AGENT_PID") AG_PID0=$AGENT_PID
+		AG_WARM=$ROUNDS
 	fi
 	t_log "round $ROUNDS at $((SECONDS - T0)) s: gateway RSS $(rss_of "$GW") kB $(fds_of "$GW") fds, agent $(rss_of "$AGENT_PID") kB $(fds_of "$AGENT_PID") fds; load $(cut -d' ' -f1 /proc/loadavg)"
 	t_log "round $ROUNDS memory kB: gateway $(mem_of "$GW"), heap $(heap_of); agent $(mem_of "$AGENT_PID")"
@@ -600,7 +617,11 @@ bounded() {
 }
 GW_RSS1=$(rss_of "$GW") GW_FD1=$(fds_of "$GW") GW_HEAP1=$(heap_field other) GW_KEPT1=$(heap_kept)
 AG_RSS1=$(rss_of "$AGENT_PID") AG_FD1=$(fds_of "$AGENT_PID")
-t_log "warm-up: $WARM rounds; the bounds count from the end of round $WARM"
+t_log "warm-up: $WARM rounds (the agent: $AG_WARM); the bounds count from the end of those rounds"
+check "the gateway's bounds span $((ROUNDS - WARM)) rounds measured after its warm-up ($WARM of $ROUNDS)" \
+	test "$ROUNDS" -gt "$WARM"
+check "the agent's bounds span $((ROUNDS - AG_WARM)) rounds of one process (pid $AG_PID0 at round $AG_WARM, $AGENT_PID at the end) after its warm-up and its last restart (round $AG_LAST_RESTART)" \
+	test "$ROUNDS" -gt "$AG_WARM" -a "$AG_PID0" = "$AGENT_PID"
 bounded gateway "$GW_RSS0" "$GW_RSS1" "$GW_FD0" "$GW_FD1" "$GW_KEPT0" "$GW_KEPT1"
 bounded agent "$AG_RSS0" "$AG_RSS1" "$AG_FD0" "$AG_FD1"
 if [ -z "$GW_HEAP0" ] || [ -z "$GW_HEAP1" ]; then
@@ -630,7 +651,7 @@ echo "soak: stalls of 0.5 s or more: ${STALL05:-?} (the first 40)"
 grep '^stall ' "$T_DIR/stall.log" 2>/dev/null | head -n 40 | sed 's/^/soak-stall: /'
 echo "soak-figures: transport=$SOAK_TRANSPORT secs=$ELAPSED rounds=$ROUNDS writes=$WRITES reads=$READS blocks=$BLOCKS" \
 	"mismatches=$MISMATCH flaps=$FLAPS rest_changes=$CHANGES agent_restarts=$RESTARTS" \
-	"logins=$LOGINS warmup_rounds=$WARM gw_rss_kb=$GW_RSS0->$GW_RSS1 gw_fds=$GW_FD0->$GW_FD1" \
+	"logins=$LOGINS warmup_rounds=$WARM agent_warmup_rounds=$AG_WARM gw_rss_kb=$GW_RSS0->$GW_RSS1 gw_fds=$GW_FD0->$GW_FD1" \
 	"gw_heap_other_kb=${GW_HEAP0:-?}->${GW_HEAP1:-?} gw_heap_kept_kb=${GW_KEPT0:-?}->${GW_KEPT1:-?}" \
 	"agent_rss_kb=$AG_RSS0->$AG_RSS1 agent_fds=$AG_FD0->$AG_FD1 $LAT"
 t_end

@@ -19,10 +19,16 @@ t0=$SECONDS
 # The images go on the build tree's file system: tmpfs would run the I/O on the loop thread.
 work=$(mktemp -d "$BUILD/tsan-run.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
-for t in "$BUILD"/tests/tsan/*; do
-	[ -x "$t" ] && [ -f "$t" ] || continue
-	case "$t" in *.d | *.o) continue ;; esac
-	name=$(basename "$t")
+# Each program of tests/tsan/*.c must have been built and run: one missing is a failure, not a
+# glob that matched nothing.
+for src in tests/tsan/*.c; do
+	name=$(basename "$src" .c)
+	t=$BUILD/tests/tsan/$name
+	if [ ! -x "$t" ]; then
+		f=$((f + 1))
+		printf '  FAIL  %s: not built (%s; make test-tsan builds it)\n' "$name" "$t"
+		continue
+	fi
 	mkdir -p "$work/$name"
 	out=$work/$name/out
 	TSAN_OPTIONS="log_path=$work/$name/tsan:halt_on_error=0${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
