@@ -219,44 +219,23 @@ def check_includes(root, rep):
 
 def check_objects(root, build, rep):
     """Module-level call graph from nm: who defines what, who needs what."""
-    objs = {}
-    for d, _, files in os.walk(build):
-        for f in files:
-            if not f.endswith('.o'):
-                continue
-            o = os.path.join(d, f)
-            src = os.path.relpath(o, build)[:-2] + '.c'
-            if not src.startswith(('lib/', 'gateway/', 'agent/')):
-                continue
-            if not os.path.isfile(os.path.join(root, src)):
-                continue            # a stale object whose source moved away
-            objs[o] = module_of(src)
+    objs = tree_objects(root, build)
     if not objs:
         rep.fail(build, 'objects', 'call', 'no objects of lib/, gateway/, agent/ here; '
                  'build first (make test-build)')
         return
-    defined, needs = {}, {}
-    for o, mod in sorted(objs.items()):
-        out = subprocess.run(['nm', '--defined-only', '-g', o], capture_output=True, text=True,
-                             check=True).stdout
-        for line in out.splitlines():
-            p = line.split()
-            if len(p) >= 3:
-                defined.setdefault(p[2], set()).add(mod)
-        out = subprocess.run(['nm', '-u', o], capture_output=True, text=True,
-                             check=True).stdout
-        for line in out.splitlines():
-            p = line.split()
-            if p:
-                needs.setdefault((mod, o), set()).add(p[-1])
+    _, file_witness, defined = nm_graph(objs)
     edges, witness = {}, {}
-    for (mod, o), syms in sorted(needs.items()):
-        for s in sorted(syms):
-            for target in sorted(defined.get(s, ())):
-                if target == mod or mod in defined.get(s, ()):
-                    continue
-                edges.setdefault(mod, set()).add(target)
-                witness.setdefault((mod, target), (os.path.relpath(o, build), s))
+    for (a, b), syms in sorted(file_witness.items()):
+        mod, target = module_of(a), module_of(b)
+        if mod == target:
+            continue
+        for s in syms:
+            # A symbol the caller's own module defines too (a test's override) is its own.
+            if mod in {module_of(f) for f in defined[s]}:
+                continue
+            edges.setdefault(mod, set()).add(target)
+            witness.setdefault((mod, target), (os.path.relpath(objs[a], build), s))
     for (mod, target), (o, s) in sorted(witness.items()):
         if target in ALLOWED.get(mod, []):
             rep.ok()
@@ -275,7 +254,8 @@ def check_objects(root, build, rep):
 
 def nm_graph(objs):
     """Edges between the sources of objs ({source: object}): a -> b when a's object needs a
-    global symbol that b's object defines. Returns (edges, witness {(a, b): [symbols]})."""
+    global symbol that b's object defines. Returns (edges, witness {(a, b): [symbols]},
+    defined {symbol: sources})."""
     defined, needs = {}, {}
     for src, o in sorted(objs.items()):
         out = subprocess.run(['nm', '--defined-only', '-g', o], capture_output=True, text=True,
@@ -293,7 +273,7 @@ def nm_graph(objs):
                 if target != src:
                     edges.setdefault(src, set()).add(target)
                     witness.setdefault((src, target), []).append(s)
-    return edges, witness
+    return edges, witness, defined
 
 
 def tree_objects(root, build):
@@ -322,7 +302,7 @@ def check_files(root, build, rep):
         rep.fail(build, 'objects', 'filecycle', 'no objects of lib/, gateway/, agent/ here; '
                  'build first (make test-build)')
         return
-    edges, witness = nm_graph(objs)
+    edges, witness, _ = nm_graph(objs)
     comps = cycles(edges)
     for comp in comps:
         where = '; '.join(f'{a}->{b} ({", ".join(witness[(a, b)][:4])}'

@@ -49,13 +49,7 @@ static int apply(const char *text, struct gw_errlist *errs)
 
 static void setup(void)
 {
-	uint16_t st;
-
-	h_setup(&H, conf_text(ACL_HOST1, LUN0, true));
-	C = h_connect(&H);
-	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
-	cr_assert_eq(st, 0);
-	h_clear_ua(&H, C);
+	C = h_setup_session(&H, conf_text(ACL_HOST1, LUN0, true), true);
 }
 
 static void teardown(void)

@@ -10,13 +10,7 @@ static struct fake_conn *C;
 
 static void setup(void)
 {
-	uint16_t st;
-
-	h_setup(&H, H_CONF_DEFAULT);
-	C = h_connect(&H);
-	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
-	cr_assert_eq(st, 0);
-	h_clear_ua(&H, C);
+	C = h_setup_session(&H, H_CONF_DEFAULT, true);
 }
 
 static void teardown(void)

@@ -359,6 +359,33 @@ static inline struct isc_session *h_session_of(struct h *h, uint16_t tsih)
 	return NULL;
 }
 
+/* h_setup on conf, then one connection logged in as H_INITIATOR to H_TARGET (ISID ...01),
+ * with the new nexus's power-on unit attention cleared when clear_ua: the usual start of a
+ * test that sends commands. */
+static inline struct fake_conn *h_setup_session(struct h *h, const char *conf, bool clear_ua)
+{
+	struct fake_conn *c;
+	uint16_t st;
+
+	h_setup(h, conf);
+	c = h_connect(h);
+	h_login(h, c, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
+	cr_assert_eq(st, 0, "login refused: status 0x%04x", st);
+	if (clear_ua)
+		h_clear_ua(h, c);
+	return c;
+}
+
+/* TEST UNIT READY with this CmdSN (not h's next one), as a SCSI Command PDU on c. */
+static inline void h_tur(struct fake_conn *c, uint32_t itt, uint32_t cmdsn)
+{
+	uint8_t bhs[ISC_BHS_LEN];
+
+	fake_bhs(bhs, ISC_OP_SCSI_CMD, ISC_FL_F, itt);
+	pdu_put32(bhs, 24, cmdsn);
+	fake_dmv_rx(c, bhs, NULL, 0);	/* CDB all zero: TEST UNIT READY */
+}
+
 static inline void h_cdb_rw10(uint8_t *cdb, uint8_t op, uint32_t lba, uint16_t blocks)
 {
 	memset(cdb, 0, 16);

@@ -8,12 +8,7 @@ static struct fake_conn *C;
 
 static void setup(void)
 {
-	uint16_t st;
-
-	h_setup(&H, H_CONF_DEFAULT);	/* queue_depth 4 */
-	C = h_connect(&H);
-	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
-	cr_assert_eq(st, 0);
+	C = h_setup_session(&H, H_CONF_DEFAULT, false);	/* queue_depth 4 */
 }
 
 static void teardown(void)
@@ -23,21 +18,12 @@ static void teardown(void)
 
 TestSuite(isc_session, .init = setup, .fini = teardown);
 
-static void tur(uint32_t itt, uint32_t cmdsn)
-{
-	uint8_t bhs[ISC_BHS_LEN];
-
-	fake_bhs(bhs, ISC_OP_SCSI_CMD, ISC_FL_F, itt);
-	pdu_put32(bhs, 24, cmdsn);
-	fake_dmv_rx(C, bhs, NULL, 0);	/* CDB all zero: TEST UNIT READY */
-}
-
 Test(isc_session, responses_carry_the_window)
 {
 	struct pdu *rsp;
 	uint32_t first = H.cmdsn;
 
-	tur(1, first);
+	h_tur(C, 1, first);
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp);
@@ -50,11 +36,11 @@ Test(isc_session, command_beyond_max_cmdsn_is_dropped)
 {
 	uint32_t first = H.cmdsn;
 
-	tur(1, first + 10);
+	h_tur(C, 1, first + 10);
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(C->nsent, 0, "silently ignored (RFC 7143 4.2.2.1)");
 	/* And one below ExpCmdSN (a duplicate) too. */
-	tur(2, first - 1);
+	h_tur(C, 2, first - 1);
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(C->nsent, 0);
 	cr_expect_not(C->closed);
@@ -84,12 +70,12 @@ Test(isc_session, full_window_admits_nothing_until_a_command_completes)
 	/* Pretend queue_depth (4) commands are in the backstore. */
 	s->active = 4;
 	cr_expect_eq(isc_session_max_cmdsn(s), first - 1);
-	tur(0x40, first);
+	h_tur(C, 0x40, first);
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(C->nsent, 0, "CmdSN beyond MaxCmdSN is ignored");
 	s->active = 3;
 	cr_expect_eq(isc_session_max_cmdsn(s), first, "a completion opens one slot");
-	tur(0x41, first);
+	h_tur(C, 0x41, first);
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(C->nsent, 1);
 	s->active = 0;
@@ -115,10 +101,10 @@ Test(isc_session_window, the_window_stays_within_what_the_transport_can_receive,
 	cr_assert_eq(st, 0);
 	first = H.cmdsn;
 	cr_expect_eq(H.max_cmdsn, first + 1, "the login's MaxCmdSN: a window of 2");
-	tur(1, first + 2);
+	h_tur(C, 1, first + 2);
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(C->nsent, 0, "a command beyond the transport's window is dropped");
-	tur(2, first);
+	h_tur(C, 2, first);
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp);

@@ -9,13 +9,7 @@ static struct fake_conn *C;
 
 static void setup(void)
 {
-	uint16_t st;
-
-	h_setup(&H, H_CONF_DEFAULT);	/* queue_depth 4 */
-	C = h_connect(&H);
-	h_login(&H, C, H_INITIATOR, H_TARGET, 1, 0, 0, &st);
-	cr_assert_eq(st, 0);
-	h_clear_ua(&H, C);
+	C = h_setup_session(&H, H_CONF_DEFAULT, true);	/* queue_depth 4 */
 }
 
 static void teardown(void)
@@ -25,26 +19,16 @@ static void teardown(void)
 
 TestSuite(isc_task, .init = setup, .fini = teardown);
 
-/* TEST UNIT READY with this CmdSN (not the harness's next one). */
-static void tur(uint32_t itt, uint32_t cmdsn)
-{
-	uint8_t bhs[ISC_BHS_LEN];
-
-	fake_bhs(bhs, ISC_OP_SCSI_CMD, ISC_FL_F, itt);
-	pdu_put32(bhs, 24, cmdsn);
-	fake_dmv_rx(C, bhs, NULL, 0);
-}
-
 Test(isc_task, out_of_order_commands_wait_for_the_gap)
 {
 	struct pdu *rsp;
 	uint32_t first = H.cmdsn;
 
-	tur(0x22, first + 2);
-	tur(0x21, first + 1);
+	h_tur(C, 0x22, first + 2);
+	h_tur(C, 0x21, first + 1);
 	fake_dmv_settle(&H.loop);
 	cr_expect_eq(C->nsent, 0, "nothing runs before CmdSN %u arrives", first);
-	tur(0x20, first);
+	h_tur(C, 0x20, first);
 	fake_dmv_settle(&H.loop);
 	cr_assert_eq(C->nsent, 3);
 	for (uint32_t i = 0; i < 3; i++) {
@@ -52,7 +36,7 @@ Test(isc_task, out_of_order_commands_wait_for_the_gap)
 		cr_expect_eq(pdu_bhs_itt(rsp->bhs), 0x20 + i, "answered in CmdSN order");
 		pdu_put(rsp);
 	}
-	tur(0x23, first + 3);
+	h_tur(C, 0x23, first + 3);
 	fake_dmv_settle(&H.loop);
 	rsp = fake_dmv_pop(C);
 	cr_assert_not_null(rsp);
@@ -66,8 +50,8 @@ Test(isc_task, queued_commands_of_a_lost_connection_are_freed_with_the_session)
 {
 	uint32_t first = H.cmdsn;
 
-	tur(0x41, first + 1);
-	tur(0x42, first + 2);
+	h_tur(C, 0x41, first + 1);
+	h_tur(C, 0x42, first + 2);
 	fake_dmv_settle(&H.loop);
 	cr_assert_eq(C->nsent, 0, "both wait for CmdSN %u", first);
 	cr_assert_eq(H.gw->lps[0].ntasks, 2, "two tasks queued");
