@@ -72,6 +72,23 @@ static void mp_path_probe_done(struct mp_path *p)
 	p->owner->changed(lun, p);
 }
 
+/* The answer to the path's control command, when it is still the one the path waits for on
+ * its current connection: the path no longer waits (true). Otherwise (a late answer, or one
+ * from a connection since replaced) the task is freed and nothing else happens (false). */
+static bool mp_ctl_answer_current(struct mp_path *p, struct iscsi_context *iscsi,
+				  struct scsi_task *task)
+{
+	if (p->eng->stale(p, iscsi) || task != p->ctl_task) {
+		if (task && task == p->ctl_task)
+			p->ctl_task = NULL;
+		if (task)
+			scsi_free_scsi_task(task);
+		return false;
+	}
+	p->ctl_task = NULL;
+	return true;
+}
+
 static void mp_path_probe_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
 {
 	struct mp_path *p = priv;
@@ -79,14 +96,8 @@ static void mp_path_probe_cb(struct iscsi_context *iscsi, int status, void *data
 	const uint8_t *d;
 	size_t n;
 
-	if (p->eng->stale(p, iscsi) || task != p->ctl_task) {
-		if (task && task == p->ctl_task)
-			p->ctl_task = NULL;
-		if (task)
-			scsi_free_scsi_task(task);
+	if (!mp_ctl_answer_current(p, iscsi, task))
 		return;
-	}
-	p->ctl_task = NULL;
 	p->last_rx_ms = gw_now_ms();
 	if (mp_status_transport(status) || !task) {
 		if (task)
@@ -277,14 +288,8 @@ static void mp_path_check_cb(struct iscsi_context *iscsi, int status, void *data
 	bool was_rtpg, standby = p->state == MP_PATH_STANDBY;
 	enum mp_path_state want;
 
-	if (p->eng->stale(p, iscsi) || task != p->ctl_task) {
-		if (task && task == p->ctl_task)
-			p->ctl_task = NULL;
-		if (task)
-			scsi_free_scsi_task(task);
+	if (!mp_ctl_answer_current(p, iscsi, task))
 		return;
-	}
-	p->ctl_task = NULL;
 	p->check_pending = false;
 	p->last_rx_ms = gw_now_ms();
 	p->next_check_ms = p->last_rx_ms + (uint64_t)lun->conf.polling_interval * 1000;
