@@ -147,8 +147,13 @@ mp_active_at_least() {
 mp_gone() { ! t_alive "$1"; }
 
 # mp_status_holds JQ-FILTER: the harness's status file passes JQ-FILTER now (for t_wait_for).
+# When it does not, it prints the LUN's state, its commands in flight and queued, and each
+# path's state and commands, so that a check that waited in vain shows what it last saw.
 mp_status_holds() {
-	jq -e "$1" "$MP_STATUS" >/dev/null 2>&1
+	jq -e "$1" "$MP_STATUS" >/dev/null 2>&1 && return 0
+	jq -c '.[0] | {state, inflight, queued, paths: [.paths[] | [.state, .inflight]]}' \
+		"$MP_STATUS" 2>&1
+	return 1
 }
 
 # mp_paths_active N: waits (30 s) until the status file shows N active paths.
@@ -440,9 +445,11 @@ if mp_paths_active 2; then
 	t_fault "(6) link 2 down" ip -n "$NS_GW" link set "gA2$SFX" down
 	# The links stay down until the LUN says it queues and holds I/O (the evidence that the
 	# queueing took effect; it takes the checker a few seconds to see both paths gone), then
-	# 2 s more.
+	# 2 s more. Held means the host's commands accepted and not answered (inflight): where
+	# they wait is the LUN's business (its queue, or the fence for writes whose fate on the
+	# lost path is not known yet), so the check does not ask for the queue alone.
 	check "(6) with no path the LUN queues: state queueing, I/O held (the status file)" \
-		t_wait_for 15 mp_status_holds '.[0].state == "queueing" and .[0].queued > 0'
+		t_wait_for 15 mp_status_holds '.[0].state == "queueing" and .[0].inflight > 0'
 	sleep 2
 	t_fault "(6) link 1 up" ip -n "$NS_GW" link set "gA1$SFX" up
 	t_fault "(6) link 2 up" ip -n "$NS_GW" link set "gA2$SFX" up
