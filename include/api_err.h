@@ -28,6 +28,8 @@ enum api_err {
 	API_E_INTERNAL,			/* 500 out of memory, storage failure: always with a body */
 	API_E_STORE_UNAVAILABLE,	/* 503 the configuration store (etcd) is not reachable */
 	API_E_RATE_LIMITED,		/* 429 too many failed tokens from one address */
+	API_E_URI_TOO_LONG,		/* 414 request line over --header-max */
+	API_E_HEADERS_TOO_LARGE,	/* 431 request line and headers over --header-max */
 	API_E_COUNT,
 };
 

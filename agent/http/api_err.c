@@ -37,6 +37,10 @@ static const struct api_err_info api_errs[API_E_COUNT] = {
 	  "last known configuration", { -EHOSTUNREACH, 0 } },
 	{ API_E_RATE_LIMITED, "rate_limited", 429,
 	  "too many failed tokens from this address: retry after Retry-After seconds", { 0 } },
+	{ API_E_URI_TOO_LONG, "uri_too_long", 414, "the request line is longer than the agent "
+	  "accepts", { 0 } },
+	{ API_E_HEADERS_TOO_LARGE, "headers_too_large", 431, "the request line and headers are "
+	  "larger than the agent accepts", { 0 } },
 };
 
 const struct api_err_info *api_err_info(enum api_err e)

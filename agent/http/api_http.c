@@ -825,6 +825,40 @@ static const char *framing_bad(struct MHD_Connection *c)
 	return NULL;
 }
 
+static enum MHD_Result sum_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	size_t *n = cls;
+
+	(void)kind;
+	/* As sent: "name: value" and its line end. */
+	*n += strlen(key) + (value ? strlen(value) : 0) + 4;
+	return MHD_YES;
+}
+
+/*
+ * --header-max, judged here so that the client gets the API's JSON: libmicrohttpd's memory
+ * pool is twice the limit (api_http_start), so a request line or headers up to that size
+ * reach this point; only beyond it does libmicrohttpd refuse on its own, with its HTML page
+ * (docs/REST.md, "Limits"). API_E_COUNT when the request is within the limit.
+ */
+static enum api_err head_over(struct MHD_Connection *c, const struct api_req *r,
+			      const char *method, const char *version, size_t max, size_t *len)
+{
+	size_t n = strlen(method) + strlen(r->url) + strlen(version) + 4;
+
+	if (n > max) {
+		*len = n;
+		return API_E_URI_TOO_LONG;
+	}
+	MHD_get_connection_values(c, MHD_HEADER_KIND, sum_header, &n);
+	if (n > max) {
+		*len = n;
+		return API_E_HEADERS_TOO_LARGE;
+	}
+	return API_E_COUNT;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
 				 const char *method, const char *version, const char *upload,
 				 size_t *upload_size, void **con_cls)
@@ -833,7 +867,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 	struct api_req *r = *con_cls;
 	size_t max = h->conf.body_max;
 
-	(void)version;
 	(void)url;
 	/* No request from on_uri: out of memory, the connection closes. A request whose client
 	 * went away while it waited ends here, without an answer nobody would read. */
@@ -845,9 +878,22 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 		return MHD_NO;
 	if (!r->started) {
 		const char *cl, *bad;
+		enum api_err over;
+		size_t len = 0;
 
 		r->started = true;
 		snprintf(r->method, sizeof(r->method), "%s", method);
+		over = head_over(c, r, method, version, h->conf.header_max, &len);
+		if (over != API_E_COUNT) {
+			/* Refused before the body: MHD closes the connection after the reply. */
+			conn_busy(c);
+			r->too_large = true;
+			api_reply_err(r, over, NULL, "%s %zu bytes, over %zu (--header-max)",
+				      over == API_E_URI_TOO_LONG ? "the request line is" :
+				      "the request line and headers are", len,
+				      h->conf.header_max);
+			return queue_reply(r);
+		}
 		bad = framing_bad(c);
 		if (bad) {
 			/* Refused before the body: MHD closes the connection after the reply. */
@@ -1065,7 +1111,9 @@ int api_http_start(struct gw_loop *loop, const struct api_http_conf *conf,
 		{ MHD_OPTION_CONNECTION_LIMIT, h->conf.max_conns, NULL },
 		{ MHD_OPTION_PER_IP_CONNECTION_LIMIT, h->conf.max_conns_per_ip, NULL },
 		{ MHD_OPTION_CONNECTION_TIMEOUT, h->conf.idle_timeout, NULL },
-		{ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)h->conf.header_max, NULL },
+		/* Twice --header-max: a request a little over the limit is read whole and refused
+		 * in JSON (head_over); libmicrohttpd refuses what does not fit on its own. */
+		{ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(h->conf.header_max * 2), NULL },
 		{ MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL },
 		/* An HTTP/1.1 request without Host is refused (400), as RFC 9112 asks. */
 		{ MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL },

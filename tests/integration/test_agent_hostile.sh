@@ -121,6 +121,10 @@ hostile cl-not-a-number 'status=400 ' "Content-Length 12abc: 400"
 hostile huge-header-line 'status=431 ' "a 1 MiB header line: 431"
 hostile many-headers 'status=431 ' "10,000 headers: 431"
 hostile huge-url 'status=414 ' "a 1 MiB URL: 414"
+# Over --header-max but within what libmicrohttpd reads (twice the limit): the API's JSON.
+hostile url-over-limit 'status=414 .*code=uri_too_long' "a 36 KiB URL: 414 (JSON)"
+hostile headers-over-limit 'status=431 .*code=headers_too_large' \
+	"36 headers of 1 KiB: 431 (JSON)"
 hostile body-1gib 'status=413 .*code=too_large' \
 	"Content-Length 1 GiB: 413 (JSON) before reading it"
 hostile nul-in-method 'status=4[0-9][0-9] ' "a NUL in the method: 4xx"

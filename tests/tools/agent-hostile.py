@@ -153,6 +153,12 @@ def case(name, host, port, token):
         out = req("GET", "/api/v1/targets", [auth, "X-Big: " + "a" * (1 << 20)])
     elif name == "many-headers":
         out = req("GET", "/api/v1/targets", [auth] + ["X-H%d: v" % i for i in range(10000)])
+    elif name == "url-over-limit":
+        # 4 KiB over the default --header-max (32768): the agent reads it and answers in JSON.
+        out = req("GET", "/api/v1/targets/" + "a" * (36 << 10), [auth])
+    elif name == "headers-over-limit":
+        out = req("GET", "/api/v1/targets", [auth] + ["X-H%d: %s" % (i, "v" * 1000)
+                                                      for i in range(36)])
     elif name == "huge-url":
         out = req("GET", "/api/v1/targets/" + "a" * (1 << 20), [auth])
     elif name == "body-1gib":

@@ -7,8 +7,8 @@
 
 Test(api_err, every_error_has_a_distinct_code_and_a_documented_status)
 {
-	static const unsigned int allowed[] = { 400, 401, 403, 404, 405, 409, 412, 413, 422, 429,
-						500, 503, 504 };
+	static const unsigned int allowed[] = { 400, 401, 403, 404, 405, 409, 412, 413, 414, 422,
+						429, 431, 500, 503, 504 };
 	int i, j;
 
 	for (i = 0; i < API_E_COUNT; i++) {
