@@ -291,6 +291,7 @@ struct isc_gw *isc_gw_alloc(struct gw_loop *loop)
 	gw_list_init(&gw->portals);
 	gw_list_init(&gw->targets);
 	gw_list_init(&gw->sessions);
+	gw_list_init(&gw->mem_shares);
 	gw_list_init(&gw->dying_targets);
 	gw->next_tsih = 1;
 	return gw;

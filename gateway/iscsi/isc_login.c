@@ -474,6 +474,9 @@ static uint16_t isc_login_complete(struct isc_conn *c, const char **why)
 			*why = "cannot create the session";
 			return ISC_LOGIN_ST_OUT_OF_RESOURCES;
 		}
+		if (l->target && isc_session_shares_attach(s, c->dc->peer))
+			gw_warn("iscsi", "%s: out of memory: the session's data buffers are not "
+				"counted for its initiator and address", c->dc->peer);
 		window = isc_session_window(s->queue_depth, c->dc->tp->max_unexpected,
 					    p->max_outstanding_unexpected_pdus);
 		if (window < s->queue_depth) {

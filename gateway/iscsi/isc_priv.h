@@ -143,6 +143,7 @@ struct isc_gw {
 	 * loops' shares together (atomic), and the budget (gateway.data_memory; 0: none; atomic,
 	 * written only by isc_gw_set_data_memory). */
 	uint64_t data_mem_held, data_mem_max;
+	struct gw_list mem_shares;	/* struct isc_mem_share (reg_lock) */
 	/* Login limits: failed logins by source, refusals by limit */
 	struct isc_login_src login_src[ISC_LOGIN_SRC_MAX];
 	uint64_t login_refused_sessions;	/* max_sessions / max_sessions_per_initiator */
@@ -293,6 +294,9 @@ struct isc_session {
 	 * (ISC_SESSION_MEM_SHARE), so one session's writes that never send their data, or reads
 	 * it never drains, cannot take the memory every other session needs. */
 	uint64_t data_mem;
+	/* The same bytes counted again for the session's initiator name and its leading
+	 * connection's source address, each shared by every session of that name or address. */
+	struct isc_mem_share *shares[2];
 	bool closing;			/* set under gw->reg_lock */
 	struct gw_defer free_defer;
 	/* counters */
@@ -300,8 +304,20 @@ struct isc_session {
 	uint64_t login_ms;		/* loop time of the login */
 };
 
-/* A session holds at most 1/ISC_SESSION_MEM_SHARE of gateway.data_memory in data buffers. */
+/* A session holds at most 1/ISC_SESSION_MEM_SHARE of gateway.data_memory in data buffers;
+ * so do all the sessions of one initiator name together, and all those from one source
+ * address: many sessions of one host, or one address naming itself many ways, cannot take
+ * what the session's own share leaves to the others. */
 #define ISC_SESSION_MEM_SHARE	4
+
+/* The data buffers of every session of one initiator name or one source address (any loop):
+ * the list and refs under gw->reg_lock, bytes atomic. */
+struct isc_mem_share {
+	struct gw_list node;		/* in gw->mem_shares */
+	unsigned int refs;
+	uint64_t bytes;
+	char key[ISC_NAME_MAX + 8];	/* "initiator NAME" or "address ADDR" */
+};
 
 struct isc_conn_ops {
 	/* Tears the connection down: every handler's per-connection state, then the
@@ -377,6 +393,16 @@ void isc_text_rx(struct isc_conn *c, struct pdu *pdu);
 int isc_text_send_targets(struct isc_conn *c, const char *what, struct gw_buf *out);
 
 /* isc_session.c */
+/* Counts s's data buffers for its initiator name and for the address of peer ("ADDR:PORT"):
+ * 0 or -ENOMEM. Under neither lock; takes gw->reg_lock. */
+int isc_session_shares_attach(struct isc_session *s, const char *peer);
+/* Under gw->reg_lock: drops s's part in its shares (at its end, when it holds no buffer). */
+void isc_session_shares_detach(struct isc_session *s);
+/* Bytes in the data buffers of every session of s's initiator name (i 0) or address (i 1). */
+uint64_t isc_session_share_bytes(const struct isc_session *s, int i);
+/* Adds delta (negative: gives back) to s's initiator and address bytes; a delta that takes
+ * either past share (0: no limit) is taken back whole: -EBUSY. */
+int isc_session_shares_charge(struct isc_session *s, int64_t delta, uint64_t share);
 /* A session on loop lp (its thread), in the registry with a new TSIH. */
 int isc_session_create(struct isc_gw *gw, struct isc_loop *lp, struct isc_target *t,
 		       const uint8_t isid[6], const char *initiator,

@@ -350,11 +350,14 @@ void isc_scsi_rx_cmd(struct isc_conn *c, struct pdu *pdu)
 		/* Like a bad CDB, answered in order and without data, but retried. */
 		t->busy = true;
 		s->lp->task_set_full++;
-		gw_warn_rl("iscsi", "%s: data memory (gateway.data_memory, %llu MiB; this "
-			   "session %llu MiB of its 1/%u share) in use by commands in flight: "
-			   "TASK SET FULL", c->dc->peer,
-			   (unsigned long long)(s->gw->data_mem_max >> 20),
-			   (unsigned long long)(s->data_mem >> 20), ISC_SESSION_MEM_SHARE);
+		gw_warn_rl("iscsi", "%s: data memory (gateway.data_memory, %llu MiB) in use by "
+			   "commands in flight: this session %llu MiB, its initiator %llu MiB, "
+			   "its address %llu MiB, each at most 1/%u of it: TASK SET FULL",
+			   c->dc->peer, (unsigned long long)(s->gw->data_mem_max >> 20),
+			   (unsigned long long)(s->data_mem >> 20),
+			   (unsigned long long)(isc_session_share_bytes(s, 0) >> 20),
+			   (unsigned long long)(isc_session_share_bytes(s, 1) >> 20),
+			   ISC_SESSION_MEM_SHARE);
 	} else if (r) {
 		isc_task_free(t);
 		isc_conn_close(c, "out of memory for a data buffer");

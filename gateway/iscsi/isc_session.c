@@ -66,6 +66,7 @@ static void isc_session_free_deferred(struct gw_defer *d)
 	pthread_mutex_lock(&gw->reg_lock);
 	gw_list_del(&s->node);
 	gw_list_del(&s->tnode);
+	isc_session_shares_detach(s);
 	last = t && t->removing && gw_list_empty(&t->sessions);
 	if (last)
 		__atomic_fetch_add(&gw->msgs, 1, __ATOMIC_RELAXED);
@@ -84,6 +85,87 @@ void isc_session_maybe_free(struct isc_session *s)
 	/* Deferred: the caller may still be inside a task or connection of this session. */
 	if (!s->nconns && !s->ntasks)
 		gw_defer_queue(s->lp->loop, &s->free_defer);
+}
+
+static struct isc_mem_share *isc_mem_share_get(struct isc_gw *gw, const char *kind,
+					       const char *name)
+{
+	struct isc_mem_share *m;
+	char key[sizeof(m->key)];
+
+	snprintf(key, sizeof(key), "%s %s", kind, name);
+	gw_list_for_each_entry(m, &gw->mem_shares, node)
+		if (!strcmp(m->key, key)) {
+			m->refs++;
+			return m;
+		}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	memcpy(m->key, key, sizeof(key));
+	m->refs = 1;
+	gw_list_add_tail(&gw->mem_shares, &m->node);
+	return m;
+}
+
+int isc_session_shares_attach(struct isc_session *s, const char *peer)
+{
+	struct isc_gw *gw = s->gw;
+	char addr[ISC_NAME_MAX + 1];
+	const char *colon = strrchr(peer, ':');
+	size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+
+	/* The address without its port: every connection from it is one source. */
+	if (n >= sizeof(addr))
+		n = sizeof(addr) - 1;
+	memcpy(addr, peer, n);
+	addr[n] = '\0';
+	pthread_mutex_lock(&gw->reg_lock);
+	s->shares[0] = isc_mem_share_get(gw, "initiator", s->initiator);
+	s->shares[1] = isc_mem_share_get(gw, "address", addr);
+	pthread_mutex_unlock(&gw->reg_lock);
+	return s->shares[0] && s->shares[1] ? 0 : -ENOMEM;
+}
+
+void isc_session_shares_detach(struct isc_session *s)
+{
+	for (int i = 0; i < 2; i++) {
+		struct isc_mem_share *m = s->shares[i];
+
+		s->shares[i] = NULL;
+		if (!m || --m->refs)
+			continue;
+		gw_list_del(&m->node);
+		free(m);
+	}
+}
+
+uint64_t isc_session_share_bytes(const struct isc_session *s, int i)
+{
+	return s->shares[i] ? __atomic_load_n(&s->shares[i]->bytes, __ATOMIC_RELAXED) : 0;
+}
+
+/* Adds delta (negative: gives back) to the session's initiator and address shares; a delta
+ * that takes either past share is taken back whole: -EBUSY. */
+int isc_session_shares_charge(struct isc_session *s, int64_t delta, uint64_t share)
+{
+	for (int i = 0; i < 2; i++) {
+		struct isc_mem_share *m = s->shares[i];
+
+		if (!m)
+			continue;
+		if (__atomic_add_fetch(&m->bytes, (uint64_t)delta, __ATOMIC_RELAXED) <= share ||
+		    delta <= 0 || !share)
+			continue;
+		while (i >= 0) {
+			if (s->shares[i])
+				__atomic_sub_fetch(&s->shares[i]->bytes, (uint64_t)delta,
+						   __ATOMIC_RELAXED);
+			i--;
+		}
+		return -EBUSY;
+	}
+	return 0;
 }
 
 /* Under reg_lock. */

@@ -172,19 +172,25 @@ static int isc_task_buf_get(struct isc_task *t, uint32_t len)
 	return 0;
 }
 
-/* isc_task_buf_get within the session's share of the budget: -EBUSY past it. */
+/* isc_task_buf_get within the session's share of the budget, and its initiator's and its
+ * address's: -EBUSY past any of them. */
 int isc_task_buf(struct isc_task *t, uint32_t len)
 {
 	struct isc_session *s = t->sess;
 	uint64_t share = s->gw->data_mem_max / ISC_SESSION_MEM_SHARE;
+	int64_t delta = (int64_t)len - (int64_t)t->sess_mem;
 	int r;
 
-	if (share && s->data_mem - t->sess_mem + len > share)
+	if (share && s->data_mem + (uint64_t)delta > share)
+		return -EBUSY;
+	if (isc_session_shares_charge(s, delta, share))
 		return -EBUSY;
 	r = isc_task_buf_get(t, len);
-	if (r)
+	if (r) {
+		isc_session_shares_charge(s, -delta, share);
 		return r;
-	s->data_mem = s->data_mem - t->sess_mem + len;
+	}
+	s->data_mem += (uint64_t)delta;
 	t->sess_mem = len;
 	return 0;
 }
@@ -213,6 +219,7 @@ void isc_task_free(struct isc_task *t)
 	s->ntasks--;
 	lp->ntasks--;
 	s->data_mem -= t->sess_mem;
+	isc_session_shares_charge(s, -(int64_t)t->sess_mem, 0);
 	t->sess_mem = 0;
 	t->state = ISC_TS_DONE;
 	if (t->buf_cap > ISC_TASK_KEEP_BUF || lp->ntask_free >= ISC_TASK_FREE_MAX ||

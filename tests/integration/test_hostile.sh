@@ -55,7 +55,8 @@ cat >"$T_DIR/gw.json" <<EOF
   ],
   "targets": [
     { "name": "$TGT", "portals": ["tcp0", "flood"], "allow_any_initiator": false,
-      "initiators": [ { "name": "$GOOD" }, { "name": "$BAD" } ],
+      "initiators": [ { "name": "$GOOD" }, { "name": "$BAD" }, { "name": "$BAD-alias" },
+                      { "name": "$BAD-bystander" } ],
       "params": { "HeaderDigest": "CRC32C,None", "DataDigest": "CRC32C,None",
                   "MaxRecvDataSegmentLength": 262144, "MaxBurstLength": 1048576,
                   "FirstBurstLength": 65536, "InitialR2T": false, "ImmediateData": true,
@@ -139,8 +140,13 @@ check "R2T storm: bounded R2Ts, initiator leaves" hostile r2t-storm 127.0.0.3
 alive r2t-storm
 check "slow reader: 8 MiB reads never drained" hostile slow-reader 127.0.0.3 --hold 3
 alive slow-reader
+# One host's many sessions (one name from two addresses, two names from one address) hold
+# one session's share of data_memory together; another host is still served.
+check "one host's sessions hold one share of data_memory together" hostile shares 127.0.0.3
+alive shares
 # The figures (R2Ts sent, data memory held while they waited) for the log.
-grep -h "R2Ts in\|state:\|reads of" "$T_DIR"/R2T_storm*.out "$T_DIR"/slow_reader*.out |
+grep -h "R2Ts in\|state:\|reads of\|taken" "$T_DIR"/R2T_storm*.out "$T_DIR"/slow_reader*.out \
+	"$T_DIR"/one_host*.out |
 	while read -r l; do t_log "  $l"; done
 used=
 for _ in $(seq 1 50); do

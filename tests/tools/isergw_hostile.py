@@ -760,6 +760,61 @@ def case_slow_reader(args):
     ok("slow reader left")
 
 
+def case_shares(args):
+    """One host's many sessions: sessions of one initiator name, or from one address under
+    other names, hold at most a session's share of gateway.data_memory together (a quarter:
+    the test's 256 MiB gives 64 MiB). Each session sends 16 MiB writes whose data never comes;
+    a write is taken (an R2T) or answered TASK SET FULL. Expected, in order: --initiator from
+    --src takes 3 (48 MiB); the same name from 127.0.0.6 takes 1 of 3 (the name's 64 MiB);
+    an alias from --src takes 1 of 2 (the address's 64 MiB); a bystander from 127.0.0.7
+    takes 2 of 2."""
+    extra = (("InitialR2T", "Yes"), ("ImmediateData", "No"), ("MaxBurstLength", "65536"),
+             ("FirstBurstLength", "65536"))
+    plan = [("name", args.initiator, args.src, 3, 3),
+            ("same name, other address", args.initiator, "127.0.0.6", 3, 1),
+            ("same address, other name", args.initiator + "-alias", args.src, 2, 1),
+            ("bystander", args.initiator + "-bystander", "127.0.0.7", 2, 2)]
+    conns = []
+    got = []
+    lba = 0
+    try:
+        for i, (what, ini, src, n, want) in enumerate(plan):
+            c = Conn(args, src=src)
+            c.isid = b"\x80\x00\x00\x00\x01" + bytes([0x60 + i])
+            conns.append(c)
+            st = c.login(initiator=ini, extra=extra)
+            if st:
+                raise Fail("%s: login refused: status 0x%04x" % (what, st))
+            if not tur_good(c):
+                raise Fail("%s: TEST UNIT READY never GOOD" % what)
+            taken = full = 0
+            for _ in range(n):
+                itt = c.scsi_cmd(write16(lba, 32768), edtl=16 << 20, write=True)
+                lba += 32768
+                while True:
+                    p = c.recv_op((OP_R2T, OP_SCSI_RSP, OP_REJECT), 5)
+                    if p.op == OP_REJECT:
+                        raise Fail("%s: Reject reason 0x%02x" % (what, p.bhs[2]))
+                    if p.u32(16) == itt:
+                        break
+                if p.op == OP_R2T:
+                    taken += 1
+                elif p.bhs[3] == 0x28:
+                    full += 1
+                else:
+                    raise Fail("%s: a write answered status 0x%02x" % (what, p.bhs[3]))
+            got.append("%s: %d of %d taken, %d TASK SET FULL" % (what, taken, n, full))
+            if taken != want:
+                raise Fail("%s (want %d taken)" % ("; ".join(got), want))
+        ok("; ".join(got))
+        if args.ctl:
+            print("state: " + ctl_state_line(args, "data_memory"), flush=True)
+    finally:
+        for c in conns:
+            c.close()
+    ok("the four sessions left with their writes outstanding")
+
+
 def case_never_finish(args):
     """Logins that never finish: a connection that sends nothing, one that sends half a BHS,
     one that stops after the security stage. Each is closed by login_timeout."""
@@ -886,7 +941,7 @@ def ctl_state_line(args, key):
 CASES = {
     "truncated": case_truncated, "oversize": case_oversize, "ahs": case_ahs,
     "digest": case_digest, "phase": case_phase, "cmdsn": case_cmdsn, "dataout": case_dataout,
-    "r2t-storm": case_r2t_storm, "slow-reader": case_slow_reader,
+    "r2t-storm": case_r2t_storm, "slow-reader": case_slow_reader, "shares": case_shares,
     "never-finish": case_never_finish, "flood": case_flood, "login": case_login_status,
     "sessions": case_sessions,
 }

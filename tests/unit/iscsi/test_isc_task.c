@@ -149,6 +149,89 @@ Test(isc_task, one_session_holds_at_most_its_share_of_data_memory)
 	cr_expect_leq(H.gw->lps[0].data_mem, 64 << 10);
 }
 
+/* The status the SCSI Response (or final Data-In) for itt carried on c; else R2T when an R2T
+ * for it came (a write taken, waiting for its data), else -1. Takes every PDU waiting on c. */
+#define R2T 0x100
+static int st_of(struct fake_conn *c, uint32_t itt)
+{
+	struct pdu *p;
+	int st = -1;
+
+	fake_dmv_settle(&H.loop);
+	while ((p = fake_dmv_pop(c))) {
+		if (pdu_bhs_itt(p->bhs) == itt && (pdu_bhs_opcode(p->bhs) == ISC_OP_SCSI_RSP ||
+						   (pdu_bhs_opcode(p->bhs) == ISC_OP_DATA_IN &&
+						    (p->bhs[1] & 0x01))))
+			st = p->bhs[3];
+		else if (pdu_bhs_itt(p->bhs) == itt && pdu_bhs_opcode(p->bhs) == ISC_OP_R2T &&
+			 st == -1)
+			st = R2T;
+		pdu_put(p);
+	}
+	return st;
+}
+
+/* A new session (ISID ending in isid_last) of initiator from peer "ADDR:PORT": to H_TARGET
+ * for H_INITIATOR, to the harness's second target (any initiator) for another name. */
+static struct fake_conn *session_from(const char *initiator, const char *peer, uint8_t isid_last)
+{
+	struct fake_conn *c = h_connect(&H);
+	uint16_t st;
+
+	snprintf(c->base.peer, sizeof(c->base.peer), "%s", peer);
+	h_login(&H, c, initiator, strcmp(initiator, H_INITIATOR) ? "iqn.2026-11.org.isergw:t2" :
+		H_TARGET, isid_last, 0, 0, &st);
+	cr_assert_eq(st, 0, "login refused: status 0x%04x", st);
+	h_clear_ua(&H, c);
+	return c;
+}
+
+/* Many sessions of one initiator name, or from one address under many names, hold at most
+ * the share one session may hold, together; another initiator from another address is not
+ * held back by them. */
+Test(isc_task, one_initiator_and_one_address_hold_at_most_a_share_across_their_sessions)
+{
+	struct fake_conn *same_name, *other, *same_addr;
+	uint8_t cdb[16];
+	uint32_t sn;
+
+	H.gw->data_mem_max = 256 << 10;		/* a share: 64 KiB */
+	/* C (H_INITIATOR from 127.0.0.1): a 48 KiB write whose data never comes. */
+	h_cdb_rw10(cdb, 0x2a, 0, 96);
+	h_scsi_cmd(&H, C, 1, ISC_FL_F | ISC_FL_W, cdb, 16, 96 * 512, NULL, 0);
+	cr_expect_eq(st_of(C, 1), R2T, "the write waits for its data");
+	/* A second session of the same name, from another address: its own first 48 KiB write
+	 * would take the name past its share. A small read still fits. */
+	same_name = session_from(H_INITIATOR, "127.0.0.2:40002", 2);
+	sn = H.cmdsn;
+	h_cdb_rw10(cdb, 0x2a, 200, 96);
+	h_scsi_cmd(&H, same_name, 2, ISC_FL_F | ISC_FL_W, cdb, 16, 96 * 512, NULL, 0);
+	cr_expect_eq(st_of(same_name, 2), SCSI_TASK_SET_FULL, "the initiator's share is spent");
+	h_cdb_rw10(cdb, 0x28, 400, 8);
+	h_scsi_cmd(&H, same_name, 3, ISC_FL_F | ISC_FL_R, cdb, 16, 8 * 512, NULL, 0);
+	cr_expect_eq(st_of(same_name, 3), SCSI_GOOD, "a read within the initiator's share");
+	/* Another name from C's address: the address's share is spent too. */
+	same_addr = session_from("iqn.2026-11.org.example:another-name", "127.0.0.1:40003", 3);
+	h_cdb_rw10(cdb, 0x2a, 600, 96);
+	h_scsi_cmd(&H, same_addr, 4, ISC_FL_F | ISC_FL_W, cdb, 16, 96 * 512, NULL, 0);
+	cr_expect_eq(st_of(same_addr, 4), SCSI_TASK_SET_FULL, "the address's share is spent");
+	/* Another initiator from another address: served, its write waits for its data. */
+	other = session_from("iqn.2026-11.org.example:other-host", "127.0.0.4:40004", 4);
+	h_cdb_rw10(cdb, 0x2a, 800, 96);
+	h_scsi_cmd(&H, other, 5, ISC_FL_F | ISC_FL_W, cdb, 16, 96 * 512, NULL, 0);
+	cr_expect_eq(st_of(other, 5), R2T, "another host's write is taken");
+	cr_expect_eq(H.gw->lps[0].task_set_full, 2);
+	/* C's session gone (its held write with it): the name's and the address's bytes are
+	 * back, and the second session of the name is served again. */
+	fake_dmv_lose(C);
+	fake_dmv_settle(&H.loop);
+	C->base.tp = &fake_dmv_transport;
+	H.cmdsn = sn + 2;	/* the session's next CmdSN */
+	h_cdb_rw10(cdb, 0x2a, 1000, 96);
+	h_scsi_cmd(&H, same_name, 6, ISC_FL_F | ISC_FL_W, cdb, 16, 96 * 512, NULL, 0);
+	cr_expect_eq(st_of(same_name, 6), R2T, "the name's share came back with C's session");
+}
+
 /* Each loop holds a share of gateway.data_memory taken from the one budget: a command whose
  * loop cannot grow its share because other loops hold the rest is answered TASK SET FULL, and
  * runs once they gave it back. (Loop 1's share is set by hand: this harness runs one loop.) */
