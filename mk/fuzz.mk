@@ -12,10 +12,14 @@ FUZZ_TEST_SECS ?= 20
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRC))
 # Private headers a harness reaches, per harness (never in the global INCLUDES): the iSCSI key
-# parser of gateway/iscsi/ and multipathd's reply parser of gateway/mpath/. FUZZ_EXTRA_name
-# lists more sources to link into one harness.
+# parser of gateway/iscsi/, multipathd's reply parser of gateway/mpath/ and the iSER wire
+# formats of gateway/dmv/. FUZZ_EXTRA_name lists more sources to link into one harness.
+# FUZZ_TEST_SECS_name: fuzz-regress's seconds for one harness, where FUZZ_TEST_SECS is more than
+# its input space needs (fuzz_iser: a message and a table, over 10^6 runs in 5 s).
 FUZZ_INC_fuzz_login_keys := -Igateway/iscsi
 FUZZ_INC_fuzz_mpathd_json := -Igateway/mpath
+FUZZ_INC_fuzz_iser := -Igateway/dmv
+FUZZ_TEST_SECS_fuzz_iser := 5
 # The agent's harness links the agent's library (its headers are on the global path, -Iagent).
 FUZZ_EXTRA_fuzz_agent = $(LIBAPI)
 FUZZ_OPTS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
@@ -59,11 +63,12 @@ fuzz: fuzz-build
 # Per harness: the seed corpus replayed (-runs=0), then FUZZ_TEST_SECS of fuzzing from it with a
 # fixed seed into a scratch folder. A failure prints the end of the log and the reproducer.
 fuzz-regress: fuzz-build
-	@pass=0; fail=0; for f in $(FUZZ_NAMES); do \
+	@pass=0; fail=0; for fs in $(foreach f,$(FUZZ_NAMES),$(f):$(or $(FUZZ_TEST_SECS_$(f)),$(FUZZ_TEST_SECS))); do \
+		f=$${fs%%:*}; secs=$${fs#*:}; \
 		log=build/fuzz/$$f.log; scratch=build/fuzz/regress/$$f; \
 		rm -rf $$scratch; mkdir -p $$scratch; \
 		if build/fuzz/tests/fuzz/$$f -runs=0 $(FUZZ_OPTS) tests/fuzz/corpus/$$f >$$log 2>&1 && \
-		   build/fuzz/tests/fuzz/$$f -seed=1 -max_total_time=$(FUZZ_TEST_SECS) $(FUZZ_OPTS) \
+		   build/fuzz/tests/fuzz/$$f -seed=1 -max_total_time=$$secs $(FUZZ_OPTS) \
 			-artifact_prefix=build/fuzz/$$f- $$scratch tests/fuzz/corpus/$$f >>$$log 2>&1; \
 		then pass=$$((pass + 1)); \
 			echo "pass fuzz/$$f $$(grep -o 'stat::number_of_executed_units: [0-9]*' $$log | tail -1 | sed 's/.*: //') execs"; \

@@ -662,77 +662,64 @@ static void iser_record_tags(struct iser_conn *ic, const struct dmv_iser_hdr *h,
 /* One received Send. 0, or -errno to drop the connection. */
 static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 {
-	struct dmv_iser_hdr h;
+	struct dmv_iser_msg m;
 	const uint8_t *bhs, *ahs, *data;
 	uint32_t ahs_len, dsl;
-	uint8_t reason = 0;
-	enum pdu_bhs_verdict v;
-	const char *why;
 	struct pdu *pdu;
-	bool no_imm = false;
 
-	if (dmv_iser_hdr_parse(buf, n, &h)) {
+	switch (dmv_iser_msg_parse(buf, n, ic->base.params.max_recv_dsl, &m)) {
+	case ISER_MSG_PDU:
+		break;
+	case ISER_MSG_HELLO:
+		iser_send_hello_reply(ic, &m.hdr);
+		return 0;
+	case ISER_MSG_REJECT:
+		ic->base.rx_pdus++;
+		ic->base.rx_bytes += n;
+		gw_warn_rl("dmv", "%s: rejecting %s (opcode 0x%02x): %s", ic->base.peer,
+			   pdu_opcode_name(pdu_bhs_opcode(m.bhs)), pdu_bhs_opcode(m.bhs), m.why);
+		ic->base.cb->reject(&ic->base, m.bhs, m.reason);
+		return 0;
+	case ISER_MSG_NO_HDR:
 		gw_warn_rl("dmv", "%s: %u-byte message without an iSER header", ic->base.peer, n);
 		return -EPROTO;
-	}
-	if (h.opcode == ISER_OP_HELLO) {
-		iser_send_hello_reply(ic, &h);
-		return 0;
-	}
-	if (h.opcode != ISER_OP_CTRL) {
+	case ISER_MSG_BAD_OPCODE:
 		gw_warn_rl("dmv", "%s: iSER opcode 0x%x: dropping the connection", ic->base.peer,
-			   h.opcode);
+			   m.hdr.opcode);
 		return -EPROTO;
-	}
-	if (n < ISER_HDR_LEN + ISC_BHS_LEN) {
+	case ISER_MSG_SHORT:
 		gw_warn_rl("dmv", "%s: %u-byte iSER message too short for a BHS", ic->base.peer, n);
 		return -EPROTO;
-	}
-	bhs = buf + ISER_HDR_LEN;
-	v = pdu_bhs_check(bhs, ic->base.params.max_recv_dsl, &reason, &why);
-	if (v == ISC_BHS_FATAL) {
+	case ISER_MSG_BAD_BHS:
 		gw_warn_rl("dmv", "%s: %s (opcode 0x%02x, %u bytes): dropping the connection",
-			   ic->base.peer, why, pdu_bhs_opcode(bhs), pdu_bhs_dsl(bhs));
+			   ic->base.peer, m.why, pdu_bhs_opcode(m.bhs), pdu_bhs_dsl(m.bhs));
 		return -EPROTO;
-	}
-	ahs_len = pdu_bhs_ahs_len(bhs);
-	dsl = pdu_bhs_dsl(bhs);
-	if ((uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + ahs_len + dsl > n &&
-	    pdu_bhs_opcode(bhs) == ISC_OP_SCSI_CMD && (h.flags & ISER_WSV) &&
-	    ISER_HDR_LEN + ISC_BHS_LEN + ahs_len == n) {
-		/* libiscsi 1.19 announces immediate data it never puts in the Send, with the write
-		 * VA at the start of its buffer: take it all by RDMA Read instead. */
-		gw_warn_rl("dmv", "%s: SCSI Command announces %u bytes of immediate data the "
-			   "Send does not carry: fetching them by RDMA Read", ic->base.peer, dsl);
-		dsl = 0;
-		no_imm = true;
-	}
-	if ((uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + ahs_len + dsl > n) {
+	case ISER_MSG_OVERRUN:
 		gw_warn_rl("dmv", "%s: %s claims %u + %u bytes, the message has %u: dropping the "
-			   "connection", ic->base.peer, pdu_opcode_name(pdu_bhs_opcode(bhs)),
-			   ahs_len, dsl, n);
+			   "connection", ic->base.peer, pdu_opcode_name(pdu_bhs_opcode(m.bhs)),
+			   m.ahs_len, m.dsl, n);
+		return -EPROTO;
+	case ISER_MSG_DATAOUT_AHS:
+		gw_warn_rl("dmv", "%s: Data-Out with an AHS: dropping the connection",
+			   ic->base.peer);
 		return -EPROTO;
 	}
-	ahs = bhs + ISC_BHS_LEN;
-	data = ahs + ahs_len;
+	if (m.no_imm)
+		gw_warn_rl("dmv", "%s: SCSI Command announces %u bytes of immediate data the "
+			   "Send does not carry: fetching them by RDMA Read", ic->base.peer,
+			   pdu_bhs_dsl(m.bhs));
+	bhs = m.bhs;
+	ahs = m.ahs;
+	data = m.data;
+	ahs_len = m.ahs_len;
+	dsl = m.dsl;
 	ic->base.rx_pdus++;
 	ic->base.rx_bytes += n;
-	if (v != ISC_BHS_OK) {
-		gw_warn_rl("dmv", "%s: rejecting %s (opcode 0x%02x): %s", ic->base.peer,
-			   pdu_opcode_name(pdu_bhs_opcode(bhs)), pdu_bhs_opcode(bhs), why);
-		ic->base.cb->reject(&ic->base, bhs, reason);
-		return 0;
-	}
 	if (pdu_bhs_opcode(bhs) == ISC_OP_DATA_OUT) {
 		struct dmv_task *t;
 		uint8_t *dst;
 		int r;
 
-		if (ahs_len) {
-			gw_warn_rl("dmv", "%s: Data-Out with an AHS: dropping the connection",
-				   ic->base.peer);
-			return -EPROTO;
-		}
 		r = dmv_dataout_begin(&ic->base, bhs, &t, &dst);
 		if (r < 0)
 			return r;
@@ -745,7 +732,7 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	if (!pdu)
 		return -ENOMEM;
 	memcpy(pdu->bhs, bhs, ISC_BHS_LEN);
-	if (no_imm)
+	if (m.no_imm)
 		pdu_put24(pdu->bhs, 5, 0);
 	if ((ahs_len && pdu_alloc_ahs(pdu, ahs_len)) ||
 	    (dsl && pdu_alloc_data(pdu, dsl))) {
@@ -757,7 +744,7 @@ static int iser_rx_msg(struct iser_conn *ic, const uint8_t *buf, uint32_t n)
 	if (dsl)
 		memcpy(pdu->data, data, dsl);
 	if (pdu_bhs_opcode(bhs) == ISC_OP_SCSI_CMD)
-		iser_record_tags(ic, &h, bhs);
+		iser_record_tags(ic, &m.hdr, bhs);
 	ic->base.cb->rx_pdu(&ic->base, pdu);
 	pdu_put(pdu);
 	return 0;

@@ -50,6 +50,33 @@ void dmv_iser_cm_parse(const void *pd, size_t len, struct dmv_iser_cm_info *ci);
 /* The target's CM private data. */
 void dmv_iser_cm_build(uint8_t *b, bool use_send_inv);
 
+/* One received Send, judged before anything acts on it (dmv_iser_msg_parse). */
+enum dmv_iser_msg_kind {
+	ISER_MSG_PDU,			/* an iSCSI PDU: bhs, ahs, data within the message */
+	ISER_MSG_HELLO,			/* a Hello: answer with a HelloReply */
+	ISER_MSG_REJECT,		/* a PDU to answer with a Reject (reason, why) */
+	ISER_MSG_NO_HDR,		/* the rest drop the connection: shorter than the iSER header */
+	ISER_MSG_BAD_OPCODE,		/* an iSER opcode other than control and Hello */
+	ISER_MSG_SHORT,			/* too short for a BHS */
+	ISER_MSG_BAD_BHS,		/* a BHS whose lengths cannot be trusted (why) */
+	ISER_MSG_OVERRUN,		/* AHS and data longer than the message */
+	ISER_MSG_DATAOUT_AHS,		/* a Data-Out with an AHS */
+};
+
+struct dmv_iser_msg {
+	struct dmv_iser_hdr hdr;
+	const uint8_t *bhs, *ahs, *data;	/* ISER_MSG_PDU, ISER_MSG_REJECT; bhs from SHORT on */
+	uint32_t ahs_len, dsl;
+	/* A SCSI Command announcing immediate data its Send does not carry, with a write STag
+	 * (libiscsi 1.19): dsl is 0 and the whole write comes by RDMA Read. */
+	bool no_imm;
+	uint8_t reason;			/* ISER_MSG_REJECT: the Reject reason */
+	const char *why;		/* ISER_MSG_REJECT, ISER_MSG_BAD_BHS */
+};
+/* Judges the n-byte Send at buf against max_recv_dsl; every pointer it sets lies within it. */
+enum dmv_iser_msg_kind dmv_iser_msg_parse(const uint8_t *buf, uint32_t n, uint32_t max_recv_dsl,
+					  struct dmv_iser_msg *m);
+
 /* Per-command STags: what a SCSI Command's iSER header said, by ITT, until its response */
 #define ISER_TAGS	4096		/* > any command window the gateway grants */
 

@@ -48,6 +48,44 @@ void dmv_iser_hdr_build_hello_reply(uint8_t *b, const struct dmv_iser_hdr *hello
 	pdu_put16(b, 2, ord);
 }
 
+enum dmv_iser_msg_kind dmv_iser_msg_parse(const uint8_t *buf, uint32_t n, uint32_t max_recv_dsl,
+					  struct dmv_iser_msg *m)
+{
+	enum pdu_bhs_verdict v;
+	uint64_t need;
+
+	memset(m, 0, sizeof(*m));
+	if (dmv_iser_hdr_parse(buf, n, &m->hdr))
+		return ISER_MSG_NO_HDR;
+	if (m->hdr.opcode == ISER_OP_HELLO)
+		return ISER_MSG_HELLO;
+	if (m->hdr.opcode != ISER_OP_CTRL)
+		return ISER_MSG_BAD_OPCODE;
+	if (n < ISER_HDR_LEN + ISC_BHS_LEN)
+		return ISER_MSG_SHORT;
+	m->bhs = buf + ISER_HDR_LEN;
+	v = pdu_bhs_check(m->bhs, max_recv_dsl, &m->reason, &m->why);
+	if (v == ISC_BHS_FATAL)
+		return ISER_MSG_BAD_BHS;
+	m->ahs_len = pdu_bhs_ahs_len(m->bhs);
+	m->dsl = pdu_bhs_dsl(m->bhs);
+	need = (uint64_t)ISER_HDR_LEN + ISC_BHS_LEN + m->ahs_len;
+	if (need + m->dsl > n && need == n && pdu_bhs_opcode(m->bhs) == ISC_OP_SCSI_CMD &&
+	    (m->hdr.flags & ISER_WSV)) {
+		m->dsl = 0;
+		m->no_imm = true;
+	}
+	if (need + m->dsl > n)
+		return ISER_MSG_OVERRUN;
+	m->ahs = m->bhs + ISC_BHS_LEN;
+	m->data = m->ahs + m->ahs_len;
+	if (v != ISC_BHS_OK)
+		return ISER_MSG_REJECT;
+	if (pdu_bhs_opcode(m->bhs) == ISC_OP_DATA_OUT && m->ahs_len)
+		return ISER_MSG_DATAOUT_AHS;
+	return ISER_MSG_PDU;
+}
+
 void dmv_iser_cm_parse(const void *pd, size_t len, struct dmv_iser_cm_info *ci)
 {
 	const uint8_t *b = pd;

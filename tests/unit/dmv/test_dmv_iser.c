@@ -83,6 +83,59 @@ Test(dmv_iser, cm_private_data_from_linux_and_others)
 	cr_assert(!ci.have_hdr && ci.send_inv_not_sup);
 }
 
+/* A received Send: an iSER header, then a BHS of opcode op with ahs AHS words and dsl data
+ * bytes announced, of which carried bytes follow. Returns its length. */
+static uint32_t send_msg(uint8_t *b, uint8_t iser_flags, uint8_t op, uint8_t ahs, uint32_t dsl,
+			 uint32_t carried)
+{
+	memset(b, 0, ISER_HDR_LEN + ISC_BHS_LEN + carried);
+	b[0] = (uint8_t)(ISER_OP_CTRL << 4 | iser_flags);
+	b[ISER_HDR_LEN] = op;
+	b[ISER_HDR_LEN + 1] = 0x80;
+	b[ISER_HDR_LEN + 4] = ahs;
+	pdu_put24(b + ISER_HDR_LEN, 5, dsl);
+	return ISER_HDR_LEN + ISC_BHS_LEN + carried;
+}
+
+/* What each received Send is taken for, and where the PDU's parts are. */
+Test(dmv_iser, received_messages_judged_before_use)
+{
+	static uint8_t b[ISER_HDR_LEN + ISC_BHS_LEN + 1024];
+	struct dmv_iser_msg m;
+	uint32_t n;
+
+	n = send_msg(b, 0, ISC_OP_NOP_OUT, 0, 16, 16);
+	cr_assert_eq(dmv_iser_msg_parse(b, n, 8192, &m), ISER_MSG_PDU);
+	cr_assert(m.bhs == b + ISER_HDR_LEN && m.ahs == m.bhs + ISC_BHS_LEN && m.data == m.ahs);
+	cr_assert_eq(m.dsl, 16);
+	/* One byte short of what the BHS says: the connection goes. */
+	cr_assert_eq(dmv_iser_msg_parse(b, n - 1, 8192, &m), ISER_MSG_OVERRUN);
+	cr_assert_eq(dmv_iser_msg_parse(b, ISER_HDR_LEN + ISC_BHS_LEN - 1, 8192, &m),
+		     ISER_MSG_SHORT);
+	cr_assert_eq(dmv_iser_msg_parse(b, ISER_HDR_LEN - 1, 8192, &m), ISER_MSG_NO_HDR);
+	/* More data than MaxRecvDataSegmentLength: lengths not to be trusted. */
+	cr_assert_eq(dmv_iser_msg_parse(b, n, 8, &m), ISER_MSG_BAD_BHS);
+	cr_assert_not_null(m.why);
+	b[0] = 0x50;
+	cr_assert_eq(dmv_iser_msg_parse(b, n, 8192, &m), ISER_MSG_BAD_OPCODE);
+	b[0] = (uint8_t)(ISER_OP_HELLO << 4);
+	cr_assert_eq(dmv_iser_msg_parse(b, ISER_HDR_LEN, 8192, &m), ISER_MSG_HELLO);
+	/* A Data-Out with an AHS (4 bytes, carried): the connection goes. */
+	n = send_msg(b, 0, ISC_OP_DATA_OUT, 1, 8, 4 + 8);
+	cr_assert_eq(dmv_iser_msg_parse(b, n, 8192, &m), ISER_MSG_DATAOUT_AHS);
+	/* A target opcode from the initiator: answered with a Reject, parts in place. */
+	n = send_msg(b, 0, ISC_OP_R2T, 0, 0, 0);
+	cr_assert_eq(dmv_iser_msg_parse(b, n, 8192, &m), ISER_MSG_REJECT);
+	cr_assert(m.bhs == b + ISER_HDR_LEN && m.reason);
+	/* libiscsi 1.19's write: 512 bytes of immediate data announced, none carried, a write
+	 * STag: taken, the data to come by RDMA Read. Without the STag it is an overrun. */
+	n = send_msg(b, ISER_WSV, ISC_OP_SCSI_CMD, 0, 512, 0);
+	cr_assert_eq(dmv_iser_msg_parse(b, n, 8192, &m), ISER_MSG_PDU);
+	cr_assert(m.no_imm && m.dsl == 0);
+	n = send_msg(b, 0, ISC_OP_SCSI_CMD, 0, 512, 0);
+	cr_assert_eq(dmv_iser_msg_parse(b, n, 8192, &m), ISER_MSG_OVERRUN);
+}
+
 Test(dmv_iser, target_cm_private_data)
 {
 	uint8_t b[ISER_CM_HDR_LEN];
