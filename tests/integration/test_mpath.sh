@@ -364,16 +364,16 @@ fi
 mp_result "packets silently dropped on one path: no I/O error, every byte verified" \
 	"worst stall" max_latency_ms
 mp_aborted "silent drop"
-# Timing here is a sanity bound, a few times the expected figure, so a loaded machine cannot
-# fail it; make bench (tests/bench/mpath.sh) measures the stall. The NOP probe finds the path
-# within about 2 s; its commands are then aborted, the abort and the LUN RESET go unanswered
-# for 1 s each, and the writes wait for the session's reinstatement (at most the LUN's no-path
-# wait, 4 s here): about 4-7 s for the slowest write.
+# The bound is twice the expected figure, so that a failover twice as slow fails; make bench
+# (tests/bench/mpath.sh) measures the stall. The NOP probe finds the path within about 2 s;
+# its commands are then aborted, the abort and the LUN RESET go unanswered for 1 s each, and
+# the writes wait for the session's reinstatement (at most the LUN's no-path wait, 4 s here):
+# about 4-7 s for the slowest write (4.1-5.4 s measured in make test, sanitized runs included).
 stall=$(mp_val max_latency_ms)
-if [ -n "$stall" ] && [ "$stall" -lt 20000 ]; then
-	pass "silent path: worst I/O stall ${stall} ms (about 4-7 s expected; bound 20 s)"
+if [ -n "$stall" ] && [ "$stall" -lt 14000 ]; then
+	pass "silent path: worst I/O stall ${stall} ms (about 4-7 s expected; bound 14 s)"
 else
-	fail "silent path stall" "${stall:-?} ms, bound 20000 ms (about 4-7 s expected)"
+	fail "silent path stall" "${stall:-?} ms, bound 14000 ms (about 4-7 s expected)"
 fi
 
 # 3. tgtd killed on B's path 1 (the second tgtd serves the same file), then restarted.
@@ -617,11 +617,11 @@ fi
 mp_run blackhole settle "$T_DIR/bh.json" 1
 mp_wait
 settle=$(mp_val settle_ms)
-# Expected: 2 logins x 2 s plus the backoff between them (at most 200 ms), the 16 in parallel.
-# The bound is a sanity bound, three times that (one at a time would take 64 s): make bench
-# measures the figure.
-if grep -q '^live: PASS' "$MP_OUT" && [ -n "$settle" ] && [ "$settle" -le 13000 ]; then
-	pass "16 black-holed back ends: start-up settled in ${settle} ms (about 4.2 s expected; bound 13 s)"
+# Expected: 2 logins x 2 s plus the backoff between them (at most 200 ms), the 16 in parallel
+# (one at a time would take 64 s): 4.3-4.4 s measured in make test. The bound is twice the
+# expected figure; make bench measures it.
+if grep -q '^live: PASS' "$MP_OUT" && [ -n "$settle" ] && [ "$settle" -le 8500 ]; then
+	pass "16 black-holed back ends: start-up settled in ${settle} ms (about 4.2 s expected; bound 8.5 s)"
 else
 	fail "black-holed start-up" "settled in ${settle:-?} ms: $(grep '^live:' "$MP_OUT")"
 fi
