@@ -501,7 +501,11 @@ EOF
 	ip netns exec "$NS_GW" "$T_TOOLS/isergw-bench" -q 32 -b 4096 -t 6 \
 		"$GW_URL" >"$T_DIR/bench-cut.log" 2>&1 &
 	BPID=$!
-	sleep 1
+	# Killed only once path 2 has commands in flight (the evidence that there is I/O to fail
+	# over: on a loaded machine the clients may take more than a second to log in).
+	MP_GW_ST=$T_DIR/state.busy.json
+	check "(7) I/O in flight on path 2 before the kill" \
+		t_wait_for 15 mp_gw_status_holds '.paths[1].inflight > 0'
 	t_fault "(7) kill tgtd b2" kill -KILL "$TGT_B2"
 	t_stop_pid "$TGT_B2" 2
 	# While it is dead: the control socket shows path 2 down with its last error, the other
