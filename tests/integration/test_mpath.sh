@@ -550,7 +550,9 @@ EOF
 		done
 	) &
 	VPID=$!
-	sleep 1
+	MP_GW_ST=$T_DIR/state.busy1.json
+	check "(7) I/O in flight on path 1 before its link goes down" \
+		t_wait_for 15 mp_gw_status_holds '.paths[0].inflight > 0'
 	t_fault "(7) link B1 down" ip -n "$NS_GW" link set "gB1$SFX" down
 	sleep 5
 	t_fault "(7) link B1 up" ip -n "$NS_GW" link set "gB1$SFX" up
