@@ -316,7 +316,7 @@ struct isc_mem_share {
 	struct gw_list node;		/* in gw->mem_shares */
 	unsigned int refs;
 	uint64_t bytes;
-	char key[ISC_NAME_MAX + 8];	/* "initiator NAME" or "address ADDR" */
+	char key[ISC_NAME_MAX + 16];	/* "initiator NAME" or "address ADDR" */
 };
 
 struct isc_conn_ops {
