@@ -885,7 +885,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 		snprintf(r->method, sizeof(r->method), "%s", method);
 		over = head_over(c, r, method, version, h->conf.header_max, &len);
 		if (over != API_E_COUNT) {
-			/* Refused before the body: MHD closes the connection after the reply. */
+			/* Refused before any body is read, as the framing below is. */
 			conn_busy(c);
 			r->too_large = true;
 			api_reply_err(r, over, NULL, "%s %zu bytes, over %zu (--header-max)",
