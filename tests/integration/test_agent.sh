@@ -251,13 +251,14 @@ expect "DELETE unknown session" 404 not_found
 # Events: a change shows up on the stream.
 curl -s -N -H "Authorization: Bearer $READ" "$URL/api/v1/events" >"$T_DIR/events.out" 2>&1 &
 EV=$!
-sleep 0.5
+# The change is made once the stream said hello (it is subscribed), and the stream is read
+# until the change arrives: waits on what happened, not on a time.
+check "the event stream says hello" t_wait_for 10 grep -q '^event: hello' "$T_DIR/events.out"
 api PUT /api/v1/targets/$IQN "{\"alias\":\"evented\",\"allow_any_initiator\":true,\"portals\":[\"tcp0\"]}"
-sleep 0.5
+check "the event stream reports the change" \
+	t_wait_for 10 grep -q '^event: config' "$T_DIR/events.out"
 kill "$EV" 2>/dev/null
 wait "$EV" 2>/dev/null
-check "the event stream says hello and reports the change" bash -c \
-	"grep -q '^event: hello' '$T_DIR/events.out' && grep -q '^event: config' '$T_DIR/events.out'"
 
 # ---- the CLI ------------------------------------------------------------------------------
 

@@ -199,9 +199,8 @@ S2="--portal $PORTAL --target $TGT2"
 timeout -k 5 60 $HOSTILE sessions $S2 --src 127.0.0.6 --initiator iqn.1994-05.com.example:a \
 	--count 3 --expect-list 0,0,0x0302 --hold 6 >"$T_DIR/sessions-a.out" 2>&1 &
 SA=$!
-sleep 2
 check "max_sessions_per_initiator: third session of one initiator refused (0x0302)" \
-	grep -q "statuses as expected" "$T_DIR/sessions-a.out"
+	t_wait_for 10 grep -q "statuses as expected" "$T_DIR/sessions-a.out"
 check "max_sessions: a fourth session (another initiator) refused (0x0302)" \
 	timeout -k 5 30 $HOSTILE sessions $S2 --src 127.0.0.6 \
 	--initiator iqn.1994-05.com.example:b --count 2 --expect-list 0,0x0302
@@ -258,8 +257,10 @@ else
 fi
 alive end
 
-# Bounded memory and descriptors: after everything left, near where they started.
-sleep 1
+# Bounded memory and descriptors: after everything left (no connection or session in the
+# state), near where they started.
+no_conns() { [ "$(state | jfield 'x["connections"] + len(x["sessions"])')" = 0 ]; }
+t_wait_for 10 no_conns
 RSS1=$(rss_kb)
 FD1=$(nfds)
 t_log "gateway after: RSS $RSS1 kB (before $RSS0 kB), $FD1 fds (before $FD0)"

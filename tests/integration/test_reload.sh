@@ -122,16 +122,18 @@ if [ -x "$T_BUILD/isergw-agent" ]; then
 			curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" \
 				"http://$T_HOST:$AP_PORT/api/v1/targets"
 		}
+		code_is() { [ "$(code)" = "$1" ]; }
 		c1=$(code)
 		kill -HUP "$AP"
-		sleep 0.3
+		# The signal is handled on the agent's loop: asked again until it answers 200 (5 s).
+		t_wait_for 5 code_is 200
 		c2=$(code)
 		[ "$c1" = 401 ] && [ "$c2" = 200 ] && t_alive "$AP" &&
 			pass "agent SIGHUP reads the token list again (401 before, 200 after)" ||
 			fail "agent SIGHUP" "HTTP $c1 before, $c2 after"
 		echo '{' >"$ST/tokens.json"
 		kill -HUP "$AP"
-		sleep 0.3
+		t_wait_for 5 grep -q "keeping the 2 tokens in use" "$T_DIR/agent.log"
 		c3=$(code)
 		[ "$c3" = 200 ] && grep -q "keeping the 2 tokens in use" "$T_DIR/agent.log" &&
 			pass "agent SIGHUP with a broken token list keeps the tokens in use" ||
