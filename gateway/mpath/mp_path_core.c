@@ -47,6 +47,21 @@ void mp_path_core_init(struct mp_path *p)
 	gw_defer_init(&p->teardown, mp_path_teardown_fn);
 }
 
+/* The path's connection goes (a failure or a refusal, state and retry time already set): its
+ * pending checks and task management end, the teardown runs off this call, the owner hears. */
+static void mp_path_drop(struct mp_path *p)
+{
+	struct mp_lun *lun = p->lun;
+
+	p->eng->drop(p);
+	p->check_pending = false;
+	p->nop_pending = false;
+	p->tmf = MP_TMF_NONE;
+	p->tmf_gen++;
+	gw_defer_queue(lun->loop, &p->teardown);
+	p->owner->changed(lun, p);
+}
+
 void mp_path_fail(struct mp_path *p, const char *fmt, ...)
 {
 	struct mp_lun *lun = p->lun;
@@ -71,13 +86,7 @@ void mp_path_fail(struct mp_path *p, const char *fmt, ...)
 	mp_path_set_state(p, MP_PATH_DOWN, p->last_error);
 	gw_dbg(MP_LOG, "%s: path %s: next login in %llu ms", lun->name, p->url,
 	       (unsigned long long)delay);
-	p->eng->drop(p);
-	p->check_pending = false;
-	p->nop_pending = false;
-	p->tmf = MP_TMF_NONE;
-	p->tmf_gen++;
-	gw_defer_queue(lun->loop, &p->teardown);
-	p->owner->changed(lun, p);
+	mp_path_drop(p);
 }
 
 void mp_path_refuse(struct mp_path *p, const char *msg)
@@ -92,13 +101,7 @@ void mp_path_refuse(struct mp_path *p, const char *msg)
 	p->errors++;
 	p->next_attempt_ms = gw_now_ms() + lun->conf.reconnect_max_ms;
 	mp_path_set_state(p, MP_PATH_REFUSED, "not the LUN's device");
-	p->eng->drop(p);
-	p->check_pending = false;
-	p->nop_pending = false;
-	p->tmf = MP_TMF_NONE;
-	p->tmf_gen++;
-	gw_defer_queue(lun->loop, &p->teardown);
-	p->owner->changed(lun, p);
+	mp_path_drop(p);
 }
 
 const char *mp_status_text(int status)

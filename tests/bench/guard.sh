@@ -23,6 +23,8 @@
 # tests/vm/run.sh. The guest's gateway runs with its default loops (one per vCPU: two).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+# shellcheck source=tests/bench/round-ratio.sh
+. "$(dirname "$0")/round-ratio.sh"
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 FLOORS=${BENCH_GUARD_FLOORS:-$ROOT/tests/bench/guard-floors.txt}
@@ -83,16 +85,10 @@ case " $PARTS " in
 	grep -E '^  (ok|FAIL|skip)|^vm:' "$T_DIR/vm.log" | sed 's/^  /  vm: /'
 	SHARE=${VM_DIR:-$ROOT/build/vm}/run/share
 	DATA=$SHARE/bench-iser.txt
-	# vratio A B ROW FIELD: the median over the rounds of A/B within a round (as vm-iser.sh).
+	# vratio A B ROW FIELD: the median over the rounds of A/B within a round, as vm-iser.sh.
 	vratio() {
 		[ -r "$DATA" ] || { echo -; return; }
-		awk -v a="$1" -v b="$2" -v r="$3" -v f="$4" '
-			$3 == r && $f != "-" { x[$1 ":" $2, $6] = $f; rounds[$6] = 1 }
-			END { for (k in rounds) if ((a, k) in x && (b, k) in x && x[b, k] > 0)
-				print x[a, k] / x[b, k] }' "$DATA" | sort -g |
-			awk '{ v[NR] = $1 } END { if (!NR) { print "-"; exit }
-				m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-				printf "%.2f\n", m }'
+		bench_round_ratio "$DATA" "$@"
 	}
 	x=$(vratio isergwd:tcp tgtd:tcp randread-4k-qd32 4)
 	check vm/randread-4k-qd32/tcp/gateway-tgt "$x"

@@ -18,6 +18,8 @@
 # figures: $VM_DIR/run/share/bench-iser-state.json and bench-iser-isergwd.log.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
+# shellcheck source=tests/bench/round-ratio.sh
+. "$(dirname "$0")/round-ratio.sh"
 
 BENCH_VM_SECS=${BENCH_VM_SECS:-5}
 BENCH_VM_ROUNDS=${BENCH_VM_ROUNDS:-3}
@@ -79,17 +81,8 @@ fig() {
 	awk -v t="$1" -v tr="$2" -v r="$3" -v f="$4" \
 		'$1 == t && $2 == tr && $3 == r && $f != "-" { print $f }' "$DATA" | median
 }
-# rratio A B ROW FIELD (A and B as TARGET:TRANSPORT): A/B per round, both measured in the same
-# round; prints the median ratio and the range over the rounds, "-" when no round has both.
-rratio() {
-	awk -v a="$1" -v b="$2" -v r="$3" -v f="$4" '
-		$3 == r && $f != "-" { x[$1 ":" $2, $6] = $f; rounds[$6] = 1 }
-		END { for (k in rounds) if ((a, k) in x && (b, k) in x && x[b, k] > 0)
-			print x[a, k] / x[b, k] }' "$DATA" | sort -g |
-		awk '{ v[NR] = $1 } END { if (!NR) { print "-"; exit }
-			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-			if (NR == 1) printf "%.2f", m; else printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'
-}
+# rratio A B ROW FIELD: A/B per round, median and range (tests/bench/round-ratio.sh).
+rratio() { bench_round_ratio "$DATA" "$@" range; }
 # why TARGET TRANSPORT: the guest's reason for a target it skipped.
 why() {
 	awk -v t="$1" -v tr="$2" '$1 == t && $2 == tr && $4 == "skip" {

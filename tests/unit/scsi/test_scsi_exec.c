@@ -777,18 +777,18 @@ static void order_done(struct scsi_cmd *cmd)
 	order[norder++] = (int)cmd->tag;
 }
 
-Test(scsi_task_set, ordered_waits_for_older_and_blocks_newer, .init = task_setup,
-     .fini = task_teardown)
+/* A one-block READ (tag 0), an ORDERED TEST UNIT READY (tag 1) and a TEST UNIT READY with
+ * attribute last (tag 2), submitted in that order and waited for; order[] says how they ended. */
+static void read_then_two_turs(struct tcmd t[3], uint8_t *b, uint32_t len,
+			       enum scsi_task_attr last)
 {
-	uint8_t b[512];
-	struct tcmd t[3];
-
 	norder = 0;
-	tcmd_prep(&e, &t[0], e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
+	tcmd_prep(&e, &t[0], e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, len,
 		  SCSI_DIR_READ);
 	tcmd_prep(&e, &t[1], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
 	tcmd_prep(&e, &t[2], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
 	t[1].cmd.attr = SCSI_ATTR_ORDERED;
+	t[2].cmd.attr = last;
 	for (int i = 0; i < 3; i++) {
 		t[i].cmd.tag = (uint64_t)i;
 		t[i].cmd.done = order_done;
@@ -796,6 +796,15 @@ Test(scsi_task_set, ordered_waits_for_older_and_blocks_newer, .init = task_setup
 	}
 	for (int i = 0; i < 3; i++)
 		tcmd_wait(&e, &t[i]);
+}
+
+Test(scsi_task_set, ordered_waits_for_older_and_blocks_newer, .init = task_setup,
+     .fini = task_teardown)
+{
+	uint8_t b[512];
+	struct tcmd t[3];
+
+	read_then_two_turs(t, b, sizeof(b), SCSI_ATTR_SIMPLE);
 	/* Without ordering the two TURs (no I/O) would finish before the read. */
 	cr_assert_eq(norder, 3);
 	cr_assert_eq(order[0], 0);
@@ -831,20 +840,7 @@ Test(scsi_task_set, head_of_queue_passes_a_waiting_ordered_command, .init = task
 	struct tcmd t[3];
 	int pos[3];
 
-	norder = 0;
-	tcmd_prep(&e, &t[0], e.a, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), b, sizeof(b),
-		  SCSI_DIR_READ);
-	tcmd_prep(&e, &t[1], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
-	tcmd_prep(&e, &t[2], e.a, 0, CDB(0x00, 0, 0, 0, 0, 0), NULL, 0, SCSI_DIR_NONE);
-	t[1].cmd.attr = SCSI_ATTR_ORDERED;
-	t[2].cmd.attr = SCSI_ATTR_HEAD_OF_QUEUE;
-	for (int i = 0; i < 3; i++) {
-		t[i].cmd.tag = (uint64_t)i;
-		t[i].cmd.done = order_done;
-		scsi_cmd_submit(&t[i].cmd);
-	}
-	for (int i = 0; i < 3; i++)
-		tcmd_wait(&e, &t[i]);
+	read_then_two_turs(t, b, sizeof(b), SCSI_ATTR_HEAD_OF_QUEUE);
 	cr_assert_eq(norder, 3);
 	for (int i = 0; i < 3; i++)
 		pos[order[i]] = i;
