@@ -48,6 +48,9 @@ json_t *api_write_begin(struct api_req *r);
  * (stolen; NULL: 204). Errors name fields relative to prefix. Always returns 0. */
 int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t *body,
 		     const char *prefix);
+/* The write being built may make a LUN smaller in service (resize with force): its apply
+ * says "shrink" to the gateway. Before api_write_finish. */
+void api_write_allow_shrink(struct api_req *r);
 /* The next waiting write may run. */
 void api_write_release(struct api_agent *ag);
 /* A write holds the configuration (between api_write_begin and its reply). */

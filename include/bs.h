@@ -131,6 +131,29 @@ void bs_shutdown(struct bs *bs);
  */
 enum { BS_MAPPED = 0, BS_DEALLOCATED = 1 };
 int bs_map(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent);
+/*
+ * Online resize, in two steps, both from loop 0 (each runs on the backstore's loop), so an
+ * apply can still be refused between them with nothing lost:
+ * - prepare: size > 0 is the new size in bytes; 0 measures what the backstore stands on (a
+ *   block device or file resized from outside). A smaller size than now is refused unless
+ *   BS_RESIZE_SHRINK; growth happens here (a file extended, with BS_RESIZE_ALLOCATE allocated
+ *   with fallocate instead of left sparse; a device checked to be that large), and the LU still
+ *   sees the old size. *out is the size commit takes. errs names "size". -EOPNOTSUPP: the kind
+ *   cannot (ram, remote: a remote LUN follows its back end's capacity events).
+ * - commit: the backstore is out bytes from now; its LU hears of it (BS_EV_CAPACITY: 2A/09 to
+ *   every I_T nexus); a file cut to a smaller size is truncated after that.
+ */
+#define BS_RESIZE_SHRINK	1u
+#define BS_RESIZE_ALLOCATE	2u
+int bs_resize_prepare(struct bs *bs, uint64_t size, unsigned flags, uint64_t *out,
+		      struct gw_errlist *errs);
+void bs_resize_commit(struct bs *bs, uint64_t size);
+/* Whether bs_resize_prepare can work on this kind of backstore. */
+bool bs_can_resize(const struct bs *bs);
+/* A remote backstore reads its back end's capacity again (every path, at once); a change
+ * arrives later as BS_EV_CAPACITY. From loop 0. -EOPNOTSUPP for the other kinds. */
+int bs_recheck_capacity(struct bs *bs);
+
 /* Live state for the control socket (remote: paths, policies, counters), or NULL. */
 json_t *bs_status(struct bs *bs);
 

@@ -108,9 +108,21 @@ json_t *ctl_loops_state(const struct ctl_loops *ls);
  * portals are opened first; if one fails nothing changes and errs says why (-EINVAL). Sessions
  * of removed targets, of initiators no longer admitted and of removed portals are closed; a
  * removed LUN with commands in flight goes once they drain (new commands to it get LOGICAL UNIT
- * NOT SUPPORTED meanwhile). Takes conf over in every case. 0 or -errno.
+ * NOT SUPPORTED meanwhile). A LUN whose backstore differs only in size is resized in service
+ * (bs_resize_prepare/commit: the LU, its sessions, commands and reservations stay, hosts get
+ * 2A/09); a smaller size is refused unless flags has CTL_APPLY_SHRINK. Takes conf over in every
+ * case. 0 or -errno.
  */
-int ctl_gw_apply(struct ctl_gw *g, struct isc_gw_conf *conf, struct gw_errlist *errs);
+#define CTL_APPLY_SHRINK	1u
+int ctl_gw_apply(struct ctl_gw *g, struct isc_gw_conf *conf, unsigned flags,
+		 struct gw_errlist *errs);
+/* The LU of target's LUN takes the size of what its backstore stands on now (a block device or
+ * file resized from outside; its configuration gives no size). Smaller only with
+ * CTL_APPLY_SHRINK. *size: the new size in bytes. A remote LUN's paths read the back end's
+ * capacity again instead: *pending, *size the size until the answer. 0, or -errno with errs
+ * naming the field. */
+int ctl_gw_lun_rescan(struct ctl_gw *g, const char *target, uint64_t lun, unsigned flags,
+		      uint64_t *size, bool *pending, struct gw_errlist *errs);
 /* ctl_state.c: live state: portals, targets with per-LUN counters, sessions with connections
  * (new reference). */
 json_t *ctl_gw_state(struct ctl_gw *g);

@@ -142,6 +142,9 @@ enum mp_lun_state mp_lun_state(const struct mp_lun *lun);
 uint64_t mp_lun_size(const struct mp_lun *lun);
 bool mp_lun_can_unmap(const struct mp_lun *lun);
 void mp_lun_caps(const struct mp_lun *lun, struct mp_lun_caps *out);
+/* Every logged-in path reads the back end's capacity again at once; a change reaches the
+ * capacity_changed op (an operator's request: the back end grew without telling). */
+void mp_lun_recheck_capacity(struct mp_lun *lun);
 uint64_t mp_lun_inflight(const struct mp_lun *lun);
 const char *mp_lun_name(const struct mp_lun *lun);
 /* {state, identity, size, policy..., paths: [{url, state, group, priority, alua, errors,

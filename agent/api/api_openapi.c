@@ -141,6 +141,12 @@ static json_t *schemas(void)
 		"additionalProperties", 0));
 	json_object_set_new(sc, "TargetList", list_of("targets", "Target"));
 	json_object_set_new(sc, "LunList", list_of("luns", "Lun"));
+	json_object_set_new(sc, "LunResize", json_pack(
+		"{s:s, s:b, s:{s:{s:[s,s], s:s}, s:{s:s, s:s}}}", "type", "object",
+		"additionalProperties", 0, "properties", "size", "type", "integer", "string",
+		"description", "the new size: bytes, or with a suffix (\"2G\"); absent: measure "
+		"a block device or file grown from outside", "force", "type", "boolean",
+		"description", "allow a smaller size (cuts off data)"));
 	json_object_set_new(sc, "AclList", list_of("acls", "Acl"));
 	/* A listed portal also carries its live status (api_live.c), read-only. */
 	o = table(conf_portal_keys);

@@ -20,6 +20,7 @@ int api_h_lun_create(struct api_req *r);
 int api_h_lun_get(struct api_req *r);
 int api_h_lun_put(struct api_req *r);
 int api_h_lun_delete(struct api_req *r);
+int api_h_lun_resize(struct api_req *r);
 int api_h_acls_list(struct api_req *r);
 int api_h_acl_create(struct api_req *r);
 int api_h_acl_get(struct api_req *r);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * /api/v1/targets/{target}/luns: a target's LUNs, each with its backstore (file, block, ram,
- * null). A new LUN without a number gets the lowest free one.
+ * null, remote). A new LUN without a number gets the lowest free one. .../resize changes a
+ * LUN's size in service (docs/OPERATIONS.md).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +35,32 @@ static int lun_param(struct api_req *r, uint64_t *lun)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* A write to LUN lun of the path's target: the configuration's copy (api_write_begin), with the
+ * LUN's index in the target's *luns at *i and the target's at *ti. NULL with the reply set (a
+ * stale If-Match, 404 for the target or the LUN, ...). */
+static json_t *lun_write_begin(struct api_req *r, uint64_t lun, ssize_t *ti, json_t **luns,
+			       ssize_t *i)
+{
+	json_t *cfg = api_write_begin(r), *t;
+
+	if (!cfg)
+		return NULL;
+	t = api_find_target(r, cfg, r->params[0], ti);
+	if (!t) {
+		json_decref(cfg);
+		return NULL;
+	}
+	*luns = api_conf_array(t, "luns");
+	*i = api_conf_find_lun(*luns, lun);
+	if (*i < 0) {
+		api_reply_err(r, API_E_NOT_FOUND, NULL, "target %s has no LUN %llu", r->params[0],
+			      (unsigned long long)lun);
+		json_decref(cfg);
+		return NULL;
+	}
+	return cfg;
 }
 
 /* The LUN's live backstore status from the gateway's last state answer (docs/CONTROL.md), or
@@ -127,7 +154,7 @@ out:
 
 int api_h_lun_put(struct api_req *r)
 {
-	json_t *body = api_req_json(r), *cfg = NULL, *t, *luns, *l;
+	json_t *body = api_req_json(r), *cfg = NULL, *luns, *l;
 	char prefix[80];
 	uint64_t lun;
 	ssize_t ti, i;
@@ -145,19 +172,9 @@ int api_h_lun_put(struct api_req *r)
 	}
 	json_object_set_new(body, "lun", json_integer((json_int_t)lun));
 	json_object_del(body, "status");
-	cfg = api_write_begin(r);
+	cfg = lun_write_begin(r, lun, &ti, &luns, &i);
 	if (!cfg)
 		goto out;
-	t = api_find_target(r, cfg, r->params[0], &ti);
-	if (!t)
-		goto out;
-	luns = api_conf_array(t, "luns");
-	i = api_conf_find_lun(luns, lun);
-	if (i < 0) {
-		api_reply_err(r, API_E_NOT_FOUND, NULL, "target %s has no LUN %llu", r->params[0],
-			      (unsigned long long)lun);
-		goto out;
-	}
 	json_array_set(luns, (size_t)i, body);
 	snprintf(prefix, sizeof(prefix), "targets[%zd].luns[%zd]", ti, i);
 	return api_write_finish(r, cfg, 200, body, prefix);
@@ -169,28 +186,119 @@ out:
 
 int api_h_lun_delete(struct api_req *r)
 {
-	json_t *cfg, *t, *luns;
+	json_t *cfg, *luns;
 	uint64_t lun;
-	ssize_t i;
+	ssize_t ti, i;
 
 	if (lun_param(r, &lun))
 		return 0;
-	cfg = api_write_begin(r);
+	cfg = lun_write_begin(r, lun, &ti, &luns, &i);
 	if (!cfg)
 		return 0;
-	t = api_find_target(r, cfg, r->params[0], NULL);
-	if (!t) {
-		json_decref(cfg);
-		return 0;
-	}
-	luns = api_conf_array(t, "luns");
-	i = api_conf_find_lun(luns, lun);
-	if (i < 0) {
-		api_reply_err(r, API_E_NOT_FOUND, NULL, "target %s has no LUN %llu", r->params[0],
-			      (unsigned long long)lun);
-		json_decref(cfg);
-		return 0;
-	}
 	json_array_remove(luns, (size_t)i);
 	return api_write_finish(r, cfg, 204, NULL, NULL);
+}
+
+/* ---- POST .../luns/{lun}/resize ------------------------------------------------------- */
+
+static void on_rescan(void *ctx, int err, json_t *reply)
+{
+	struct api_req *r = ctx;
+
+	if (err < 0) {
+		api_reply_errno(r, err, NULL);
+	} else if (json_is_true(json_object_get(reply, "ok"))) {
+		/* pending: a remote LUN's paths are reading the back end's size; a change
+		 * follows as CAPACITY DATA HAS CHANGED to its hosts. */
+		api_reply_json(r, 200, json_pack("{s:O, s:b}", "size", json_object_get(reply, "size"),
+						 "pending", json_is_true(json_object_get(reply,
+									   "pending"))));
+	} else {
+		const char *code = json_string_value(json_object_get(reply, "code"));
+		const char *msg = json_string_value(json_object_get(reply, "message"));
+
+		api_reply_err(r, code && !strcmp(code, "not_found") ? API_E_NOT_FOUND :
+			      API_E_APPLY_FAILED, "size", "%s", msg ? msg : "refused");
+	}
+	api_req_resume(r);
+}
+
+/* {"size": N | "2G", "force": bool}: the stored size changes and the gateway resizes the LU in
+ * place (ctl_gw_apply). Without "size" the gateway measures a block device or file grown from
+ * outside again; the configuration does not change. */
+int api_h_lun_resize(struct api_req *r)
+{
+	json_t *body = api_req_json(r), *cfg = NULL, *luns, *l, *bs, *size, *v;
+	const char *type, *key;
+	char prefix[80];
+	bool force = false;
+	uint64_t lun;
+	ssize_t ti, i;
+	int rc;
+
+	if (!body)
+		return 0;
+	if (lun_param(r, &lun))
+		goto out;
+	json_object_foreach(body, key, v)
+		if (strcmp(key, "size") && strcmp(key, "force")) {
+			api_reply_err(r, API_E_INVALID, key, "unknown key: a resize takes \"size\" "
+				      "and \"force\"");
+			goto out;
+		}
+	v = json_object_get(body, "force");
+	if (v && !json_is_boolean(v)) {
+		api_reply_err(r, API_E_INVALID, "force", "must be true or false");
+		goto out;
+	}
+	force = json_is_true(v);
+	size = json_object_get(body, "size");
+	if (size && !(json_is_integer(size) && json_integer_value(size) > 0) &&
+	    !json_is_string(size)) {
+		api_reply_err(r, API_E_INVALID, "size", "a size is a positive number of bytes or a "
+			      "string such as \"2G\"");
+		goto out;
+	}
+	cfg = lun_write_begin(r, lun, &ti, &luns, &i);
+	if (!cfg)
+		goto out;
+	l = json_array_get(luns, (size_t)i);
+	bs = json_object_get(l, "backstore");
+	type = json_string_value(json_object_get(bs, "type"));
+	if (type && !strcmp(type, "remote") && size) {
+		api_reply_err(r, API_E_INVALID, "size", "a remote LUN has its back end's size: grow "
+			      "it there and the gateway follows (without \"size\", its paths read "
+			      "the capacity again now; docs/OPERATIONS.md)");
+		goto out;
+	}
+	if (type && !strcmp(type, "ram")) {
+		api_reply_err(r, API_E_INVALID, "size", "a ram LUN cannot change size in service "
+			      "(its blocks would be lost); a PUT replaces it");
+		goto out;
+	}
+	if (!size) {
+		/* Measured again by the gateway: nothing stored changes. */
+		json_decref(cfg);
+		json_decref(body);
+		if (!api_gwc_connected(r->ag->gwc))
+			return -ENOTCONN;
+		rc = api_gwc_call(r->ag->gwc, json_pack("{s:s, s:s, s:I, s:b}", "op", "lun_rescan",
+							 "target", r->params[0], "lun",
+							 (json_int_t)lun, "shrink", force),
+				  on_rescan, r);
+		if (rc)
+			return rc;
+		api_req_suspend(r);
+		return 0;
+	}
+	json_object_set(bs, "size", size);
+	if (force)
+		api_write_allow_shrink(r);
+	snprintf(prefix, sizeof(prefix), "targets[%zd].luns[%zd]", ti, i);
+	json_decref(body);
+	return api_write_finish(r, cfg, 200, json_deep_copy(l), prefix);
+out:
+	json_decref(cfg);
+	json_decref(body);
+	return 0;
 }

@@ -43,6 +43,11 @@ const struct api_route api_routes[] = {
 	  "Show a LUN", NULL, "Lun", NULL),
 	R("PUT", "/targets/{target}/luns/{lun}", API_ROLE_ADMIN, api_h_lun_put, API_RF_WRITE, 200,
 	  "luns", "Replace a LUN's settings", "Lun", "Lun", NULL),
+	R("POST", "/targets/{target}/luns/{lun}/resize", API_ROLE_ADMIN, api_h_lun_resize,
+	  API_RF_WRITE, 200, "luns", "Resize a LUN in service: its sessions, commands and "
+	  "reservations stay, hosts get CAPACITY DATA HAS CHANGED; without size, a block device or "
+	  "file grown from outside is measured again; smaller only with force", "LunResize",
+	  "Lun", NULL),
 	R("DELETE", "/targets/{target}/luns/{lun}", API_ROLE_ADMIN, api_h_lun_delete,
 	  API_RF_WRITE, 204, "luns", "Remove a LUN", NULL, NULL, NULL),
 

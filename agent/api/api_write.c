@@ -35,6 +35,7 @@ struct api_wreq {
 	char *prefix;
 	const char *gw_status;		/* what the gateway said, while the store answers */
 	bool storing;			/* the store's answer is awaited (api_store_commit_async) */
+	bool shrink;			/* the apply may make a LUN smaller */
 };
 
 static struct api_wreq *wreq(struct api_req *r)
@@ -210,6 +211,14 @@ static bool etag_matches(const char *hdr, uint64_t gen)
 		p = e + 1;
 	}
 	return hit;
+}
+
+void api_write_allow_shrink(struct api_req *r)
+{
+	struct api_wreq *w = wreq(r);
+
+	if (w)
+		w->shrink = true;
 }
 
 json_t *api_write_begin(struct api_req *r)
@@ -408,9 +417,9 @@ int api_write_finish(struct api_req *r, json_t *cfg, unsigned int status, json_t
 		write_commit(r, ag->gwc ? "unreachable" : "none");
 		return 0;
 	}
-	rc = api_gwc_call(ag->gwc, json_pack("{s:s, s:o}", "op", "apply", "config",
-					      api_cluster_gw_config(ag->cluster, cfg)),
-			  on_apply_reply, r);
+	rc = api_gwc_call(ag->gwc, json_pack("{s:s, s:o, s:b}", "op", "apply", "config",
+					      api_cluster_gw_config(ag->cluster, cfg), "shrink",
+					      w->shrink), on_apply_reply, r);
 	if (rc) {
 		write_commit(r, "unreachable");
 		return 0;

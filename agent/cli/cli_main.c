@@ -32,6 +32,7 @@ static void usage(FILE *f)
 "  target list | show IQN | create IQN [k=v..] | set IQN k=v.. | delete IQN\n"
 "  lun list IQN | show IQN LUN | create IQN [LUN] k=v.. | set IQN LUN k=v.. | delete IQN LUN\n"
 "      | paths IQN LUN (back-end paths and their live state)\n"
+"      | resize IQN LUN [SIZE] [--force] (in service; no SIZE: measure the device again)\n"
 "  acl list IQN | show IQN INITIATOR | add IQN INITIATOR [k=v..] | set IQN INITIATOR k=v..\n"
 "      | delete IQN INITIATOR\n"
 "  portal list | show NAME | create NAME [k=v..] | set NAME k=v.. | delete NAME\n"
@@ -332,6 +333,62 @@ static int lun_paths(struct cli *c, const char *path, int argc, char **argv)
 	return CLI_OK;
 }
 
+/* lun resize IQN LUN [SIZE] [--force]: in service (sessions and reservations stay); without
+ * SIZE a block device or file grown from outside is measured again. */
+static int lun_resize(struct cli *c, const char *path, int argc, char **argv)
+{
+	json_t *o = json_object(), *j;
+	char *p = NULL, *body;
+	char *end;
+	long long n;
+	int rc;
+
+	if (argc > 1 || !o) {
+		json_decref(o);
+		return CLI_EUSAGE;
+	}
+	if (argc == 1) {
+		/* A plain number is bytes; anything else ("2G") goes as a string to be judged by
+		 * the agent, as the configuration's sizes are. */
+		errno = 0;
+		n = strtoll(argv[0], &end, 10);
+		json_object_set_new(o, "size", !errno && !*end && end != argv[0] ?
+				    json_integer(n) : json_string(argv[0]));
+	}
+	if (c->force)
+		json_object_set_new(o, "force", json_true());
+	body = dump(o);		/* takes o */
+	if (!body || asprintf(&p, "%s/resize", path) < 0) {
+		free(body);
+		return CLI_EUSAGE;
+	}
+	rc = call(c, "POST", p, body, &j, NULL);
+	free(p);
+	free(body);
+	if (rc)
+		return rc;
+	if (c->json)
+		cli_print_json(j);
+	else if (!c->quiet) {
+		/* The LUN as stored, or for a measurement {"size": bytes}. */
+		json_t *sz = json_object_get(j, "size");
+		char *cell;
+
+		if (!sz)
+			sz = json_object_get(json_object_get(j, "backstore"), "size");
+		cell = sz ? cli_cell(sz) : NULL;
+		if (json_is_true(json_object_get(j, "pending")))
+			printf("the back end's capacity is being read again (now %s bytes); its hosts "
+			       "are told if it changed\n", cell ? cell : "?");
+		else
+			printf("resized in service: %s%s\n", cell ? cell : "?",
+			       json_is_integer(sz) ? " bytes" : "");
+		free(cell);
+	}
+	json_decref(j);
+	return CLI_OK;
+}
+
 /* ---- the resources: one table drives list / show / create / set / delete ---------------- */
 
 enum cli_verb_kind {
@@ -361,7 +418,7 @@ struct cli_res {
 	bool id_opt_int;		/* CREATE: the ID is optional and a number (a LUN) */
 	const char *const *cols, *const *fields;
 	size_t ncols;
-	struct cli_verb verbs[6];	/* ends with .name = NULL */
+	struct cli_verb verbs[7];	/* ends with .name = NULL */
 };
 
 static const char *const target_cols[] = { "NAME", "ALIAS", "PORTALS", "LUNS", "ACLS",
@@ -388,7 +445,8 @@ static const struct cli_res cli_res[] = {
 	{ "target", "/targets", 0, false, "targets", "name", false, target_cols, target_f, 7,
 	  { CLI_CRUD("create") } },
 	{ "lun", "/targets/{}/luns", 1, false, "luns", "lun", true, lun_cols, lun_f, 6,
-	  { CLI_CRUD("create"), { "paths", CLI_V_SHOW, lun_paths, NULL, NULL } } },
+	  { CLI_CRUD("create"), { "paths", CLI_V_SHOW, lun_paths, NULL, NULL },
+	    { "resize", CLI_V_SHOW, lun_resize, NULL, NULL } } },
 	{ "acl", "/targets/{}/acls", 1, false, "acls", "name", false, acl_cols, acl_f, 3,
 	  { CLI_CRUD("add") } },
 	{ "portal", "/portals", 0, false, "portals", "name", false, portal_cols, portal_f, 4,
@@ -614,11 +672,16 @@ static int run(struct cli *c, int argc, char **argv, bool dry)
 
 	argc--;
 	argv++;
-	if ((c->apply || c->force) && (strcmp(cmd, "bond") || argc < 1 || strcmp(argv[0], "set"))) {
-		fprintf(stderr, "isergwctl: --apply and --force go with \"bond set\" only\n");
+	if (c->apply && (strcmp(cmd, "bond") || argc < 1 || strcmp(argv[0], "set"))) {
+		fprintf(stderr, "isergwctl: --apply goes with \"bond set\" only\n");
 		return CLI_EUSAGE;
 	}
-	if (c->force && !c->apply) {
+	if (c->force && !(argc >= 1 && ((!strcmp(cmd, "bond") && !strcmp(argv[0], "set")) ||
+					(!strcmp(cmd, "lun") && !strcmp(argv[0], "resize"))))) {
+		fprintf(stderr, "isergwctl: --force goes with \"bond set\" and \"lun resize\" only\n");
+		return CLI_EUSAGE;
+	}
+	if (c->force && !c->apply && !strcmp(cmd, "bond")) {
 		fprintf(stderr, "isergwctl: --force goes with --apply\n");
 		return CLI_EUSAGE;
 	}

@@ -217,3 +217,132 @@ json_t *bs_status(struct bs *bs)
 {
 	return bs && bs->ops->status ? bs->ops->status(bs) : NULL;
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Online resize */
+
+bool bs_can_resize(const struct bs *bs)
+{
+	return bs->ops->measure && bs->ops->grow;
+}
+
+struct bs_resize {
+	struct bs *bs;
+	uint64_t size;
+	unsigned flags;
+	uint64_t out;
+	struct gw_errlist *errs;
+};
+
+static int bs_resize_prepare_fn(void *arg)
+{
+	struct bs_resize *a = arg;
+	struct bs *bs = a->bs;
+	uint64_t size = a->size;
+	int r;
+
+	if (!size) {
+		r = bs->ops->measure(bs, &size);
+		if (r < 0) {
+			gw_errlist_add(a->errs, "size", "cannot read the size of %s: %s",
+				       bs->conf.path ? bs->conf.path : bs->ops->name, strerror(-r));
+			return r;
+		}
+		size -= size % bs->block_size;
+		if (!size) {
+			gw_errlist_add(a->errs, "size", "%s is now smaller than one block",
+				       bs->conf.path ? bs->conf.path : bs->ops->name);
+			return -EINVAL;
+		}
+	} else if (size % bs->block_size) {
+		gw_errlist_add(a->errs, "size", "%llu is not a multiple of the block size %u",
+			       (unsigned long long)size, bs->block_size);
+		return -EINVAL;
+	}
+	if (size < bs->size && !(a->flags & BS_RESIZE_SHRINK)) {
+		gw_errlist_add(a->errs, "size", "shrinking from %llu to %llu bytes cuts off data "
+			       "hosts may hold; refused (force it with \"force\": true)",
+			       (unsigned long long)bs->size, (unsigned long long)size);
+		return -EPERM;
+	}
+	if (size > bs->size && bs->readonly) {
+		gw_errlist_add(a->errs, "size", "the backstore is read-only: it cannot grow");
+		return -EROFS;
+	}
+	if (size > bs->size && a->size) {
+		r = bs->ops->grow(bs, size, a->flags & BS_RESIZE_ALLOCATE);
+		if (r < 0) {
+			gw_errlist_add(a->errs, "size", "cannot grow %s to %llu bytes: %s",
+				       bs->conf.path ? bs->conf.path : bs->ops->name,
+				       (unsigned long long)size, strerror(-r));
+			return r;
+		}
+	}
+	a->out = size;
+	return 0;
+}
+
+int bs_resize_prepare(struct bs *bs, uint64_t size, unsigned flags, uint64_t *out,
+		      struct gw_errlist *errs)
+{
+	struct bs_resize a = { .bs = bs, .size = size, .flags = flags, .errs = errs };
+	int r;
+
+	*out = bs->size;
+	if (!bs_can_resize(bs)) {
+		gw_errlist_add(errs, "size", "a %s backstore cannot change its size in service",
+			       bs->ops->name);
+		return -EOPNOTSUPP;
+	}
+	r = gw_loop_call(bs->loop, bs_resize_prepare_fn, &a);
+	if (r == 0)
+		*out = a.out;
+	return r;
+}
+
+static int bs_resize_commit_fn(void *arg)
+{
+	struct bs_resize *a = arg;
+	struct bs *bs = a->bs;
+	uint64_t old = bs->size;
+	int r;
+
+	if (a->size == old)
+		return 0;
+	bs->size = a->size;
+	if (bs->conf.size)
+		bs->conf.size = a->size;
+	gw_info("bs", "%s: %llu -> %llu bytes in service", bs->conf.path ? bs->conf.path :
+		bs->ops->name, (unsigned long long)old, (unsigned long long)a->size);
+	bs_event(bs, BS_EV_CAPACITY);
+	if (a->size < old && bs->ops->cut) {
+		r = bs->ops->cut(bs, a->size);
+		if (r < 0)
+			gw_warn("bs", "%s: cannot truncate to %llu bytes: %s (the LU addresses "
+				"%llu bytes; the rest stays on disk)", bs->conf.path,
+				(unsigned long long)a->size, strerror(-r),
+				(unsigned long long)a->size);
+	}
+	return 0;
+}
+
+void bs_resize_commit(struct bs *bs, uint64_t size)
+{
+	struct bs_resize a = { .bs = bs, .size = size };
+
+	gw_loop_call(bs->loop, bs_resize_commit_fn, &a);
+}
+
+static int bs_recheck_fn(void *arg)
+{
+	struct bs *bs = arg;
+
+	return bs->ops->recheck(bs);
+}
+
+int bs_recheck_capacity(struct bs *bs)
+{
+	if (!bs->ops->recheck)
+		return -EOPNOTSUPP;
+	return gw_loop_call(bs->loop, bs_recheck_fn, bs);
+}

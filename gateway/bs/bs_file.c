@@ -1306,6 +1306,51 @@ static int bs_file_map(struct bs *bs, uint64_t off, uint64_t len, uint64_t *exte
 	return BS_MAPPED;
 }
 
+/* Online resize (bs_resize_prepare). */
+static int bs_file_measure(struct bs *bs, uint64_t *size)
+{
+	struct bs_file *f = bs->priv;
+	struct stat st;
+
+	if (f->is_block)
+		return ioctl(f->fd, BLKGETSIZE64, size) < 0 ? -errno : 0;
+	if (fstat(f->fd, &st) < 0)
+		return -errno;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int bs_file_grow(struct bs *bs, uint64_t size, bool allocate)
+{
+	struct bs_file *f = bs->priv;
+	uint64_t have;
+	int r;
+
+	r = bs_file_measure(bs, &have);
+	if (r < 0)
+		return r;
+	if (f->is_block)
+		return size > have ? -ENOSPC : 0;
+	if (size <= have)
+		return 0;
+	if (allocate) {
+		/* A thick LU keeps its promise: the new range is allocated, not a hole. */
+		r = bs_file_fallocate(f, 0, have, size - have);
+		if (r != -EOPNOTSUPP)
+			return r;
+	}
+	return ftruncate(f->fd, (off_t)size) < 0 ? -errno : 0;
+}
+
+static int bs_file_cut(struct bs *bs, uint64_t size)
+{
+	struct bs_file *f = bs->priv;
+
+	if (f->is_block)
+		return 0;
+	return ftruncate(f->fd, (off_t)size) < 0 ? -errno : 0;
+}
+
 const struct bs_ops bs_file_ops = {
 	.name = "file",
 	.open = bs_file_open,
@@ -1313,4 +1358,7 @@ const struct bs_ops bs_file_ops = {
 	.submit = bs_file_submit,
 	.map = bs_file_map,
 	.status = bs_file_status,
+	.measure = bs_file_measure,
+	.grow = bs_file_grow,
+	.cut = bs_file_cut,
 };

@@ -29,9 +29,26 @@ static int bs_null_submit(struct bs *bs, struct bs_io *io)
 	return 0;
 }
 
+/* Any size: nothing stands behind it. */
+static int bs_null_measure(struct bs *bs, uint64_t *size)
+{
+	*size = bs->size;
+	return 0;
+}
+
+static int bs_null_grow(struct bs *bs, uint64_t size, bool allocate)
+{
+	(void)bs;
+	(void)size;
+	(void)allocate;
+	return 0;
+}
+
 const struct bs_ops bs_null_ops = {
 	.name = "null",
 	.open = bs_null_open,
 	.close = bs_null_close,
 	.submit = bs_null_submit,
+	.measure = bs_null_measure,
+	.grow = bs_null_grow,
 };

@@ -26,6 +26,17 @@ struct bs_ops {
 	int (*map)(struct bs *bs, uint64_t off, uint64_t len, uint64_t *extent);
 	/* COMPARE AND WRITE where the blocks live (bs_submit_caw); NULL: -EOPNOTSUPP. */
 	int (*caw)(struct bs *bs, struct bs_io *io);
+	/* Online resize (bs_resize_prepare/commit), on the backstore's loop; NULL: the kind
+	 * cannot. measure: *size is what the backstore stands on now (a device or a file grown
+	 * from outside). grow: what the new size needs before the LU sees it (a file extended,
+	 * allocated when allocate; a device checked to be that large). cut: what a smaller size
+	 * needs after the LU stopped addressing the rest (a file truncated). */
+	int (*measure)(struct bs *bs, uint64_t *size);
+	int (*grow)(struct bs *bs, uint64_t size, bool allocate);
+	int (*cut)(struct bs *bs, uint64_t size);
+	/* A backstore whose size is someone else's (remote): ask for it again; the answer comes
+	 * later as BS_EV_CAPACITY if it changed. */
+	int (*recheck)(struct bs *bs);
 };
 
 /* bs_core.c: what the kinds call. */

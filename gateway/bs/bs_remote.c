@@ -217,6 +217,13 @@ static json_t *bs_remote_status(struct bs *bs)
 	return mp_lun_status(bs->priv);
 }
 
+/* Its size is the back end's: read again on request, the change comes as a capacity event. */
+static int bs_remote_recheck(struct bs *bs)
+{
+	mp_lun_recheck_capacity(bs->priv);
+	return 0;
+}
+
 const struct bs_ops bs_remote_ops = {
 	.name = "remote",
 	.open = bs_remote_open,
@@ -226,4 +233,5 @@ const struct bs_ops bs_remote_ops = {
 	.shutdown = bs_remote_shutdown,
 	.status = bs_remote_status,
 	.caw = bs_remote_caw,
+	.recheck = bs_remote_recheck,
 };

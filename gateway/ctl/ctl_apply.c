@@ -21,33 +21,43 @@ static bool ctl_str_eq(const char *a, const char *b)
 	return !strcmp(a ? a : "", b ? b : "");
 }
 
-static bool ctl_lun_same(const struct isc_lun_conf *a, const struct isc_lun_conf *b)
+/* How a LUN's new settings differ from the running ones. */
+enum ctl_lun_diff {
+	CTL_LUN_SAME,		/* owner and ALUA group at most: changed in place */
+	CTL_LUN_SIZE,		/* the backstore's size too: resized in service if it can be */
+	CTL_LUN_OTHER,		/* anything else: the LU is replaced */
+};
+
+static bool ctl_json_same(json_t *a, json_t *b, const char *const *skip)
 {
-	json_t *ja, *jb;
 	bool same;
 
+	for (; *skip; skip++) {
+		json_object_del(a, *skip);
+		json_object_del(b, *skip);
+	}
+	same = a && b && json_equal(a, b);
+	json_decref(a);
+	json_decref(b);
+	return same;
+}
+
+static enum ctl_lun_diff ctl_lun_diff(const struct isc_lun_conf *a, const struct isc_lun_conf *b)
+{
 	/* Owner and ALUA group change in place (a cluster failover must not reopen the LU). */
-	ja = gw_conf_to_json(conf_lu_keys, &a->lu, false);
-	jb = gw_conf_to_json(conf_lu_keys, &b->lu, false);
-	json_object_del(ja, "owner");
-	json_object_del(ja, "alua_group");
-	json_object_del(ja, "alua_pending");
-	json_object_del(jb, "owner");
-	json_object_del(jb, "alua_group");
-	json_object_del(jb, "alua_pending");
-	same = ja && jb && json_equal(ja, jb);
-	json_decref(ja);
-	json_decref(jb);
-	if (!same)
-		return false;
+	static const char *const lu_live[] = { "owner", "alua_group", "alua_pending", NULL };
+	static const char *const none[] = { NULL }, *const size[] = { "size", NULL };
+
+	if (!ctl_json_same(gw_conf_to_json(conf_lu_keys, &a->lu, false),
+			   gw_conf_to_json(conf_lu_keys, &b->lu, false), lu_live))
+		return CTL_LUN_OTHER;
 	/* The whole backstore object: a remote one's paths and policies are not in
 	 * conf_bs_keys. */
-	ja = conf_bs_to_json(&a->bs, false);
-	jb = conf_bs_to_json(&b->bs, false);
-	same = ja && jb && json_equal(ja, jb);
-	json_decref(ja);
-	json_decref(jb);
-	return same;
+	if (ctl_json_same(conf_bs_to_json(&a->bs, false), conf_bs_to_json(&b->bs, false), none))
+		return CTL_LUN_SAME;
+	if (ctl_json_same(conf_bs_to_json(&a->bs, false), conf_bs_to_json(&b->bs, false), size))
+		return CTL_LUN_SIZE;
+	return CTL_LUN_OTHER;
 }
 
 static bool ctl_portal_same(const struct isc_portal_conf *a, const struct isc_portal_conf *b)
@@ -74,6 +84,9 @@ struct ctl_apply_lun {
 	const struct isc_lun_conf *conf;	/* in the new configuration */
 	bool replace;			/* an LU with this number runs now */
 	struct bs *bs;
+	bool resize;			/* ... and keeps running at a new size: */
+	uint64_t size;			/* bytes, prepared (bs_resize_prepare) */
+	struct bs *running;		/* its backstore */
 };
 
 /* What an apply opened before touching anything running, by the new configuration's index. */
@@ -84,6 +97,7 @@ struct ctl_plan {
 	struct ctl_apply_lun *luns;	/* LUNs new or changed in kept targets, opened */
 	size_t nluns;
 	struct ctl_conf_hold *hold;	/* the old configuration, for targets that drain */
+	unsigned flags;			/* CTL_APPLY_* */
 };
 
 /* Opens the backstores of LUNs that are new or changed in a kept target (tc, index ti). */
@@ -103,7 +117,10 @@ static int ctl_apply_open_luns(struct ctl_plan *pl, struct isc_target *ot,
 		const struct isc_lun_conf *ol = ctl_find_lun(oc, nl->lu.lun);
 		struct ctl_apply_lun *al;
 
-		if (ol && ctl_lun_same(ol, nl))
+		enum ctl_lun_diff d = ol ? ctl_lun_diff(ol, nl) : CTL_LUN_OTHER;
+		struct bs *running = scsi_dev_lu_bs(dev, nl->lu.lun);
+
+		if (d == CTL_LUN_SAME)
 			continue;
 		if (isc_target_lun_blocked(ot, nl->lu.lun)) {
 			snprintf(path, sizeof(path), "targets[%zu].luns[%zu]", ti, j);
@@ -117,6 +134,23 @@ static int ctl_apply_open_luns(struct ctl_plan *pl, struct isc_target *ot,
 		pl->luns = al;
 		al = &al[pl->nluns];
 		*al = (struct ctl_apply_lun){ .t = ot, .conf = nl, .replace = ol != NULL };
+		if (d == CTL_LUN_SIZE && running && bs_can_resize(running)) {
+			struct gw_errlist sub;
+			unsigned f = (pl->flags & CTL_APPLY_SHRINK ? BS_RESIZE_SHRINK : 0) |
+				     (nl->lu.thin ? 0 : BS_RESIZE_ALLOCATE);
+
+			gw_errlist_init(&sub);
+			r = bs_resize_prepare(running, nl->bs.size, f, &al->size, &sub);
+			snprintf(path, sizeof(path), "targets[%zu].luns[%zu].backstore", ti, j);
+			ctl_errs_prefix(errs, &sub, path);
+			gw_errlist_fini(&sub);
+			if (r)
+				return r;
+			al->resize = true;
+			al->running = running;
+			pl->nluns++;
+			continue;
+		}
 		snprintf(path, sizeof(path), "targets[%zu].luns[%zu].backstore", ti, j);
 		r = ctl_bs_open(scsi_dev_next_lu_loop(dev), &nl->bs, path, errs, &al->bs);
 		if (r)
@@ -263,6 +297,12 @@ static void ctl_apply_luns(struct ctl_gw *g, struct ctl_plan *pl, struct gw_errl
 		struct ctl_apply_lun *al = &pl->luns[i];
 		const char *name = isc_target_conf(al->t)->name;
 
+		if (al->resize) {
+			gw_info("iscsi", "%s: LUN %llu resized in service", name,
+				(unsigned long long)al->conf->lu.lun);
+			bs_resize_commit(al->running, al->size);
+			continue;
+		}
 		if (isc_target_lun_register(al->t, al->conf->lu.lun))
 			gw_err("iscsi", "%s: LUN %llu: out of memory listing its counters", name,
 			       (unsigned long long)al->conf->lu.lun);
@@ -312,9 +352,10 @@ static void ctl_apply_commit(struct ctl_gw *g, struct isc_gw_conf *nc, struct ct
 	pl->hold = NULL;
 }
 
-int ctl_gw_apply(struct ctl_gw *g, struct isc_gw_conf *nc, struct gw_errlist *errs)
+int ctl_gw_apply(struct ctl_gw *g, struct isc_gw_conf *nc, unsigned flags,
+		 struct gw_errlist *errs)
 {
-	struct ctl_plan pl = { 0 };
+	struct ctl_plan pl = { .flags = flags };
 	size_t before = errs->n;
 	int r;
 
@@ -339,4 +380,49 @@ int ctl_gw_apply(struct ctl_gw *g, struct isc_gw_conf *nc, struct gw_errlist *er
 	if (r)
 		gw_errlist_add(errs, "portals", "cannot listen: %s", strerror(-r));
 	return r;
+}
+
+int ctl_gw_lun_rescan(struct ctl_gw *g, const char *target, uint64_t lun, unsigned flags,
+		      uint64_t *size, bool *pending, struct gw_errlist *errs)
+{
+	struct isc_target *t = target ? isc_gw_find_target(g->isc, target) : NULL;
+	const struct isc_lun_conf *lc;
+	struct bs *bs;
+	int r;
+
+	if (!t) {
+		gw_errlist_add(errs, "target", "no target %s", target ? target : "(none given)");
+		return -ENOENT;
+	}
+	lc = ctl_find_lun(isc_target_conf(t), lun);
+	bs = scsi_dev_lu_bs(isc_target_dev(t), lun);
+	if (!lc || !bs) {
+		gw_errlist_add(errs, "lun", "target %s has no LUN %llu", target,
+			       (unsigned long long)lun);
+		return -ENOENT;
+	}
+	*pending = false;
+	if (!bs_can_resize(bs) && bs_recheck_capacity(bs) == 0) {
+		/* A remote LUN: its paths read the back end's size now; a change follows. */
+		*size = bs->size;
+		*pending = true;
+		gw_info("iscsi", "%s: LUN %llu: the back end's capacity is read again", target,
+			(unsigned long long)lun);
+		return 0;
+	}
+	if (lc->bs.size) {
+		/* The configured size rules: a device grown under it does not change the LU. */
+		gw_errlist_add(errs, "size", "LUN %llu has a configured size (%llu bytes): give "
+			       "the new size instead of measuring", (unsigned long long)lun,
+			       (unsigned long long)lc->bs.size);
+		return -EINVAL;
+	}
+	r = bs_resize_prepare(bs, 0, flags & CTL_APPLY_SHRINK ? BS_RESIZE_SHRINK : 0, size,
+			      errs);
+	if (r)
+		return r;
+	gw_info("iscsi", "%s: LUN %llu measured again: %llu bytes", target,
+		(unsigned long long)lun, (unsigned long long)*size);
+	bs_resize_commit(bs, *size);
+	return 0;
 }

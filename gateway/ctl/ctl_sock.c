@@ -641,6 +641,32 @@ static json_t *errs_json(const char *code, const struct gw_errlist *errs)
 	return o;
 }
 
+/* {"op":"lun_rescan","target":IQN,"lun":N[,"shrink":true]}: the LUN's size measured again. */
+static json_t *op_lun_rescan(struct ctl_sock *cs, const json_t *req)
+{
+	const json_t *lv = json_object_get(req, "lun");
+	struct gw_errlist errs;
+	bool pending = false;
+	uint64_t size = 0;
+	json_t *reply;
+	int r;
+
+	if (!json_is_integer(lv) || json_integer_value(lv) < 0)
+		return fail("bad_request", "lun_rescan needs \"target\" and an integer \"lun\"");
+	gw_errlist_init(&errs);
+	r = ctl_gw_lun_rescan(cs->gw, json_string_value(json_object_get(req, "target")),
+			      (uint64_t)json_integer_value(lv),
+			      json_is_true(json_object_get(req, "shrink")) ? CTL_APPLY_SHRINK : 0,
+			      &size, &pending, &errs);
+	if (r)
+		reply = errs_json(r == -ENOENT ? "not_found" : "apply_failed", &errs);
+	else
+		reply = json_pack("{s:b, s:I, s:b}", "ok", 1, "size", (json_int_t)size,
+				  "pending", pending);
+	gw_errlist_fini(&errs);
+	return reply;
+}
+
 static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 {
 	const json_t *cfg = json_object_get(req, "config");
@@ -657,7 +683,10 @@ static json_t *op_apply(struct ctl_sock *cs, const json_t *req)
 		gw_errlist_fini(&errs);
 		return reply;
 	}
-	r = ctl_gw_apply(cs->gw, c.isc, &errs);
+	/* "shrink": true lets a LUN's backstore get smaller in service (the agent's resize with
+	 * force); otherwise that is refused, as it cuts off data hosts may hold. */
+	r = ctl_gw_apply(cs->gw, c.isc, json_is_true(json_object_get(req, "shrink")) ?
+			 CTL_APPLY_SHRINK : 0, &errs);
 	c.isc = NULL;		/* the gateway owns it now, on success and failure */
 	if (r) {
 		if (!errs.n)
@@ -766,6 +795,8 @@ json_t *ctl_sock_handle(struct ctl_sock *s, const json_t *req)
 		reply = state_json(s);
 	else if (!strcmp(op, "config"))
 		reply = op_config(s);
+	else if (!strcmp(op, "lun_rescan"))
+		reply = op_lun_rescan(s, req);
 	else if (!strcmp(op, "drop_session"))
 		reply = op_drop(s, req);
 	else if (!strcmp(op, "lease"))

@@ -132,6 +132,32 @@ void mp_lun_capacity(struct mp_lun *lun, uint64_t size)
 		lun->ops->capacity_changed(lun, size, lun->ops_arg);
 }
 
+/* The checker read path p's capacity again (p->size): the LUN follows a usable path's. */
+static void mp_lun_path_capacity(struct mp_lun *lun, struct mp_path *p)
+{
+	if (p->size == lun->size || !mp_path_usable(p) || lun->state == MP_LUN_BECOMING_READY)
+		return;
+	if (lun->conf_size) {
+		gw_warn_rl(MP_LOG, "%s: path %s reports %llu bytes; the configured size %llu "
+			   "stays (remove size from the configuration to follow the back end)",
+			   lun->name, p->url, (unsigned long long)p->size,
+			   (unsigned long long)lun->conf_size);
+		return;
+	}
+	gw_info(MP_LOG, "%s: the back end's size changed (path %s, read %s)", lun->name, p->url,
+		p->recap_why ? p->recap_why : "by the periodic check");
+	mp_lun_capacity(lun, p->size);
+}
+
+void mp_lun_recheck_capacity(struct mp_lun *lun)
+{
+	for (size_t i = 0; i < lun->npaths; i++) {
+		lun->paths[i].recap = true;
+		lun->paths[i].recap_why = "on request";
+		lun->paths[i].next_check_ms = 0;	/* due now */
+	}
+}
+
 static int mp_lun_check_identity(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len)
 {
 	if (lun->ident[0] && strcmp(lun->ident, p->ident) != 0) {
@@ -361,6 +387,7 @@ static const struct mp_path_owner_ops mp_lun_path_owner = {
 	.complete = mp_lun_complete,
 	.check_identity = mp_lun_check_identity,
 	.bury = mp_lun_bury,
+	.capacity = mp_lun_path_capacity,
 };
 
 int mp_lun_create(struct gw_loop *loop, const struct mp_conf *conf, uint32_t block_size,

@@ -204,8 +204,13 @@ void mp_path_io_end(struct mp_io *io, bool stale, int status, uint8_t key, uint8
 		return;
 	case MP_V_RETRY:
 		if (status == SCSI_STATUS_CHECK_CONDITION && key == 0x6 && asc == 0x2a &&
-		    (ascq == 0x06 || ascq == 0x09) && !stale)
+		    (ascq == 0x06 || ascq == 0x09) && !stale) {
 			p->next_check_ms = now;	/* ALUA or capacity changed: look again */
+			if (ascq == 0x09) {
+				p->recap = true;
+				p->recap_why = "after the back end's CAPACITY DATA HAS CHANGED";
+			}
+		}
 		if (now - io->start_ms < (uint64_t)lun->conf.io_timeout * 1000 &&
 		    io->retries < 200) {
 			p->owner->retry(lun, io,

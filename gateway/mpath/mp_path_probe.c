@@ -89,6 +89,22 @@ static bool mp_ctl_answer_current(struct mp_path *p, struct iscsi_context *iscsi
 	return true;
 }
 
+/* READ CAPACITY(16) data: the path's size, block size and LBPME. -EINVAL when too short. */
+static int mp_cap16_parse(struct mp_path *p, const uint8_t *d, size_t n)
+{
+	uint64_t last = 0;
+
+	if (n < 12)
+		return -EINVAL;
+	p->block_size = ((uint32_t)d[8] << 24) | ((uint32_t)d[9] << 16) |
+			((uint32_t)d[10] << 8) | d[11];
+	for (int i = 0; i < 8; i++)
+		last = (last << 8) | d[i];
+	p->size = (last + 1) * p->block_size;
+	p->lbpme = n > 14 && (d[14] & 0x80);
+	return 0;
+}
+
 static void mp_path_probe_cb(struct iscsi_context *iscsi, int status, void *data, void *priv)
 {
 	struct mp_path *p = priv;
@@ -150,18 +166,11 @@ static void mp_path_probe_cb(struct iscsi_context *iscsi, int status, void *data
 		break;
 	}
 	case MP_PROBE_CAPACITY:
-		if (n < 12) {
+		if (mp_cap16_parse(p, d, n) < 0) {
 			scsi_free_scsi_task(task);
 			mp_path_fail(p, "READ CAPACITY(16): %zu bytes returned", n);
 			return;
 		}
-		p->block_size = ((uint32_t)d[8] << 24) | ((uint32_t)d[9] << 16) |
-				((uint32_t)d[10] << 8) | d[11];
-		p->size = 0;
-		for (int i = 0; i < 8; i++)
-			p->size = (p->size << 8) | d[i];
-		p->size = (p->size + 1) * p->block_size;
-		p->lbpme = n > 14 && (d[14] & 0x80);
 		memset(&p->caps, 0, sizeof(p->caps));
 		p->caps.known = true;
 		p->caps.lbpme = p->lbpme;
@@ -255,9 +264,23 @@ void mp_path_logged_in(struct mp_path *p)
 	mp_path_probe_next(p);
 }
 
-/* The checker: TEST UNIT READY, then (ALUA back ends) the port group's state. */
+/* The checker: TEST UNIT READY, then (ALUA back ends) the port group's state, then when due
+ * (p->recap, or every MP_CAP_CHECKS rounds) the capacity. */
 
 static void mp_path_check_cb(struct iscsi_context *iscsi, int status, void *data, void *priv);
+
+static void mp_path_cap_send(struct mp_path *p)
+{
+	uint8_t cdb[16] = { 0x9e, 0x10 };	/* READ CAPACITY(16), 32 bytes */
+
+	cdb[13] = 32;
+	if (mp_path_ctl_send(p, cdb, 16, SCSI_XFER_READ, 32, mp_path_check_cb) < 0) {
+		mp_path_fail(p, "cannot queue the capacity check: %s", p->eng->err(p));
+		return;
+	}
+	p->check_pending = true;
+	p->check_deadline_ms = gw_now_ms() + (uint64_t)p->lun->conf.checker_timeout * 1000;
+}
 
 void mp_path_check_send(struct mp_path *p, bool rtpg)
 {
@@ -307,7 +330,25 @@ static void mp_path_check_cb(struct iscsi_context *iscsi, int status, void *data
 			     p->eng->err(p));
 		return;
 	}
+	if (task->cdb[0] == 0x9e) {
+		/* The capacity, read again: an answer that is not GOOD is asked again next
+		 * round (recap stays). */
+		if (status == SCSI_STATUS_GOOD && mp_cap16_parse(p, task->datain.data,
+				task->datain.size > 0 ? (size_t)task->datain.size : 0) == 0) {
+			p->owner->capacity(lun, p);
+			p->recap = false;
+			p->recap_why = NULL;
+		}
+		scsi_free_scsi_task(task);
+		return;
+	}
 	was_rtpg = task->cdb[0] == 0xa3;
+	if (status == SCSI_STATUS_CHECK_CONDITION && task->sense.key == 0x6 &&
+	    mp_task_asc(task) == 0x2a && mp_task_ascq(task) == 0x09) {
+		/* CAPACITY DATA HAS CHANGED: read it at the round's end. */
+		p->recap = true;
+		p->recap_why = "after the back end's CAPACITY DATA HAS CHANGED";
+	}
 	if (was_rtpg && status == SCSI_STATUS_GOOD) {
 		int st;
 
@@ -345,4 +386,6 @@ static void mp_path_check_cb(struct iscsi_context *iscsi, int status, void *data
 	}
 	if (!was_rtpg && p->alua && p->eng->has_session(p))
 		mp_path_check_send(p, true);
+	else if ((p->recap || ++p->checks % MP_CAP_CHECKS == 0) && p->eng->has_session(p))
+		mp_path_cap_send(p);
 }

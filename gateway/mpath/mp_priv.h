@@ -52,6 +52,9 @@ enum mp_probe_step {
 #define MP_PRIO_AO 50
 #define MP_PRIO_ANO 10
 #define MP_PRIO_OTHER 1
+/* The checker reads the capacity every this many rounds (30 s at the default polling_interval
+ * of 5 s), besides when the back end says it changed. */
+#define MP_CAP_CHECKS 6
 
 /*
  * libiscsi 1.19's iSER transport (see docs/TROUBLESHOOTING.md, "Back ends over iSER"): every
@@ -124,6 +127,8 @@ struct mp_path_owner_ops {
 	int (*check_identity)(struct mp_lun *lun, struct mp_path *p, char *msg, size_t len);
 	/* Destroys ctx (already disconnected) MP_ISER_GRAVE_MS from now. */
 	void (*bury)(struct mp_lun *lun, struct iscsi_context *ctx);
+	/* The checker read the back end's capacity again (p->size, maybe unchanged). */
+	void (*capacity)(struct mp_lun *lun, struct mp_path *p);
 };
 
 struct mp_path {
@@ -173,6 +178,12 @@ struct mp_path {
 	bool check_pending;
 	uint64_t check_deadline_ms;
 	uint64_t next_check_ms;
+	/* The back end's capacity is read again by the checker (READ CAPACITY(16)) when it said
+	 * CAPACITY DATA HAS CHANGED, when asked (mp_lun_recheck_capacity), and every
+	 * MP_CAP_CHECKS checks. */
+	bool recap;
+	const char *recap_why;		/* what set recap, for the log */
+	uint32_t checks;
 	bool nop_pending;
 	uint64_t nop_deadline_ms;
 

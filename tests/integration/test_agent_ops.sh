@@ -470,6 +470,7 @@ declare -A CLI_OF=(
 	["get /api/v1/targets/{target}/luns/{lun}"]="lun show $IQN 0"
 	["put /api/v1/targets/{target}/luns/{lun}"]="lun set"
 	["delete /api/v1/targets/{target}/luns/{lun}"]="lun delete"
+	["post /api/v1/targets/{target}/luns/{lun}/resize"]="lun resize"
 	["get /api/v1/targets/{target}/acls"]="acl list $IQN"
 	["post /api/v1/targets/{target}/acls"]="acl add"
 	["get /api/v1/targets/{target}/acls/{initiator}"]="acl show $IQN $T_INI1"

@@ -6,13 +6,15 @@
 
 declare -A HOST_FD=()
 # host_start NAME INITIATOR ISID [TARGET-URL]: a session to LUN 0 of TARGET-URL (default: the
-# suite's $URL) kept logged in; commands go in by FIFO. It answers a first read-keys.
+# suite's $URL) kept logged in; commands go in by FIFO. It answers a first read-keys. With
+# HOST_UA=1 it prints each unit attention it retries ("ua 06/2a/09").
 host_start() {
 	local name=$1 fifo=$T_DIR/$1.in fd
 	rm -f "$fifo" && mkfifo "$fifo" || return 1
 	: >"$T_DIR/$name.out"
 	t_daemon_start "host-$name" client "$T_DIR/$name.out" \
-		bash -c 'exec "$@" <"$0"' "$fifo" "$T_TOOLS/isergw-pr" -i "$2" -s "$3" "${4:-$URL}/0" -
+		bash -c 'exec "$@" <"$0"' "$fifo" "$T_TOOLS/isergw-pr" -i "$2" -s "$3" \
+		${HOST_UA:+-u} "${4:-$URL}/0" -
 	# Read-write opens a FIFO without waiting for the reader (Linux).
 	exec {fd}<>"$fifo"
 	HOST_FD[$name]=$fd

@@ -2,7 +2,7 @@
  * isergw-pr: PERSISTENT RESERVE IN/OUT and plain I/O from one I_T nexus, on libiscsi's
  * synchronous API (libiscsi-bin has no PR tool, and sg_persist needs a kernel initiator).
  *
- *   isergw-pr [-i INITIATOR] [-s N] URL COMMAND [ARG...] [COMMAND [ARG...]]...
+ *   isergw-pr [-i INITIATOR] [-s N] [-u] URL COMMAND [ARG...] [COMMAND [ARG...]]...
  *
  * The commands run in order on one session:
  *   register KEY              REGISTER AND IGNORE EXISTING KEY, service action key KEY
@@ -22,6 +22,7 @@
  *   reserve6 | release6       SPC-2 RESERVE(6) / RELEASE(6) of the whole LU
  *   lun-reset                 the task management function LOGICAL UNIT RESET on the LUN
  *   lun N                     the following commands go to LUN N (default: the URL's)
+ *   capacity                  READ CAPACITY(16): prints "capacity BLOCKS BLOCK-SIZE"
  * KEYs are hex (0x optional), BYTEs hex or decimal.
  *
  * With URL followed by "-" the commands come from standard input instead, one line at a time,
@@ -33,7 +34,8 @@
  *
  * Each command prints one line, "COMMAND: good", "COMMAND: reservation-conflict",
  * "COMMAND: check-condition KEY/ASC/ASCQ" (hex, e.g. 02/04/0a) or "COMMAND: failed (why)"; a
- * unit attention is retried (at most 4 times).
+ * unit attention is retried (at most 4 times), and with -u each one retried is printed first as
+ * "ua 06/ASC/ASCQ" (what a host was told, e.g. 2a/09 CAPACITY DATA HAS CHANGED).
  * -s N fixes the ISID (its random field), so that runs one after another are the same
  * I_T nexus, as SPC keeps registrations across logins; without it libiscsi picks one.
  *
@@ -56,15 +58,17 @@
 
 static struct iscsi_context *iscsi;
 static int lun;
+static bool show_ua;
 static uint32_t block_size = 512;
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: isergw-pr [-i INITIATOR] [-s N] URL COMMAND [ARG...]...\n"
+	fprintf(stderr, "usage: isergw-pr [-i INITIATOR] [-s N] [-u] URL COMMAND [ARG...]...\n"
 		"commands: register KEY, unregister KEY, reserve KEY TYPE, release KEY TYPE,\n"
 		"          clear KEY, preempt KEY VICTIM TYPE, read-keys, read-reservation,\n"
 		"          write LBA, read LBA, fill LBA BYTE, expect LBA BYTE, caw LBA CMP WR,\n"
-		"          reserve6, release6, lun-reset, lun N; URL - reads the commands from standard input\n");
+		"          reserve6, release6, lun-reset, lun N, capacity;\n"
+		"          URL - reads the commands from standard input; -u prints each unit attention\n");
 	exit(2);
 }
 
@@ -331,6 +335,28 @@ static struct scsi_task *caw_send(const struct pr_cmd *cmd, const uint64_t *v)
 	return caw(v[0], (int)v[1], (int)v[2]);
 }
 
+static struct scsi_task *capacity_send(const struct pr_cmd *cmd, const uint64_t *v)
+{
+	(void)cmd;
+	(void)v;
+	return iscsi_readcapacity16_sync(iscsi, lun);
+}
+
+static void capacity_good(const struct pr_cmd *cmd, const uint64_t *v, struct scsi_task *t,
+			  int *bad)
+{
+	struct scsi_readcapacity16 *rc = scsi_datain_unmarshall(t);
+
+	(void)cmd;
+	(void)v;
+	if (!rc) {
+		printf("capacity: failed (cannot read the answer)\n");
+		*bad = 1;
+		return;
+	}
+	printf("capacity %" PRIu64 " %u\n", rc->returned_lba + 1, rc->block_length);
+}
+
 static struct scsi_task *reserve6_send(const struct pr_cmd *cmd, const uint64_t *v)
 {
 	(void)cmd;
@@ -379,6 +405,7 @@ static const struct pr_cmd pr_cmds[] = {
 	{ .name = "release6", .args = "", .send = release6_send },
 	{ .name = "lun-reset", .args = "", .act = lun_reset_act },
 	{ .name = "lun", .args = "N", .act = lun_act },
+	{ .name = "capacity", .args = "", .send = capacity_send, .good = capacity_good },
 };
 #undef PR_OUT
 #undef PR_IN
@@ -418,6 +445,9 @@ static int run_one(int n, char **w, int *bad)
 		t = cmd->send(cmd, v);
 		if (!is_ua(t))
 			break;
+		if (show_ua)
+			printf("ua %02x/%02x/%02x\n", t->sense.key, t->sense.ascq >> 8,
+			       t->sense.ascq & 0xff);
 	}
 	if (t && t->status == SCSI_STATUS_GOOD && cmd->good)
 		cmd->good(cmd, v, t, bad);
@@ -465,8 +495,9 @@ int main(int argc, char **argv)
 	/* libiscsi writes data segments with writev(2): a target that goes away mid-write must
 	 * end in an error here, not kill the tool. */
 	signal(SIGPIPE, SIG_IGN);
-	while ((opt = getopt(argc, argv, "i:s:h")) != -1) {
+	while ((opt = getopt(argc, argv, "i:s:uh")) != -1) {
 		switch (opt) {
+		case 'u': show_ua = true; break;
 		case 'i': initiator = optarg; break;
 		case 's': isid = (long)parse_arg('N', optarg); break;
 		default: usage();

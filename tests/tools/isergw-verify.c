@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +159,25 @@ static int task_failed(struct verify *v, struct scsi_task *task, const char *op,
 	return 0;
 }
 
+/* With -A a unit attention is news, not an answer: retried (at most 4 times), as a host would,
+ * with one line saying what it was ("2a/09": the capacity changed). Without -A it fails the run
+ * like any other check condition, so that a suite sees every one the target sends. */
+static int retry_uas;
+
+static bool retry_ua(struct scsi_task **task, int *tries)
+{
+	struct scsi_task *t = *task;
+
+	if (!retry_uas || !t || t->status != SCSI_STATUS_CHECK_CONDITION ||
+	    t->sense.key != SCSI_SENSE_UNIT_ATTENTION || ++*tries > 4)
+		return false;
+	printf("verify: unit attention %02x/%02x/%02x, retried\n", t->sense.key,
+	       t->sense.ascq >> 8, t->sense.ascq & 0xff);
+	scsi_free_scsi_task(t);
+	*task = NULL;
+	return true;
+}
+
 /* READ(10) or READ(16) at random (when the LBA fits both), then compare. */
 static int do_read(struct verify *v, const char *what, uint64_t lba, uint32_t nblocks)
 {
@@ -165,14 +185,20 @@ static int do_read(struct verify *v, const char *what, uint64_t lba, uint32_t nb
 	struct scsi_task *task;
 	int use10 = lba + nblocks <= UINT32_MAX && nblocks <= 0xffff && rnd_cmd(v, 2);
 
-	if (use10)
-		task = tool_sync_task(&v->ts, iscsi_read10_task(v->iscsi, v->lun, (uint32_t)lba,
-					len, (int)v->block_size, 0, 0, 0, 0, 0, tool_sync_cb,
-					tool_sync_arm(&v->ts)), "READ(10)");
-	else
-		task = tool_sync_task(&v->ts, iscsi_read16_task(v->iscsi, v->lun, lba, len,
-					(int)v->block_size, 0, 0, 0, 0, 0, tool_sync_cb,
-					tool_sync_arm(&v->ts)), "READ(16)");
+	int tries = 0;
+
+	do {
+		if (use10)
+			task = tool_sync_task(&v->ts, iscsi_read10_task(v->iscsi, v->lun,
+						(uint32_t)lba, len, (int)v->block_size, 0, 0, 0,
+						0, 0, tool_sync_cb, tool_sync_arm(&v->ts)),
+					      "READ(10)");
+		else
+			task = tool_sync_task(&v->ts, iscsi_read16_task(v->iscsi, v->lun, lba,
+						len, (int)v->block_size, 0, 0, 0, 0, 0,
+						tool_sync_cb, tool_sync_arm(&v->ts)),
+					      "READ(16)");
+	} while (retry_ua(&task, &tries));
 	if (task_failed(v, task, use10 ? "READ(10)" : "READ(16)", lba, nblocks))
 		return -EIO;
 	if (task->datain.size != (int)len) {
@@ -195,6 +221,7 @@ static int do_write(struct verify *v, uint64_t lba, uint32_t nblocks)
 	struct scsi_task *task;
 	int use10 = lba + nblocks <= UINT32_MAX && nblocks <= 0xffff && rnd_cmd(v, 2);
 	int fua = rnd_cmd(v, 4) == 0;
+	int tries = 0;
 	uint32_t i;
 
 	if (v->replay) {
@@ -204,14 +231,18 @@ static int do_write(struct verify *v, uint64_t lba, uint32_t nblocks)
 	}
 	for (i = 0; i < nblocks; i++)
 		fill_block(v, v->wbuf + (size_t)i * v->block_size, lba + i, gen);
-	if (use10)
-		task = tool_sync_task(&v->ts, iscsi_write10_task(v->iscsi, v->lun, (uint32_t)lba,
-					v->wbuf, len, (int)v->block_size, 0, 0, fua, 0, 0,
-					tool_sync_cb, tool_sync_arm(&v->ts)), "WRITE(10)");
-	else
-		task = tool_sync_task(&v->ts, iscsi_write16_task(v->iscsi, v->lun, lba, v->wbuf,
-					len, (int)v->block_size, 0, 0, fua, 0, 0, tool_sync_cb,
-					tool_sync_arm(&v->ts)), "WRITE(16)");
+	do {
+		if (use10)
+			task = tool_sync_task(&v->ts, iscsi_write10_task(v->iscsi, v->lun,
+						(uint32_t)lba, v->wbuf, len, (int)v->block_size,
+						0, 0, fua, 0, 0, tool_sync_cb,
+						tool_sync_arm(&v->ts)), "WRITE(10)");
+		else
+			task = tool_sync_task(&v->ts, iscsi_write16_task(v->iscsi, v->lun, lba,
+						v->wbuf, len, (int)v->block_size, 0, 0, fua, 0,
+						0, tool_sync_cb, tool_sync_arm(&v->ts)),
+					      "WRITE(16)");
+	} while (retry_ua(&task, &tries));
 	if (task_failed(v, task, use10 ? "WRITE(10)" : "WRITE(16)", lba, nblocks))
 		return -EIO;
 	scsi_free_scsi_task(task);
@@ -279,9 +310,33 @@ static void usage(void)
 		"  -N           skip the final read of the whole span\n"
 		"  -V           replay: rebuild what a run with the same -s -n -m -M -S wrote,\n"
 		"               write nothing, read the whole span and compare (persistence)\n"
+		"  -A           retry a command that gets a unit attention (at most 4 times), saying so\n"
+		"  -K KEY       register reservation key KEY (hex) first, so that a Write Exclusive -\n"
+		"               Registrants Only reservation of another host lets us write\n"
 		"  -t SECONDS   per-command timeout [30]\n"
 		"  -q           quiet: only the summary and errors\n"
 		"exit: 0 verified, 1 mismatch, 2 usage, 3 login failed, 4 command failed\n");
+}
+
+/* PERSISTENT RESERVE OUT, REGISTER AND IGNORE EXISTING KEY, from this I_T nexus. */
+static int register_key(struct verify *v, uint64_t key)
+{
+	struct scsi_persistent_reserve_out_basic b = { .service_action_reservation_key = key };
+	struct scsi_task *task;
+	int tries = 0;
+
+	do
+		task = tool_sync_task(&v->ts, iscsi_persistent_reserve_out_task(v->iscsi, v->lun,
+					SCSI_PERSISTENT_RESERVE_REGISTER_AND_IGNORE_EXISTING_KEY,
+					SCSI_PERSISTENT_RESERVE_SCOPE_LU, 0, &b, tool_sync_cb,
+					tool_sync_arm(&v->ts)), "PERSISTENT RESERVE OUT");
+	while (retry_ua(&task, &tries));
+	if (task_failed(v, task, "PERSISTENT RESERVE OUT", 0, 0))
+		return -EIO;
+	scsi_free_scsi_task(task);
+	if (!v->quiet)
+		printf("verify: registered key 0x%" PRIx64 "\n", key);
+	return 0;
 }
 
 static uint64_t parse_bytes(const char *s)
@@ -313,6 +368,7 @@ int main(int argc, char **argv)
 	const char *user = NULL, *secret = NULL, *tuser = NULL, *tsecret = NULL;
 	uint64_t count = 100, max_bytes = 4u << 20, min_bytes = 0, span = 0, cap_blocks, i;
 	int digest = 0, final_pass = 1, timeout_s = 30, opt, rc = 0;
+	uint64_t pr_key = 0;
 	struct verify v = { .seed = 1, .next_gen = 1 };
 	struct iscsi_url *url = NULL;
 	double t0;
@@ -320,7 +376,9 @@ int main(int argc, char **argv)
 	/* A target killed or reset mid-command must come back as an error (the tests kill
 	 * targets on purpose): libiscsi sends data segments with writev(2), which raises SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
-	while ((opt = getopt(argc, argv, "i:s:n:m:M:S:u:p:U:P:dNVt:qh")) != -1) {
+	/* Line by line into a file too: a suite acts on "first write" while the run goes on. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while ((opt = getopt(argc, argv, "i:s:n:m:M:S:u:p:U:P:dNVAK:t:qh")) != -1) {
 		switch (opt) {
 		case 'i': initiator = optarg; break;
 		case 's': v.seed = strtoull(optarg, NULL, 0); break;
@@ -335,6 +393,8 @@ int main(int argc, char **argv)
 		case 'd': digest = 1; break;
 		case 'N': final_pass = 0; break;
 		case 'V': v.replay = 1; break;
+		case 'A': retry_uas = 1; break;
+		case 'K': pr_key = strtoull(optarg, NULL, 16); break;
 		case 't': timeout_s = atoi(optarg); break;
 		case 'q': v.quiet = 1; break;
 		default: usage(); return EXIT_USAGE;
@@ -394,7 +454,7 @@ int main(int argc, char **argv)
 		       url->lun, user ? (tuser ? " (mutual CHAP)" : " (CHAP)") : "",
 		       digest ? " (HeaderDigest=CRC32C)" : "");
 
-	if (read_capacity(&v, &cap_blocks) != 0) {
+	if (read_capacity(&v, &cap_blocks) != 0 || (pr_key && register_key(&v, pr_key))) {
 		rc = EXIT_IO;
 		goto logout;
 	}

@@ -258,3 +258,31 @@ Test(bs, compare_and_write_is_the_backstores_only_when_it_says_so)
 	cr_expect_eq(b->inflight, 0);
 	bs_destroy(b);
 }
+
+/* Online resize: only kinds that can say so take it; a read-only one does not grow. (The file
+ * kind's own part: test_bs_file.c, resize_in_service.) */
+Test(bs, resize_only_where_the_kind_can)
+{
+	struct bs_conf ram = { .type = BS_TYPE_RAM, .size = 1 << 16, .block_size = 512,
+			       .threads = 1 };
+	struct bs_conf nul = { .type = BS_TYPE_NULL, .size = 1 << 16, .block_size = 512,
+			       .threads = 1, .readonly = true };
+	uint64_t out = 1;
+	struct bs *b;
+
+	cr_assert_eq(bs_create(&loop, &ram, &b, &errs), 0);
+	cr_expect_not(bs_can_resize(b));
+	cr_expect_eq(bs_resize_prepare(b, 1 << 17, 0, &out, &errs), -EOPNOTSUPP);
+	cr_expect_eq(out, 1 << 16, "the size it has");
+	cr_expect_str_eq(errs.v[0].field, "size");
+	cr_expect_eq(b->size, 1 << 16);
+	bs_destroy(b);
+
+	cr_assert_eq(bs_create(&loop, &nul, &b, &errs), 0);
+	cr_expect(bs_can_resize(b));
+	cr_expect_eq(bs_resize_prepare(b, 1 << 17, 0, &out, &errs), -EROFS);
+	cr_assert_eq(bs_resize_prepare(b, 1 << 15, BS_RESIZE_SHRINK, &out, &errs), 0);
+	bs_resize_commit(b, out);
+	cr_expect_eq(b->size, 1 << 15);
+	bs_destroy(b);
+}

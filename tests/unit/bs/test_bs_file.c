@@ -882,3 +882,78 @@ Test(bs_file, uring_task_work_ring_when_single_issuer_refused)
 	bs_file_classic_ring = false;
 	free(p);
 }
+
+static void count_event(struct bs *bs, enum bs_event ev, void *arg)
+{
+	(void)bs;
+	if (ev == BS_EV_CAPACITY)
+		(*(int *)arg)++;
+}
+
+static off_t file_size(void)
+{
+	struct stat st;
+
+	cr_assert_eq(stat(path, &st), 0);
+	return st.st_size;
+}
+
+/* Online resize: the file grows before the LU hears of it, shrinks only when allowed and
+ * after, and a size measured again is the file's. */
+Test(bs_file, resize_in_service)
+{
+	struct bs_conf c = fconf(1 << 20);
+	struct bs *b = NULL;
+	uint64_t out = 0;
+	struct stat st;
+	int events = 0;
+	char *why;
+
+	cr_assert_eq(bs_create(&loop, &c, &b, &errs), 0);
+	bs_set_event_cb(b, count_event, &events);
+	cr_assert(bs_can_resize(b));
+
+	cr_assert_eq(bs_resize_prepare(b, 2 << 20, 0, &out, &errs), 0);
+	cr_expect_eq(out, 2 << 20);
+	cr_expect_eq(file_size(), 2 << 20, "the file grows at prepare");
+	cr_expect_eq(b->size, 1 << 20, "the LU still sees the old size");
+	cr_expect_eq(events, 0);
+	bs_resize_commit(b, out);
+	cr_expect_eq(b->size, 2 << 20);
+	cr_expect_eq(b->conf.size, 2 << 20);
+	cr_expect_eq(events, 1, "one capacity event");
+
+	/* Smaller: refused without BS_RESIZE_SHRINK, and nothing changes. */
+	cr_expect_eq(bs_resize_prepare(b, 1 << 20, 0, &out, &errs), -EPERM);
+	why = gw_errlist_join(&errs);
+	cr_expect_not_null(why && strstr(why, "shrinking"), "%s", why);
+	free(why);
+	cr_expect_eq(file_size(), 2 << 20);
+	cr_expect_eq(b->size, 2 << 20);
+	cr_expect_eq(bs_resize_prepare(b, (2 << 20) + 100, 0, &out, &errs), -EINVAL,
+		     "not whole blocks");
+	cr_assert_eq(bs_resize_prepare(b, 1 << 20, BS_RESIZE_SHRINK, &out, &errs), 0);
+	cr_expect_eq(file_size(), 2 << 20, "nothing cut before the LU stops addressing it");
+	bs_resize_commit(b, out);
+	cr_expect_eq(b->size, 1 << 20);
+	cr_expect_eq(file_size(), 1 << 20, "cut after");
+	cr_expect_eq(events, 2);
+
+	/* Thick growth allocates the new range. */
+	cr_assert_eq(bs_resize_prepare(b, 3 << 20, BS_RESIZE_ALLOCATE, &out, &errs), 0);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_eq(st.st_size, 3 << 20);
+	if (b->can_unmap)	/* a file system that keeps holes shows the allocation */
+		cr_expect_geq((uint64_t)st.st_blocks * 512, 2 << 20, "%llu bytes allocated",
+			      (unsigned long long)st.st_blocks * 512);
+	bs_resize_commit(b, out);
+
+	/* Grown from outside: measured again (size 0). */
+	cr_assert_eq(truncate(path, 5 << 20), 0);
+	cr_assert_eq(bs_resize_prepare(b, 0, 0, &out, &errs), 0);
+	cr_expect_eq(out, 5 << 20);
+	bs_resize_commit(b, out);
+	cr_expect_eq(b->size, 5 << 20);
+	cr_expect_eq(events, 4);
+	bs_destroy(b);
+}

@@ -30,7 +30,7 @@ static const char *conf_text(const char *t1_initiators, const char *t1_luns, boo
 #define LUN0 "{ \"lun\": 0, \"backstore\": { \"type\": \"ram\", \"size\": \"4M\" } }"
 #define LUN3 "{ \"lun\": 3, \"backstore\": { \"type\": \"ram\", \"size\": \"2M\" } }"
 
-static int apply(const char *text, struct gw_errlist *errs)
+static int apply_flags(const char *text, unsigned flags, struct gw_errlist *errs)
 {
 	struct ctl_config cfg;
 	json_error_t jerr;
@@ -41,10 +41,15 @@ static int apply(const char *text, struct gw_errlist *errs)
 	r = conf_parse(root, &cfg, errs);
 	json_decref(root);
 	cr_assert_eq(r, 0, "config refused: %s", gw_errlist_join(errs));
-	r = ctl_gw_apply(H.cg, cfg.isc, errs);
+	r = ctl_gw_apply(H.cg, cfg.isc, flags, errs);
 	cfg.isc = NULL;
 	conf_free(&cfg);
 	return r;
+}
+
+static int apply(const char *text, struct gw_errlist *errs)
+{
+	return apply_flags(text, 0, errs);
 }
 
 static void setup(void)
@@ -248,5 +253,39 @@ Test(ctl_apply, cluster_ownership_changes_live)
 	cr_expect_eq(scsi_dev_find_lu(t->dev, 0), lu);
 	fake_dmv_settle(&H.loop);
 	cr_expect_not(c2->closed);
+	gw_errlist_fini(&errs);
+}
+
+#define LUN4(size) "{ \"lun\": 4, \"backstore\": { \"type\": \"null\", \"size\": \"" size "\" } }"
+
+/* A LUN whose backstore changes only in size keeps its LU (sessions, reservations) and takes
+ * the size in place; smaller only with CTL_APPLY_SHRINK; a kind that cannot (ram) is replaced. */
+Test(ctl_apply, a_size_change_resizes_in_place)
+{
+	struct scsi_dev *dev = target(H_TARGET)->dev;
+	struct gw_errlist errs;
+	struct scsi_lu *lu, *lu0;
+
+	gw_errlist_init(&errs);
+	cr_assert_eq(apply(conf_text(ACL_HOST1, LUN0 "," LUN4("4M"), true), &errs), 0);
+	lu = scsi_dev_find_lu(dev, 4);
+	lu0 = scsi_dev_find_lu(dev, 0);
+	cr_assert_not_null(lu);
+	cr_assert_eq(apply(conf_text(ACL_HOST1, LUN0 "," LUN4("8M"), true), &errs), 0);
+	cr_expect_eq(scsi_dev_find_lu(dev, 4), lu, "the same LU object");
+	cr_expect_eq(scsi_dev_lu_bs(dev, 4)->size, 8u << 20);
+
+	cr_expect_eq(apply(conf_text(ACL_HOST1, LUN0 "," LUN4("2M"), true), &errs), -EPERM);
+	cr_assert_gt(errs.n, 0);
+	cr_expect_str_eq(errs.v[0].field, "targets[0].luns[1].backstore.size");
+	cr_expect_eq(scsi_dev_lu_bs(dev, 4)->size, 8u << 20, "refused: unchanged");
+	gw_errlist_fini(&errs);
+	gw_errlist_init(&errs);
+	cr_assert_eq(apply_flags(conf_text(ACL_HOST1, LUN0 "," LUN4("2M"), true),
+				 CTL_APPLY_SHRINK, &errs), 0);
+	cr_expect_eq(scsi_dev_find_lu(dev, 4), lu);
+	cr_expect_eq(scsi_dev_lu_bs(dev, 4)->size, 2u << 20);
+	cr_expect_eq(scsi_dev_find_lu(dev, 0), lu0, "LUN 0 untouched");
+	cr_expect_not(C->closed, "the session is undisturbed");
 	gw_errlist_fini(&errs);
 }

@@ -72,6 +72,8 @@ struct fake_tgt {
 	int alua_state;		/* ALUA state of the port's group; -1: no ALUA */
 	uint8_t naa[16];	/* the device's identity */
 	uint32_t block_size;
+	uint32_t blocks;	/* READ CAPACITY's answer; 0: FAKE_BLOCKS */
+	unsigned int capacity_reads;	/* READ CAPACITY(16) commands received */
 	bool hold;		/* I/O waits for fake_answer_held() */
 	struct fake_answer answer;	/* for I/O not held */
 	uint8_t caw_blocks;		/* VPD B0 MAXIMUM COMPARE AND WRITE LENGTH; 0: no page */
@@ -499,15 +501,21 @@ static int fake_answer_ctl(struct fake_tgt *tg, struct scsi_task *t)
 		d[31] = (uint8_t)tpg;
 		fake_datain(t, d, 32);
 		return SCSI_STATUS_GOOD;
-	case 0x9e:		/* READ CAPACITY(16) */
-		d[6] = (FAKE_BLOCKS - 1) >> 8;
-		d[7] = (FAKE_BLOCKS - 1) & 0xff;
+	case 0x9e: {		/* READ CAPACITY(16) */
+		uint32_t last = (tg->blocks ? tg->blocks : FAKE_BLOCKS) - 1;
+
+		tg->capacity_reads++;
+		d[4] = (uint8_t)(last >> 24);
+		d[5] = (uint8_t)(last >> 16);
+		d[6] = (uint8_t)(last >> 8);
+		d[7] = (uint8_t)last;
 		d[8] = (uint8_t)(tg->block_size >> 24);
 		d[9] = (uint8_t)(tg->block_size >> 16);
 		d[10] = (uint8_t)(tg->block_size >> 8);
 		d[11] = (uint8_t)tg->block_size;
 		fake_datain(t, d, 32);
 		return SCSI_STATUS_GOOD;
+	}
 	case 0xa3:		/* REPORT TARGET PORT GROUPS */
 		if (tg->alua_state < 0)
 			return fake_sense(t, 0x5, 0x20, 0x00);

@@ -14,7 +14,8 @@
 
 /* The owner: records what the path reports. */
 static struct {
-	int changed, redrives, retries, completes, buried;
+	int changed, redrives, retries, completes, buried, capacities;
+	uint64_t capacity;		/* the size the last capacity report carried */
 	bool last_redrive_path_failure;
 	uint64_t last_retry_at;
 	struct mp_io *last;
@@ -67,6 +68,13 @@ static void rec_bury(struct mp_lun *lun, struct iscsi_context *ctx)
 	iscsi_destroy_context(ctx);
 }
 
+static void rec_capacity(struct mp_lun *lun, struct mp_path *p)
+{
+	(void)lun;
+	rec.capacities++;
+	rec.capacity = p->size;
+}
+
 static const struct mp_path_owner_ops rec_owner = {
 	.changed = rec_changed,
 	.redrive = rec_redrive,
@@ -74,6 +82,7 @@ static const struct mp_path_owner_ops rec_owner = {
 	.complete = rec_complete,
 	.check_identity = rec_check_identity,
 	.bury = rec_bury,
+	.capacity = rec_capacity,
 };
 
 static struct gw_loop loop;

@@ -4,7 +4,8 @@
  * reporting to a recording owner instead of a LUN (path_fixture.h): the identity probe at
  * login learns the device and its ALUA state, refuses a path to another device or of another
  * block size, and the checker takes a path out of I/O when its port group goes to standby or
- * fails it when it stops answering.
+ * fails it when it stops answering; the checker reads the capacity again every MP_CAP_CHECKS
+ * rounds and at once when asked, and the LUN follows a size that changed.
  */
 #include "fake_iscsi.h"
 
@@ -68,4 +69,35 @@ Test(mp_path_probe, checker_fails_a_dead_path)
 	tick((uint64_t)lun.conf.polling_interval * 1000);
 	cr_expect_eq(path.state, MP_PATH_DOWN);
 	cr_expect(strstr(path.last_error, "path checker") != NULL, "%s", path.last_error);
+}
+
+Test(mp_path_probe, the_checker_reads_the_capacity_again)
+{
+	uint64_t poll = (uint64_t)lun.conf.polling_interval * 1000;
+	unsigned int reads;
+
+	bring_up();
+	reads = fake_tgt[0].capacity_reads;
+	fake_tgt[0].blocks = 2 * FAKE_BLOCKS;	/* grown on the array, nothing said */
+	for (int i = 1; i < MP_CAP_CHECKS; i++)
+		tick(poll);
+	cr_expect_eq(fake_tgt[0].capacity_reads, reads, "not every round");
+	cr_expect_eq(rec.capacities, 0);
+	tick(poll);
+	cr_expect_eq(fake_tgt[0].capacity_reads, reads + 1, "every %d rounds", MP_CAP_CHECKS);
+	cr_expect_eq(path.size, 2ull * FAKE_BLOCKS * FAKE_BLOCK);
+	cr_expect_eq(rec.capacities, 1, "the owner hears of it");
+	cr_expect_eq(rec.capacity, 2ull * FAKE_BLOCKS * FAKE_BLOCK);
+
+	/* Asked: read at the next tick, not in 6 rounds. */
+	fake_tgt[0].blocks = 3 * FAKE_BLOCKS;
+	lun.paths = &path;		/* the fixture's one path, for the LUN-wide request */
+	lun.npaths = 1;
+	mp_lun_recheck_capacity(&lun);
+	lun.paths = NULL;
+	lun.npaths = 0;
+	tick(0);
+	cr_expect_eq(fake_tgt[0].capacity_reads, reads + 2);
+	cr_expect_eq(rec.capacity, 3ull * FAKE_BLOCKS * FAKE_BLOCK);
+	cr_expect_not(path.recap, "done");
 }
