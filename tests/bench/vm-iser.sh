@@ -11,8 +11,8 @@
 # the host bench's table, its libiscsi gateway/tgt ratios are printed beside the kernel
 # initiator's TCP rows), BENCH_VM_ROWS / BENCH_VM_TARGETS / BENCH_VM_SKIP to narrow a run (see
 # tests/vm/guest/suite-bench-iser.sh), BENCH_VM_GW_B (a second isergwd binary, another build's,
-# measured beside the first as "isergwb iser": its raw lines are in the run's bench-iser.txt and
-# its ratio to the gateway and to LIO is printed), BENCH_VM_CELLS (only these ROW@NAME:TRANSPORT
+# measured beside the first as "isergwb iser" and "isergwb tcp": its raw lines are in the run's
+# bench-iser.txt, its iSER ratio to the gateway and to LIO is printed), BENCH_VM_CELLS (only these ROW@NAME:TRANSPORT
 # cells), BENCH_VM_GW_ENGINE (the gateway's io_engine), VM_* as for tests/vm/run.sh. The
 # gateway's state after the runs (its LUNs' backstore counters) and its log are kept beside the
 # figures: $VM_DIR/run/share/bench-iser-state.json and bench-iser-isergwd.log.

@@ -26,7 +26,7 @@
 # tgtd:tcp"; the others stay logged in, idle), BENCH_VM_SKIP ("tgtd:iser" leaves that login
 # out), BENCH_VM_CELLS (ROW@NAME:TRANSPORT words: only these rows on these targets, e.g.
 # "seqread-512k-qd8@isergwd:tcp seqread-512k-qd8@tgtd:tcp"), BENCH_VM_GW_B (a second isergwd
-# binary, measured as isergwb over iSER: two builds side by side in one run),
+# binary, measured as isergwb over iSER and TCP: two builds side by side in one run),
 # BENCH_VM_GW_ENGINE (the gateway's file backstore io_engine: uring or threads); all read from
 # $VM_BUILD/bench-iser.env when tests/bench/vm-iser.sh wrote one (the guest does not inherit
 # the host's environment).
@@ -216,14 +216,14 @@ else
 	echo "isergwd tcp - skip the gateway did not start" >>"$OUT"
 fi
 
-# ---- optional: a second gateway build over iSER (an A/B of two builds in one run) ---------
+# ---- optional: a second gateway build, iSER and TCP (an A/B of two builds in one run) -----
 # BENCH_VM_GW_B: another isergwd binary (another build tree's); it serves the same file over
-# iSER on ADDR:3266 (TCP on 3265, not attached) and is measured as "isergwb iser".
+# iSER on ADDR:3266 and TCP on ADDR:3265, measured as "isergwb iser" and "isergwb tcp".
 if [ -n "${BENCH_VM_GW_B:-}" ]; then
 	cat >"$VM_WORK/isergwb.json" <<JSON
 { "portals": [ { "name": "tcp0", "transport": "tcp", "address": "$ADDR", "port": 3265 },
                { "name": "iser0", "transport": "iser", "address": "$ADDR", "port": 3266 } ],
-  "targets": [ $(gw_target "$IQN_GW-b" iser0) ] }
+  "targets": [ $(gw_target "$IQN_GW-b" iser0), $(gw_target "$IQN_GW-b-tcp" tcp0) ] }
 JSON
 	"$BENCH_VM_GW_B" --config "$VM_WORK/isergwb.json" >"$VM_WORK/isergwb.log" 2>&1 &
 	GWB_PID=$!
@@ -235,6 +235,7 @@ JSON
 	done
 	if grep -q "$ADDR:3266 (iser)" "$VM_WORK/isergwb.log"; then
 		attach isergwb iser "$IQN_GW-b" "$ADDR:3266"
+		attach isergwb tcp "$IQN_GW-b-tcp" "$ADDR:3265"
 	else
 		fail isergwb-start "$(tail -n 3 "$VM_WORK/isergwb.log")"
 		echo "isergwb iser - skip the second gateway did not listen" >>"$OUT"
