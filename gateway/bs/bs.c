@@ -265,7 +265,8 @@ static int bs_resize_prepare_fn(void *arg)
 			       (unsigned long long)bs->size, (unsigned long long)size);
 		return -EPERM;
 	}
-	if (size > bs->size && bs->readonly) {
+	if (size > bs->size && bs->readonly && a->size) {
+		/* Measured larger: nothing is written, the LU takes what is there. */
 		gw_errlist_add(a->errs, "size", "the backstore is read-only: it cannot grow");
 		return -EROFS;
 	}

@@ -281,6 +281,8 @@ Test(bs, resize_only_where_the_kind_can)
 	cr_assert_eq(bs_create(&loop, &nul, &b, &errs), 0);
 	cr_expect(bs_can_resize(b));
 	cr_expect_eq(bs_resize_prepare(b, 1 << 17, 0, &out, &errs), -EROFS);
+	cr_expect_eq(bs_resize_prepare(b, 0, 0, &out, &errs), 0, "measuring writes nothing");
+	cr_expect_eq(out, 1 << 16);
 	cr_assert_eq(bs_resize_prepare(b, 1 << 15, BS_RESIZE_SHRINK, &out, &errs), 0);
 	bs_resize_commit(b, out);
 	cr_expect_eq(b->size, 1 << 15);
