@@ -320,9 +320,8 @@ static int bs_resize_commit_fn(void *arg)
 		r = bs->ops->cut(bs, a->size);
 		if (r < 0)
 			gw_warn("bs", "%s: cannot truncate to %llu bytes: %s (the LU addresses "
-				"%llu bytes; the rest stays on disk)", bs->conf.path,
-				(unsigned long long)a->size, strerror(-r),
-				(unsigned long long)a->size);
+				"no more than that; the rest stays on disk)", bs->conf.path,
+				(unsigned long long)a->size, strerror(-r));
 	}
 	return 0;
 }

@@ -28,6 +28,7 @@ enum ctl_lun_diff {
 	CTL_LUN_OTHER,		/* anything else: the LU is replaced */
 };
 
+/* a and b (taken) are equal once the skip keys are out of both. */
 static bool ctl_json_same(json_t *a, json_t *b, const char *const *skip)
 {
 	bool same;
@@ -46,18 +47,22 @@ static enum ctl_lun_diff ctl_lun_diff(const struct isc_lun_conf *a, const struct
 {
 	/* Owner and ALUA group change in place (a cluster failover must not reopen the LU). */
 	static const char *const lu_live[] = { "owner", "alua_group", "alua_pending", NULL };
-	static const char *const none[] = { NULL }, *const size[] = { "size", NULL };
+	static const char *const size[] = { "size", NULL };
+	json_t *ja, *jb;
 
 	if (!ctl_json_same(gw_conf_to_json(conf_lu_keys, &a->lu, false),
 			   gw_conf_to_json(conf_lu_keys, &b->lu, false), lu_live))
 		return CTL_LUN_OTHER;
 	/* The whole backstore object: a remote one's paths and policies are not in
-	 * conf_bs_keys. */
-	if (ctl_json_same(conf_bs_to_json(&a->bs, false), conf_bs_to_json(&b->bs, false), none))
+	 * conf_bs_keys. Equal, or equal but for its size. */
+	ja = conf_bs_to_json(&a->bs, false);
+	jb = conf_bs_to_json(&b->bs, false);
+	if (ja && jb && json_equal(ja, jb)) {
+		json_decref(ja);
+		json_decref(jb);
 		return CTL_LUN_SAME;
-	if (ctl_json_same(conf_bs_to_json(&a->bs, false), conf_bs_to_json(&b->bs, false), size))
-		return CTL_LUN_SIZE;
-	return CTL_LUN_OTHER;
+	}
+	return ctl_json_same(ja, jb, size) ? CTL_LUN_SIZE : CTL_LUN_OTHER;
 }
 
 static bool ctl_portal_same(const struct isc_portal_conf *a, const struct isc_portal_conf *b)
